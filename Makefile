@@ -1,0 +1,159 @@
+# ctrain build.
+#   make            build build/ctrain (CPU backend always; CUDA backend when nvcc is found)
+#   make test       run every test (unit, CLI, data, parity); ends with "N passed, N failed, N skipped"
+#   make test-gpu   run the tests that need an NVIDIA GPU
+#   make demo       the main job on the embedded default (same as scripts/demo.sh)
+#   make bench      CPU benchmarks
+# Dependency locations can be overridden for clusters that use modules instead of apt:
+#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, CUDA_HOME, NCCL_HOME
+# Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
+
+BUILD ?= build
+CC ?= cc
+OPT ?= -O3 -march=x86-64-v2 -g
+CFLAGS ?= $(OPT)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -MMD -MP -Isrc -Ikernels -Icheckpoint
+LDFLAGS ?=
+LDLIBS := -fopenmp -lpthread -lm
+
+# ---- HDF5 (required, serial) ----
+ifdef HDF5_HOME
+HDF5_CFLAGS := -I$(HDF5_HOME)/include
+HDF5_LIBS := -L$(HDF5_HOME)/lib -Wl,-rpath,$(HDF5_HOME)/lib -lhdf5
+else
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-serial 2>/dev/null || pkg-config --cflags hdf5 2>/dev/null)
+HDF5_LIBS := $(shell pkg-config --libs hdf5-serial 2>/dev/null || pkg-config --libs hdf5 2>/dev/null)
+endif
+ifeq ($(strip $(HDF5_LIBS)),)
+DEPS_MISSING += HDF5 (set HDF5_HOME=/path/to/hdf5 with include/ and lib/);
+endif
+
+# ---- OpenBLAS (required); the OpenMP build shares our thread pool instead of fighting it ----
+ifdef OPENBLAS_HOME
+BLAS_CFLAGS := -I$(OPENBLAS_HOME)/include
+BLAS_LIBS := -L$(OPENBLAS_HOME)/lib -Wl,-rpath,$(OPENBLAS_HOME)/lib -lopenblas
+else ifneq ($(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so),)
+BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-openmp
+BLAS_LIBS := -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas
+else
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
+endif
+ifeq ($(strip $(BLAS_LIBS)),)
+DEPS_MISSING += OpenBLAS (set OPENBLAS_HOME=/path/to/openblas);
+endif
+
+# ---- MPI (MPICH; optional: CPU multi-rank jobs) ----
+ifdef MPI_HOME
+MPI_CFLAGS := -I$(MPI_HOME)/include -DCT_HAVE_MPI=1
+MPI_LIBS := -L$(MPI_HOME)/lib -Wl,-rpath,$(MPI_HOME)/lib -lmpi
+else
+MPI_LIBS := $(shell pkg-config --libs mpich 2>/dev/null)
+MPI_CFLAGS := $(if $(MPI_LIBS),$(shell pkg-config --cflags mpich 2>/dev/null) -DCT_HAVE_MPI=1,)
+endif
+
+# ---- PMI2 (Slurm's client library; optional: rank discovery under srun --mpi=pmi2) ----
+ifdef PMI2_HOME
+PMI2_CFLAGS := -I$(PMI2_HOME)/include -I$(PMI2_HOME)/include/slurm -DCT_HAVE_PMI2=1
+PMI2_LIBS := -L$(PMI2_HOME)/lib -Wl,-rpath,$(PMI2_HOME)/lib -lpmi2
+else ifneq ($(wildcard /usr/include/slurm/pmi2.h),)
+PMI2_CFLAGS := -I/usr/include/slurm -DCT_HAVE_PMI2=1
+PMI2_LIBS := -lpmi2
+endif
+
+# ---- CUDA + cuBLAS + NCCL (optional: device=cuda) ----
+CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
+NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc))
+CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+ifneq ($(NVCC),)
+CUDA_CFLAGS := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -DCT_HAVE_CUDA=1 -DCT_CUDA_ARCHS=sm_90,sm_80
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib \
+             -Wl,-rpath,$(NCCL_HOME)/lib64 -lcublasLt -lcublas -lcudart
+ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
+CUDA_CFLAGS += -DCT_HAVE_NCCL=1
+CUDA_LIBS += -lnccl
+endif
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+endif
+
+override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(CUDA_LIBS) $(LDLIBS)
+
+# ---- sources ----
+LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/*.c) $(wildcard checkpoint/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CU_SRCS := $(if $(NVCC),$(wildcard kernels/*.cu),)
+CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test test-gpu demo bench clean check-deps
+all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS)
+
+# Missing required libraries stop the build with one clear message instead of compiler noise.
+check-deps:
+ifneq ($(strip $(DEPS_MISSING)),)
+	@echo "ctrain: missing: $(DEPS_MISSING) run scripts/install-deps.sh" >&2; exit 1
+endif
+
+$(BUILD)/obj/%.o: %.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | check-deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_CFLAGS) -c $< -o $@
+
+$(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/ctrain: $(BUILD)/obj/src/main.o $(BUILD)/libctrain.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libctrain.a tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -DTEST_PROGRAM='"$*"' $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+
+# `make test` is the one command that runs every test on a fresh machine: it installs what the
+# tests need (quick when present), builds, then runs. Sub-makes re-read the library flags.
+test:
+	@bash scripts/install-deps.sh --test
+	@$(MAKE) --no-print-directory -j2 all
+	@bash tests/run.sh $(BUILD)
+
+test-gpu:
+	@bash scripts/install-deps.sh --test
+	@$(MAKE) --no-print-directory -j2 all
+	@CT_REQUIRE_GPU=1 bash tests/run.sh $(BUILD) gpu
+
+demo:
+	@bash scripts/demo.sh
+
+bench:
+	@bash scripts/install-deps.sh --test
+	@$(MAKE) --no-print-directory -j2 all
+	@bash tests/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJS:.o=.d) $(BUILD)/obj/src/main.d
+
+# For engineers compiling one file by hand: prints the flags the build uses.
+.PHONY: flags
+flags:
+	@echo "CFLAGS=$(CFLAGS)"
+	@echo "LDLIBS=$(LDLIBS)"
+
+# Regenerate the generated parts of docs/ from the code (tests/cli/test_docs.sh checks they match).
+.PHONY: docs
+docs: $(BUILD)/ctrain
+	@bash scripts/gen-docs.sh $(BUILD)/ctrain

@@ -1,0 +1,107 @@
+/* cpu_attention.h — CPU (fp32, OpenBLAS + OpenMP) attention ops of the baseline GPT: QK-norm +
+ * RoPE + q_gain, and causal grouped-query attention, as forward/backward pairs (llm.c style).
+ *
+ * Conventions shared by every op here:
+ *   - fp32, explicit buffers and shape ints; no allocation inside. Ops that need working memory
+ *     take `scratch` and a companion *_scratch_floats() function says how many floats it needs.
+ *   - Forward outputs are written with '=' (every element). Backward functions ACCUMULATE (+=)
+ *     into every gradient buffer, parameter grads (dgain) included; the caller zeroes them.
+ *   - Activations are token-major: row n = b*T + t. q is [B*T, H*hd], k and v are [B*T, KV*hd]
+ *     with the heads of one token contiguous (exactly what c_q / c_k / c_v produce), and the
+ *     attention output y is [B*T, H*hd] in the same layout, ready for the proj linear.
+ *   - Results are deterministic and bitwise identical for any OpenMP thread count: every output
+ *     element is produced by one task whose arithmetic does not depend on which thread runs
+ *     it, and every cross-task reduction is summed in a fixed order afterwards.
+ *   - Preconditions (head_dim even and > 0, n_heads divisible by n_kv_heads, enough scratch)
+ *     are programming errors and are checked with assert().
+ *
+ * Model mapping (train_gpt.py, CausalSelfAttention.forward):
+ *   q = cpu_qk_norm_rope_forward(c_q(x), q_gain)    F.rms_norm -> apply_rotary_emb -> * q_gain
+ *   k = cpu_qk_norm_rope_forward(c_k(x), NULL)      F.rms_norm -> apply_rotary_emb
+ *   y = cpu_attention_forward(q, k, v)              F.scaled_dot_product_attention(is_causal,
+ *                                                   enable_gqa), then transpose/reshape */
+#ifndef CT_CPU_ATTENTION_H
+#define CT_CPU_ATTENTION_H
+
+#include <stddef.h>
+
+/* ---- RoPE tables ---------------------------------------------------------------------------
+ * cos_table, sin_table: [T, head_dim/2]. Entry [t, i] is cos/sin of freq = t * inv_freq[i] with
+ * inv_freq[i] = 1 / base^((2i)/head_dim), every step rounded to fp32 as in train_gpt.py's
+ * Rotary (which computes the tables in fp32). The final cos/sin are evaluated in double and
+ * rounded once, so they are the correctly rounded values of the fp32 angle (torch's vectorised
+ * fp32 cos/sin agree to within 1 ulp). Compute once per (T, head_dim, base). */
+void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base);
+
+/* ---- QK-norm + RoPE + gain (fused, per token and head) -------------------------------------
+ * For each token n (position t = n % T) and head h, with x = in[n, h*hd : (h+1)*hd]:
+ *   r = 1 / sqrt(mean(x^2) + FLT_EPSILON)              F.rms_norm(x, (hd,)), eps=None, fp32
+ *   u = x * r;  u1 = u[:hd/2], u2 = u[hd/2:]
+ *   out = gain[h] * cat(u1*cos_t + u2*sin_t, -u1*sin_t + u2*cos_t)   (half-split RoPE)
+ * in, out: [B*T, n_heads*head_dim]; must not alias (backward needs `in`).
+ * gain: [n_heads] (q_gain), or NULL for no gain (k).
+ * Nothing is saved for backward: r is recomputed from `in`, which costs one pass over hd. */
+void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
+                              const float *cos_table, const float *sin_table,
+                              int B, int T, int n_heads, int head_dim);
+
+/* Scratch for the backward: one dgain partial per (token, head) [B*T, n_heads], so that dgain
+ * is summed over tokens in a fixed order whatever the thread count. */
+size_t cpu_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
+
+/* din += d(out)/d(in)^T dout;  dgain[h] += sum over tokens and head dims of dout * out/gain[h].
+ * gain and dgain may both be NULL (k). dgain may be NULL with a non-NULL gain (gain frozen).
+ * scratch: cpu_qk_norm_rope_backward_scratch_floats() floats (unused when dgain is NULL). */
+void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, const float *in,
+                               const float *gain, const float *cos_table, const float *sin_table,
+                               int B, int T, int n_heads, int head_dim, float *scratch);
+
+/* ---- Causal grouped-query attention ---------------------------------------------------------
+ * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],
+ * g = h / (n_heads / n_kv_heads).
+ *
+ * Algorithm: one task per (b, h), parallelised with OpenMP, cblas_sgemm single-threaded inside.
+ * The per-(b,h) Q/K/V/Y matrices are strided views straight into the token-major buffers
+ * (leading dimension H*hd or KV*hd), so no re-layout copies are made. Query rows are processed
+ * in blocks of CPU_ATTENTION_ROW_BLOCK; a block whose last row is t only multiplies against keys
+ * 0..t, which skips most of the masked upper triangle (about (1 + 64/T)/2 of the full T x T
+ * work is done).
+ *
+ * Saved for backward: not P. The forward saves two floats per (b, h, t) row — the row max m
+ * of the scaled scores and 1/sum(exp(s - m)) — and the backward recomputes the scores with the
+ * identical sgemm call, so its P = exp(s - m) * inv_sum is bitwise the forward's P. Memory
+ * saved: 2*B*H*T floats instead of B*H*T*T (for B=8, H=8, T=1024: 0.5 MiB instead of 256 MiB
+ * per layer), paid for with one extra Q K^T product in backward (7 instead of 6 T x T x hd
+ * products per fwd+bwd). */
+#define CPU_ATTENTION_ROW_BLOCK 64
+
+/* Floats in the softmax statistics buffer: [B, H, T, 2] = (row max, 1 / row sum). */
+size_t cpu_attention_stats_floats(int B, int T, int n_heads);
+
+/* Scratch for n_threads worker threads (pass omp_get_max_threads()). If an op is later handed
+ * less scratch than its current thread count needs, it runs on fewer threads rather than
+ * overflowing; the results are the same bits either way.
+ *   forward:  n_threads * rows * T                         (one score/probability tile each)
+ *   backward: n_threads * 2 * rows * T                      (P and dP tiles)
+ *             + 2 * B*H*T*hd when n_kv_heads < n_heads     (per-query-head dK/dV partials,
+ *             summed over each group in head order after the parallel loop: deterministic GQA
+ *             reduction without atomics); rows = min(CPU_ATTENTION_ROW_BLOCK, T). */
+size_t cpu_attention_forward_scratch_floats(int B, int T, int n_heads, int n_kv_heads,
+                                            int head_dim, int n_threads);
+size_t cpu_attention_backward_scratch_floats(int B, int T, int n_heads, int n_kv_heads,
+                                             int head_dim, int n_threads);
+
+/* y: [B*T, H*hd] (written). stats: [B, H, T, 2] for the backward, or NULL for a forward-only
+ * (validation / inference) pass; y is bitwise the same either way. */
+void cpu_attention_forward(float *y, float *stats, const float *q, const float *k, const float *v,
+                           int B, int T, int n_heads, int n_kv_heads, int head_dim,
+                           float *scratch, size_t scratch_floats);
+
+/* dq += dL/dq, dk += dL/dk, dv += dL/dv given dy = dL/dy. stats from cpu_attention_forward
+ * on the same q, k, v. dk/dv of a kv head accumulate the contributions of its query heads. */
+void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *q,
+                            const float *k, const float *v, const float *stats, int B, int T,
+                            int n_heads, int n_kv_heads, int head_dim, float *scratch,
+                            size_t scratch_floats);
+
+#endif

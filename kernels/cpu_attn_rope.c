@@ -1,0 +1,113 @@
+/* cpu_attn_rope.c — RoPE tables and the fused QK-norm + RoPE + gain op (forward and backward)
+ * of the CPU backend; see cpu_attention.h for the math and the conventions. */
+#include "cpu_attention.h"
+
+#include <assert.h>
+#include <float.h>
+#include <math.h>
+
+void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base) {
+    assert(T > 0 && head_dim > 0 && head_dim % 2 == 0 && base > 0);
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* Every step rounded to fp32, in the order torch evaluates
+         * 1.0 / (base ** (arange(0, dim, 2, fp32) / dim)), so the angles match Rotary's. */
+        float exponent = (float)(2 * i) / (float)head_dim;
+        float inv_freq = 1.0f / powf(base, exponent);
+        for (int t = 0; t < T; t++) {
+            float angle = (float)t * inv_freq;
+            cos_table[(size_t)t * half + i] = (float)cos((double)angle);
+            sin_table[(size_t)t * half + i] = (float)sin((double)angle);
+        }
+    }
+}
+
+/* 1/RMS of one head vector; fp32 like F.rms_norm on fp32 input with eps=None (FLT_EPSILON). */
+static inline float head_inv_rms(const float *x, int head_dim) {
+    float sum_sq = 0.0f;
+    for (int d = 0; d < head_dim; d++) sum_sq += x[d] * x[d];
+    return 1.0f / sqrtf(sum_sq / (float)head_dim + FLT_EPSILON);
+}
+
+void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
+                              const float *cos_table, const float *sin_table,
+                              int B, int T, int n_heads, int head_dim) {
+    assert(B > 0 && T > 0 && n_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
+    const int half = head_dim / 2;
+    const size_t row_floats = (size_t)n_heads * head_dim;
+    const long n_tokens = (long)B * T;
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < n_tokens; n++) {
+        const float *cos_t = cos_table + (size_t)(n % T) * half;
+        const float *sin_t = sin_table + (size_t)(n % T) * half;
+        for (int h = 0; h < n_heads; h++) {
+            const float *x = in + (size_t)n * row_floats + (size_t)h * head_dim;
+            float *o = out + (size_t)n * row_floats + (size_t)h * head_dim;
+            float r = head_inv_rms(x, head_dim);
+            float g = gain ? gain[h] : 1.0f;
+            for (int i = 0; i < half; i++) {
+                float u1 = x[i] * r, u2 = x[i + half] * r;
+                o[i] = (u1 * cos_t[i] + u2 * sin_t[i]) * g;
+                o[i + half] = (u2 * cos_t[i] - u1 * sin_t[i]) * g;
+            }
+        }
+    }
+}
+
+size_t cpu_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads) {
+    return (size_t)B * T * n_heads;
+}
+
+/* Backward through out = g * R u, u = x * r (R: the per-position rotation, orthogonal):
+ *   dgain += <dout, R u>,  du = R^T (g dout),  dx = r * (du - u * <du, u> / hd).
+ * Two passes over the head so that no per-head temporary is needed; the second recomputes
+ * du and u, which is cheaper than storing them. */
+void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, const float *in,
+                               const float *gain, const float *cos_table, const float *sin_table,
+                               int B, int T, int n_heads, int head_dim, float *scratch) {
+    assert(B > 0 && T > 0 && n_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
+    assert(!dgain || (gain && scratch));
+    const int half = head_dim / 2;
+    const size_t row_floats = (size_t)n_heads * head_dim;
+    const long n_tokens = (long)B * T;
+    float *dgain_partial = scratch; /* [n_tokens, n_heads] */
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < n_tokens; n++) {
+        const float *cos_t = cos_table + (size_t)(n % T) * half;
+        const float *sin_t = sin_table + (size_t)(n % T) * half;
+        for (int h = 0; h < n_heads; h++) {
+            size_t offset = (size_t)n * row_floats + (size_t)h * head_dim;
+            const float *x = in + offset, *go = dout + offset;
+            float *dx = din + offset;
+            float r = head_inv_rms(x, head_dim);
+            float g = gain ? gain[h] : 1.0f;
+            float du_dot_u = 0.0f, dout_dot_rotated = 0.0f;
+            for (int i = 0; i < half; i++) {
+                float c = cos_t[i], s = sin_t[i];
+                float u1 = x[i] * r, u2 = x[i + half] * r;
+                float dy1 = go[i] * g, dy2 = go[i + half] * g;
+                float du1 = dy1 * c - dy2 * s, du2 = dy1 * s + dy2 * c;
+                du_dot_u += du1 * u1 + du2 * u2;
+                dout_dot_rotated += go[i] * (u1 * c + u2 * s) + go[i + half] * (u2 * c - u1 * s);
+            }
+            float mean_du_u = du_dot_u / (float)head_dim;
+            for (int i = 0; i < half; i++) {
+                float c = cos_t[i], s = sin_t[i];
+                float u1 = x[i] * r, u2 = x[i + half] * r;
+                float dy1 = go[i] * g, dy2 = go[i + half] * g;
+                float du1 = dy1 * c - dy2 * s, du2 = dy1 * s + dy2 * c;
+                dx[i] += r * (du1 - u1 * mean_du_u);
+                dx[i + half] += r * (du2 - u2 * mean_du_u);
+            }
+            if (dgain) dgain_partial[(size_t)n * n_heads + h] = dout_dot_rotated;
+        }
+    }
+    if (!dgain) return;
+    /* Fixed token order and a double accumulator: the sum runs over up to ~1e6 tokens and must
+     * not depend on how the loop above was split between threads. */
+    for (int h = 0; h < n_heads; h++) {
+        double sum = 0.0;
+        for (long n = 0; n < n_tokens; n++) sum += dgain_partial[(size_t)n * n_heads + h];
+        dgain[h] += (float)sum;
+    }
+}

@@ -1,0 +1,100 @@
+/* cpu_logits_ce.c — output logits (x @ W^T), tanh softcap and cross-entropy, fused and processed
+ * in chunks of tokens so the [N,V] logits never exist at once. One function trains (losses and
+ * gradients in one pass over each chunk), one validates (losses only). */
+#include <math.h>
+#include <stddef.h>
+
+#include "common.h"
+#include "cpu_ops.h"
+
+static int check_arguments(const int32_t *targets, int N, int V, float softcap, int chunk) {
+    if (!(softcap > 0.0f)) return ct_fail("logits: softcap must be positive, got %g", (double)softcap);
+    if (chunk < 1) return ct_fail("logits: chunk must be at least 1 token, got %d", chunk);
+    for (int n = 0; n < N; n++)
+        if (targets[n] < 0 || targets[n] >= V)
+            return ct_fail("logits: target id %d at position %d is outside the vocabulary [0, %d)",
+                           (int)targets[n], n, V);
+    return 0;
+}
+
+/* Softcapped logit from the stored tanh value; one expression so both passes agree bit for bit. */
+static inline float capped(float softcap, float tanh_value) { return softcap * tanh_value; }
+
+/* One row: raw logits z[V] in, cross-entropy against `target` out. The row is overwritten with
+ * tanh(z/softcap); with grad_scale != 0 it is then overwritten again with
+ * d(grad_scale * loss)/dz = grad_scale * (softmax(s) - onehot(target)) * (1 - tanh^2). */
+static double softcap_ce_row(float *row, int V, int target, float softcap, int want_grad, float grad_scale) {
+    float max_s = -INFINITY;
+    for (int j = 0; j < V; j++) {
+        row[j] = tanhf(row[j] / softcap);
+        const float s = capped(softcap, row[j]);
+        if (s > max_s) max_s = s;
+    }
+    double sum_exp = 0.0;
+    for (int j = 0; j < V; j++) sum_exp += expf(capped(softcap, row[j]) - max_s);
+    const double loss = (double)max_s + log(sum_exp) - (double)capped(softcap, row[target]);
+    if (want_grad) {
+        /* Recompute the exponentials rather than keep a second row: they are cheap next to the
+         * C*V multiply-adds per row of the three matrix products. */
+        const float inv_sum = (float)(1.0 / sum_exp);
+        for (int j = 0; j < V; j++) {
+            const float t = row[j];
+            const float prob = expf(capped(softcap, t) - max_s) * inv_sum;
+            const float ds = j == target ? prob - 1.0f : prob;
+            row[j] = grad_scale * ds * (1.0f - t * t);
+        }
+    }
+    return loss;
+}
+
+/* Shared body. losses may be NULL only without gradients (each row's loss is then parked in
+ * the first element of its own scratch row, which is no longer needed). */
+static int logits_ce(float *dx, float *dW, float *losses, double *loss_sum, const float *x, const float *W,
+                     const int32_t *targets, int N, int C, int V, float softcap, int want_grad,
+                     float grad_scale, float *scratch, int chunk) {
+    if (check_arguments(targets, N, V, softcap, chunk)) return -1;
+    double sum = 0.0;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int rows = N - n0 < chunk ? N - n0 : chunk;
+        const float *x_chunk = x + (size_t)n0 * C;
+        cpu_sgemm(0, 1, rows, V, C, 1.0f, x_chunk, C, W, C, 0.0f, scratch, V); /* z = x W^T */
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < rows; i++) {
+            float *row = scratch + (size_t)i * V;
+            const float loss = (float)softcap_ce_row(row, V, targets[n0 + i], softcap, want_grad, grad_scale);
+            if (losses) losses[n0 + i] = loss;
+            else row[0] = loss;
+        }
+        /* The mean is summed in token order, in one thread. */
+        for (int i = 0; i < rows; i++) sum += losses ? losses[n0 + i] : scratch[(size_t)i * V];
+        if (want_grad) {
+            /* scratch now holds dz [rows,V]: dx += dz @ W, dW += dz^T @ x. */
+            cpu_sgemm(0, 0, rows, C, V, 1.0f, scratch, V, W, C, 1.0f, dx + (size_t)n0 * C, C);
+            cpu_sgemm(1, 0, V, C, rows, 1.0f, scratch, V, x_chunk, C, 1.0f, dW, C);
+        }
+    }
+    *loss_sum = sum;
+    return 0;
+}
+
+int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
+                               const float *W, const int32_t *targets, int N, int C, int V, float softcap,
+                               float loss_weight, float *scratch, int chunk) {
+    if (!losses) return ct_fail("logits: the per-token loss buffer is required when training");
+    if (N <= 0) {
+        *mean_loss = 0.0;
+        return 0;
+    }
+    double loss_sum = 0.0;
+    /* d(loss_weight * mean)/d loss[n] = loss_weight / N for every token. */
+    const float grad_scale = (float)((double)loss_weight / N);
+    if (logits_ce(dx, dW, losses, &loss_sum, x, W, targets, N, C, V, softcap, 1, grad_scale, scratch, chunk))
+        return -1;
+    *mean_loss = loss_sum / N;
+    return 0;
+}
+
+int logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
+                      int N, int C, int V, float softcap, float *scratch, int chunk) {
+    return logits_ce(NULL, NULL, losses, loss_sum, x, W, targets, N, C, V, softcap, 0, 0.0f, scratch, chunk);
+}

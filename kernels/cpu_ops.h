@@ -1,0 +1,119 @@
+/* cpu_ops.h — the CPU math ops of the model (fp32, OpenMP + OpenBLAS), llm.c style. The CPU
+ * backend is the exact reference of ctrain, so these ops are written for determinism first.
+ *
+ * Conventions shared by every op here (kernels/README.md has the table of ops):
+ *  - Activations are row-major [N, C] with N = tokens (B*T) and C the feature width. Shapes are
+ *    passed explicitly as ints; offsets are computed in size_t.
+ *  - No op allocates. Scratch memory, where an op needs any, is passed in by the caller.
+ *  - Forward functions WRITE (=) their outputs. Backward functions ACCUMULATE (+=) into every
+ *    gradient buffer they produce, input gradients and parameter gradients alike; the caller
+ *    zeroes them. Residual branches, tied weights and micro-batch accumulation then just add.
+ *  - Unless an op says otherwise, no output buffer may alias an input or another output.
+ *  - Bitwise determinism independent of the OpenMP thread count: threads only ever split
+ *    independent outputs; every reduction (over channels within a row, or over tokens for a
+ *    parameter gradient) runs in one fixed order in one thread. Reductions over tokens are
+ *    parallelised over blocks of CPU_CHANNEL_BLOCK channels, each block visiting tokens in order.
+ *  - Per-row reductions (rmsnorm mean square, log-sum-exp) and parameter-gradient sums over
+ *    tokens accumulate in double: it costs nothing next to the matrix products and makes the
+ *    reference tighter. Element-wise math is fp32.
+ *  - Matrix products go through cpu_sgemm (below), never cblas_sgemm directly: OpenBLAS's own
+ *    threading changes result bits with the thread count (measured on 0.3.21: the split of the
+ *    output between threads moves the kernel's edge tiles and its K blocking differs between its
+ *    one-thread and threaded drivers), so cpu_sgemm fixes the split itself.
+ *  - Functions that can fail on data (out-of-range token ids) return 0 / -1 with ct_fail()
+ *    (src/common.h); the others return void and trust their shape arguments. */
+#ifndef CT_CPU_OPS_H
+#define CT_CPU_OPS_H
+
+#include <stdint.h>
+
+/* Width of the channel blocks that parameter-gradient reductions over tokens are split into:
+ * one 64-byte cache line of floats, so two threads never write the same line. */
+#define CPU_CHANNEL_BLOCK 16
+
+/* ---- matrix product ---------------------------------------------------------------------- */
+
+/* Row-major C[M,N] = alpha * op(A) @ op(B) + beta * C, with op(A) [M,K] and op(B) [K,N]
+ * (trans_a: A is stored [K,M]; trans_b: B is stored [N,K]). beta 0 overwrites C (C may then
+ * hold NaN), beta 1 accumulates. The output is cut into a fixed grid of 128x128 tiles that
+ * OpenMP threads share; each tile is one single-threaded cblas_sgemm call (OpenBLAS runs
+ * single-threaded inside a parallel region). The bits therefore depend on the shapes only, never
+ * on the thread count. Must not be called from inside an OpenMP parallel region of the caller. */
+void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- token embedding: out[n,:] = wte[ids[n],:] ---------------------------------------------- */
+
+/* ids [N] int32, wte [V,C], out [N,C]. Returns -1 (ct_error names the position) if an id is
+ * outside [0, V); nothing is written then. */
+int embedding_forward(float *out, const int32_t *ids, const float *wte, int N, int V, int C);
+/* dwte [V,C] += scatter of dout [N,C] by ids (ids already checked by embedding_forward). Each
+ * element of dwte receives its tokens' contributions in token order. */
+void embedding_backward(float *dwte, const float *dout, const int32_t *ids, int N, int C);
+
+/* ---- RMSNorm without weight: y = x / sqrt(mean(x^2) + eps), per row of C ----------------- */
+
+/* x, out [N,C]; rstd [N] receives 1/sqrt(mean(x^2)+eps) per row for the backward (NULL: not
+ * saved). out may equal x. Generic over rows: per-head q/k norm is N*heads rows of head_dim.
+ * train_gpt.py uses F.rms_norm(eps=None), which for fp32 is eps = FLT_EPSILON. */
+void rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, float eps);
+/* dx [N,C] += d/dx given dout [N,C], the forward INPUT x and the saved rstd:
+ * dx = rstd * (dout - y * mean(dout * y)) with y = x * rstd. */
+void rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C);
+
+/* ---- linear without bias, torch layout W [out_features, in_features] --------------------- */
+
+/* out [N,out_features] = x [N,in_features] @ W^T. */
+void linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features);
+/* dx [N,in] += dout @ W;  dW [out,in] += dout^T @ x. Needs the forward input x. */
+void linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
+                     int in_features, int out_features);
+
+/* ---- relu^2 (the MLP activation): h = relu(u)^2 ------------------------------------------ */
+
+/* u, h [N,C]; h may equal u (but the backward needs u). */
+void relu2_forward(float *h, const float *u, int N, int C);
+/* du [N,C] += dh * 2*relu(u). */
+void relu2_backward(float *du, const float *dh, const float *u, int N, int C);
+
+/* ---- residual mix (Block input): out = mix[0,c] * x + mix[1,c] * x0 ---------------------- */
+
+/* x, x0, out [N,C]; mix [2,C] (row 0 scales x, row 1 scales x0). out may equal x or x0. */
+void residual_mix_forward(float *out, const float *x, const float *x0, const float *mix, int N, int C);
+/* dx += mix[0]*dout; dx0 += mix[1]*dout; dmix[0,c] += sum_n dout*x; dmix[1,c] += sum_n dout*x0. */
+void residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
+                           const float *x0, const float *mix, int N, int C);
+
+/* ---- scaled residual add: out = x + scale[c] * branch ------------------------------------ */
+/* Used for attn_scale, mlp_scale and the U-net skip_weights[i] (x + skip_weights[i] * skip). */
+
+/* x, branch, out [N,C]; scale [C]. out may equal x (in-place residual update). */
+void scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C);
+/* dx += dout; dbranch += scale*dout; dscale[c] += sum_n dout*branch. dx may be NULL when the
+ * caller keeps dout itself as the gradient of x (it is identical), which saves a pass. */
+void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
+                         const float *branch, const float *scale, int N, int C);
+
+/* ---- logits + softcap + cross-entropy, fused and chunked --------------------------------- */
+/* For the final normed x [N,C] and the output matrix W [V,C] (tok_emb when tied, else lm_head):
+ *   z = x @ W^T,  s = softcap * tanh(z / softcap),  loss[n] = logsumexp(s[n,:]) - s[n,target[n]].
+ * The [N,V] logits never exist at once: tokens are processed in chunks of `chunk` rows through a
+ * caller-given scratch of chunk*V floats. Softmax is fp32 with max subtraction; the row sum of
+ * exponentials is accumulated in double. The bits of dW depend on `chunk` (it sets the order in
+ * which token partials are added) but never on the thread count. Both return -1 (ct_error names
+ * the position) if a target is outside [0, V), or if softcap <= 0 or chunk < 1; they check
+ * everything before writing anything. */
+
+/* Training: one pass computes losses [N] (per token, fp32; required here), *mean_loss (the mean over the N
+ * tokens of this micro-batch, summed in double in token order over the fp32 per-token losses)
+ * and ACCUMULATES the gradients of loss_weight * mean_loss: dx [N,C] += and dW [V,C] +=.
+ * loss_weight is this micro-batch's share of the step's loss (e.g. 1/grad_accum_steps). */
+int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
+                               const float *W, const int32_t *targets, int N, int C, int V, float softcap,
+                               float loss_weight, float *scratch, int chunk);
+/* Validation: forward only. losses [N] gets the per-token losses (may be NULL); *loss_sum gets
+ * their sum in double, in token order (the caller divides by its total token count). */
+int logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
+                      int N, int C, int V, float softcap, float *scratch, int chunk);
+
+#endif

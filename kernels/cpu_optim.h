@@ -1,0 +1,109 @@
+/* cpu_optim.h — optimizer math of the CPU backend (fp32): Newton–Schulz orthogonalisation and
+ * Muon, Adam, global gradient-norm clipping, plus the lr / momentum schedules shared with the
+ * CUDA backend.
+ *
+ * Reference semantics: openai/parameter-golf train_gpt.py (zeropower_via_newtonschulz5, Muon,
+ * lr_mul, the Muon momentum warmup in the training loop) and torch 1.13's torch.optim.Adam and
+ * torch.nn.utils.clip_grad_norm_. Where torch does fp32 arithmetic we do the same fp32 operations
+ * in the same order (see each function); train_gpt.py runs Newton–Schulz in bf16, we run it in
+ * fp32, so that one matches the algorithm, not the bits.
+ *
+ * Determinism: every function here gives the same bits for the same inputs whatever the OpenMP
+ * thread count. Reductions use a fixed summation order in double; matrix products are cut into
+ * tiles whose shape depends only on the matrix sizes, and each tile is one single-threaded
+ * cblas_sgemm call (see cpu_optim_ns.c for why OpenBLAS's own threading is not used).
+ *
+ * Matrices are row-major, dense (leading dimension = number of columns). Arguments are checked
+ * with assert(): passing a negative size or a NULL buffer is a programming error, not a runtime
+ * condition, so nothing here returns an error code. */
+#ifndef CT_CPU_OPTIM_H
+#define CT_CPU_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Newton–Schulz ------------------------------------------------------------------------ */
+
+/* The quintic iteration's coefficients (train_gpt.py: a, b, c). */
+#define NS5_A 3.4445f
+#define NS5_B (-4.7750f)
+#define NS5_C 2.0315f
+/* Added to ||G||_F before dividing, as train_gpt.py's eps. */
+#define NS5_EPS 1e-7f
+
+/* Floats of scratch newton_schulz5 needs for a rows x cols matrix: 2*m*n + 2*m*m with
+ * m = min(rows, cols), n = max(rows, cols). */
+size_t newton_schulz5_scratch_floats(int rows, int cols);
+
+/* X = zeropower_via_newtonschulz5(G, steps) in fp32:
+ *   X = G / (||G||_F + 1e-7); if rows > cols work on X^T (so the Gram matrix is the small one);
+ *   steps times: A = X X^T; B = b*A + c*(A A); X = a*X + B X; transpose back.
+ * G and X are rows x cols and may be the same buffer (G is read completely before X is written).
+ * scratch holds newton_schulz5_scratch_floats(rows, cols) floats. steps >= 0. */
+void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch);
+
+/* ---- Muon ----------------------------------------------------------------------------------- */
+
+/* Floats of scratch muon_compute_update needs (that of newton_schulz5). */
+size_t muon_scratch_floats(int rows, int cols);
+
+/* The per-rank half of Muon.step for one matrix parameter of shape rows x cols:
+ *   buf = momentum*buf + grad                         (buf.mul_(momentum).add_(grad))
+ *   u   = nesterov ? grad + momentum*buf : buf         (grad.add(buf, alpha=momentum))
+ *   update = newton_schulz5(u, ns_steps) * sqrt(max(1, rows/cols))
+ * momentum_buf (rows*cols, zero at the first step) is updated in place; update receives
+ * rows*cols floats and may not alias grad or momentum_buf. momentum is rounded to fp32 as torch
+ * does with a Python float scalar. scratch: muon_scratch_floats(rows, cols) floats. */
+void muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
+                         double momentum, int nesterov, int ns_steps, float *scratch);
+
+/* The all-ranks half: p -= lr * update over n elements (p.add_(update, alpha=-lr); torch's
+ * kernel fuses that multiply-add, so this uses fmaf). */
+void muon_apply_update(float *p, const float *update, size_t n, double lr);
+
+/* ---- Adam ----------------------------------------------------------------------------------- */
+
+/* One torch.optim.Adam step (no weight decay, no amsgrad, not maximize) over n elements:
+ *   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g;
+ *   p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
+ * step is the step count after incrementing, so 1 on the first call. The scalars (bias
+ * corrections, step size) are computed in double like torch's Python code and rounded to fp32
+ * where torch hands them to an fp32 kernel; the element-wise fp32 operations follow torch 1.13's
+ * _single_tensor_adam on CPU (the _multi_tensor_adam CPU path runs the same kernels), see
+ * cpu_optim.c. m and v start at zero. */
+void adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
+               double beta2, double eps, int64_t step);
+
+/* ---- gradient clipping ---------------------------------------------------------------------- */
+
+/* Sum of x[i]^2 accumulated in double, in an order fixed by n alone (blocks whose size depends
+ * only on n, eight interleaved partial sums per block, blocks added in index order). */
+double sumsq_fixed_order(const float *x, size_t n);
+
+/* L2 norm of all the tensors together, as if concatenated: sqrt of the sum, in tensor order, of
+ * sumsq_fixed_order of each tensor. */
+double grad_global_norm(const float *const *grads, const size_t *counts, int n_tensors);
+
+/* torch 1.13 clip_grad_norm_'s coefficient, in its fp32 operations:
+ *   clamp(max_norm / (float(total_norm) + 1e-6), max=1)
+ * where Python's `max_norm / tensor` is tensor.reciprocal() * max_norm. NaN stays NaN. */
+float clip_grad_coef(double total_norm, double max_norm);
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm) for the 2-norm: scales every gradient by
+ * clip_grad_coef (also when it is 1, which changes nothing) and returns the total norm. */
+double clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm);
+
+/* ---- schedules (pure; shared by the CPU and CUDA backends) ---------------------------------- */
+
+/* train_gpt.py lr_mul(step, elapsed_ms): 1 outside the warmdown, then a linear ramp to 0.
+ * Without a wallclock cap (max_wallclock_ms <= 0, train_gpt's None) the warmdown is the last
+ * warmdown_iters of iterations; with one it is the last warmdown_iters * (average ms per step so
+ * far) milliseconds before the cap. warmdown_iters <= 0 disables it. */
+double lr_scale(int64_t step, int64_t iterations, int64_t warmdown_iters, double elapsed_ms,
+                double max_wallclock_ms);
+
+/* Muon momentum at a step as the training loop sets it: frac = min(step / warmup_steps, 1)
+ * (1 if warmup_steps <= 0); (1 - frac) * warmup_start + frac * momentum. */
+double muon_momentum_at(int64_t step, double warmup_start, double momentum, int64_t warmup_steps);
+
+#endif

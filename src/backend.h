@@ -1,0 +1,63 @@
+/* backend.h — the math a training step needs, behind one interface so the training loop,
+ * loader, checkpointing and distributed layer are shared by device=cpu and device=cuda.
+ *
+ * The training state (fp32 master weights, gradients, optimizer state) lives in TrainState on
+ * the host for the CPU backend; the CUDA backend keeps device copies and syncs them to the
+ * host TrainState on request (checkpoints, parity tests). */
+#ifndef CT_BACKEND_H
+#define CT_BACKEND_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "model.h"
+
+typedef struct {
+    ModelSpec spec;
+    float *params;     /* [spec.total_floats] fp32 master weights */
+    float *grads;      /* [spec.total_floats] accumulated over the micro-steps of one step */
+    float *exp_avg;    /* Adam first moment (entries of Adam-managed parameters) */
+    float *exp_avg_sq; /* Adam second moment */
+    float *momentum;   /* Muon momentum buffers (entries of Muon-managed parameters) */
+    int64_t adam_step; /* Adam steps taken (torch's per-parameter "step", equal for all) */
+} TrainState;
+
+int train_state_init(TrainState *st, const Config *cfg);
+void train_state_free(TrainState *st);
+
+/* Hyperparameters of one optimizer step (already scaled by the schedule). */
+typedef struct {
+    double token_lr, head_lr, matrix_lr, scalar_lr;
+    double muon_momentum;
+    int muon_steps;
+    double beta1, beta2, adam_eps;
+    double grad_clip_norm; /* 0 = off */
+} StepHyper;
+
+typedef struct Backend Backend;
+struct Backend {
+    const char *name;
+    TrainState *state;
+    /* One micro-batch: tokens holds B*T+1 tokens (inputs tokens[0..B*T), targets shifted by
+     * one). Accumulates d(loss_weight * mean loss)/d(params) into the gradients; *mean_loss is
+     * the micro-batch's mean token loss. */
+    int (*forward_backward)(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
+    /* Forward only over num_seqs sequences (tokens: num_seqs*T + 1); *loss_sum = sum of the
+     * per-token losses in double. */
+    int (*evaluate)(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+    /* Gradients as a host fp32 buffer for the collective (the CPU backend's are the state's). */
+    float *(*grad_buffer)(Backend *b);
+    /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.
+     * *grad_norm gets the global gradient norm when clipping is on (else 0). */
+    int (*optimizer_step)(Backend *b, const StepHyper *h, double *grad_norm);
+    void (*destroy)(Backend *b);
+    int micro_batch_seqs, seq_len; /* B and T of forward_backward */
+};
+
+/* Create the backend named by cfg->device over an initialised TrainState. */
+int backend_create(Backend **out, const Config *cfg, TrainState *st);
+
+/* The CPU backend (backend_cpu.c). */
+int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st);
+
+#endif

@@ -1,0 +1,302 @@
+/* backend_cpu.c — the CPU backend's forward and backward pass through the parameter-golf GPT
+ * (fp32, kernels/cpu_*). Activations of one micro-batch are allocated once, at creation;
+ * nothing is allocated per step. Forward order and the saved tensors follow train_gpt.py's
+ * GPT.forward; the backward walks the same graph in reverse (docs/model.md). */
+#include <math.h>
+#include <float.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cpu.h"
+#include "common.h"
+#include "cpu_attention.h"
+#include "cpu_ops.h"
+
+enum { LOGITS_CHUNK = 256 };
+
+static float *alloc_floats(size_t n, const char *what) { return ct_calloc(n ? n : 1, sizeof(float), what); }
+
+int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
+    if (cfg->threads > 0) omp_set_num_threads((int)cfg->threads);
+    CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
+    const ModelSpec *s = &st->spec;
+    int T = (int)cfg->train_seq_len;
+    int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
+    size_t N = (size_t)B * T, D = (size_t)s->dim, KV = (size_t)s->kv_dim, HID = (size_t)s->hidden;
+    cb->base.name = "cpu";
+    cb->base.state = st;
+    cb->base.micro_batch_seqs = B;
+    cb->base.seq_len = T;
+    cb->B = B;
+    cb->T = T;
+    cb->ids = ct_calloc(N, sizeof(int32_t), "token ids");
+    cb->targets = ct_calloc(N, sizeof(int32_t), "targets");
+    cb->emb = alloc_floats(N * D, "activations");
+    cb->x0 = alloc_floats(N * D, "activations");
+    cb->rstd0 = alloc_floats(N, "activations");
+    cb->xf = alloc_floats(N * D, "activations");
+    cb->rstdf = alloc_floats(N, "activations");
+    cb->losses = alloc_floats(N, "activations");
+    cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
+    size_t stats = cpu_attention_stats_floats(B, T, s->num_heads);
+    for (int l = 0; l < s->num_layers; l++) {
+        CpuLayerActs *a = &cb->layers[l];
+        a->x_in = alloc_floats(N * D, "activations");
+        a->xm = alloc_floats(N * D, "activations");
+        a->rstd_attn = alloc_floats(N, "activations");
+        a->a_in = alloc_floats(N * D, "activations");
+        a->q_raw = alloc_floats(N * D, "activations");
+        a->k_raw = alloc_floats(N * KV, "activations");
+        a->v = alloc_floats(N * KV, "activations");
+        a->q = alloc_floats(N * D, "activations");
+        a->k = alloc_floats(N * KV, "activations");
+        a->y = alloc_floats(N * D, "activations");
+        a->stats = alloc_floats(stats, "activations");
+        a->ao = alloc_floats(N * D, "activations");
+        a->x1 = alloc_floats(N * D, "activations");
+        a->rstd_mlp = alloc_floats(N, "activations");
+        a->m_in = alloc_floats(N * D, "activations");
+        a->u = alloc_floats(N * HID, "activations");
+        a->h = alloc_floats(N * HID, "activations");
+        a->mo = alloc_floats(N * D, "activations");
+        a->x_out = alloc_floats(N * D, "activations");
+    }
+    cb->rope_cos = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
+    cb->rope_sin = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
+    rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
+
+    /* backward work buffers (one set, reused by every layer) */
+    cb->dx = alloc_floats(N * D, "gradients");
+    cb->dx_alt = alloc_floats(N * D, "gradients");
+    cb->dx0 = alloc_floats(N * D, "gradients");
+    cb->dD1 = alloc_floats(N * D, "gradients");
+    cb->dD2 = alloc_floats(N * D, "gradients");
+    cb->dH1 = alloc_floats(N * HID, "gradients");
+    cb->dH2 = alloc_floats(N * HID, "gradients");
+    cb->dq = alloc_floats(N * D, "gradients");
+    cb->dk = alloc_floats(N * KV, "gradients");
+    cb->dv = alloc_floats(N * KV, "gradients");
+    cb->dk_raw = alloc_floats(N * KV, "gradients");
+    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
+    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = alloc_floats(N * D, "skip gradients");
+
+    int threads = omp_get_max_threads();
+    cb->attn_scratch_floats = cpu_attention_backward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim,
+                                                                    threads);
+    size_t fwd = cpu_attention_forward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim, threads);
+    if (fwd > cb->attn_scratch_floats) cb->attn_scratch_floats = fwd;
+    cb->attn_scratch = alloc_floats(cb->attn_scratch_floats, "attention scratch");
+    cb->rope_scratch = alloc_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), "rope scratch");
+    cb->logits_scratch = alloc_floats((size_t)LOGITS_CHUNK * (size_t)s->vocab, "logits scratch");
+    cpu_optimizer_init(cb);
+
+    cb->base.forward_backward = cpu_forward_backward;
+    cb->base.evaluate = cpu_evaluate;
+    cb->base.grad_buffer = cpu_grad_buffer;
+    cb->base.optimizer_step = cpu_optimizer_step;
+    cb->base.destroy = cpu_destroy;
+    *out = &cb->base;
+    return 0;
+}
+
+float *cpu_grad_buffer(Backend *b) { return b->state->grads; }
+
+/* Split the span into int32 inputs and targets, checking ids against the vocabulary (the data
+ * was checked when opened, but a checkpoint or a file changed underneath must not index out of
+ * bounds). */
+static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
+    uint32_t V = (uint32_t)cb->base.state->spec.vocab;
+    for (size_t i = 0; i <= N; i++)
+        if (tokens[i] >= V) return ct_fail("token id %u at position %zu of the micro-batch is >= vocab_size %u", tokens[i], i, V);
+    for (size_t i = 0; i < N; i++) {
+        cb->ids[i] = (int32_t)tokens[i];
+        cb->targets[i] = (int32_t)tokens[i + 1];
+    }
+    return 0;
+}
+
+static const float *P(const CpuBackend *cb, int layer, int which) {
+    const TrainState *st = cb->base.state;
+    return st->params + model_block_param(&st->spec, layer, which)->offset;
+}
+static float *G(CpuBackend *cb, int layer, int which) {
+    TrainState *st = cb->base.state;
+    return st->grads + model_block_param(&st->spec, layer, which)->offset;
+}
+
+/* Forward through embeddings and blocks for B sequences; leaves the final normed x in cb->xf. */
+static int forward_blocks(CpuBackend *cb, int B) {
+    TrainState *st = cb->base.state;
+    const ModelSpec *s = &st->spec;
+    int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
+    if (embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
+    rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
+    const float *x = cb->x0;
+    const float *skip_w = st->params + s->params[s->skip_weights].offset;
+    for (int l = 0; l < s->num_layers; l++) {
+        CpuLayerActs *a = &cb->layers[l];
+        int dec = l - s->num_encoder; /* decoder index, < 0 for encoder blocks */
+        if (dec >= 0 && dec < s->num_skip) {
+            /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec) */
+            scaled_add_forward(a->x_in, x, cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+        } else {
+            memcpy(a->x_in, x, (size_t)N * D * sizeof(float));
+        }
+        residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
+        rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
+        linear_forward(a->q_raw, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
+        linear_forward(a->k_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
+        linear_forward(a->v, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        cpu_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T, s->num_heads,
+                                 s->head_dim);
+        cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim);
+        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
+                              cb->attn_scratch, cb->attn_scratch_floats);
+        linear_forward(a->ao, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
+        rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
+        linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
+        relu2_forward(a->h, a->u, N, HID);
+        linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
+        scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
+        x = a->x_out;
+    }
+    rmsnorm_forward(cb->xf, cb->rstdf, x, N, D, FLT_EPSILON);
+    return 0;
+}
+
+static const float *output_matrix(const CpuBackend *cb) {
+    const TrainState *st = cb->base.state;
+    const ModelSpec *s = &st->spec;
+    return st->params + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
+}
+
+int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
+    CpuBackend *cb = (CpuBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    *loss_sum = 0;
+    /* Sequences go through in groups of the training micro-batch, the buffers' capacity. */
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
+        size_t N = (size_t)B * cb->T;
+        if (load_tokens(cb, tokens + (size_t)first * cb->T, N) != 0) return -1;
+        if (forward_blocks(cb, B) != 0) return -1;
+        double sum = 0;
+        if (logits_ce_forward(NULL, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab, s->softcap,
+                              cb->logits_scratch, LOGITS_CHUNK) != 0)
+            return -1;
+        *loss_sum += sum;
+    }
+    return 0;
+}
+
+static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
+    CpuBackend *cb = (CpuBackend *)b;
+    TrainState *st = b->state;
+    const ModelSpec *s = &st->spec;
+    int B = cb->B, T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
+    size_t ND = (size_t)N * D;
+    if (load_tokens(cb, tokens, (size_t)N) != 0) return -1;
+    if (forward_blocks(cb, B) != 0) return -1;
+
+    /* loss and its gradient w.r.t. the final normed x (dD1) and the output matrix */
+    float *dW_out = st->grads + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
+    zero(cb->dD1, ND);
+    if (logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
+                                   s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
+        return -1;
+    if (!isfinite(*mean_loss)) return ct_fail("the training loss is %g (not finite)", *mean_loss);
+
+    float *dx = cb->dx, *dx_alt = cb->dx_alt;
+    zero(dx, ND);
+    rmsnorm_backward(dx, cb->dD1, cb->layers[s->num_layers - 1].x_out, cb->rstdf, N, D);
+    zero(cb->dx0, ND);
+    for (int j = 0; j < s->num_skip; j++) zero(cb->dskip[j], ND);
+    float *dskip_w = st->grads + s->params[s->skip_weights].offset;
+    const float *skip_w = st->params + s->params[s->skip_weights].offset;
+
+    for (int l = s->num_layers - 1; l >= 0; l--) {
+        CpuLayerActs *a = &cb->layers[l];
+        /* dx holds dL/d(x_out). An encoder block whose output fed a skip also gets that path. */
+        int skip_user = s->num_encoder - 1 - l; /* decoder index that popped this block's output */
+        if (l < s->num_encoder && skip_user < s->num_skip) {
+            const float *ds = cb->dskip[skip_user];
+            for (size_t i = 0; i < ND; i++) dx[i] += ds[i];
+        }
+        /* x_out = x1 + mlp_scale * mo; dx keeps being dL/d(x1) for the residual path */
+        zero(cb->dD1, ND);
+        scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
+        zero(cb->dH1, (size_t)N * HID);
+        linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
+        zero(cb->dH2, (size_t)N * HID);
+        relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
+        zero(cb->dD2, ND);
+        linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
+        rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
+        /* x1 = xm + attn_scale * ao */
+        zero(cb->dD1, ND);
+        scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
+        zero(cb->dD2, ND);
+        linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        zero(cb->dq, ND);
+        zero(cb->dk, (size_t)N * KV);
+        zero(cb->dv, (size_t)N * KV);
+        cpu_attention_backward(cb->dq, cb->dk, cb->dv, cb->dD2, a->q, a->k, a->v, a->stats, B, T, s->num_heads,
+                               s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
+        zero(cb->dD1, ND); /* dq_raw */
+        cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,
+                                  cb->rope_sin, B, T, s->num_heads, s->head_dim, cb->rope_scratch);
+        zero(cb->dk_raw, (size_t)N * KV);
+        cpu_qk_norm_rope_backward(cb->dk_raw, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
+                                  s->num_kv_heads, s->head_dim, cb->rope_scratch);
+        zero(cb->dD2, ND); /* d a_in */
+        linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
+        linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
+        linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
+        /* xm = mix[0] * x_in + mix[1] * x0 */
+        zero(dx_alt, ND);
+        residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N,
+                              D);
+        float *t = dx;
+        dx = dx_alt;
+        dx_alt = t;
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
+        int dec = l - s->num_encoder;
+        if (dec >= 0 && dec < s->num_skip)
+            scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
+                                cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+    }
+    /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
+    for (size_t i = 0; i < ND; i++) dx[i] += cb->dx0[i];
+    zero(cb->dD1, ND);
+    rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
+    embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
+    return 0;
+}
+
+void cpu_destroy(Backend *b) {
+    CpuBackend *cb = (CpuBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    for (int l = 0; l < s->num_layers; l++) {
+        CpuLayerActs *a = &cb->layers[l];
+        float *bufs[] = {a->x_in, a->xm, a->rstd_attn, a->a_in, a->q_raw, a->k_raw, a->v, a->q, a->k, a->y,
+                         a->stats, a->ao, a->x1, a->rstd_mlp, a->m_in, a->u, a->h, a->mo, a->x_out};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    }
+    for (int j = 0; j < s->num_skip; j++) free(cb->dskip[j]);
+    float *bufs[] = {cb->emb, cb->x0, cb->rstd0, cb->xf, cb->rstdf, cb->losses, cb->rope_cos, cb->rope_sin, cb->dx,
+                     cb->dx_alt, cb->dx0, cb->dD1, cb->dD2, cb->dH1, cb->dH2, cb->dq, cb->dk, cb->dv, cb->dk_raw,
+                     cb->attn_scratch, cb->rope_scratch, cb->logits_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    cpu_optimizer_free(cb);
+    free(cb->dskip);
+    free(cb->layers);
+    free(cb->ids);
+    free(cb->targets);
+    free(cb);
+}

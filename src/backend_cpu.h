@@ -1,0 +1,57 @@
+/* backend_cpu.h — private state of the CPU backend shared by its forward/backward
+ * (backend_cpu.c) and optimizer (backend_cpu_optim.c) files. */
+#ifndef CT_BACKEND_CPU_H
+#define CT_BACKEND_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Saved activations of one block (N = B*T rows). */
+typedef struct {
+    float *x_in;      /* block input (after the U-Net skip add) */
+    float *xm;        /* resid_mix output */
+    float *rstd_attn; /* rmsnorm of xm */
+    float *a_in;      /* rms_norm(xm): input of c_q, c_k, c_v */
+    float *q_raw, *k_raw, *v;
+    float *q, *k; /* after QK-norm + RoPE (+ q_gain) */
+    float *y;     /* attention output */
+    float *stats; /* softmax row statistics */
+    float *ao;    /* attn.proj output */
+    float *x1;    /* xm + attn_scale * ao */
+    float *rstd_mlp;
+    float *m_in; /* rms_norm(x1) */
+    float *u;    /* fc output */
+    float *h;    /* relu(u)^2 */
+    float *mo;   /* mlp.proj output */
+    float *x_out;
+} CpuLayerActs;
+
+typedef struct {
+    Backend base;
+    int B, T;
+    int32_t *ids, *targets;
+    float *emb, *x0, *rstd0, *xf, *rstdf, *losses;
+    CpuLayerActs *layers;
+    float *rope_cos, *rope_sin;
+    /* backward work buffers */
+    float *dx, *dx_alt, *dx0, *dD1, *dD2, *dH1, *dH2, *dq, *dk, *dv, *dk_raw;
+    float **dskip;
+    float *attn_scratch, *rope_scratch, *logits_scratch;
+    size_t attn_scratch_floats;
+    /* optimizer work buffers (backend_cpu_optim.c) */
+    float *muon_update, *muon_scratch;
+    float **clip_grads;
+    size_t *clip_counts;
+} CpuBackend;
+
+int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
+int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+float *cpu_grad_buffer(Backend *b);
+int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
+void cpu_optimizer_init(CpuBackend *cb);
+void cpu_optimizer_free(CpuBackend *cb);
+void cpu_destroy(Backend *b);
+
+#endif

@@ -1,0 +1,68 @@
+/* backend_cpu_optim.c — the CPU backend's optimizer step: optional global gradient clipping,
+ * then Adam on tok_emb / lm_head / control tensors and Muon on the block matrices
+ * (kernels/cpu_optim), then zeroing the gradients for the next step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "common.h"
+#include "cpu_optim.h"
+
+void cpu_optimizer_init(CpuBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    size_t update = 0, scratch = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        if (p->count > update) update = p->count;
+        size_t need = muon_scratch_floats((int)p->shape[0], (int)p->shape[1]);
+        if (need > scratch) scratch = need;
+    }
+    cb->muon_update = ct_calloc(update ? update : 1, sizeof(float), "muon update");
+    cb->muon_scratch = ct_calloc(scratch ? scratch : 1, sizeof(float), "muon scratch");
+    /* one (pointer, count) per parameter, in state_dict order like torch's parameters() */
+    cb->clip_grads = ct_calloc((size_t)s->num_params, sizeof(float *), "clip table");
+    cb->clip_counts = ct_calloc((size_t)s->num_params, sizeof(size_t), "clip table");
+    for (int i = 0; i < s->num_params; i++) {
+        cb->clip_grads[i] = cb->base.state->grads + s->params[i].offset;
+        cb->clip_counts[i] = s->params[i].count;
+    }
+}
+
+void cpu_optimizer_free(CpuBackend *cb) {
+    free(cb->muon_update);
+    free(cb->muon_scratch);
+    free(cb->clip_grads);
+    free(cb->clip_counts);
+}
+
+int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
+    CpuBackend *cb = (CpuBackend *)b;
+    TrainState *st = b->state;
+    const ModelSpec *s = &st->spec;
+    *grad_norm = 0;
+    if (h->grad_clip_norm > 0)
+        *grad_norm = clip_grad_norm(cb->clip_grads, cb->clip_counts, s->num_params, h->grad_clip_norm);
+    st->adam_step++;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        float *w = st->params + p->offset, *g = st->grads + p->offset;
+        switch (p->group) {
+        case PARAM_MATRIX:
+            muon_compute_update(g, st->momentum + p->offset, cb->muon_update, (int)p->shape[0], (int)p->shape[1],
+                                h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
+            muon_apply_update(w, cb->muon_update, p->count, h->matrix_lr);
+            break;
+        case PARAM_TOKEN_EMBED:
+        case PARAM_HEAD:
+        case PARAM_SCALAR: {
+            double lr = p->group == PARAM_TOKEN_EMBED ? h->token_lr : p->group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
+            adam_step(w, g, st->exp_avg + p->offset, st->exp_avg_sq + p->offset, p->count, lr, h->beta1, h->beta2,
+                      h->adam_eps, st->adam_step);
+            break;
+        }
+        }
+    }
+    memset(st->grads, 0, s->total_floats * sizeof(float));
+    return 0;
+}

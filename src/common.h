@@ -1,0 +1,56 @@
+/* common.h — error reporting, exit codes and small helpers shared by every part of ctrain.
+ *
+ * Error convention (as in SQLite/Redis): a function that can fail returns int, 0 on success
+ * and -1 on failure, after recording a message with ct_fail(). The message names what failed
+ * (file, key, value, what was expected). The caller either adds context with ct_fail_prefix()
+ * and returns -1 again, or prints ct_error() and exits with the matching exit code. */
+#ifndef CT_COMMON_H
+#define CT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CT_VERSION "0.1.0"
+
+/* Process exit codes, documented in docs/cli.md. 75 is EX_TEMPFAIL: "checkpointed, requeue me". */
+enum {
+    CT_EXIT_OK = 0,
+    CT_EXIT_FAILURE = 1,
+    CT_EXIT_USAGE = 2,
+    CT_EXIT_REQUEUE = 75,
+};
+
+/* Record an error message (printf-style) for the calling thread; always returns -1. */
+int ct_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prepend context to the current message ("reading x.h5: <old message>"); returns -1. */
+int ct_fail_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The calling thread's last error message ("" if none). */
+const char *ct_error(void);
+/* Clear the calling thread's error message. */
+void ct_error_clear(void);
+
+/* Print "ctrain: error: <message>" to stderr. */
+void ct_print_error(void);
+
+/* Allocation that cannot fail silently: on out-of-memory it prints what it was allocating and
+ * exits with CT_EXIT_FAILURE (there is nothing sensible to recover at that point). */
+void *ct_malloc(size_t bytes, const char *what);
+void *ct_calloc(size_t count, size_t size, const char *what);
+char *ct_strdup(const char *s);
+
+/* Monotonic wall clock in milliseconds. */
+double ct_now_ms(void);
+
+/* Parse a whole string as a signed 64-bit integer / double; returns -1 (no message) if the
+ * string is empty, has trailing garbage or is out of range. Accepts 524_288 style underscores
+ * like Python literals. */
+int ct_parse_int64(const char *s, int64_t *out);
+int ct_parse_double(const char *s, double *out);
+
+/* Create a directory and its parents (mkdir -p); returns -1 with a message on failure. */
+int ct_mkdir_p(const char *path);
+
+/* True when stderr is a terminal (progress bars are drawn only then). */
+int ct_stderr_is_tty(void);
+
+#endif

@@ -1,0 +1,351 @@
+/* config.c — parsing, validation and printing of the configuration table (config_keys.h). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define CT_KEY_ENTRY(name, type, def, group, resume, help) \
+    {#name, CT_KEY_##type, def, group, CT_RESUME_##resume, help, offsetof(Config, name)},
+const ConfigKey ct_config_keys[] = {CT_CONFIG_KEYS(CT_KEY_ENTRY)};
+const int ct_config_num_keys = (int)(sizeof ct_config_keys / sizeof ct_config_keys[0]);
+
+_Static_assert(sizeof ct_config_keys / sizeof ct_config_keys[0] <= sizeof(((Config *)0)->source),
+               "Config.source must have one entry per key");
+
+static const char *const group_order[] = {"model", "batch", "schedule", "optimizer", "data", "run"};
+static const char *const group_titles[] = {"Model shape", "Batch geometry", "Schedule", "Optimizer",
+                                           "Data and evaluation", "Run"};
+
+const ConfigKey *config_find_key(const char *name) {
+    for (int i = 0; i < ct_config_num_keys; i++)
+        if (strcmp(ct_config_keys[i].name, name) == 0) return &ct_config_keys[i];
+    return NULL;
+}
+
+static void *field(Config *cfg, const ConfigKey *k) { return (char *)cfg + k->offset; }
+static const void *cfield(const Config *cfg, const ConfigKey *k) { return (const char *)cfg + k->offset; }
+
+static const char *type_name(ConfigKeyType t) {
+    switch (t) {
+    case CT_KEY_INT: return "int";
+    case CT_KEY_FLOAT: return "float";
+    case CT_KEY_BOOL: return "bool";
+    case CT_KEY_STR: return "string";
+    }
+    return "?";
+}
+
+void config_init(Config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        /* Defaults are part of the table and are known-good; a bad default is a programming
+         * error caught by the config unit test. */
+        if (config_set(cfg, ct_config_keys[i].name, ct_config_keys[i].default_value, 0, "default") != 0) {
+            ct_print_error();
+            abort();
+        }
+    }
+}
+
+void config_free(Config *cfg) {
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        const ConfigKey *k = &ct_config_keys[i];
+        if (k->type == CT_KEY_STR) {
+            char **s = field(cfg, k);
+            free(*s);
+            *s = NULL;
+        }
+    }
+}
+
+static int parse_bool(const char *v, int64_t *out) {
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
+        *out = 1;
+        return 0;
+    }
+    if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+int config_set(Config *cfg, const char *key, const char *value, int source, const char *origin) {
+    const ConfigKey *k = config_find_key(key);
+    if (!k) return ct_fail("%s: unknown configuration key '%s' (see `ctrain train --help`)", origin, key);
+    switch (k->type) {
+    case CT_KEY_INT:
+        if (ct_parse_int64(value, field(cfg, k)) != 0)
+            return ct_fail("%s: %s = '%s' is not an integer", origin, key, value);
+        break;
+    case CT_KEY_FLOAT:
+        if (ct_parse_double(value, field(cfg, k)) != 0)
+            return ct_fail("%s: %s = '%s' is not a finite number", origin, key, value);
+        break;
+    case CT_KEY_BOOL:
+        if (parse_bool(value, field(cfg, k)) != 0)
+            return ct_fail("%s: %s = '%s' is not a boolean (expected 1/0, true/false)", origin, key, value);
+        break;
+    case CT_KEY_STR: {
+        char **s = field(cfg, k);
+        free(*s);
+        *s = ct_strdup(value);
+        break;
+    }
+    }
+    cfg->source[k - ct_config_keys] = (unsigned char)source;
+    return 0;
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+/* Remove one pair of matching quotes around a value ("a b" or 'a b'). */
+static char *unquote(char *v) {
+    size_t n = strlen(v);
+    if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
+        v[n - 1] = '\0';
+        return v + 1;
+    }
+    return v;
+}
+
+int config_load_file(Config *cfg, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return ct_fail("cannot open config file '%s': %s", path, strerror(errno));
+    char line[8192];
+    int lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char origin[4200];
+        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = ct_fail("%s: line longer than %zu characters", origin, sizeof line - 2);
+            break;
+        }
+        /* '#' starts a comment unless it is inside quotes. */
+        char quote = 0;
+        for (char *p = line; *p; p++) {
+            if (quote) {
+                if (*p == quote) quote = 0;
+            } else if (*p == '"' || *p == '\'') {
+                quote = *p;
+            } else if (*p == '#') {
+                *p = '\0';
+                break;
+            }
+        }
+        char *s = trim(line);
+        if (!*s) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = ct_fail("%s: expected 'key = value', got '%s'", origin, s);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s);
+        char *value = unquote(trim(eq + 1));
+        if (!*key) {
+            rc = ct_fail("%s: missing key before '='", origin);
+            break;
+        }
+        if (config_set(cfg, key, value, 1, origin) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) rc = ct_fail("error reading config file '%s'", path);
+    fclose(f);
+    return rc;
+}
+
+int config_apply_args(Config *cfg, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i])
+            return ct_fail("command line: expected key=value, got '%s' (see `ctrain train --help`)", argv[i]);
+        char key[128];
+        size_t n = (size_t)(eq - argv[i]);
+        if (n >= sizeof key) return ct_fail("command line: key too long in '%s'", argv[i]);
+        memcpy(key, argv[i], n);
+        key[n] = '\0';
+        if (config_set(cfg, key, eq + 1, 2, "command line") != 0) return -1;
+    }
+    return 0;
+}
+
+/* ---- validation ---- */
+
+#define REQUIRE(cond, ...)                  \
+    do {                                    \
+        if (!(cond)) return ct_fail(__VA_ARGS__); \
+    } while (0)
+
+int config_validate(const Config *c, int world_size) {
+    REQUIRE(c->vocab_size >= 2 && c->vocab_size <= 2147483647LL,
+            "vocab_size = %lld: expected an integer in [2, 2^31-1]", (long long)c->vocab_size);
+    REQUIRE(c->num_layers >= 1, "num_layers = %lld: expected >= 1", (long long)c->num_layers);
+    REQUIRE(c->model_dim >= 2, "model_dim = %lld: expected >= 2", (long long)c->model_dim);
+    REQUIRE(c->num_heads >= 1, "num_heads = %lld: expected >= 1", (long long)c->num_heads);
+    REQUIRE(c->num_kv_heads >= 1, "num_kv_heads = %lld: expected >= 1", (long long)c->num_kv_heads);
+    REQUIRE(c->model_dim % c->num_heads == 0, "model_dim = %lld is not divisible by num_heads = %lld",
+            (long long)c->model_dim, (long long)c->num_heads);
+    REQUIRE(c->num_heads % c->num_kv_heads == 0, "num_heads = %lld is not divisible by num_kv_heads = %lld",
+            (long long)c->num_heads, (long long)c->num_kv_heads);
+    REQUIRE((c->model_dim / c->num_heads) % 2 == 0,
+            "head_dim = model_dim / num_heads = %lld / %lld = %lld is odd; RoPE needs an even head_dim",
+            (long long)c->model_dim, (long long)c->num_heads, (long long)(c->model_dim / c->num_heads));
+    REQUIRE(c->mlp_mult >= 1, "mlp_mult = %lld: expected >= 1", (long long)c->mlp_mult);
+    REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);
+    REQUIRE(c->logit_softcap > 0, "logit_softcap = %g: expected > 0", c->logit_softcap);
+    REQUIRE(c->tied_embed_init_std >= 0, "tied_embed_init_std = %g: expected >= 0", c->tied_embed_init_std);
+
+    REQUIRE(c->grad_accum_slots >= 1, "grad_accum_slots = %lld: expected >= 1", (long long)c->grad_accum_slots);
+    REQUIRE(world_size >= 1 && c->grad_accum_slots % world_size == 0,
+            "grad_accum_slots = %lld is not divisible by the world size %d (accumulation steps = "
+            "grad_accum_slots / world_size must be a whole number)",
+            (long long)c->grad_accum_slots, world_size);
+    REQUIRE(c->train_seq_len >= 1, "train_seq_len = %lld: expected >= 1", (long long)c->train_seq_len);
+    REQUIRE(c->train_batch_tokens >= 1, "train_batch_tokens = %lld: expected >= 1",
+            (long long)c->train_batch_tokens);
+    REQUIRE(c->train_batch_tokens % c->grad_accum_slots == 0,
+            "train_batch_tokens = %lld is not divisible by grad_accum_slots = %lld",
+            (long long)c->train_batch_tokens, (long long)c->grad_accum_slots);
+    int64_t local = c->train_batch_tokens / c->grad_accum_slots;
+    REQUIRE(local % c->train_seq_len == 0,
+            "train_seq_len = %lld does not divide the tokens per micro-batch train_batch_tokens / "
+            "grad_accum_slots = %lld / %lld = %lld",
+            (long long)c->train_seq_len, (long long)c->train_batch_tokens, (long long)c->grad_accum_slots,
+            (long long)local);
+
+    REQUIRE(c->iterations >= 0, "iterations = %lld: expected >= 0", (long long)c->iterations);
+    REQUIRE(c->warmdown_iters >= 0, "warmdown_iters = %lld: expected >= 0", (long long)c->warmdown_iters);
+    REQUIRE(c->warmup_steps >= 0, "warmup_steps = %lld: expected >= 0", (long long)c->warmup_steps);
+    REQUIRE(c->max_wallclock_seconds >= 0, "max_wallclock_seconds = %g: expected >= 0 (0 = off)",
+            c->max_wallclock_seconds);
+    const struct { const char *name; double v; } lrs[] = {
+        {"embed_lr", c->embed_lr}, {"head_lr", c->head_lr}, {"tied_embed_lr", c->tied_embed_lr},
+        {"matrix_lr", c->matrix_lr}, {"scalar_lr", c->scalar_lr}, {"grad_clip_norm", c->grad_clip_norm},
+    };
+    for (size_t i = 0; i < sizeof lrs / sizeof lrs[0]; i++)
+        REQUIRE(lrs[i].v >= 0, "%s = %g: expected >= 0", lrs[i].name, lrs[i].v);
+    REQUIRE(c->muon_momentum >= 0 && c->muon_momentum < 1, "muon_momentum = %g: expected in [0, 1)", c->muon_momentum);
+    REQUIRE(c->muon_momentum_warmup_start >= 0 && c->muon_momentum_warmup_start < 1,
+            "muon_momentum_warmup_start = %g: expected in [0, 1)", c->muon_momentum_warmup_start);
+    REQUIRE(c->muon_momentum_warmup_steps >= 0, "muon_momentum_warmup_steps = %lld: expected >= 0",
+            (long long)c->muon_momentum_warmup_steps);
+    REQUIRE(c->muon_backend_steps >= 1 && c->muon_backend_steps <= 100,
+            "muon_backend_steps = %lld: expected in [1, 100]", (long long)c->muon_backend_steps);
+    REQUIRE(c->beta1 >= 0 && c->beta1 < 1, "beta1 = %g: expected in [0, 1)", c->beta1);
+    REQUIRE(c->beta2 >= 0 && c->beta2 < 1, "beta2 = %g: expected in [0, 1)", c->beta2);
+    REQUIRE(c->adam_eps > 0, "adam_eps = %g: expected > 0", c->adam_eps);
+
+    REQUIRE(c->train_files[0] != '\0', "train_files is not set: give a glob of HDF5 token files, "
+                                       "e.g. train_files='data/train_*.h5' (see `ctrain data --help`)");
+    REQUIRE(c->val_loss_every >= 0, "val_loss_every = %lld: expected >= 0", (long long)c->val_loss_every);
+    REQUIRE(c->train_log_every >= 1, "train_log_every = %lld: expected >= 1", (long long)c->train_log_every);
+    if (c->val_files[0]) {
+        int64_t val_local = c->val_batch_size / c->grad_accum_slots;
+        REQUIRE(val_local >= c->train_seq_len,
+                "val_batch_size = %lld gives %lld tokens per micro-batch (val_batch_size / grad_accum_slots), "
+                "fewer than one sequence of train_seq_len = %lld",
+                (long long)c->val_batch_size, (long long)val_local, (long long)c->train_seq_len);
+    }
+    REQUIRE(c->out_dir[0] != '\0', "out_dir is empty: expected a directory path");
+    REQUIRE(c->checkpoint_every >= 0, "checkpoint_every = %lld: expected >= 0", (long long)c->checkpoint_every);
+    REQUIRE(c->keep_checkpoints >= 1, "keep_checkpoints = %lld: expected >= 1", (long long)c->keep_checkpoints);
+    REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
+    REQUIRE(!strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"), "device = '%s': expected cpu or cuda",
+            c->device);
+    REQUIRE(c->threads >= 0 && c->threads <= 4096, "threads = %lld: expected in [0, 4096] (0 = all cores)",
+            (long long)c->threads);
+    return 0;
+}
+
+int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }
+int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens / cfg->grad_accum_slots; }
+
+/* ---- printing ---- */
+
+const char *config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap) {
+    const void *p = cfield(cfg, k);
+    switch (k->type) {
+    case CT_KEY_INT:
+    case CT_KEY_BOOL: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); return buf;
+    case CT_KEY_FLOAT: snprintf(buf, cap, "%.17g", *(const double *)p); return buf;
+    case CT_KEY_STR: return *(const char *const *)p;
+    }
+    return "";
+}
+
+/* Strings are quoted when they would not survive an unquoted round trip. */
+static int needs_quotes(const char *s) {
+    if (!*s) return 1;
+    if (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1])) return 1;
+    return strpbrk(s, "#\"'") != NULL;
+}
+
+int config_write(const Config *cfg, FILE *out) {
+    fprintf(out, "# ctrain %s resolved configuration (loadable with --config)\n", CT_VERSION);
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        const ConfigKey *k = &ct_config_keys[i];
+        char buf[64];
+        const char *v = config_value_text(cfg, k, buf, sizeof buf);
+        if (k->type == CT_KEY_STR && needs_quotes(v)) {
+            char q = strchr(v, '"') ? '\'' : '"';
+            fprintf(out, "%s = %c%s%c\n", k->name, q, v, q);
+        } else {
+            fprintf(out, "%s = %s\n", k->name, v);
+        }
+    }
+    return ferror(out) ? ct_fail("error writing configuration") : 0;
+}
+
+int config_write_file(const Config *cfg, const char *path) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+    int rc = config_write(cfg, f);
+    if (fclose(f) != 0 && rc == 0) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (rc != 0) remove(tmp);
+    return rc;
+}
+
+void config_print_help(FILE *out) {
+    for (size_t g = 0; g < sizeof group_order / sizeof group_order[0]; g++) {
+        fprintf(out, "\n%s:\n", group_titles[g]);
+        for (int i = 0; i < ct_config_num_keys; i++) {
+            const ConfigKey *k = &ct_config_keys[i];
+            if (strcmp(k->group, group_order[g]) != 0) continue;
+            char def[80];
+            snprintf(def, sizeof def, "%s", k->default_value[0] ? k->default_value : "\"\"");
+            fprintf(out, "  %-27s %-6s %-9s %s%s\n", k->name, type_name(k->type), def, k->help,
+                    k->resume == CT_RESUME_SHAPE ? " [fixed on resume]" : "");
+        }
+    }
+}
+
+void config_print_markdown(FILE *out) {
+    for (size_t g = 0; g < sizeof group_order / sizeof group_order[0]; g++) {
+        fprintf(out, "\n### %s\n\n| key | type | default | on resume | meaning |\n|---|---|---|---|---|\n",
+                group_titles[g]);
+        for (int i = 0; i < ct_config_num_keys; i++) {
+            const ConfigKey *k = &ct_config_keys[i];
+            if (strcmp(k->group, group_order[g]) != 0) continue;
+            fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", k->name, type_name(k->type), k->default_value,
+                    k->resume == CT_RESUME_SHAPE ? "must match" : "may change", k->help);
+        }
+    }
+}

@@ -1,0 +1,78 @@
+/* config.h — the run configuration: a struct generated from config_keys.h, parsed from a
+ * `key = value` file and command-line `key=value` overrides, validated before any work. */
+#ifndef CT_CONFIG_H
+#define CT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config_keys.h"
+
+typedef enum { CT_KEY_INT, CT_KEY_FLOAT, CT_KEY_BOOL, CT_KEY_STR } ConfigKeyType;
+typedef enum { CT_RESUME_SHAPE, CT_RESUME_FREE } ConfigResumeRule;
+
+#define CT_CFG_FIELD_INT(name) int64_t name;
+#define CT_CFG_FIELD_FLOAT(name) double name;
+#define CT_CFG_FIELD_BOOL(name) int64_t name;
+#define CT_CFG_FIELD_STR(name) char *name;
+#define CT_CFG_FIELD(name, type, def, group, resume, help) CT_CFG_FIELD_##type(name)
+
+typedef struct {
+    CT_CONFIG_KEYS(CT_CFG_FIELD)
+    /* where each key's value came from: 0 default, 1 config file, 2 command line */
+    unsigned char source[64];
+} Config;
+
+typedef struct {
+    const char *name;
+    ConfigKeyType type;
+    const char *default_value;
+    const char *group;
+    ConfigResumeRule resume;
+    const char *help;
+    size_t offset;
+} ConfigKey;
+
+extern const ConfigKey ct_config_keys[];
+extern const int ct_config_num_keys;
+
+/* Find a key by name; NULL if unknown. */
+const ConfigKey *config_find_key(const char *name);
+
+/* Fill every key with its default. */
+void config_init(Config *cfg);
+void config_free(Config *cfg);
+
+/* Set one key from its textual value; source as in Config.source. Fails naming the key,
+ * the value and what was expected (e.g. "an integer"). `origin` ("FILE:LINE" or
+ * "command line") is used in the message. */
+int config_set(Config *cfg, const char *key, const char *value, int source, const char *origin);
+
+/* Parse a `key = value` file (# comments, blank lines, optional quotes around values). */
+int config_load_file(Config *cfg, const char *path);
+
+/* Parse "key=value" arguments. */
+int config_apply_args(Config *cfg, int argc, char **argv);
+
+/* Check ranges and consistency (divisibility of shapes and batch geometry); messages name
+ * the keys involved. world_size is checked against grad_accum_slots. */
+int config_validate(const Config *cfg, int world_size);
+
+/* Format one key's value as text (buf of at least 64 bytes; STR values are returned as is). */
+const char *config_value_text(const Config *cfg, const ConfigKey *key, char *buf, size_t cap);
+
+/* Write the resolved configuration as a loadable `key = value` file (with a header comment). */
+int config_write(const Config *cfg, FILE *out);
+int config_write_file(const Config *cfg, const char *path);
+
+/* `ctrain train --help`'s key listing, grouped, with type, default and meaning. */
+void config_print_help(FILE *out);
+
+/* docs/configuration.md's key tables (the docs test compares the committed file to this). */
+void config_print_markdown(FILE *out);
+
+/* Derived geometry, valid after config_validate. */
+int64_t config_head_dim(const Config *cfg);
+int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-step */
+
+#endif

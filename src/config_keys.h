@@ -1,0 +1,69 @@
+/* config_keys.h — THE table of configuration keys. Everything else (the Config struct, parsing,
+ * `ctrain train --help`, config.txt, docs/configuration.md and the checkpoint's /config group)
+ * is generated from it, so a key cannot exist in one place and be missing in another.
+ *
+ * X(name, type, default, group, resume, help)
+ *   type:   INT (int64), FLOAT (double), BOOL (0/1, true/false), STR
+ *   group:  section in --help and docs
+ *   resume: SHAPE  must match the checkpoint (model shape / batch geometry / data);
+ *           FREE   may change when resuming (reported)
+ * Names and defaults follow train_gpt.py's Hyperparameters, lower-cased; max_wallclock_seconds
+ * defaults to 0 (off) so runs are reproducible unless a time budget is asked for. */
+#ifndef CT_CONFIG_KEYS_H
+#define CT_CONFIG_KEYS_H
+
+#define CT_CONFIG_KEYS(X)                                                                          \
+    /* model shape */                                                                              \
+    X(vocab_size, INT, "1024", "model", SHAPE, "vocabulary size; must equal the data files' vocab_size") \
+    X(num_layers, INT, "9", "model", SHAPE, "transformer blocks (first half feed U-Net skips to the second)") \
+    X(model_dim, INT, "512", "model", SHAPE, "residual stream width D")                              \
+    X(num_heads, INT, "8", "model", SHAPE, "query heads; head_dim = model_dim / num_heads (even)")   \
+    X(num_kv_heads, INT, "4", "model", SHAPE, "key/value heads (GQA); must divide num_heads")        \
+    X(mlp_mult, INT, "2", "model", SHAPE, "MLP hidden width = mlp_mult * model_dim")                \
+    X(tie_embeddings, BOOL, "1", "model", SHAPE, "1: logits use tok_emb (tied); 0: separate lm_head") \
+    X(rope_base, FLOAT, "10000.0", "model", SHAPE, "RoPE frequency base")                          \
+    X(logit_softcap, FLOAT, "30.0", "model", SHAPE, "logits = c*tanh(logits/c); must be > 0")      \
+    X(qk_gain_init, FLOAT, "1.5", "model", SHAPE, "initial per-head query gain (q_gain)")          \
+    X(tied_embed_init_std, FLOAT, "0.005", "model", SHAPE, "std of the normal init of tok_emb")    \
+    /* batch geometry */                                                                           \
+    X(train_batch_tokens, INT, "524288", "batch", SHAPE, "tokens per optimizer step (all ranks)")   \
+    X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \
+    X(grad_accum_slots, INT, "8", "batch", SHAPE,                                                  \
+      "micro-batches per step; world size must divide it; accumulation steps = slots / world")    \
+    /* schedule */                                                                                 \
+    X(iterations, INT, "20000", "schedule", FREE, "optimizer steps to train")                       \
+    X(warmdown_iters, INT, "1200", "schedule", FREE, "linear LR warmdown over the last N steps")     \
+    X(warmup_steps, INT, "20", "schedule", FREE,                                                   \
+      "train_gpt.py compile-warmup steps; accepted and ignored (ctrain needs no compile warmup)")  \
+    X(max_wallclock_seconds, FLOAT, "0", "schedule", FREE,                                          \
+      "training time budget in seconds with time-based warmdown; 0 = off (reproducible)")          \
+    /* optimizer */                                                                                \
+    X(embed_lr, FLOAT, "0.6", "optimizer", FREE, "Adam LR of tok_emb when embeddings are untied")   \
+    X(head_lr, FLOAT, "0.008", "optimizer", FREE, "Adam LR of lm_head when embeddings are untied")  \
+    X(tied_embed_lr, FLOAT, "0.05", "optimizer", FREE, "Adam LR of tok_emb when tied")              \
+    X(matrix_lr, FLOAT, "0.04", "optimizer", FREE, "Muon LR of the 2-D block matrices")             \
+    X(scalar_lr, FLOAT, "0.04", "optimizer", FREE, "Adam LR of control tensors and skip_weights")  \
+    X(muon_momentum, FLOAT, "0.95", "optimizer", FREE, "Muon momentum after warmup")                \
+    X(muon_backend_steps, INT, "5", "optimizer", FREE, "Newton-Schulz iterations per Muon update")  \
+    X(muon_momentum_warmup_start, FLOAT, "0.85", "optimizer", FREE, "Muon momentum at step 0")      \
+    X(muon_momentum_warmup_steps, INT, "500", "optimizer", FREE, "steps of linear momentum warmup") \
+    X(beta1, FLOAT, "0.9", "optimizer", FREE, "Adam beta1")                                        \
+    X(beta2, FLOAT, "0.95", "optimizer", FREE, "Adam beta2")                                       \
+    X(adam_eps, FLOAT, "1e-8", "optimizer", FREE, "Adam epsilon")                                  \
+    X(grad_clip_norm, FLOAT, "0.0", "optimizer", FREE, "clip the global grad norm to this; 0 = off") \
+    X(seed, INT, "1337", "optimizer", SHAPE, "seed of the weight initialisation")                  \
+    /* data and evaluation */                                                                      \
+    X(train_files, STR, "", "data", SHAPE, "glob of HDF5 token files for training (required)")     \
+    X(val_files, STR, "", "data", FREE, "glob of HDF5 token files for validation; empty = none")   \
+    X(val_loss_every, INT, "1000", "data", FREE, "validate every N steps (and at the end); 0 = end only") \
+    X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
+    X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \
+    /* run */                                                                                      \
+    X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
+    X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \
+    X(keep_checkpoints, INT, "3", "run", FREE, "how many recent checkpoints to keep")              \
+    X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \
+    X(device, STR, "cpu", "run", FREE, "cpu (fp32 reference) | cuda (bf16 compute)")               \
+    X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")
+
+#endif

@@ -1,0 +1,1030 @@
+/* data.c — HDF5 token data files (format in docs/data-format.md): metadata and validation,
+ * glob expansion into a split, chunked hyperslab reads through a small cache of open handles,
+ * the tokenizer byte-count tables, and the atomic (write to .tmp, rename) writer.
+ *
+ * Every HDF5 call here runs under ct_hdf5_lock(). HDF5 failures are turned into our own
+ * messages naming the file and object, with the most specific line of HDF5's error stack
+ * appended, because HDF5's own printed stack is unreadable for users. */
+#include "data.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* Open files a TokenReader keeps: the loader walks files in order, so a few suffice. */
+#define READER_CACHE_SLOTS 4
+/* Raw-data chunk cache per open dataset: holds two 1M-token uint32 chunks, so that a
+ * compressed (e.g. gzip from h5py) chunk is decompressed once, not once per small read. */
+#define READER_CHUNK_CACHE_BYTES ((size_t)8 << 20)
+/* Tokens per read when scanning every token of a set. */
+#define SCAN_BLOCK_TOKENS ((int64_t)1 << 20)
+/* Magic number of llm.c / parameter-golf .bin shards, used only for a hint. */
+#define BIN_SHARD_MAGIC 20240520
+
+static const char *const LUT_NAMES[3] = {"base_bytes", "has_leading_space", "is_boundary_token"};
+
+/* ---- the process-wide HDF5 lock ---- */
+
+static pthread_mutex_t hdf5_mutex;
+static pthread_once_t hdf5_mutex_once = PTHREAD_ONCE_INIT;
+
+static void hdf5_mutex_init(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&hdf5_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void ct_hdf5_lock(void) {
+    pthread_once(&hdf5_mutex_once, hdf5_mutex_init);
+    pthread_mutex_lock(&hdf5_mutex);
+    /* Per thread in threadsafe builds, so it is repeated for whichever thread takes the lock. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
+
+/* ---- error messages ---- */
+
+/* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
+ * says that its plugin directory does not exist; the line above names the filter). */
+static herr_t keep_innermost(unsigned n, const H5E_error2_t *err, void *data) {
+    (void)n;
+    char *detail = data;
+    int plugin_search = err->func_name && !strncmp(err->func_name, "H5PL", 4);
+    if (!detail[0] && !plugin_search && err->desc) snprintf(detail, 512, "%s", err->desc);
+    return 0;
+}
+
+/* ct_fail with the most specific message of the calling thread's HDF5 error stack appended,
+ * e.g. "cannot open 'x.h5' (HDF5: file signature not found)". Call with the lock held. */
+static int h5_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int h5_fail(const char *fmt, ...) {
+    char message[1536], detail[512] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, detail);
+    H5Eclear2(H5E_DEFAULT);
+    if (detail[0]) return ct_fail("%s (HDF5: %s)", message, detail);
+    return ct_fail("%s", message);
+}
+
+/* "uint16", "float32", "int8", "string", ...: how a user would name the dtype in numpy. */
+static void describe_type(hid_t type, char *buf, size_t cap) {
+    size_t bits = H5Tget_size(type) * 8;
+    switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+        snprintf(buf, cap, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+        break;
+    case H5T_FLOAT: snprintf(buf, cap, "float%zu", bits); break;
+    case H5T_STRING: snprintf(buf, cap, "string"); break;
+    case H5T_ENUM: snprintf(buf, cap, "enum%zu (numpy bool is stored as an enum)", bits); break;
+    case H5T_COMPOUND: snprintf(buf, cap, "compound"); break;
+    case H5T_ARRAY: snprintf(buf, cap, "array"); break;
+    case H5T_VLEN: snprintf(buf, cap, "variable-length sequence"); break;
+    case H5T_BITFIELD: snprintf(buf, cap, "bitfield%zu", bits); break;
+    case H5T_OPAQUE: snprintf(buf, cap, "opaque"); break;
+    case H5T_REFERENCE: snprintf(buf, cap, "reference"); break;
+    default: snprintf(buf, cap, "unknown type"); break;
+    }
+}
+
+/* ---- opening files ---- */
+
+static int has_glob_chars(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+/* True if the file starts with the .bin shard magic number (for a hint on what to run). */
+static int looks_like_bin_shard(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char b[4];
+    int ok = fread(b, 1, 4, f) == 4;
+    fclose(f);
+    return ok && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == BIN_SHARD_MAGIC;
+}
+
+/* File access properties: on file systems without flock (some Lustre/NFS mounts) HDF5's file
+ * locking fails every open; best effort keeps locking where it works and skips it elsewhere. */
+static hid_t file_access_plist(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#if (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 12, 0)) || H5_VERSION_GE(1, 12, 1)
+    if (fapl >= 0) H5Pset_file_locking(fapl, 1, 1);
+#endif
+    return fapl;
+}
+
+/* Open a data file read-only with errors a user can act on. Lock held. */
+static hid_t open_data_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        ct_fail("cannot open data file '%s': %s", path, strerror(errno));
+        return H5I_INVALID_HID;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ct_fail("data file '%s' is a directory; give a glob such as '%s/*.h5'", path, path);
+        return H5I_INVALID_HID;
+    }
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+    if (is_hdf5 <= 0) {
+        if (is_hdf5 < 0) h5_fail("cannot read data file '%s'", path);
+        else if (looks_like_bin_shard(path))
+            ct_fail("data file '%s' is an llm.c/parameter-golf .bin shard, not HDF5; convert it with "
+                    "`ctrain data import-bin`", path);
+        else
+            ct_fail("data file '%s' is not an HDF5 file (see docs/data-format.md)", path);
+        return H5I_INVALID_HID;
+    }
+    hid_t fapl = file_access_plist();
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (file < 0) h5_fail("cannot open data file '%s'", path);
+    return file;
+}
+
+/* Open /tokens with a chunk cache sized for sequential reads. Lock held. */
+static hid_t open_tokens_dataset(hid_t file, const char *path) {
+    htri_t exists = H5Lexists(file, "tokens", H5P_DEFAULT);
+    if (exists <= 0) {
+        if (exists < 0) h5_fail("'%s': cannot look up /tokens", path);
+        else ct_fail("'%s' has no /tokens dataset (expected a 1-D uint16 or uint32 dataset, see "
+                     "docs/data-format.md)", path);
+        return H5I_INVALID_HID;
+    }
+    hid_t obj = H5Oopen(file, "tokens", H5P_DEFAULT);
+    if (obj < 0) {
+        h5_fail("'%s': cannot open /tokens", path);
+        return H5I_INVALID_HID;
+    }
+    H5I_type_t kind = H5Iget_type(obj);
+    H5Oclose(obj);
+    if (kind != H5I_DATASET) {
+        ct_fail("'%s': /tokens is a %s, expected a 1-D uint16 or uint32 dataset", path,
+                kind == H5I_GROUP ? "group" : "named datatype");
+        return H5I_INVALID_HID;
+    }
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    H5Pset_chunk_cache(dapl, 521, READER_CHUNK_CACHE_BYTES, 1.0);
+    hid_t dset = H5Dopen2(file, "tokens", dapl);
+    H5Pclose(dapl);
+    if (dset < 0) h5_fail("'%s': cannot open /tokens", path);
+    return dset;
+}
+
+/* ---- metadata ---- */
+
+/* Attributes live on /tokens; the root group is accepted too, as h5py users often write
+ * f.attrs[...]. Returns 1 with *attr open, 0 if absent, -1 on error. Lock held. */
+static int open_attribute(hid_t dset, hid_t file, const char *path, const char *name, hid_t *attr) {
+    hid_t owners[2] = {dset, file};
+    for (int i = 0; i < 2; i++) {
+        htri_t exists = H5Aexists(owners[i], name);
+        if (exists < 0) return h5_fail("'%s': cannot look up attribute %s", path, name);
+        if (exists) {
+            *attr = H5Aopen(owners[i], name, H5P_DEFAULT);
+            if (*attr < 0) return h5_fail("'%s': cannot open attribute %s", path, name);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The attribute must hold exactly one value; -1 with a message otherwise. Lock held. */
+static int check_single_value(hid_t attr, const char *path, const char *name) {
+    hid_t space = H5Aget_space(attr);
+    hssize_t count = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    if (count != 1)
+        return ct_fail("'%s': attribute %s holds %lld values, expected a single value", path, name,
+                       (long long)count);
+    return 0;
+}
+
+static int read_int64_attribute(hid_t attr, const char *path, const char *name, int64_t *value) {
+    hid_t type = H5Aget_type(attr);
+    char type_name[96];
+    describe_type(type, type_name, sizeof type_name);
+    H5T_class_t cls = H5Tget_class(type);
+    H5Tclose(type);
+    if (cls != H5T_INTEGER)
+        return ct_fail("'%s': attribute %s has type %s, expected an integer (int64)", path, name, type_name);
+    if (check_single_value(attr, path, name) != 0) return -1;
+    if (H5Aread(attr, H5T_NATIVE_INT64, value) < 0) return h5_fail("'%s': cannot read attribute %s", path, name);
+    return 0;
+}
+
+/* Fixed-length (numpy bytes) or variable-length (Python str via h5py) string into a new
+ * C string. Lock held. */
+static int read_string_attribute(hid_t attr, const char *path, const char *name, char **value) {
+    hid_t file_type = H5Aget_type(attr);
+    int rc = -1;
+    hid_t mem_type = H5I_INVALID_HID;
+    if (H5Tget_class(file_type) != H5T_STRING) {
+        char type_name[96];
+        describe_type(file_type, type_name, sizeof type_name);
+        ct_fail("'%s': attribute %s has type %s, expected a string", path, name, type_name);
+        goto done;
+    }
+    if (check_single_value(attr, path, name) != 0) goto done;
+    mem_type = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mem_type, H5Tget_cset(file_type)); /* HDF5 does not convert between charsets */
+    if (H5Tis_variable_str(file_type) > 0) {
+        char *s = NULL;
+        H5Tset_size(mem_type, H5T_VARIABLE);
+        if (H5Aread(attr, mem_type, &s) < 0) {
+            h5_fail("'%s': cannot read attribute %s", path, name);
+            goto done;
+        }
+        *value = ct_strdup(s ? s : "");
+        H5free_memory(s);
+    } else {
+        size_t size = H5Tget_size(file_type);
+        char *s = ct_calloc(size + 1, 1, "string attribute");
+        H5Tset_size(mem_type, size + 1);
+        H5Tset_strpad(mem_type, H5T_STR_NULLTERM);
+        if (H5Aread(attr, mem_type, s) < 0) {
+            free(s);
+            h5_fail("'%s': cannot read attribute %s", path, name);
+            goto done;
+        }
+        *value = s;
+    }
+    rc = 0;
+done:
+    if (mem_type >= 0) H5Tclose(mem_type);
+    H5Tclose(file_type);
+    return rc;
+}
+
+/* Check one /tokenizer table: 1-D, vocab_size entries, a usable dtype. Lock held. */
+static int check_lut_table(hid_t group, const char *path, int table, int64_t vocab_size) {
+    const char *name = LUT_NAMES[table];
+    hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
+    if (dset < 0) return h5_fail("'%s': cannot open /tokenizer/%s as a dataset", path, name);
+    hid_t type = H5Dget_type(dset), space = H5Dget_space(dset);
+    int rank = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    if (rank > 0) H5Sget_simple_extent_dims(space, dims, NULL);
+    H5T_class_t cls = H5Tget_class(type);
+    size_t size = H5Tget_size(type);
+    char type_name[96];
+    describe_type(type, type_name, sizeof type_name);
+    H5Tclose(type);
+    H5Sclose(space);
+    H5Dclose(dset);
+    int flags_table = table != 0;
+    int type_ok = cls == H5T_INTEGER || (flags_table && cls == H5T_ENUM && size == 1);
+    if (!type_ok)
+        return ct_fail("'%s': /tokenizer/%s has dtype %s, expected %s", path, name, type_name,
+                       flags_table ? "uint8 (or bool)" : "int16");
+    if (rank != 1 || (int64_t)dims[0] != vocab_size)
+        return ct_fail("'%s': /tokenizer/%s has %s%lld entries, expected vocab_size = %lld", path, name,
+                       rank != 1 ? "a non-1-D shape, not " : "", rank == 1 ? (long long)dims[0] : 0LL,
+                       (long long)vocab_size);
+    return 0;
+}
+
+/* *present = 1 if all three tables exist (and are valid), 0 if none do; -1 if only some
+ * exist or one is malformed. Lock held. */
+static int check_luts(hid_t file, const char *path, int64_t vocab_size, int *present) {
+    *present = 0;
+    htri_t has_group = H5Lexists(file, "tokenizer", H5P_DEFAULT);
+    if (has_group < 0) return h5_fail("'%s': cannot look up /tokenizer", path);
+    if (!has_group) return 0;
+    hid_t group = H5Gopen2(file, "tokenizer", H5P_DEFAULT);
+    if (group < 0) return h5_fail("'%s': /tokenizer is not a group", path);
+    int found[3], count = 0, rc = 0;
+    for (int t = 0; t < 3; t++) {
+        htri_t e = H5Lexists(group, LUT_NAMES[t], H5P_DEFAULT);
+        if (e < 0) {
+            rc = h5_fail("'%s': cannot look up /tokenizer/%s", path, LUT_NAMES[t]);
+            goto done;
+        }
+        found[t] = e > 0;
+        count += found[t];
+    }
+    if (count > 0 && count < 3) {
+        int missing = !found[0] ? 0 : !found[1] ? 1 : 2;
+        rc = ct_fail("'%s': /tokenizer has %d of the 3 tables but lacks /tokenizer/%s; expected base_bytes, "
+                     "has_leading_space and is_boundary_token, or none of them",
+                     path, count, LUT_NAMES[missing]);
+        goto done;
+    }
+    for (int t = 0; t < count; t++)
+        if ((rc = check_lut_table(group, path, t, vocab_size)) != 0) goto done;
+    *present = count == 3;
+done:
+    H5Gclose(group);
+    return rc;
+}
+
+/* Read metadata of an open data file into info (path already set). Lock held. */
+static int read_file_info(hid_t file, TokenFileInfo *info) {
+    const char *path = info->path;
+    hid_t dset = open_tokens_dataset(file, path);
+    if (dset < 0) return -1;
+    int rc = -1;
+    hid_t type = H5Dget_type(dset), space = H5Dget_space(dset), attr = H5I_INVALID_HID;
+    char type_name[96];
+    describe_type(type, type_name, sizeof type_name);
+    size_t size = H5Tget_size(type);
+    if (H5Tget_class(type) != H5T_INTEGER || H5Tget_sign(type) != H5T_SGN_NONE || (size != 2 && size != 4)) {
+        ct_fail("'%s': /tokens has dtype %s, expected uint16 (vocab_size <= 65536) or uint32; in numpy "
+                "convert with tokens.astype(np.uint16)", path, type_name);
+        goto done;
+    }
+    info->token_bytes = (int)size;
+    int rank = H5Sget_simple_extent_ndims(space);
+    if (rank != 1) {
+        hsize_t dims[H5S_MAX_RANK] = {0};
+        char shape[256] = "";
+        if (rank > 0) H5Sget_simple_extent_dims(space, dims, NULL);
+        for (int d = 0; d < rank; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu", d ? " x " : "",
+                     (unsigned long long)dims[d]);
+        ct_fail("'%s': /tokens has %d dimensions%s%s%s, expected a 1-D dataset; in numpy flatten it with "
+                "tokens.reshape(-1)", path, rank, rank > 0 ? " [" : "", shape, rank > 0 ? "]" : "");
+        goto done;
+    }
+    hsize_t length = 0;
+    H5Sget_simple_extent_dims(space, &length, NULL);
+    info->num_tokens = (int64_t)length;
+    if (info->num_tokens == 0) {
+        ct_fail("'%s': /tokens is empty (0 tokens)", path);
+        goto done;
+    }
+
+    int found = open_attribute(dset, file, path, "vocab_size", &attr);
+    if (found < 0) goto done;
+    if (!found) {
+        ct_fail("'%s': /tokens has no vocab_size attribute (expected int64, e.g. in h5py "
+                "f['tokens'].attrs['vocab_size'] = 1024)", path);
+        goto done;
+    }
+    if (read_int64_attribute(attr, path, "vocab_size", &info->vocab_size) != 0) goto done;
+    H5Aclose(attr);
+    attr = H5I_INVALID_HID;
+    if (info->vocab_size < 1 || info->vocab_size > ((int64_t)1 << 32)) {
+        ct_fail("'%s': vocab_size = %lld, expected 1 .. 4294967296", path, (long long)info->vocab_size);
+        goto done;
+    }
+
+    info->bos_id = -1; /* optional: no BOS token */
+    if ((found = open_attribute(dset, file, path, "bos_id", &attr)) < 0) goto done;
+    if (found) {
+        if (read_int64_attribute(attr, path, "bos_id", &info->bos_id) != 0) goto done;
+        H5Aclose(attr);
+        attr = H5I_INVALID_HID;
+        if (info->bos_id < -1 || info->bos_id >= info->vocab_size) {
+            ct_fail("'%s': bos_id = %lld, expected -1 (none) or a token id below vocab_size = %lld", path,
+                    (long long)info->bos_id, (long long)info->vocab_size);
+            goto done;
+        }
+    }
+
+    if ((found = open_attribute(dset, file, path, "tokenizer", &attr)) < 0) goto done;
+    if (found) {
+        if (read_string_attribute(attr, path, "tokenizer", &info->tokenizer) != 0) goto done;
+        H5Aclose(attr);
+        attr = H5I_INVALID_HID;
+    } else {
+        info->tokenizer = ct_strdup(""); /* optional free text */
+    }
+
+    rc = check_luts(file, path, info->vocab_size, &info->has_luts);
+done:
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(dset);
+    return rc;
+}
+
+int data_file_info(const char *path, TokenFileInfo *info) {
+    memset(info, 0, sizeof *info);
+    info->path = ct_strdup(path);
+    ct_hdf5_lock();
+    int rc = -1;
+    hid_t file = open_data_file(path);
+    if (file >= 0) {
+        rc = read_file_info(file, info);
+        H5Fclose(file);
+    }
+    ct_hdf5_unlock();
+    if (rc != 0) {
+        char *keep = info->path;
+        info->path = NULL;
+        data_free_file_info(info);
+        free(keep);
+        memset(info, 0, sizeof *info);
+    }
+    return rc;
+}
+
+void data_free_file_info(TokenFileInfo *info) {
+    free(info->path);
+    free(info->tokenizer);
+    memset(info, 0, sizeof *info);
+}
+
+/* ---- sets ---- */
+
+static int compare_paths(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A hint for an empty glob: the part of the pattern before its first wildcard, if that
+ * directory does not exist. */
+static void missing_directory_hint(const char *pattern, char *hint, size_t cap) {
+    hint[0] = '\0';
+    const char *wild = strpbrk(pattern, "*?[");
+    const char *slash = NULL;
+    for (const char *p = pattern; p < wild; p++)
+        if (*p == '/') slash = p;
+    if (!slash || slash == pattern) return;
+    char dir[4096];
+    size_t n = (size_t)(slash - pattern);
+    if (n >= sizeof dir) return;
+    memcpy(dir, pattern, n);
+    dir[n] = '\0';
+    struct stat st;
+    if (stat(dir, &st) != 0) snprintf(hint, cap, " (directory '%s' does not exist)", dir);
+}
+
+/* Expand pattern into paths in byte-wise sorted order (as Python's sorted(), and independent
+ * of the locale, so every rank of every job sees the same order). A pattern without
+ * wildcards is taken as one path, whose absence data_file_info reports precisely. */
+static int expand_pattern(const char *pattern, char ***paths, int *count) {
+    if (!has_glob_chars(pattern)) {
+        *paths = ct_malloc(sizeof(char *), "file list");
+        (*paths)[0] = ct_strdup(pattern);
+        *count = 1;
+        return 0;
+    }
+    glob_t g;
+    int rc = glob(pattern, GLOB_NOSORT, NULL, &g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
+        char hint[4200];
+        missing_directory_hint(pattern, hint, sizeof hint);
+        if (rc == 0) globfree(&g);
+        return ct_fail("no files match '%s'%s", pattern, hint);
+    }
+    if (rc != 0) return ct_fail("cannot expand '%s': %s", pattern, rc == GLOB_NOSPACE ? "out of memory" : "read error");
+    *count = (int)g.gl_pathc;
+    *paths = ct_malloc(g.gl_pathc * sizeof(char *), "file list");
+    for (size_t i = 0; i < g.gl_pathc; i++) (*paths)[i] = ct_strdup(g.gl_pathv[i]);
+    globfree(&g);
+    qsort(*paths, (size_t)*count, sizeof(char *), compare_paths);
+    return 0;
+}
+
+int data_open_set(const char *pattern, TokenSet *set) {
+    memset(set, 0, sizeof *set);
+    char **paths = NULL;
+    int count = 0;
+    if (expand_pattern(pattern, &paths, &count) != 0) return -1;
+    set->pattern = ct_strdup(pattern);
+    set->files = ct_calloc((size_t)count, sizeof(TokenFileInfo), "token file list");
+    set->has_luts = 1;
+    int rc = 0;
+    for (int i = 0; i < count && rc == 0; i++) {
+        TokenFileInfo *f = &set->files[i];
+        if ((rc = data_file_info(paths[i], f)) != 0) break;
+        set->num_files = i + 1;
+        if (i > 0 && f->vocab_size != set->files[0].vocab_size)
+            rc = ct_fail("files of '%s' disagree on vocab_size: '%s' has %lld but '%s' has %lld", pattern,
+                         set->files[0].path, (long long)set->files[0].vocab_size, f->path,
+                         (long long)f->vocab_size);
+        set->total_tokens += f->num_tokens;
+        set->has_luts &= f->has_luts;
+    }
+    for (int i = 0; i < count; i++) free(paths[i]);
+    free(paths);
+    if (rc != 0) {
+        data_free_set(set);
+        return -1;
+    }
+    set->vocab_size = set->files[0].vocab_size;
+    return 0;
+}
+
+void data_free_set(TokenSet *set) {
+    for (int i = 0; i < set->num_files; i++) data_free_file_info(&set->files[i]);
+    free(set->files);
+    free(set->pattern);
+    memset(set, 0, sizeof *set);
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    int file_index; /* -1: empty slot */
+    hid_t file, dset, space;
+    uint64_t last_used;
+} ReaderSlot;
+
+struct TokenReader {
+    int num_files;
+    char **paths;        /* copies, so the reader does not depend on the set's lifetime */
+    int64_t *num_tokens;
+    int *token_bytes;
+    ReaderSlot slots[READER_CACHE_SLOTS];
+    uint64_t clock;
+};
+
+static void slot_close(ReaderSlot *slot) {
+    if (slot->file_index < 0) return;
+    H5Sclose(slot->space);
+    H5Dclose(slot->dset);
+    H5Fclose(slot->file);
+    slot->file_index = -1;
+}
+
+/* The cache slot holding file_index, opening it in the least recently used slot on a miss.
+ * Lock held. */
+static ReaderSlot *reader_slot(TokenReader *r, int file_index) {
+    ReaderSlot *victim = &r->slots[0];
+    for (int i = 0; i < READER_CACHE_SLOTS; i++) {
+        ReaderSlot *s = &r->slots[i];
+        if (s->file_index == file_index) {
+            s->last_used = ++r->clock;
+            return s;
+        }
+        if (s->file_index < 0 || (victim->file_index >= 0 && s->last_used < victim->last_used)) victim = s;
+    }
+    slot_close(victim);
+    const char *path = r->paths[file_index];
+    hid_t file = open_data_file(path);
+    if (file < 0) return NULL;
+    hid_t dset = open_tokens_dataset(file, path);
+    if (dset < 0) {
+        H5Fclose(file);
+        return NULL;
+    }
+    hid_t space = H5Dget_space(dset);
+    hsize_t length = 0;
+    if (H5Sget_simple_extent_ndims(space) == 1) H5Sget_simple_extent_dims(space, &length, NULL);
+    if ((int64_t)length < r->num_tokens[file_index]) {
+        ct_fail("'%s': /tokens changed since the data set was opened (now %llu tokens, was %lld)", path,
+                (unsigned long long)length, (long long)r->num_tokens[file_index]);
+        H5Sclose(space);
+        H5Dclose(dset);
+        H5Fclose(file);
+        return NULL;
+    }
+    victim->file_index = file_index;
+    victim->file = file;
+    victim->dset = dset;
+    victim->space = space;
+    victim->last_used = ++r->clock;
+    return victim;
+}
+
+int token_reader_open(TokenReader **reader, const TokenSet *set) {
+    TokenReader *r = ct_calloc(1, sizeof *r, "token reader");
+    r->num_files = set->num_files;
+    r->paths = ct_calloc((size_t)set->num_files, sizeof(char *), "token reader paths");
+    r->num_tokens = ct_calloc((size_t)set->num_files, sizeof(int64_t), "token reader sizes");
+    r->token_bytes = ct_calloc((size_t)set->num_files, sizeof(int), "token reader widths");
+    for (int i = 0; i < set->num_files; i++) {
+        r->paths[i] = ct_strdup(set->files[i].path);
+        r->num_tokens[i] = set->files[i].num_tokens;
+        r->token_bytes[i] = set->files[i].token_bytes;
+    }
+    for (int i = 0; i < READER_CACHE_SLOTS; i++) r->slots[i].file_index = -1;
+    *reader = r;
+    return 0;
+}
+
+/* uint16 values packed at the start of out become uint32 in place; walking backwards never
+ * overwrites a value before it is read. */
+static void widen_uint16_in_place(uint32_t *out, int64_t n) {
+    const unsigned char *packed = (const unsigned char *)out;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint16_t v;
+        memcpy(&v, packed + 2 * i, sizeof v);
+        out[i] = v;
+    }
+}
+
+int token_reader_read(TokenReader *r, int file_index, int64_t pos, int64_t n, uint32_t *out) {
+    if (file_index < 0 || file_index >= r->num_files)
+        return ct_fail("token read from file index %d, but the data set has %d files", file_index, r->num_files);
+    const char *path = r->paths[file_index];
+    int64_t length = r->num_tokens[file_index];
+    if (pos < 0 || n < 0 || pos > length || n > length - pos)
+        return ct_fail("'%s': cannot read tokens [%lld, %lld): /tokens holds %lld tokens", path, (long long)pos,
+                       (long long)(pos + n), (long long)length);
+    if (n == 0) return 0;
+    int rc = 0;
+    ct_hdf5_lock();
+    ReaderSlot *slot = reader_slot(r, file_index);
+    if (!slot) {
+        rc = -1;
+    } else {
+        hsize_t start = (hsize_t)pos, count = (hsize_t)n;
+        hid_t mem_space = H5Screate_simple(1, &count, NULL);
+        /* Reading uint16 in the file's own width and widening ourselves avoids HDF5's much
+         * slower strip-mined type conversion. */
+        hid_t mem_type = r->token_bytes[file_index] == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
+        if (H5Sselect_hyperslab(slot->space, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
+            H5Dread(slot->dset, mem_type, mem_space, slot->space, H5P_DEFAULT, out) < 0) {
+            rc = h5_fail("'%s': cannot read /tokens[%lld:%lld]", path, (long long)pos, (long long)(pos + n));
+            slot_close(slot); /* handles may be unusable; reopen on the next read */
+        }
+        H5Sclose(mem_space);
+    }
+    ct_hdf5_unlock();
+    if (rc == 0 && r->token_bytes[file_index] == 2) widen_uint16_in_place(out, n);
+    return rc;
+}
+
+void token_reader_close(TokenReader *r) {
+    if (!r) return;
+    ct_hdf5_lock();
+    for (int i = 0; i < READER_CACHE_SLOTS; i++) slot_close(&r->slots[i]);
+    ct_hdf5_unlock();
+    for (int i = 0; i < r->num_files; i++) free(r->paths[i]);
+    free(r->paths);
+    free(r->num_tokens);
+    free(r->token_bytes);
+    free(r);
+}
+
+int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn progress, void *ctx) {
+    TokenReader *reader;
+    if (token_reader_open(&reader, set) != 0) return -1;
+    uint32_t *block = ct_malloc((size_t)SCAN_BLOCK_TOKENS * sizeof(uint32_t), "token scan buffer");
+    uint32_t max_seen = 0;
+    int64_t done = 0;
+    int rc = 0;
+    for (int f = 0; f < set->num_files && rc == 0; f++) {
+        const TokenFileInfo *info = &set->files[f];
+        for (int64_t pos = 0; pos < info->num_tokens && rc == 0; pos += SCAN_BLOCK_TOKENS) {
+            int64_t n = info->num_tokens - pos < SCAN_BLOCK_TOKENS ? info->num_tokens - pos : SCAN_BLOCK_TOKENS;
+            if ((rc = token_reader_read(reader, f, pos, n, block)) != 0) break;
+            for (int64_t i = 0; i < n; i++) {
+                if (block[i] > max_seen) max_seen = block[i];
+                if ((int64_t)block[i] >= set->vocab_size) {
+                    rc = ct_fail("'%s': token %lld of /tokens is %u, which is >= vocab_size %lld", info->path,
+                                 (long long)(pos + i), block[i], (long long)set->vocab_size);
+                    break;
+                }
+            }
+            done += n;
+            if (progress) progress(ctx, done, set->total_tokens);
+        }
+    }
+    free(block);
+    token_reader_close(reader);
+    if (rc == 0 && max_token) *max_token = max_seen;
+    return rc;
+}
+
+int data_check_tokens(const TokenSet *set) { return data_scan_tokens(set, NULL, NULL, NULL); }
+
+/* ---- tokenizer tables ---- */
+
+/* Read one validated table into out (int16 for base_bytes, uint8 0/1 for the flags). Lock held. */
+static int read_lut_table(hid_t file, const char *path, int table, int64_t vocab_size, void *out) {
+    char name[64];
+    snprintf(name, sizeof name, "tokenizer/%s", LUT_NAMES[table]);
+    hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+    if (dset < 0) return h5_fail("'%s': cannot open /%s", path, name);
+    hid_t file_type = H5Dget_type(dset);
+    /* numpy bool arrays are stored as an 8-bit enum, which HDF5 will not convert to an
+     * integer: read those with their own (native) type, whose values are 0 and 1. */
+    hid_t mem_type = table == 0                          ? H5Tcopy(H5T_NATIVE_INT16)
+                     : H5Tget_class(file_type) == H5T_ENUM ? H5Tget_native_type(file_type, H5T_DIR_ASCEND)
+                                                           : H5Tcopy(H5T_NATIVE_UINT8);
+    int rc = 0;
+    if (H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        rc = h5_fail("'%s': cannot read /%s", path, name);
+    H5Tclose(mem_type);
+    H5Tclose(file_type);
+    H5Dclose(dset);
+    if (rc != 0) return -1;
+    for (int64_t i = 0; i < vocab_size; i++) {
+        if (table == 0 && ((int16_t *)out)[i] < 0)
+            return ct_fail("'%s': /%s[%lld] = %d, expected a byte count >= 0", path, name, (long long)i,
+                           ((int16_t *)out)[i]);
+        if (table != 0) ((uint8_t *)out)[i] = ((uint8_t *)out)[i] != 0;
+    }
+    return 0;
+}
+
+/* Read all three tables of one file; fails if they are absent. Lock held. */
+static int read_luts_locked(hid_t file, const char *path, int64_t vocab_size, int16_t **base_bytes,
+                            uint8_t **has_leading_space, uint8_t **is_boundary_token) {
+    int present = 0;
+    if (check_luts(file, path, vocab_size, &present) != 0) return -1;
+    if (!present)
+        return ct_fail("'%s' has no /tokenizer tables (base_bytes, has_leading_space, is_boundary_token); "
+                       "they are needed for bits per byte", path);
+    int16_t *bb = ct_malloc((size_t)vocab_size * sizeof(int16_t), "base_bytes table");
+    uint8_t *ls = ct_malloc((size_t)vocab_size, "has_leading_space table");
+    uint8_t *bt = ct_malloc((size_t)vocab_size, "is_boundary_token table");
+    if (read_lut_table(file, path, 0, vocab_size, bb) != 0 || read_lut_table(file, path, 1, vocab_size, ls) != 0 ||
+        read_lut_table(file, path, 2, vocab_size, bt) != 0) {
+        free(bb);
+        free(ls);
+        free(bt);
+        return -1;
+    }
+    *base_bytes = bb;
+    *has_leading_space = ls;
+    *is_boundary_token = bt;
+    return 0;
+}
+
+int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes, uint8_t **has_leading_space,
+                        uint8_t **is_boundary_token) {
+    ct_hdf5_lock();
+    int rc = -1;
+    hid_t file = open_data_file(path);
+    if (file >= 0) {
+        rc = read_luts_locked(file, path, vocab_size, base_bytes, has_leading_space, is_boundary_token);
+        H5Fclose(file);
+    }
+    ct_hdf5_unlock();
+    return rc;
+}
+
+int data_read_luts(const TokenSet *set, int16_t **base_bytes, uint8_t **has_leading_space,
+                   uint8_t **is_boundary_token) {
+    if (set->num_files < 1) return ct_fail("token set '%s' has no files", set->pattern ? set->pattern : "?");
+    for (int i = 0; i < set->num_files; i++)
+        if (!set->files[i].has_luts)
+            return ct_fail("'%s' has no /tokenizer tables (base_bytes, has_leading_space, is_boundary_token); "
+                           "they are needed for bits per byte", set->files[i].path);
+    const char *first = set->files[0].path;
+    int64_t vocab = set->vocab_size;
+    if (data_read_luts_file(first, vocab, base_bytes, has_leading_space, is_boundary_token) != 0) return -1;
+    /* Bits per byte is only meaningful if every file describes the same tokenizer. */
+    for (int i = 1; i < set->num_files; i++) {
+        int16_t *bb;
+        uint8_t *ls, *bt;
+        const char *path = set->files[i].path;
+        if (data_read_luts_file(path, vocab, &bb, &ls, &bt) != 0) goto fail;
+        int same = !memcmp(bb, *base_bytes, (size_t)vocab * sizeof(int16_t)) &&
+                   !memcmp(ls, *has_leading_space, (size_t)vocab) && !memcmp(bt, *is_boundary_token, (size_t)vocab);
+        free(bb);
+        free(ls);
+        free(bt);
+        if (!same) {
+            ct_fail("files of '%s' have different /tokenizer tables: '%s' and '%s'", set->pattern, first, path);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    free(*base_bytes);
+    free(*has_leading_space);
+    free(*is_boundary_token);
+    *base_bytes = NULL;
+    *has_leading_space = *is_boundary_token = NULL;
+    return -1;
+}
+
+/* ---- writing ---- */
+
+struct TokenWriter {
+    char *path, *tmp_path;
+    int token_bytes;
+    int64_t vocab_size, bos_id;
+    char *tokenizer;
+    hid_t file, dset; /* dset is created at the first flush, when its chunk size is known */
+    void *buffer;     /* one chunk of pending tokens */
+    int64_t buffered, written;
+};
+
+static int write_int64_attribute(hid_t owner, const char *name, int64_t value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(owner, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = attr < 0 || H5Awrite(attr, H5T_NATIVE_INT64, &value) < 0 ? -1 : 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    return rc;
+}
+
+/* Variable-length UTF-8, the same type h5py gives a Python str attribute. */
+static int write_string_attribute(hid_t owner, const char *name, const char *value) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(owner, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = attr < 0 || H5Awrite(attr, type, &value) < 0 ? -1 : 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return rc;
+}
+
+/* Create the extendible /tokens dataset and its attributes. A file shorter than one chunk
+ * gets a single chunk of exactly its length, so a tiny file does not occupy a whole 2 MiB
+ * chunk on disk. Lock held. */
+static int create_tokens_dataset(TokenWriter *w, int64_t chunk_tokens) {
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = (hsize_t)chunk_tokens;
+    hid_t space = H5Screate_simple(1, &zero, &unlimited);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t file_type = w->token_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
+    w->dset = H5Dcreate2(w->file, "tokens", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (w->dset < 0) return h5_fail("'%s': cannot create /tokens", w->tmp_path);
+    if (write_int64_attribute(w->dset, "vocab_size", w->vocab_size) != 0 ||
+        write_int64_attribute(w->dset, "bos_id", w->bos_id) != 0 ||
+        write_string_attribute(w->dset, "tokenizer", w->tokenizer) != 0)
+        return h5_fail("'%s': cannot write the attributes of /tokens", w->tmp_path);
+    return 0;
+}
+
+/* Append the buffered tokens to /tokens. */
+static int writer_flush(TokenWriter *w) {
+    if (w->buffered == 0) return 0;
+    int rc = 0;
+    ct_hdf5_lock();
+    if (w->dset < 0) rc = create_tokens_dataset(w, w->buffered);
+    if (rc == 0) {
+        hsize_t start = (hsize_t)w->written, count = (hsize_t)w->buffered, new_size = start + count;
+        hid_t file_space = H5I_INVALID_HID, mem_space = H5Screate_simple(1, &count, NULL);
+        hid_t mem_type = w->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
+        if (H5Dset_extent(w->dset, &new_size) < 0 || (file_space = H5Dget_space(w->dset)) < 0 ||
+            H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
+            H5Dwrite(w->dset, mem_type, mem_space, file_space, H5P_DEFAULT, w->buffer) < 0)
+            rc = h5_fail("'%s': cannot write /tokens[%lld:%lld]", w->tmp_path, (long long)start,
+                         (long long)new_size);
+        if (file_space >= 0) H5Sclose(file_space);
+        H5Sclose(mem_space);
+    }
+    ct_hdf5_unlock();
+    if (rc == 0) {
+        w->written += w->buffered;
+        w->buffered = 0;
+    }
+    return rc;
+}
+
+int token_writer_create(TokenWriter **writer, const char *path, int token_bytes, int64_t vocab_size,
+                        int64_t bos_id, const char *tokenizer) {
+    *writer = NULL;
+    if (token_bytes != 2 && token_bytes != 4)
+        return ct_fail("'%s': token width %d bytes is not supported, expected 2 (uint16) or 4 (uint32)", path,
+                       token_bytes);
+    int64_t max_vocab = token_bytes == 2 ? (int64_t)1 << 16 : (int64_t)1 << 32;
+    if (vocab_size < 1 || vocab_size > max_vocab)
+        return ct_fail("'%s': vocab_size %lld does not fit %s tokens (expected 1 .. %lld)", path,
+                       (long long)vocab_size, token_bytes == 2 ? "uint16" : "uint32", (long long)max_vocab);
+    if (bos_id < -1 || bos_id >= vocab_size)
+        return ct_fail("'%s': bos_id %lld is not -1 (none) or a token id below vocab_size %lld", path,
+                       (long long)bos_id, (long long)vocab_size);
+    TokenWriter *w = ct_calloc(1, sizeof *w, "token writer");
+    w->path = ct_strdup(path);
+    size_t n = strlen(path);
+    w->tmp_path = ct_malloc(n + 5, "temporary path");
+    memcpy(w->tmp_path, path, n);
+    memcpy(w->tmp_path + n, ".tmp", 5);
+    w->token_bytes = token_bytes;
+    w->vocab_size = vocab_size;
+    w->bos_id = bos_id;
+    w->tokenizer = ct_strdup(tokenizer ? tokenizer : "");
+    w->dset = H5I_INVALID_HID;
+    w->buffer = ct_malloc((size_t)CT_DATA_CHUNK_TOKENS * (size_t)token_bytes, "token write buffer");
+    /* fopen first for a plain "No such file or directory" instead of HDF5's wording. */
+    FILE *probe = fopen(w->tmp_path, "wb");
+    if (!probe) {
+        ct_fail("cannot create '%s': %s", w->tmp_path, strerror(errno));
+        w->file = H5I_INVALID_HID;
+        free(w->tmp_path);
+        w->tmp_path = NULL; /* not ours to remove */
+        token_writer_abort(w);
+        return -1;
+    }
+    fclose(probe);
+    ct_hdf5_lock();
+    hid_t fapl = file_access_plist();
+    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    int rc = w->file < 0 ? h5_fail("cannot create '%s'", w->tmp_path) : 0;
+    ct_hdf5_unlock();
+    if (rc != 0) {
+        w->file = H5I_INVALID_HID;
+        token_writer_abort(w);
+        return -1;
+    }
+    *writer = w;
+    return 0;
+}
+
+int token_writer_append(TokenWriter *w, const void *tokens, int64_t n) {
+    const unsigned char *src = tokens;
+    int64_t done = 0;
+    while (done < n) {
+        int64_t room = CT_DATA_CHUNK_TOKENS - w->buffered;
+        int64_t k = n - done < room ? n - done : room;
+        unsigned char *dst = (unsigned char *)w->buffer + w->buffered * w->token_bytes;
+        memcpy(dst, src + done * w->token_bytes, (size_t)k * (size_t)w->token_bytes);
+        for (int64_t i = 0; i < k; i++) {
+            uint32_t v;
+            if (w->token_bytes == 2) {
+                uint16_t v16;
+                memcpy(&v16, dst + 2 * i, 2);
+                v = v16;
+            } else {
+                memcpy(&v, dst + 4 * i, 4);
+            }
+            if ((int64_t)v >= w->vocab_size)
+                return ct_fail("'%s': token %lld is %u, which is >= vocab_size %lld", w->path,
+                               (long long)(w->written + w->buffered + i), v, (long long)w->vocab_size);
+        }
+        w->buffered += k;
+        done += k;
+        if (w->buffered == CT_DATA_CHUNK_TOKENS && writer_flush(w) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Contiguous 1-D table under /tokenizer. Lock held. */
+static int write_lut_table(hid_t group, const char *name, hid_t file_type, hid_t mem_type, int64_t n,
+                           const void *data) {
+    hsize_t dims = (hsize_t)n;
+    hid_t space = H5Screate_simple(1, &dims, NULL);
+    hid_t dset = H5Dcreate2(group, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = dset < 0 || H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? -1 : 0;
+    if (dset >= 0) H5Dclose(dset);
+    H5Sclose(space);
+    return rc;
+}
+
+int token_writer_set_luts(TokenWriter *w, const int16_t *base_bytes, const uint8_t *has_leading_space,
+                          const uint8_t *is_boundary_token) {
+    for (int64_t i = 0; i < w->vocab_size; i++)
+        if (base_bytes[i] < 0)
+            return ct_fail("'%s': base_bytes[%lld] = %d, expected a byte count >= 0", w->path, (long long)i,
+                           base_bytes[i]);
+    int rc = 0;
+    ct_hdf5_lock();
+    hid_t group = H5Gcreate2(w->file, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (group < 0 ||
+        write_lut_table(group, LUT_NAMES[0], H5T_STD_I16LE, H5T_NATIVE_INT16, w->vocab_size, base_bytes) != 0 ||
+        write_lut_table(group, LUT_NAMES[1], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, has_leading_space) != 0 ||
+        write_lut_table(group, LUT_NAMES[2], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, is_boundary_token) != 0)
+        rc = h5_fail("'%s': cannot write the /tokenizer tables", w->tmp_path);
+    if (group >= 0) H5Gclose(group);
+    ct_hdf5_unlock();
+    return rc;
+}
+
+int token_writer_close(TokenWriter *w) {
+    if (writer_flush(w) != 0) goto fail;
+    if (w->written == 0) {
+        ct_fail("'%s': no tokens were written; an empty /tokens is not a valid data file", w->path);
+        goto fail;
+    }
+    ct_hdf5_lock();
+    herr_t closed = H5Dclose(w->dset);
+    w->dset = H5I_INVALID_HID;
+    if (closed >= 0) closed = H5Fclose(w->file);
+    w->file = H5I_INVALID_HID;
+    int rc = closed < 0 ? h5_fail("'%s': cannot finish writing", w->tmp_path) : 0;
+    ct_hdf5_unlock();
+    if (rc != 0) goto fail;
+    if (rename(w->tmp_path, w->path) != 0) {
+        ct_fail("cannot rename '%s' to '%s': %s", w->tmp_path, w->path, strerror(errno));
+        goto fail;
+    }
+    free(w->tmp_path);
+    w->tmp_path = NULL; /* nothing left to remove */
+    token_writer_abort(w);
+    return 0;
+fail:
+    token_writer_abort(w);
+    return -1;
+}
+
+void token_writer_abort(TokenWriter *w) {
+    if (!w) return;
+    ct_hdf5_lock();
+    if (w->dset >= 0) H5Dclose(w->dset);
+    if (w->file >= 0) H5Fclose(w->file);
+    ct_hdf5_unlock();
+    if (w->tmp_path) unlink(w->tmp_path);
+    free(w->path);
+    free(w->tmp_path);
+    free(w->tokenizer);
+    free(w->buffer);
+    free(w);
+}

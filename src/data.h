@@ -1,0 +1,102 @@
+/* data.h — HDF5 token data files (docs/data-format.md): resolving a split's glob into an
+ * ordered file list, reading token ranges with chunked hyperslab reads, the optional tokenizer
+ * byte-count tables, and writing new files (used by `ctrain data` converters and tests).
+ *
+ * A data file holds a 1-D chunked dataset /tokens (uint16 or uint32) with attributes
+ * vocab_size (int64), bos_id (int64, -1 if none) and tokenizer (string); optionally
+ * /tokenizer/base_bytes (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and
+ * /tokenizer/is_boundary_token (uint8[vocab]).
+ *
+ * All functions return 0 on success, -1 with ct_error() naming the file and the problem.
+ * Every function is safe to call from the loader's prefetch thread while the main thread
+ * uses HDF5 elsewhere (HDF5 calls are serialised by a process-wide lock). */
+#ifndef CT_DATA_H
+#define CT_DATA_H
+
+#include <stdint.h>
+
+typedef struct {
+    char *path;
+    int64_t num_tokens;
+    int64_t vocab_size;
+    int64_t bos_id;
+    int token_bytes; /* 2 (uint16) or 4 (uint32) */
+    int has_luts;    /* all three /tokenizer tables present with vocab_size entries */
+    char *tokenizer; /* the tokenizer attribute (free text) */
+} TokenFileInfo;
+
+/* A split: the files of a glob in sorted path order, concatenated into one stream. */
+typedef struct {
+    char *pattern;
+    int num_files;
+    TokenFileInfo *files;
+    int64_t total_tokens;
+    int64_t vocab_size; /* agreed by every file */
+    int has_luts;       /* every file has the LUTs */
+} TokenSet;
+
+/* Expand the glob (sorted), open every file and read its metadata. Fails on an empty glob, a
+ * file without a valid /tokens dataset, an unsupported dtype, an empty file, or files whose
+ * vocab_size disagree. Does not scan token values (see data_check_tokens). */
+int data_open_set(const char *pattern, TokenSet *set);
+void data_free_set(TokenSet *set);
+
+/* Read metadata of one file (no token scan). */
+int data_file_info(const char *path, TokenFileInfo *info);
+void data_free_file_info(TokenFileInfo *info);
+
+/* Read n tokens starting at position pos of one file into out (widened to uint32). The range
+ * must lie inside the file. Uses a hyperslab read; keeps a small cache of open files. */
+typedef struct TokenReader TokenReader;
+int token_reader_open(TokenReader **reader, const TokenSet *set);
+int token_reader_read(TokenReader *reader, int file_index, int64_t pos, int64_t n, uint32_t *out);
+void token_reader_close(TokenReader *reader);
+
+/* Scan every token of every file in chunks; fail naming file, position and value of the first
+ * token >= vocab_size. */
+int data_check_tokens(const TokenSet *set);
+
+/* The tokenizer byte-count tables of the set's first file (vocab_size entries each); fails if
+ * the set has no LUTs. Caller frees the three arrays with free(). */
+int data_read_luts(const TokenSet *set, int16_t **base_bytes, uint8_t **has_leading_space,
+                   uint8_t **is_boundary_token);
+
+/* Writing: tokens are appended in chunks to an extendible chunked /tokens dataset; the file is
+ * written under "<path>.tmp" and renamed into place by token_writer_close, so an interrupted
+ * conversion never leaves a half-written file under the final name. */
+typedef struct TokenWriter TokenWriter;
+int token_writer_create(TokenWriter **writer, const char *path, int token_bytes, int64_t vocab_size,
+                        int64_t bos_id, const char *tokenizer);
+/* tokens has the writer's token width (uint16_t or uint32_t elements). Values are checked
+ * against vocab_size. */
+int token_writer_append(TokenWriter *writer, const void *tokens, int64_t n);
+int token_writer_set_luts(TokenWriter *writer, const int16_t *base_bytes, const uint8_t *has_leading_space,
+                          const uint8_t *is_boundary_token);
+int token_writer_close(TokenWriter *writer);   /* finish + atomic rename */
+void token_writer_abort(TokenWriter *writer);  /* remove the temporary file */
+
+/* Like data_check_tokens, also reporting the largest token id seen (max_token may be NULL) and
+ * calling progress(ctx, tokens_scanned, total_tokens) as the scan advances (may be NULL). */
+typedef void (*DataProgressFn)(void *ctx, int64_t done, int64_t total);
+int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn progress, void *ctx);
+
+/* The /tokenizer tables of any HDF5 file (it need not hold /tokens), which must have
+ * vocab_size entries each; used to copy tables into converted files. Caller frees. */
+int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes,
+                        uint8_t **has_leading_space, uint8_t **is_boundary_token);
+
+/* /tokens chunk length of files written by TokenWriter (docs/data-format.md says why). */
+#define CT_DATA_CHUNK_TOKENS ((int64_t)1 << 20)
+
+/* The process-wide lock that serialises every HDF5 call: clusters often have HDF5 builds that
+ * are not threadsafe, and the loader's prefetch thread reads while the main thread writes
+ * checkpoints. Code outside data.c that calls HDF5 (checkpoints) must hold it too. It is
+ * recursive, so a holder may call the functions above. Taking it also turns off HDF5's own
+ * error-stack printing for the calling thread: failures are reported through ct_error(). */
+void ct_hdf5_lock(void);
+void ct_hdf5_unlock(void);
+
+/* `ctrain data ...` subcommands (data_cmd.c); returns the process exit code. */
+int data_main(int argc, char **argv);
+
+#endif

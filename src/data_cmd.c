@@ -1,0 +1,626 @@
+/* data_cmd.c — the `ctrain data` subcommands that prepare and inspect token data:
+ *   import-bin  llm.c / parameter-golf .bin shards -> HDF5, one output per shard, streamed
+ *   from-text   text files -> a byte-level HDF5 data set (optionally split into train + val)
+ *   info        describe the files of a glob and check every token id against vocab_size
+ * Exit codes: 0 success, 1 bad data or I/O failure, 2 usage error. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common.h"
+#include "data.h"
+#include "progress.h"
+
+/* llm.c shard layout: 256 little-endian int32 header words, then uint16 tokens. */
+#define SHARD_HEADER_BYTES 1024
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+/* Tokens (or text bytes) converted per step: bounds memory whatever the shard size. */
+#define COPY_BLOCK ((int64_t)1 << 20)
+
+static const char DATA_USAGE[] =
+    "usage: ctrain data <command> [options]\n"
+    "\n"
+    "Prepare and inspect HDF5 token data (format: docs/data-format.md).\n"
+    "\n"
+    "commands:\n"
+    "  import-bin --out DIR_OR_FILE SHARD.bin...   convert llm.c / parameter-golf shards\n"
+    "  from-text --out FILE.h5 TEXT...             byte-level data set from text files\n"
+    "  info FILE_OR_GLOB...                        show the files and check every token\n"
+    "\n"
+    "Run `ctrain data <command> --help` for the options of a command.\n";
+
+static const char IMPORT_USAGE[] =
+    "usage: ctrain data import-bin --out DIR_OR_FILE [options] SHARD.bin...\n"
+    "\n"
+    "Convert llm.c / parameter-golf token shards (1024-byte header: magic 20240520, version 1,\n"
+    "token count; then uint16 tokens) to HDF5 data files, one per shard, without loading a\n"
+    "whole shard into memory. Every header is checked before anything is written.\n"
+    "\n"
+    "options:\n"
+    "  --out PATH         a directory (created if needed) receiving <shard name>.h5 for each\n"
+    "                     shard; or, with a single shard, a file path ending in .h5 or .hdf5\n"
+    "  --vocab-size N     tokenizer vocabulary size, 1..65536 (default 1024, parameter-golf's\n"
+    "                     sp1024); every token must be below it\n"
+    "  --bos-id N         beginning-of-sequence token id, or -1 for none (default -1)\n"
+    "  --tokenizer TEXT   free-text description of the tokenizer (default: empty)\n"
+    "  --luts FILE.h5     copy the /tokenizer byte-count tables (for bits per byte) from FILE.h5\n"
+    "  -h, --help         show this help\n";
+
+static const char FROM_TEXT_USAGE[] =
+    "usage: ctrain data from-text --out FILE.h5 [--val-out FILE.h5 [--val-fraction F]] TEXT...\n"
+    "\n"
+    "Make a byte-level data set: every byte of the input files (concatenated in the order given)\n"
+    "is one token, vocab_size 256, tokenizer \"bytes\". The /tokenizer tables count one byte per\n"
+    "token, so bits per byte equals the loss divided by ln 2.\n"
+    "\n"
+    "options:\n"
+    "  --out FILE.h5        the training file to write\n"
+    "  --val-out FILE.h5    also write a validation file holding the last part of the bytes\n"
+    "  --val-fraction F     the fraction of the bytes that goes to --val-out, 0 < F < 1\n"
+    "                       (default 0.1)\n"
+    "  -h, --help           show this help\n";
+
+static const char INFO_USAGE[] =
+    "usage: ctrain data info FILE_OR_GLOB...\n"
+    "\n"
+    "Print each file of the glob (sorted by path, the order training reads them) with its token\n"
+    "count, dtype, vocab_size, bos_id, whether it has the /tokenizer tables, and the tokenizer\n"
+    "text; then read every token and check it is below vocab_size. Quote globs so that ctrain,\n"
+    "not the shell, expands them. Exit status 0 if every file is valid, 1 otherwise.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help   show this help\n";
+
+/* ---- argument handling ---- */
+
+/* Print "ctrain: error: <message>" plus where to find help; returns the usage exit code. */
+static int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *command, const char *fmt, ...) {
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ctrain: error: %s\n(see `ctrain data%s%s --help`)\n", message, command ? " " : "",
+            command ? command : "");
+    return CT_EXIT_USAGE;
+}
+
+static int is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+/* If argv[*i] is option `name` ("--name value" or "--name=value"), set *value and return 1
+ * (advancing *i past a separate value); 0 if it is another argument; -1 if the value is
+ * missing. */
+static int take_option(int argc, char **argv, int *i, const char *name, const char **value) {
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return 1;
+    }
+    if (arg[n] != '\0') return 0;
+    if (*i + 1 >= argc) return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+/* Options shared by the parsers below: a table of names and where their values go. */
+typedef struct {
+    const char *name;
+    const char **value;
+} OptionSpec;
+
+/* parse_arguments result when --help was printed (the command then exits 0). */
+#define ARGS_HELP_SHOWN (-1)
+
+/* Split argv (argv[0] is the subcommand) into the listed options and positional arguments.
+ * Returns 0, ARGS_HELP_SHOWN, or CT_EXIT_USAGE after printing the error. */
+static int parse_arguments(int argc, char **argv, const char *usage, OptionSpec *options, int num_options,
+                           char ***positional, int *num_positional) {
+    const char *command = argv[0];
+    *positional = ct_calloc((size_t)argc, sizeof(char *), "argument list");
+    *num_positional = 0;
+    int options_done = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (options_done || arg[0] != '-' || !strcmp(arg, "-")) {
+            (*positional)[(*num_positional)++] = argv[i];
+            continue;
+        }
+        if (!strcmp(arg, "--")) {
+            options_done = 1;
+            continue;
+        }
+        if (is_help(arg)) {
+            fputs(usage, stdout);
+            return ARGS_HELP_SHOWN;
+        }
+        int matched = 0;
+        for (int k = 0; k < num_options && !matched; k++) {
+            int r = take_option(argc, argv, &i, options[k].name, options[k].value);
+            if (r < 0) return usage_error(command, "option %s needs a value", options[k].name);
+            matched = r;
+        }
+        if (!matched) return usage_error(command, "unknown option '%s'", arg);
+    }
+    return 0;
+}
+
+/* Parse an integer option value within [min, max]; prints a usage error on failure. */
+static int parse_int_option(const char *command, const char *name, const char *text, int64_t min, int64_t max,
+                            int64_t *out) {
+    if (ct_parse_int64(text, out) != 0 || *out < min || *out > max) {
+        usage_error(command, "%s '%s' is not an integer in %lld..%lld", name, text, (long long)min, (long long)max);
+        return -1;
+    }
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static int is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* ---- import-bin ---- */
+
+static uint32_t read_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Open a shard and check its header against its size; leaves f positioned at the first
+ * token. Errors name the shard and what is wrong. */
+static int open_shard(const char *path, FILE **file, int64_t *num_tokens) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return ct_fail("cannot open shard '%s': %s", path, strerror(errno));
+    struct stat st;
+    unsigned char header[SHARD_HEADER_BYTES];
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return ct_fail("shard '%s' is not a regular file", path);
+    }
+    if (st.st_size < SHARD_HEADER_BYTES || fread(header, 1, sizeof header, f) != sizeof header) {
+        fclose(f);
+        return ct_fail("shard '%s' has %lld bytes, too few for the %d-byte header", path, (long long)st.st_size,
+                       SHARD_HEADER_BYTES);
+    }
+    int32_t magic = (int32_t)read_le32(header), version = (int32_t)read_le32(header + 4);
+    int32_t count = (int32_t)read_le32(header + 8);
+    int rc = 0;
+    if (magic != SHARD_MAGIC)
+        rc = ct_fail("shard '%s' has magic number %d, expected %d (not an llm.c/parameter-golf token shard)", path,
+                     magic, SHARD_MAGIC);
+    else if (version != SHARD_VERSION)
+        rc = ct_fail("shard '%s' has version %d, expected %d", path, version, SHARD_VERSION);
+    else if (count < 0)
+        rc = ct_fail("shard '%s' header gives a negative token count %d", path, count);
+    else if (st.st_size != SHARD_HEADER_BYTES + 2 * (int64_t)count)
+        rc = ct_fail("shard '%s' size mismatch: its header says %d tokens, so %lld bytes were expected, but the "
+                     "file has %lld bytes", path, count, (long long)(SHARD_HEADER_BYTES + 2 * (int64_t)count),
+                     (long long)st.st_size);
+    else if (count == 0)
+        rc = ct_fail("shard '%s' holds no tokens", path);
+    if (rc != 0) {
+        fclose(f);
+        return -1;
+    }
+    *file = f;
+    *num_tokens = count;
+    return 0;
+}
+
+/* DIR/<name of shard with .bin replaced by .h5>. */
+static char *output_path_in_dir(const char *dir, const char *shard) {
+    const char *base = strrchr(shard, '/');
+    base = base ? base + 1 : shard;
+    size_t stem = strlen(base) - (ends_with(base, ".bin") ? 4 : 0);
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/') dir_len--;
+    char *out = ct_malloc(dir_len + 1 + stem + 4, "output path");
+    sprintf(out, "%.*s/%.*s.h5", (int)dir_len, dir, (int)stem, base);
+    return out;
+}
+
+typedef struct {
+    int64_t vocab_size, bos_id;
+    const char *tokenizer;
+    const int16_t *base_bytes; /* NULL: no tables */
+    const uint8_t *has_leading_space, *is_boundary_token;
+} ImportSettings;
+
+/* Stream one validated shard into out_path. */
+static int convert_shard(const char *shard, FILE *f, int64_t num_tokens, const char *out_path,
+                         const ImportSettings *settings, Progress *progress, int64_t *progress_done) {
+    TokenWriter *writer;
+    if (token_writer_create(&writer, out_path, 2, settings->vocab_size, settings->bos_id, settings->tokenizer) != 0)
+        return -1;
+    if (settings->base_bytes &&
+        token_writer_set_luts(writer, settings->base_bytes, settings->has_leading_space,
+                              settings->is_boundary_token) != 0) {
+        token_writer_abort(writer);
+        return -1;
+    }
+    unsigned char *raw = ct_malloc((size_t)COPY_BLOCK * 2, "shard read buffer");
+    uint16_t *tokens = ct_malloc((size_t)COPY_BLOCK * sizeof(uint16_t), "shard token buffer");
+    int rc = 0;
+    for (int64_t pos = 0; pos < num_tokens && rc == 0; pos += COPY_BLOCK) {
+        int64_t n = num_tokens - pos < COPY_BLOCK ? num_tokens - pos : COPY_BLOCK;
+        if (fread(raw, 2, (size_t)n, f) != (size_t)n) {
+            rc = ct_fail("shard '%s': read failed at token %lld: %s", shard, (long long)pos,
+                         ferror(f) ? strerror(errno) : "unexpected end of file");
+            break;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            tokens[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+            if (tokens[i] >= settings->vocab_size) {
+                rc = ct_fail("shard '%s': token %lld is %u, which is >= vocab_size %lld (set --vocab-size)", shard,
+                             (long long)(pos + i), tokens[i], (long long)settings->vocab_size);
+                break;
+            }
+        }
+        if (rc == 0) rc = token_writer_append(writer, tokens, n);
+        *progress_done += n;
+        progress_update(progress, *progress_done);
+    }
+    free(raw);
+    free(tokens);
+    if (rc != 0) {
+        token_writer_abort(writer);
+        return -1;
+    }
+    return token_writer_close(writer);
+}
+
+static int import_bin_main(int argc, char **argv) {
+    const char *out = NULL, *vocab_text = "1024", *bos_text = "-1", *tokenizer = "", *luts = NULL;
+    OptionSpec options[] = {{"--out", &out},           {"--vocab-size", &vocab_text}, {"--bos-id", &bos_text},
+                            {"--tokenizer", &tokenizer}, {"--luts", &luts}};
+    char **shards;
+    int num_shards, rc = parse_arguments(argc, argv, IMPORT_USAGE, options, 5, &shards, &num_shards);
+    if (rc != 0) {
+        free(shards);
+        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+    }
+    const char *cmd = "import-bin";
+    ImportSettings settings = {.tokenizer = tokenizer};
+    char **out_paths = NULL;
+    FILE **files = NULL;
+    int64_t *counts = NULL, total_tokens = 0;
+    int16_t *base_bytes = NULL;
+    uint8_t *has_leading_space = NULL, *is_boundary_token = NULL;
+    rc = CT_EXIT_USAGE;
+    if (num_shards == 0) {
+        usage_error(cmd, "no shards given");
+        goto done;
+    }
+    if (!out) {
+        usage_error(cmd, "--out is required (a directory, or a .h5 file path for a single shard)");
+        goto done;
+    }
+    if (parse_int_option(cmd, "--vocab-size", vocab_text, 1, 65536, &settings.vocab_size) != 0 ||
+        parse_int_option(cmd, "--bos-id", bos_text, -1, settings.vocab_size - 1, &settings.bos_id) != 0)
+        goto done;
+    int out_is_file = !is_directory(out) && (ends_with(out, ".h5") || ends_with(out, ".hdf5"));
+    if (out_is_file && num_shards > 1) {
+        usage_error(cmd, "--out '%s' names one file but %d shards were given; give a directory", out, num_shards);
+        goto done;
+    }
+    out_paths = ct_calloc((size_t)num_shards, sizeof(char *), "output paths");
+    for (int i = 0; i < num_shards; i++) {
+        out_paths[i] = out_is_file ? ct_strdup(out) : output_path_in_dir(out, shards[i]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(out_paths[i], out_paths[j])) {
+                usage_error(cmd, "shards '%s' and '%s' would both be written to '%s'", shards[j], shards[i],
+                            out_paths[i]);
+                goto done;
+            }
+    }
+
+    /* Check every header first, so a bad shard is reported before hours of conversion. */
+    rc = CT_EXIT_FAILURE;
+    files = ct_calloc((size_t)num_shards, sizeof(FILE *), "shard files");
+    counts = ct_calloc((size_t)num_shards, sizeof(int64_t), "shard sizes");
+    for (int i = 0; i < num_shards; i++) {
+        if (open_shard(shards[i], &files[i], &counts[i]) != 0) goto fail;
+        total_tokens += counts[i];
+    }
+    if (luts) {
+        if (data_read_luts_file(luts, settings.vocab_size, &base_bytes, &has_leading_space, &is_boundary_token) != 0) {
+            ct_fail_prefix("--luts");
+            goto fail;
+        }
+        settings.base_bytes = base_bytes;
+        settings.has_leading_space = has_leading_space;
+        settings.is_boundary_token = is_boundary_token;
+    }
+    if (!out_is_file && ct_mkdir_p(out) != 0) goto fail;
+
+    Progress progress;
+    int64_t done_tokens = 0;
+    progress_begin(&progress, "import-bin", "tokens", total_tokens);
+    for (int i = 0; i < num_shards; i++) {
+        if (convert_shard(shards[i], files[i], counts[i], out_paths[i], &settings, &progress, &done_tokens) != 0) {
+            progress_end(&progress);
+            goto fail;
+        }
+        fclose(files[i]);
+        files[i] = NULL;
+        progress_end(&progress);
+        printf("%s -> %s: %lld tokens\n", shards[i], out_paths[i], (long long)counts[i]);
+        fflush(stdout);
+    }
+    rc = CT_EXIT_OK;
+    goto done;
+fail:
+    ct_print_error();
+done:
+    for (int i = 0; i < num_shards; i++) {
+        if (files && files[i]) fclose(files[i]);
+        if (out_paths) free(out_paths[i]);
+    }
+    free(files);
+    free(counts);
+    free(out_paths);
+    free(base_bytes);
+    free(has_leading_space);
+    free(is_boundary_token);
+    free(shards);
+    return rc;
+}
+
+/* ---- from-text ---- */
+
+/* Byte-level tables: each token is one byte, nothing is a leading space or a boundary, so
+ * the byte count of a text is its token count. */
+static int set_byte_luts(TokenWriter *writer) {
+    int16_t base_bytes[256];
+    uint8_t zeros[256] = {0};
+    for (int i = 0; i < 256; i++) base_bytes[i] = 1;
+    return token_writer_set_luts(writer, base_bytes, zeros, zeros);
+}
+
+static int create_byte_writer(TokenWriter **writer, const char *path) {
+    if (token_writer_create(writer, path, 2, 256, -1, "bytes") != 0) return -1;
+    if (set_byte_luts(*writer) != 0) {
+        token_writer_abort(*writer);
+        *writer = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Stream the inputs into the writers: the first train_bytes bytes to train, the rest to val. */
+static int copy_text(char **inputs, int num_inputs, TokenWriter *train, TokenWriter *val, int64_t train_bytes,
+                     int64_t total_bytes, int64_t *copied) {
+    unsigned char *raw = ct_malloc((size_t)COPY_BLOCK, "text read buffer");
+    uint16_t *tokens = ct_malloc((size_t)COPY_BLOCK * sizeof(uint16_t), "text token buffer");
+    Progress progress;
+    progress_begin(&progress, "from-text", "bytes", total_bytes);
+    int rc = 0;
+    *copied = 0;
+    for (int i = 0; i < num_inputs && rc == 0; i++) {
+        FILE *f = fopen(inputs[i], "rb");
+        if (!f) {
+            rc = ct_fail("cannot open text file '%s': %s", inputs[i], strerror(errno));
+            break;
+        }
+        size_t n;
+        while (rc == 0 && (n = fread(raw, 1, (size_t)COPY_BLOCK, f)) > 0) {
+            for (size_t k = 0; k < n; k++) tokens[k] = raw[k];
+            int64_t to_train = val ? train_bytes - *copied : (int64_t)n;
+            to_train = to_train < 0 ? 0 : to_train > (int64_t)n ? (int64_t)n : to_train;
+            if (to_train > 0) rc = token_writer_append(train, tokens, to_train);
+            if (rc == 0 && (int64_t)n > to_train) rc = token_writer_append(val, tokens + to_train, (int64_t)n - to_train);
+            *copied += (int64_t)n;
+            progress_update(&progress, *copied);
+        }
+        if (rc == 0 && ferror(f)) rc = ct_fail("cannot read text file '%s': %s", inputs[i], strerror(errno));
+        fclose(f);
+    }
+    progress_end(&progress);
+    free(raw);
+    free(tokens);
+    return rc;
+}
+
+static int from_text_main(int argc, char **argv) {
+    const char *out = NULL, *val_out = NULL, *fraction_text = NULL;
+    OptionSpec options[] = {{"--out", &out}, {"--val-out", &val_out}, {"--val-fraction", &fraction_text}};
+    char **inputs;
+    int num_inputs, rc = parse_arguments(argc, argv, FROM_TEXT_USAGE, options, 3, &inputs, &num_inputs);
+    if (rc != 0) {
+        free(inputs);
+        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+    }
+    const char *cmd = "from-text";
+    TokenWriter *train = NULL, *val = NULL;
+    double fraction = 0.1;
+    rc = CT_EXIT_USAGE;
+    if (num_inputs == 0) {
+        usage_error(cmd, "no text files given");
+        goto done;
+    }
+    if (!out) {
+        usage_error(cmd, "--out FILE.h5 is required");
+        goto done;
+    }
+    if (fraction_text && !val_out) {
+        usage_error(cmd, "--val-fraction needs --val-out FILE.h5");
+        goto done;
+    }
+    if (fraction_text && (ct_parse_double(fraction_text, &fraction) != 0 || !(fraction > 0 && fraction < 1))) {
+        usage_error(cmd, "--val-fraction '%s' is not a number between 0 and 1 (exclusive)", fraction_text);
+        goto done;
+    }
+    if (val_out && !strcmp(val_out, out)) {
+        usage_error(cmd, "--out and --val-out are the same file '%s'", out);
+        goto done;
+    }
+
+    /* Sizes first: the split point must be known before the first byte is written. */
+    rc = CT_EXIT_FAILURE;
+    int64_t total_bytes = 0;
+    for (int i = 0; i < num_inputs; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) != 0) {
+            ct_fail("cannot open text file '%s': %s", inputs[i], strerror(errno));
+            goto fail;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            ct_fail("text file '%s' is a directory", inputs[i]);
+            goto fail;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            if (val_out) {
+                ct_fail("text file '%s' is not a regular file; --val-out needs the input size in advance", inputs[i]);
+                goto fail;
+            }
+            total_bytes = -1; /* unknown: the progress bar shows just a count */
+        } else if (total_bytes >= 0) {
+            total_bytes += st.st_size;
+        }
+    }
+    int64_t train_bytes = total_bytes;
+    if (val_out) {
+        int64_t val_bytes = (int64_t)floor((double)total_bytes * fraction);
+        train_bytes = total_bytes - val_bytes;
+        if (val_bytes < 1 || train_bytes < 1) {
+            ct_fail("the input has %lld bytes: too few to split off a fraction %g for validation",
+                    (long long)total_bytes, fraction);
+            goto fail;
+        }
+    }
+    if (create_byte_writer(&train, out) != 0 || (val_out && create_byte_writer(&val, val_out) != 0)) goto fail;
+    int64_t copied = 0;
+    if (copy_text(inputs, num_inputs, train, val, train_bytes, total_bytes, &copied) != 0) goto fail;
+    if (total_bytes >= 0 && copied != total_bytes) {
+        ct_fail("the text files changed while being read (%lld bytes read, %lld expected)", (long long)copied,
+                (long long)total_bytes);
+        goto fail;
+    }
+    if (copied == 0) {
+        ct_fail("the text files are empty; there is nothing to write to '%s'", out);
+        goto fail;
+    }
+    int closed = token_writer_close(train);
+    train = NULL;
+    if (closed != 0) goto fail;
+    printf("wrote %s: %lld tokens (bytes)\n", out, (long long)(val ? train_bytes : copied));
+    if (val) {
+        closed = token_writer_close(val);
+        val = NULL;
+        if (closed != 0) goto fail;
+        printf("wrote %s: %lld tokens (bytes)\n", val_out, (long long)(copied - train_bytes));
+    }
+    rc = CT_EXIT_OK;
+    goto done;
+fail:
+    ct_print_error();
+done:
+    token_writer_abort(train);
+    token_writer_abort(val);
+    free(inputs);
+    return rc;
+}
+
+/* ---- info ---- */
+
+/* Print free text on one table row: control characters (newlines in a tokenizer
+ * description) would break the layout. */
+static void print_sanitized(const char *s) {
+    for (; *s; s++) putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+}
+
+static void report_scan_progress(void *ctx, int64_t done, int64_t total) {
+    (void)total;
+    progress_update(ctx, done);
+}
+
+/* Describe and check one glob; 0 if valid. */
+static int info_one(const char *pattern) {
+    TokenSet set;
+    if (data_open_set(pattern, &set) != 0) return -1;
+    char total_label[64];
+    snprintf(total_label, sizeof total_label, "total (%d file%s)", set.num_files, set.num_files == 1 ? "" : "s");
+    int width = (int)strlen(total_label);
+    for (int i = 0; i < set.num_files; i++) {
+        int n = (int)strlen(set.files[i].path);
+        if (n > width) width = n;
+    }
+    printf("%-*s %12s  %-6s %10s %7s  %-4s  %s\n", width, "file", "tokens", "dtype", "vocab", "bos", "luts",
+           "tokenizer");
+    for (int i = 0; i < set.num_files; i++) {
+        const TokenFileInfo *f = &set.files[i];
+        printf("%-*s %12lld  %-6s %10lld %7lld  %-4s  ", width, f->path, (long long)f->num_tokens,
+               f->token_bytes == 2 ? "uint16" : "uint32", (long long)f->vocab_size, (long long)f->bos_id,
+               f->has_luts ? "yes" : "no");
+        print_sanitized(f->tokenizer);
+        putchar('\n');
+    }
+    printf("%-*s %12lld  %-6s %10lld %7s  %s\n", width, total_label, (long long)set.total_tokens, "",
+           (long long)set.vocab_size, "", set.has_luts ? "yes" : "no");
+    fflush(stdout);
+
+    Progress progress;
+    uint32_t max_token = 0;
+    progress_begin(&progress, "checking tokens", "tokens", set.total_tokens);
+    int rc = data_scan_tokens(&set, &max_token, report_scan_progress, &progress);
+    progress_end(&progress);
+    if (rc == 0)
+        printf("checked %lld tokens: all below vocab_size %lld (largest id %u)\n", (long long)set.total_tokens,
+               (long long)set.vocab_size, max_token);
+    data_free_set(&set);
+    return rc;
+}
+
+static int info_main(int argc, char **argv) {
+    char **patterns;
+    int num_patterns, rc = parse_arguments(argc, argv, INFO_USAGE, NULL, 0, &patterns, &num_patterns);
+    if (rc != 0) {
+        free(patterns);
+        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+    }
+    if (num_patterns == 0) {
+        free(patterns);
+        return usage_error("info", "no file or glob given");
+    }
+    rc = CT_EXIT_OK;
+    for (int i = 0; i < num_patterns; i++) {
+        if (i > 0) putchar('\n');
+        if (info_one(patterns[i]) != 0) {
+            fflush(stdout);
+            ct_print_error();
+            rc = CT_EXIT_FAILURE;
+        }
+    }
+    free(patterns);
+    return rc;
+}
+
+/* ---- dispatch ---- */
+
+int data_main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(DATA_USAGE, stderr);
+        return CT_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd) || !strcmp(cmd, "help")) {
+        fputs(DATA_USAGE, stdout);
+        return CT_EXIT_OK;
+    }
+    if (!strcmp(cmd, "import-bin")) return import_bin_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "from-text")) return from_text_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return info_main(argc - 1, argv + 1);
+    return usage_error(NULL, "unknown data command '%s' (expected import-bin, from-text or info)", cmd);
+}

@@ -1,0 +1,47 @@
+/* main.c — the `ctrain` command: dispatches to subcommands (train, data) and handles
+ * --help / --version. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
+ * error, 75 stopped with a checkpoint (requeue). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "data.h"
+#include "train.h"
+#include "version.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: ctrain <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train [--config FILE] [key=value ...]   train a model (see `ctrain train --help`)\n"
+            "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
+            "\n"
+            "options:\n"
+            "  -h, --help      show this help\n"
+            "  -V, --version   show the version and the compiled-in parts\n"
+            "\n"
+            "exit codes: 0 success, 1 failure, 2 usage or configuration error,\n"
+            "            75 stopped on request with a checkpoint written (requeue the job)\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CT_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return CT_EXIT_OK;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        version_print(stdout);
+        return CT_EXIT_OK;
+    }
+    if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
+    fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return CT_EXIT_USAGE;
+}

@@ -1,0 +1,69 @@
+/* model.h — the parameter-golf GPT's parameters: names, shapes and order exactly as
+ * train_gpt.py's state_dict (so checkpoints map 1:1 onto it), which optimizer owns each, where
+ * each lives in one flat fp32 buffer, and the deterministic initialisation from `seed`.
+ * The math itself lives in the backends (backend.h). */
+#ifndef CT_MODEL_H
+#define CT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Which optimizer updates a parameter (train_gpt.py's split). */
+typedef enum {
+    PARAM_TOKEN_EMBED, /* tok_emb.weight: Adam, tied_embed_lr (embed_lr when untied) */
+    PARAM_HEAD,        /* lm_head.weight (untied only): Adam, head_lr */
+    PARAM_MATRIX,      /* 2-D block matrices: Muon, matrix_lr */
+    PARAM_SCALAR,      /* control tensors and skip_weights: Adam, scalar_lr */
+} ParamGroup;
+
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    size_t offset; /* in floats, into the flat parameter buffer */
+    size_t count;
+    ParamGroup group;
+} ParamInfo;
+
+/* Per-block parameter indices into ModelSpec.params (the order inside a block follows
+ * train_gpt.py's module registration order). */
+enum { BLK_C_Q, BLK_C_K, BLK_C_V, BLK_PROJ, BLK_Q_GAIN, BLK_FC, BLK_MLP_PROJ, BLK_ATTN_SCALE, BLK_MLP_SCALE,
+       BLK_RESID_MIX, BLK_NUM_PARAMS };
+
+typedef struct {
+    int vocab, num_layers, dim, num_heads, num_kv_heads, head_dim, kv_dim, hidden;
+    int num_encoder, num_decoder, num_skip;
+    int tied;
+    float softcap, rope_base, qk_gain_init, tied_embed_init_std;
+
+    int num_params;
+    ParamInfo *params;   /* state_dict order */
+    size_t total_floats; /* size of the flat parameter buffer */
+    int tok_emb, skip_weights, lm_head; /* indices; lm_head = -1 when tied */
+    int first_block;                    /* index of blocks.0.attn.c_q.weight */
+} ModelSpec;
+
+int model_spec_init(ModelSpec *spec, const Config *cfg);
+void model_spec_free(ModelSpec *spec);
+
+/* Index of a parameter of block `layer` (BLK_*). */
+static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, int which) {
+    return &s->params[s->first_block + layer * BLK_NUM_PARAMS + which];
+}
+const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
+
+/* Deterministic initialisation as train_gpt.py's GPT.__init__ (distributions, not torch's
+ * bits): tok_emb N(0, tied_embed_init_std) when tied (N(0, 1), nn.Embedding's default, when
+ * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
+ * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
+ * skip_weights 1; resid_mix = [1; 0]. Every element is a pure function of (seed, parameter
+ * index, element index), so the result never depends on threads or order. */
+void model_init_weights(const ModelSpec *spec, uint64_t seed, float *params);
+
+/* Model FLOPs per token for a training step (forward + backward, matrix products and
+ * attention), for tokens/s -> GFLOP/s reporting; see docs/model.md for the count. */
+double model_train_flops_per_token(const ModelSpec *spec, int seq_len);
+
+#endif

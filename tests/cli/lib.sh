@@ -1,0 +1,33 @@
+# lib.sh — helpers for the bash tests in tests/cli and tests/slurm. Each check prints one
+# PASS/FAIL/SKIP line that tests/run.sh counts. Source it first; $CTRAIN is the binary.
+set -u
+: "${CTRAIN:?run through tests/run.sh (make test)}"
+TEST_NAME=$(basename "$0" .sh)
+WORK=$(mktemp -d "${CT_TEST_TMP:-/tmp}/$TEST_NAME.XXXXXX")
+cd "$WORK" || exit 1
+
+pass() { echo "PASS $TEST_NAME/$1"; }
+fail() { echo "FAIL $TEST_NAME/$1: ${2:-}"; }
+skip() { echo "SKIP $TEST_NAME/$1: $2"; }
+
+# expect_ok NAME CMD... : CMD must exit 0.
+expect_ok() {
+    local name=$1; shift
+    if "$@" >"$WORK/out" 2>"$WORK/err"; then pass "$name"
+    else fail "$name" "exit $? from: $* :: $(tail -c 400 "$WORK/err")"; fi
+}
+
+# expect_fail NAME CODE PATTERN CMD... : CMD must exit CODE and print PATTERN (grep -E) on stderr.
+expect_fail() {
+    local name=$1 code=$2 pattern=$3; shift 3
+    "$@" >"$WORK/out" 2>"$WORK/err"
+    local rc=$?
+    if [ $rc -ne "$code" ]; then fail "$name" "expected exit $code, got $rc from: $* :: $(tail -c 400 "$WORK/err")"
+    elif ! grep -qE -- "$pattern" "$WORK/err"; then fail "$name" "stderr lacks /$pattern/: $(tail -c 400 "$WORK/err")"
+    else pass "$name"; fi
+}
+
+# expect_grep NAME PATTERN FILE : FILE must contain PATTERN (grep -E).
+expect_grep() {
+    if grep -qE -- "$2" "$3"; then pass "$1"; else fail "$1" "/$2/ not found in $3: $(head -c 400 "$3")"; fi
+}

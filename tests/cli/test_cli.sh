@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_cli.sh — command-line conventions: --help everywhere, --version, exit codes
+# (0 ok, 1 runtime failure, 2 usage/config error), errors on stderr naming the key or file.
+source "$CT_ROOT/tests/cli/lib.sh"
+
+expect_ok help "$CTRAIN" --help
+expect_grep help_lists_commands 'train' out
+expect_ok version "$CTRAIN" --version
+expect_grep version_reports_hdf5 '^hdf5: 1\.' out
+expect_grep version_reports_blas '^blas: OpenBLAS' out
+expect_grep version_reports_mpi '^mpi: ' out
+expect_grep version_reports_cuda '^cuda: ' out
+expect_ok train_help "$CTRAIN" train --help
+expect_grep train_help_lists_keys 'matrix_lr +float +0.04' out
+expect_grep train_help_says_warmup_ignored 'warmup_steps.*ignored' out
+expect_fail no_command 2 'usage' "$CTRAIN"
+expect_fail unknown_command 2 "unknown command 'frobnicate'" "$CTRAIN" frobnicate
+expect_fail unknown_option 2 "unknown option '--bogus'" "$CTRAIN" train --bogus
+expect_fail unknown_key 2 "unknown configuration key 'num_layerz'" "$CTRAIN" train train_files=x num_layerz=3
+expect_fail bad_int 2 "num_layers = 'three' is not an integer" "$CTRAIN" train train_files=x num_layers=three
+expect_fail heads_not_dividing 2 'model_dim = 512 is not divisible by num_heads = 7' \
+    "$CTRAIN" train train_files=x num_heads=7
+expect_fail seq_not_dividing 2 'train_seq_len = 1000 does not divide' "$CTRAIN" train train_files=x train_seq_len=1000
+expect_fail missing_train_files 2 'train_files is not set' "$CTRAIN" train
+expect_fail missing_config_file 2 "cannot open config file 'nope.conf'" "$CTRAIN" train --config nope.conf
+printf 'num_layers = 2\nmodel_dim: 3\n' >bad.conf
+expect_fail bad_config_line 2 'bad.conf:2' "$CTRAIN" train --config bad.conf
+
+# config file < command line; --print-config writes a loadable file
+printf 'num_layers = 2   # small\ntrain_files = "a b/*.h5"\nmatrix_lr = 0.5\n' >run.conf
+expect_ok print_config "$CTRAIN" train --config run.conf matrix_lr=0.25 --print-config
+cp out printed.conf
+expect_grep cli_overrides_file '^matrix_lr = 0.25$' printed.conf
+expect_grep file_value_kept '^num_layers = 2$' printed.conf
+expect_grep spaced_value_kept '^train_files = a b/\*.h5$' printed.conf
+expect_ok print_hash_value "$CTRAIN" train train_files=x 'out_dir=runs/#1' --print-config
+expect_grep hash_value_quoted '^out_dir = "runs/#1"$' out
+expect_ok printed_config_reloads "$CTRAIN" train --config printed.conf --print-config
+if cmp -s out printed.conf; then pass print_config_round_trip; else fail print_config_round_trip "$(diff printed.conf out | head)"; fi
+
+expect_fail missing_data 1 "train_files.*no files match 'nothing_here_\*.h5'" \
+    "$CTRAIN" train train_files='nothing_here_*.h5' out_dir=o
+expect_grep config_txt_written '^train_files = nothing_here_\*.h5$' o/config.txt

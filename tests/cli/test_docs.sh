@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# test_docs.sh — the generated parts of docs/ match the code, and the README shows the two
+# commands that .ci/run and users rely on.
+source "$CT_ROOT/tests/cli/lib.sh"
+
+"$CTRAIN" train --help-markdown >keys.md
+awk '/<!-- keys:begin -->/{on=1; next} /<!-- keys:end -->/{on=0} on' "$CT_ROOT/docs/configuration.md" >doc_keys.md
+if diff -u doc_keys.md keys.md >diff.txt; then pass configuration_md_matches_key_table
+else fail configuration_md_matches_key_table "docs/configuration.md is stale; run 'make docs': $(head -c 600 diff.txt)"; fi
+
+# Every key of the table appears in --help.
+"$CTRAIN" train --help >help.txt
+missing=$(grep -oE '^\| `[a-z0-9_]+`' keys.md | tr -d '|` ' | while read -r k; do grep -q "^  $k " help.txt || echo "$k"; done)
+if [ -z "$missing" ]; then pass help_lists_every_key; else fail help_lists_every_key "missing: $missing"; fi
+
+expect_grep readme_shows_test_command 'make test' "$CT_ROOT/README.md"
+expect_grep readme_shows_demo_command 'scripts/demo.sh' "$CT_ROOT/README.md"
+expect_grep ci_runs_make_test '^make test' "$CT_ROOT/.ci/run"
+for doc in data-format.md configuration.md architecture.md; do
+    if [ -s "$CT_ROOT/docs/$doc" ]; then pass "doc_exists_$doc"; else fail "doc_exists_$doc" "docs/$doc missing"; fi
+done

@@ -1,0 +1,83 @@
+/* harness.h — the tiny unit-test harness every tests/unit/test_*.c program uses.
+ *
+ * A test program runs its cases with RUN(case_fn); each case prints exactly one line:
+ *   PASS <program>/<case>
+ *   FAIL <program>/<case>: <file>:<line>: <what>
+ *   SKIP <program>/<case>: <reason>
+ * tests/run.sh counts these lines across all programs; a program that exits non-zero or
+ * crashes without having printed FAIL still counts as one failure. */
+#ifndef CT_TEST_HARNESS_H
+#define CT_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int harness_failures;
+static int harness_case_failed;
+static const char *harness_skip_reason;
+static char harness_message[1024];
+
+/* Fail the current case with a message and return from the case function. */
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            int harness_n_ = snprintf(harness_message, sizeof harness_message, "%s:%d: ",         \
+                                      __FILE__, __LINE__);                                        \
+            snprintf(harness_message + harness_n_, sizeof harness_message - (size_t)harness_n_,   \
+                     __VA_ARGS__);                                                                \
+            harness_case_failed = 1;                                                              \
+            return;                                                                               \
+        }                                                                                         \
+    } while (0)
+
+/* |a-b| <= tol*max(1,|b|) style closeness for scalars. */
+#define CHECK_CLOSE(a, b, rel_tol)                                                                \
+    CHECK(fabs((double)(a) - (double)(b)) <= (rel_tol) * fmax(1e-30, fabs((double)(b))),          \
+          "%s = %.9g, expected %.9g (rel tol %g)", #a, (double)(a), (double)(b), (double)(rel_tol))
+
+/* Mark the current case skipped (never counted as passed) and return. */
+#define SKIP(reason)                                                                              \
+    do {                                                                                          \
+        harness_skip_reason = (reason);                                                           \
+        return;                                                                                   \
+    } while (0)
+
+static inline void harness_run(const char *program, const char *name, void (*fn)(void)) {
+    harness_case_failed = 0;
+    harness_skip_reason = NULL;
+    harness_message[0] = '\0';
+    fn();
+    if (harness_case_failed) {
+        printf("FAIL %s/%s: %s\n", program, name, harness_message);
+        harness_failures++;
+    } else if (harness_skip_reason) {
+        printf("SKIP %s/%s: %s\n", program, name, harness_skip_reason);
+    } else {
+        printf("PASS %s/%s\n", program, name);
+    }
+    fflush(stdout);
+}
+
+#ifndef TEST_PROGRAM
+#define TEST_PROGRAM __FILE__
+#endif
+#define RUN(fn) harness_run(TEST_PROGRAM, #fn, fn)
+#define TEST_EXIT() return harness_failures ? 1 : 0
+
+/* Path of a fresh scratch directory for this test program (created on first use). */
+static inline const char *test_tmpdir(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        const char *base = getenv("CT_TEST_TMP");
+        snprintf(dir, sizeof dir, "%s/unit.XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+    }
+    return dir;
+}
+
+#endif

@@ -1,0 +1,62 @@
+/* refcheck.h — helpers for the reference tests of the math ops (kernels/).
+ *
+ * How an op is checked: a plain double-precision reference forward is written in the test;
+ * (1) the fp32 forward must match it, (2) the fp32 backward must match central finite
+ * differences of the double reference of L = sum(out * R) for a random R, both by relative
+ * norm error ||a - b|| / ||b||. Finite differences in double are accurate to ~1e-9, so the
+ * bound checks our fp32 backward against the true derivative, not against itself. */
+#ifndef CT_TEST_REFCHECK_H
+#define CT_TEST_REFCHECK_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* xorshift64* — deterministic test inputs, independent of libc. */
+static inline double ref_rand01(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *state = x;
+    return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform in [lo, hi); never produces an all-zero buffer for n > 0 with lo < hi. */
+static inline void ref_fill(float *x, size_t n, double lo, double hi, uint64_t *state) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * ref_rand01(state));
+}
+
+static inline void ref_to_double(const float *x, double *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = x[i];
+}
+
+/* ||a - b|| / ||b|| with a in fp32 and b in double. */
+static inline double ref_rel_err(const float *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Central-difference gradient of f at x (x is perturbed in place and restored). */
+typedef double (*ref_scalar_fn)(const double *x, void *ctx);
+static inline void ref_numgrad(ref_scalar_fn f, double *x, size_t n, void *ctx, double eps, double *grad) {
+    for (size_t i = 0; i < n; i++) {
+        double saved = x[i];
+        x[i] = saved + eps;
+        double fp = f(x, ctx);
+        x[i] = saved - eps;
+        double fm = f(x, ctx);
+        x[i] = saved;
+        grad[i] = (fp - fm) / (2 * eps);
+    }
+}
+
+/* Poison an output buffer so an op that forgets to write part of it is caught. */
+static inline void ref_poison(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+#endif

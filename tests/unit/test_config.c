@@ -1,0 +1,161 @@
+/* test_config.c — configuration table, parsing (file and key=value), validation messages and
+ * the round trip through config.txt. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "harness.h"
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void defaults_follow_train_gpt(void) {
+    Config c;
+    config_init(&c);
+    CHECK(c.vocab_size == 1024 && c.num_layers == 9 && c.model_dim == 512, "model defaults");
+    CHECK(c.num_heads == 8 && c.num_kv_heads == 4 && c.mlp_mult == 2 && c.tie_embeddings == 1, "head defaults");
+    CHECK(c.train_batch_tokens == 524288 && c.train_seq_len == 1024 && c.grad_accum_slots == 8, "batch defaults");
+    CHECK(c.iterations == 20000 && c.warmdown_iters == 1200 && c.warmup_steps == 20, "schedule defaults");
+    CHECK(c.max_wallclock_seconds == 0.0, "max_wallclock_seconds must default to off");
+    CHECK(c.embed_lr == 0.6 && c.head_lr == 0.008 && c.tied_embed_lr == 0.05 && c.matrix_lr == 0.04, "lrs");
+    CHECK(c.scalar_lr == 0.04 && c.muon_momentum == 0.95 && c.muon_backend_steps == 5, "muon");
+    CHECK(c.muon_momentum_warmup_start == 0.85 && c.muon_momentum_warmup_steps == 500, "muon warmup");
+    CHECK(c.beta1 == 0.9 && c.beta2 == 0.95 && c.adam_eps == 1e-8 && c.grad_clip_norm == 0.0, "adam");
+    CHECK(c.seed == 1337 && c.val_loss_every == 1000 && c.val_batch_size == 524288 && c.train_log_every == 200,
+          "misc");
+    CHECK(c.rope_base == 10000.0 && c.logit_softcap == 30.0 && c.qk_gain_init == 1.5 &&
+              c.tied_embed_init_std == 0.005, "model floats");
+    CHECK(!strcmp(c.device, "cpu") && !strcmp(c.resume, "auto") && c.train_files[0] == '\0', "ours");
+    config_free(&c);
+}
+
+static void file_then_command_line(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/a.conf", test_tmpdir());
+    write_file(path,
+               "# a comment\n"
+               "num_layers = 4   # trailing comment\n"
+               "\n"
+               "model_dim=256\n"
+               "train_files = \"data/train #1/*.h5\"\n"
+               "train_batch_tokens = 16_384\n"
+               "tie_embeddings = false\n");
+    Config c;
+    config_init(&c);
+    CHECK(config_load_file(&c, path) == 0, "load: %s", ct_error());
+    char *args[] = {"num_layers=6", "matrix_lr=0.02"};
+    CHECK(config_apply_args(&c, 2, args) == 0, "args: %s", ct_error());
+    CHECK(c.num_layers == 6, "command line must override the file (got %lld)", (long long)c.num_layers);
+    CHECK(c.model_dim == 256 && c.train_batch_tokens == 16384 && c.tie_embeddings == 0, "file values");
+    CHECK(!strcmp(c.train_files, "data/train #1/*.h5"), "quoted value with '#': '%s'", c.train_files);
+    CHECK(c.matrix_lr == 0.02, "float override");
+    const ConfigKey *k = config_find_key("num_layers");
+    CHECK(c.source[k - ct_config_keys] == 2, "source of num_layers");
+    CHECK(c.source[config_find_key("model_dim") - ct_config_keys] == 1, "source of model_dim");
+    config_free(&c);
+}
+
+static void bad_values_name_key_and_value(void) {
+    Config c;
+    config_init(&c);
+    char *a1[] = {"num_layers=abc"};
+    CHECK(config_apply_args(&c, 1, a1) != 0, "non-integer accepted");
+    CHECK(strstr(ct_error(), "num_layers") && strstr(ct_error(), "abc"), "message: %s", ct_error());
+    char *a2[] = {"no_such_key=1"};
+    CHECK(config_apply_args(&c, 1, a2) != 0 && strstr(ct_error(), "no_such_key"), "unknown key: %s", ct_error());
+    char *a3[] = {"just_a_word"};
+    CHECK(config_apply_args(&c, 1, a3) != 0 && strstr(ct_error(), "key=value"), "no '=': %s", ct_error());
+    char *a4[] = {"matrix_lr=nan"};
+    CHECK(config_apply_args(&c, 1, a4) != 0, "nan accepted");
+    char *a5[] = {"tie_embeddings=2"};
+    CHECK(config_apply_args(&c, 1, a5) != 0 && strstr(ct_error(), "boolean"), "bool: %s", ct_error());
+    char *a6[] = {"seed=12x"};
+    CHECK(config_apply_args(&c, 1, a6) != 0, "trailing garbage accepted");
+    config_free(&c);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/bad.conf", test_tmpdir());
+    write_file(path, "num_layers = 4\nthis line has no equals\n");
+    config_init(&c);
+    CHECK(config_load_file(&c, path) != 0, "bad line accepted");
+    CHECK(strstr(ct_error(), "bad.conf:2"), "message must name file and line: %s", ct_error());
+    CHECK(config_load_file(&c, "/nonexistent/x.conf") != 0 && strstr(ct_error(), "/nonexistent/x.conf"),
+          "missing file: %s", ct_error());
+    config_free(&c);
+}
+
+/* Apply args to a fresh config with train_files set; return validate's result. */
+static int validate_with(const char *arg, int world) {
+    Config c;
+    config_init(&c);
+    char *base[] = {"train_files=x.h5"};
+    config_apply_args(&c, 1, base);
+    char *args[] = {(char *)arg};
+    int rc = config_apply_args(&c, 1, args);
+    if (rc == 0) rc = config_validate(&c, world);
+    config_free(&c);
+    return rc;
+}
+
+static void inconsistent_combinations(void) {
+    CHECK(validate_with("seed=1", 1) == 0, "defaults must validate: %s", ct_error());
+    CHECK(validate_with("seed=1", 8) == 0, "world 8 divides 8 slots: %s", ct_error());
+    CHECK(validate_with("seed=1", 3) != 0 && strstr(ct_error(), "grad_accum_slots"), "world 3: %s", ct_error());
+    CHECK(validate_with("num_heads=7", 1) != 0 && strstr(ct_error(), "num_heads"), "%s", ct_error());
+    CHECK(validate_with("num_kv_heads=3", 1) != 0 && strstr(ct_error(), "num_kv_heads"), "%s", ct_error());
+    /* 512/256 = 2 is even; 504/8 = 63 is odd */
+    CHECK(validate_with("model_dim=504", 1) != 0 && strstr(ct_error(), "head_dim"), "%s", ct_error());
+    CHECK(validate_with("train_seq_len=1000", 1) != 0 && strstr(ct_error(), "train_seq_len"), "%s", ct_error());
+    CHECK(validate_with("train_batch_tokens=524289", 1) != 0 && strstr(ct_error(), "train_batch_tokens"), "%s",
+          ct_error());
+    CHECK(validate_with("device=tpu", 1) != 0 && strstr(ct_error(), "device"), "%s", ct_error());
+    CHECK(validate_with("logit_softcap=0", 1) != 0 && strstr(ct_error(), "logit_softcap"), "%s", ct_error());
+    CHECK(validate_with("beta2=1", 1) != 0 && strstr(ct_error(), "beta2"), "%s", ct_error());
+    Config c;
+    config_init(&c);
+    CHECK(config_validate(&c, 1) != 0 && strstr(ct_error(), "train_files"), "train_files required: %s", ct_error());
+    config_free(&c);
+}
+
+static void written_config_loads_back_identically(void) {
+    Config a, b;
+    config_init(&a);
+    char *args[] = {"train_files=dir with space/*.h5", "matrix_lr=0.0123456789012345", "out_dir=o'dir",
+                    "num_layers=3"};
+    CHECK(config_apply_args(&a, 4, args) == 0, "%s", ct_error());
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.txt", test_tmpdir());
+    CHECK(config_write_file(&a, path) == 0, "%s", ct_error());
+    config_init(&b);
+    CHECK(config_load_file(&b, path) == 0, "%s", ct_error());
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        char x[64], y[64];
+        const ConfigKey *k = &ct_config_keys[i];
+        const char *va = config_value_text(&a, k, x, sizeof x), *vb = config_value_text(&b, k, y, sizeof y);
+        CHECK(!strcmp(va, vb), "key %s: wrote '%s', read '%s'", k->name, va, vb);
+    }
+    config_free(&a);
+    config_free(&b);
+}
+
+static void every_key_has_help_and_valid_default(void) {
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        const ConfigKey *k = &ct_config_keys[i];
+        CHECK(k->help[0] != '\0', "key %s has no help", k->name);
+        for (int j = 0; j < i; j++) CHECK(strcmp(k->name, ct_config_keys[j].name) != 0, "duplicate %s", k->name);
+    }
+}
+
+int main(void) {
+    RUN(defaults_follow_train_gpt);
+    RUN(file_then_command_line);
+    RUN(bad_values_name_key_and_value);
+    RUN(inconsistent_combinations);
+    RUN(written_config_loads_back_identically);
+    RUN(every_key_has_help_and_valid_default);
+    TEST_EXIT();
+}

@@ -1,0 +1,453 @@
+/* test_cpu_optim.c — checks the CPU optimizer math (kernels/cpu_optim.h) against plain
+ * double-precision references of the same formulas, the schedules against hand-computed values,
+ * and that results are bitwise independent of the OpenMP thread count.
+ *
+ * Error bounds. Newton–Schulz: the fp32 result is compared with the same iteration run in double
+ * from the same fp32 input. Each step multiplies by the coefficient a = 3.44 and by polynomials in
+ * X X^T, so fp32 rounding (~6e-8 per operation, summed over K ~ 300 terms in random-sign order) is
+ * amplified a few times per step; the measured relative Frobenius error after 5 steps is ~1e-6
+ * (2e-6 at most here), so 1e-4 leaves room for other BLAS kernels without hiding a real bug (a
+ * wrong coefficient or a missed transpose gives O(1) errors). Element-wise ops (Adam, momentum):
+ * a handful of fp32 roundings, bound 1e-5 relative on the update. */
+#include "cpu_optim.h"
+#include "harness.h"
+#include "refcheck.h"
+
+#include <omp.h>
+#include <stdint.h>
+
+/* ---- double-precision references ---- */
+
+/* C[M x N] = A[M x K] B[K x N] (row-major), naive but in cache-friendly i-k-j order. */
+static void ref_matmul(const double *A, const double *B, double *C, int M, int K, int N) {
+    for (int i = 0; i < M; i++) {
+        double *c = C + (size_t)i * N;
+        for (int j = 0; j < N; j++) c[j] = 0;
+        for (int k = 0; k < K; k++) {
+            const double a = A[(size_t)i * K + k];
+            const double *b = B + (size_t)k * N;
+            for (int j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+}
+
+static void ref_transpose(const double *A, double *T, int r, int c) {
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < c; j++) T[(size_t)j * r + i] = A[(size_t)i * c + j];
+}
+
+/* zeropower_via_newtonschulz5 in double; out is rows x cols. */
+static void ref_newton_schulz5(const float *G, double *out, int rows, int cols, int steps) {
+    const int transposed = rows > cols;
+    const int m = transposed ? cols : rows, n = transposed ? rows : cols;
+    const size_t mn = (size_t)m * n;
+    double *x = malloc(mn * sizeof *x), *xt = malloc(mn * sizeof *xt), *bx = malloc(mn * sizeof *bx);
+    double *a = malloc((size_t)m * m * sizeof *a), *aa = malloc((size_t)m * m * sizeof *aa);
+    double norm = 0;
+    for (size_t i = 0; i < mn; i++) norm += (double)G[i] * G[i];
+    norm = sqrt(norm) + 1e-7;
+    double *g = malloc(mn * sizeof *g);
+    for (size_t i = 0; i < mn; i++) g[i] = G[i] / norm;
+    if (transposed) ref_transpose(g, x, rows, cols);
+    else memcpy(x, g, mn * sizeof *x);
+    for (int s = 0; s < steps; s++) {
+        ref_transpose(x, xt, m, n);
+        ref_matmul(x, xt, a, m, n, m);
+        ref_matmul(a, a, aa, m, m, m);
+        for (size_t i = 0; i < (size_t)m * m; i++) aa[i] = -4.7750 * a[i] + 2.0315 * aa[i];
+        ref_matmul(aa, x, bx, m, m, n);
+        for (size_t i = 0; i < mn; i++) x[i] = 3.4445 * x[i] + bx[i];
+    }
+    if (transposed) ref_transpose(x, out, m, n);
+    else memcpy(out, x, mn * sizeof *out);
+    free(x), free(xt), free(bx), free(a), free(aa), free(g);
+}
+
+/* Eigenvalues of a symmetric n x n matrix (destroyed) by cyclic Jacobi rotations, into eig. */
+static void ref_sym_eigenvalues(double *S, int n, double *eig) {
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) off += S[p * n + q] * S[p * n + q];
+        if (off < 1e-26) break;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                const double apq = S[p * n + q];
+                if (fabs(apq) < 1e-300) continue;
+                const double theta = (S[q * n + q] - S[p * n + p]) / (2 * apq);
+                const double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+                const double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int k = 0; k < n; k++) { /* columns p, q */
+                    const double skp = S[k * n + p], skq = S[k * n + q];
+                    S[k * n + p] = c * skp - s * skq;
+                    S[k * n + q] = s * skp + c * skq;
+                }
+                for (int k = 0; k < n; k++) { /* rows p, q */
+                    const double spk = S[p * n + k], sqk = S[q * n + k];
+                    S[p * n + k] = c * spk - s * sqk;
+                    S[q * n + k] = s * spk + c * sqk;
+                }
+            }
+    }
+    for (int i = 0; i < n; i++) eig[i] = S[i * n + i];
+}
+
+static float *random_matrix(size_t n, uint64_t seed, double lo, double hi) {
+    float *x = malloc(n * sizeof *x);
+    uint64_t state = seed;
+    ref_fill(x, n, lo, hi, &state);
+    return x;
+}
+
+/* ---- Newton–Schulz ---- */
+
+static double ns5_error_vs_double(int rows, int cols, int steps, uint64_t seed) {
+    const size_t n = (size_t)rows * cols;
+    float *G = random_matrix(n, seed, -1, 1), *X = malloc(n * sizeof *X);
+    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    double *ref = malloc(n * sizeof *ref);
+    ref_poison(X, n);
+    newton_schulz5(G, X, rows, cols, steps, scratch);
+    ref_newton_schulz5(G, ref, rows, cols, steps);
+    const double err = ref_rel_err(X, ref, n);
+    printf("  newton_schulz5 %dx%d steps=%d: rel err vs double %.3g\n", rows, cols, steps, err);
+    free(G), free(X), free(scratch), free(ref);
+    return err;
+}
+
+/* 160 crosses the 128-wide symmetric tiles, so tile edges and the mirrored triangle are used. */
+static void ns5_square_vs_double(void) {
+    double err = ns5_error_vs_double(160, 160, 5, 1);
+    CHECK(err < 1e-4, "square: rel err %.3g", err);
+    err = ns5_error_vs_double(33, 33, 1, 2);
+    CHECK(err < 1e-5, "one step: rel err %.3g", err);
+}
+
+/* rows > cols: the iteration runs on the transpose (m = 136 crosses a tile, n = 300 too). */
+static void ns5_tall_vs_double(void) {
+    double err = ns5_error_vs_double(300, 136, 5, 3);
+    CHECK(err < 1e-4, "tall: rel err %.3g", err);
+}
+
+static void ns5_wide_vs_double(void) {
+    double err = ns5_error_vs_double(72, 280, 5, 4);
+    CHECK(err < 1e-4, "wide: rel err %.3g", err);
+}
+
+/* steps = 0 is only the normalisation, which is element-wise fp32: G / (float(||G||) + 1e-7f). */
+static void ns5_zero_steps_is_normalisation(void) {
+    const int rows = 37, cols = 21;
+    const size_t n = (size_t)rows * cols;
+    float *G = random_matrix(n, 5, -3, 3), *X = malloc(n * sizeof *X);
+    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    newton_schulz5(G, X, rows, cols, 0, scratch);
+    double sumsq = 0;
+    for (size_t i = 0; i < n; i++) sumsq += (double)G[i] * G[i];
+    const float divisor = (float)sqrt(sumsq) + 1e-7f;
+    size_t mismatches = 0;
+    for (size_t i = 0; i < n; i++) mismatches += X[i] != G[i] / divisor;
+    free(G), free(X), free(scratch);
+    CHECK(mismatches == 0, "%zu elements differ from G / (||G|| + eps)", mismatches);
+}
+
+/* After 5 steps every singular value s of G/||G|| in [~0.02, 1] has been mapped by the quintic
+ * p(s) = a s + b s^3 + c s^5 into [0.682, 1.135] (iterating p on a fine grid of [0.05, 1] gives
+ * exactly that range). A random 64 x 256 matrix has s/||G|| in about [0.06, 0.19]. The singular
+ * values of X are the square roots of the eigenvalues of X X^T. */
+static void ns5_singular_values_in_band(void) {
+    const int rows = 64, cols = 256;
+    const size_t n = (size_t)rows * cols;
+    float *G = random_matrix(n, 6, -1, 1), *X = malloc(n * sizeof *X);
+    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    newton_schulz5(G, X, rows, cols, 5, scratch);
+    double *gram = calloc((size_t)rows * rows, sizeof *gram), *eig = malloc(rows * sizeof *eig);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < rows; j++)
+            for (int k = 0; k < cols; k++)
+                gram[i * rows + j] += (double)X[(size_t)i * cols + k] * X[(size_t)j * cols + k];
+    ref_sym_eigenvalues(gram, rows, eig);
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < rows; i++) {
+        const double s = sqrt(fmax(eig[i], 0));
+        lo = fmin(lo, s), hi = fmax(hi, s);
+    }
+    printf("  singular values of NS5(64x256): [%.4f, %.4f]\n", lo, hi);
+    free(G), free(X), free(scratch), free(gram), free(eig);
+    CHECK(lo >= 0.68 && hi <= 1.14, "singular values in [%.4f, %.4f], expected within [0.68, 1.14]",
+          lo, hi);
+}
+
+/* Same bits with 1, 2 and 3 threads (3 oversubscribes this 2-core machine on purpose), for odd
+ * sizes (where OpenBLAS's own threaded driver would block K differently) and for in-place use. */
+static void ns5_bitwise_across_thread_counts(void) {
+    static const int shapes[][2] = {{129, 257}, {385, 130}, {300, 300}};
+    const int saved_threads = omp_get_max_threads();
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int rows = shapes[s][0], cols = shapes[s][1];
+        const size_t n = (size_t)rows * cols;
+        float *G = random_matrix(n, 7 + s, -1, 1);
+        float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+        float *results[3];
+        for (int t = 0; t < 3; t++) {
+            omp_set_num_threads(t + 1);
+            results[t] = malloc(n * sizeof **results);
+            newton_schulz5(G, results[t], rows, cols, 5, scratch);
+        }
+        omp_set_num_threads(2);
+        newton_schulz5(G, G, rows, cols, 5, scratch); /* in place */
+        omp_set_num_threads(saved_threads);
+        const int same12 = !memcmp(results[0], results[1], n * sizeof(float));
+        const int same13 = !memcmp(results[0], results[2], n * sizeof(float));
+        const int same_in_place = !memcmp(results[0], G, n * sizeof(float));
+        for (int t = 0; t < 3; t++) free(results[t]);
+        free(G), free(scratch);
+        CHECK(same12 && same13, "%dx%d: results differ between thread counts (1 vs 2: %s, 1 vs 3: %s)",
+              rows, cols, same12 ? "same" : "differ", same13 ? "same" : "differ");
+        CHECK(same_in_place, "%dx%d: in-place result differs", rows, cols);
+    }
+}
+
+/* ---- Muon ---- */
+
+/* Two Muon steps on a tall matrix (so the sqrt(rows/cols) scale is not 1) against double. */
+static void muon_steps_vs_double(void) {
+    const int rows = 200, cols = 96, steps = 5;
+    const size_t n = (size_t)rows * cols;
+    const double momentum = 0.9, lr = 0.04;
+    float *p = random_matrix(n, 11, -0.1, 0.1), *buf = calloc(n, sizeof *buf);
+    float *update = malloc(n * sizeof *update);
+    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof *scratch);
+    double *p_ref = malloc(n * sizeof *p_ref), *buf_ref = calloc(n, sizeof *buf_ref);
+    double *o_ref = malloc(n * sizeof *o_ref);
+    float *u_f = malloc(n * sizeof *u_f);
+    ref_to_double(p, p_ref, n);
+    double update_err = 0, buf_err = 0, p_err = 0;
+    for (int step = 0; step < 2; step++) {
+        float *g = random_matrix(n, 20 + step, -1, 1);
+        muon_compute_update(g, buf, update, rows, cols, momentum, 1, steps, scratch);
+        muon_apply_update(p, update, n, lr);
+
+        /* Reference: momentum in double; NS in double from the fp32-rounded nesterov update, so
+         * the comparison measures our NS, not the (ill-conditioned) rounding of its input. */
+        for (size_t i = 0; i < n; i++) {
+            buf_ref[i] = momentum * buf_ref[i] + g[i];
+            u_f[i] = (float)(g[i] + momentum * buf_ref[i]);
+        }
+        ref_newton_schulz5(u_f, o_ref, rows, cols, steps);
+        const double scale = sqrt((double)rows / cols);
+        for (size_t i = 0; i < n; i++) {
+            o_ref[i] *= scale;
+            p_ref[i] -= lr * o_ref[i];
+        }
+        update_err = fmax(update_err, ref_rel_err(update, o_ref, n));
+        buf_err = fmax(buf_err, ref_rel_err(buf, buf_ref, n));
+        p_err = fmax(p_err, ref_rel_err(p, p_ref, n));
+        free(g);
+    }
+    printf("  muon 200x96: rel err update %.3g, momentum buffer %.3g, param %.3g\n", update_err,
+           buf_err, p_err);
+    free(p), free(buf), free(update), free(scratch), free(p_ref), free(buf_ref), free(o_ref), free(u_f);
+    CHECK(update_err < 1e-4, "update rel err %.3g", update_err);
+    CHECK(buf_err < 1e-6, "momentum buffer rel err %.3g", buf_err);
+    CHECK(p_err < 1e-6, "param rel err %.3g", p_err);
+}
+
+/* Without nesterov the update is NS(buf), and the apply step is p - lr*update exactly as fmaf. */
+static void muon_plain_momentum_and_apply(void) {
+    const int rows = 40, cols = 64;
+    const size_t n = (size_t)rows * cols;
+    float *g = random_matrix(n, 30, -1, 1), *buf = random_matrix(n, 31, -1, 1);
+    float *update = malloc(n * sizeof *update), *expected = malloc(n * sizeof *expected);
+    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof *scratch);
+    for (size_t i = 0; i < n; i++) expected[i] = buf[i] * 0.95f + g[i];
+    muon_compute_update(g, buf, update, rows, cols, 0.95, 0, 3, scratch);
+    const int buf_same = !memcmp(buf, expected, n * sizeof(float));
+    newton_schulz5(expected, expected, rows, cols, 3, scratch);
+    const int update_same = !memcmp(update, expected, n * sizeof(float)); /* wide: scale is 1 */
+    float p[3] = {1.0f, -2.0f, 0.5f}, o[3] = {0.25f, 1.0f, -3.0f};
+    muon_apply_update(p, o, 3, 0.5);
+    free(g), free(buf), free(update), free(expected), free(scratch);
+    CHECK(buf_same, "momentum buffer is not buf*mu + g");
+    CHECK(update_same, "non-nesterov update is not NS(buf)");
+    CHECK(p[0] == 0.875f && p[1] == -2.5f && p[2] == 2.0f, "apply gave %g %g %g", p[0], p[1], p[2]);
+}
+
+/* ---- Adam ---- */
+
+/* Five steps with a changing lr against torch's formula in double. Gradients span 1e-4..1 in
+ * magnitude so both the eps-dominated and the sqrt(v)-dominated regimes are exercised. */
+static void adam_five_steps_vs_double(void) {
+    const size_t n = 5003;
+    const double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+    float *p = random_matrix(n, 40, -1, 1), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v);
+    double *p_ref = malloc(n * sizeof *p_ref), *m_ref = calloc(n, sizeof *m_ref);
+    double *v_ref = calloc(n, sizeof *v_ref);
+    float *p0 = malloc(n * sizeof *p0);
+    memcpy(p0, p, n * sizeof *p0);
+    ref_to_double(p, p_ref, n);
+    for (int t = 1; t <= 5; t++) {
+        float *g = random_matrix(n, 50 + t, -1, 1);
+        uint64_t state = 60 + t;
+        for (size_t i = 0; i < n; i++) g[i] *= (float)pow(10, -4 * ref_rand01(&state));
+        const double lr = 0.01 * t;
+        adam_step(p, g, m, v, n, lr, beta1, beta2, eps, t);
+        const double bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
+        for (size_t i = 0; i < n; i++) {
+            m_ref[i] = beta1 * m_ref[i] + (1 - beta1) * g[i];
+            v_ref[i] = beta2 * v_ref[i] + (1 - beta2) * (double)g[i] * g[i];
+            p_ref[i] -= lr / bc1 * m_ref[i] / (sqrt(v_ref[i]) / sqrt(bc2) + eps);
+        }
+        free(g);
+    }
+    /* The change p - p0 (exact in double) is what Adam computes; p itself hides its errors. */
+    double delta_diff = 0, delta_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double delta = (double)p[i] - p0[i], delta_ref = p_ref[i] - p0[i];
+        delta_diff += (delta - delta_ref) * (delta - delta_ref);
+        delta_size += delta_ref * delta_ref;
+    }
+    const double m_err = ref_rel_err(m, m_ref, n), v_err = ref_rel_err(v, v_ref, n);
+    const double delta_err = sqrt(delta_diff / delta_size), p_err = ref_rel_err(p, p_ref, n);
+    printf("  adam 5 steps: rel err m %.3g, v %.3g, param change %.3g, param %.3g\n", m_err, v_err,
+           delta_err, p_err);
+    free(p), free(m), free(v), free(p_ref), free(m_ref), free(v_ref), free(p0);
+    CHECK(m_err < 1e-6 && v_err < 1e-6, "moment rel errs %.3g %.3g", m_err, v_err);
+    CHECK(delta_err < 1e-5, "param change rel err %.3g", delta_err);
+    CHECK(p_err < 1e-6, "param rel err %.3g", p_err);
+}
+
+/* First step by hand: m = 0.1 g, v = 0.05 g^2, bc1 = 0.1, bc2 = 0.05, so the step is
+ * lr * g / (|g| + eps) = lr * sign(g) for |g| >> eps. */
+static void adam_first_step_is_sign_step(void) {
+    float p[3] = {1.0f, 1.0f, 1.0f}, g[3] = {2.0f, -0.5f, 0.0f}, m[3] = {0}, v[3] = {0};
+    adam_step(p, g, m, v, 3, 0.001, 0.9, 0.95, 1e-8, 1);
+    CHECK_CLOSE(p[0], 0.999, 1e-6);
+    CHECK_CLOSE(p[1], 1.001, 1e-6);
+    CHECK(p[2] == 1.0f, "zero gradient moved the parameter to %.9g", p[2]);
+}
+
+/* ---- clipping ---- */
+
+static void clip_grad_norm_matches_torch_formula(void) {
+    const size_t counts[3] = {1000, 40000, 3};
+    float *grads[3];
+    long double sumsq = 0;
+    for (int t = 0; t < 3; t++) {
+        grads[t] = random_matrix(counts[t], 70 + t, -1, 1);
+        for (size_t i = 0; i < counts[t]; i++) sumsq += (long double)grads[t][i] * grads[t][i];
+    }
+    const double exact = sqrtl(sumsq);
+    const double norm = grad_global_norm((const float *const *)grads, counts, 3);
+    CHECK(fabs(norm - exact) <= 1e-13 * exact, "norm %.17g, exact %.17g", norm, exact);
+
+    /* max_norm above the norm: coefficient 1, gradients untouched. */
+    float *copy = malloc(counts[1] * sizeof *copy);
+    memcpy(copy, grads[1], counts[1] * sizeof *copy);
+    double returned = clip_grad_norm(grads, counts, 3, 2 * exact);
+    CHECK(returned == norm, "returned %.17g, expected %.17g", returned, norm);
+    CHECK(!memcmp(copy, grads[1], counts[1] * sizeof *copy), "gradients changed without clipping");
+
+    /* max_norm = 1: every gradient scaled by the fp32 coefficient, new norm ~1. */
+    const float coef = clip_grad_coef(norm, 1.0);
+    CHECK_CLOSE(coef, 1.0 / (norm + 1e-6), 1e-6);
+    clip_grad_norm(grads, counts, 3, 1.0);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < counts[1]; i++) mismatches += grads[1][i] != copy[i] * coef;
+    CHECK(mismatches == 0, "%zu gradients are not g * coef", mismatches);
+    const double after = grad_global_norm((const float *const *)grads, counts, 3);
+    CHECK_CLOSE(after, 1.0, 1e-5);
+
+    /* torch's edge cases: a zero norm clamps to 1; a NaN norm propagates. */
+    CHECK(clip_grad_coef(0.0, 1.0) == 1.0f, "zero norm gave coef %g", clip_grad_coef(0.0, 1.0));
+    CHECK(isnan(clip_grad_coef(NAN, 1.0)), "NaN norm did not give a NaN coefficient");
+    free(copy);
+    for (int t = 0; t < 3; t++) free(grads[t]);
+}
+
+/* The sum of squares must not depend on the thread count, and is accurate to double rounding. */
+static void sumsq_bitwise_across_thread_counts(void) {
+    const size_t n = 3000007;
+    float *x = random_matrix(n, 80, -2, 2);
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const double one = sumsq_fixed_order(x, n);
+    omp_set_num_threads(2);
+    const double two = sumsq_fixed_order(x, n);
+    omp_set_num_threads(3);
+    const double three = sumsq_fixed_order(x, n);
+    omp_set_num_threads(saved_threads);
+    long double exact = 0;
+    for (size_t i = 0; i < n; i++) exact += (long double)x[i] * x[i];
+    free(x);
+    CHECK(memcmp(&one, &two, sizeof one) == 0 && memcmp(&one, &three, sizeof one) == 0,
+          "1/2/3 threads: %.17g %.17g %.17g", one, two, three);
+    CHECK(fabs(one - (double)exact) <= 1e-13 * (double)exact, "%.17g vs %.17Lg", one, exact);
+    CHECK(sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
+}
+
+/* ---- schedules ---- */
+
+static void lr_scale_iteration_based(void) {
+    /* warmdown_iters <= 0: no warmdown at all. */
+    CHECK(lr_scale(99, 100, 0, 0, 0) == 1.0, "warmdown 0");
+    CHECK(lr_scale(99, 100, -5, 0, 0) == 1.0, "warmdown < 0");
+    /* iterations 100, warmdown 20: window [80, 100), (100 - step) / 20. */
+    CHECK(lr_scale(0, 100, 20, 0, 0) == 1.0, "step 0");
+    CHECK(lr_scale(79, 100, 20, 0, 0) == 1.0, "step 79 (before window)");
+    CHECK(lr_scale(80, 100, 20, 0, 0) == 1.0, "step 80 (window start, 20/20)");
+    CHECK(lr_scale(90, 100, 20, 0, 0) == 0.5, "step 90");
+    CHECK(lr_scale(99, 100, 20, 0, 0) == 1.0 / 20.0, "step 99");
+    /* train_gpt.py returns 1.0 at step == iterations (outside [start, iterations)). */
+    CHECK(lr_scale(100, 100, 20, 0, 0) == 1.0, "step 100");
+    /* warmdown longer than the run: the window starts at 0 and the ramp starts below 1. */
+    CHECK(lr_scale(0, 10, 20, 0, 0) == 0.5, "long warmdown step 0");
+    CHECK(lr_scale(5, 10, 20, 0, 0) == 0.25, "long warmdown step 5");
+    /* elapsed_ms is ignored without a wallclock cap. */
+    CHECK(lr_scale(90, 100, 20, 1e9, -1) == 0.5, "negative cap means no cap");
+}
+
+static void lr_scale_wallclock_based(void) {
+    /* Cap 1000 ms, warmdown 10 steps. At step 50 after 900 ms: 18 ms/step, warmdown 180 ms,
+     * 100 ms remaining -> 100/180. */
+    CHECK(lr_scale(50, 1000, 10, 900, 1000) == 100.0 / 180.0, "inside warmdown: %.17g",
+          lr_scale(50, 1000, 10, 900, 1000));
+    CHECK(lr_scale(50, 1000, 10, 500, 1000) == 1.0, "before warmdown");
+    /* 820 ms: 16.4 ms/step, warmdown 164 ms < 180 ms remaining -> still 1. */
+    CHECK(lr_scale(50, 1000, 10, 820, 1000) == 1.0, "just before warmdown");
+    CHECK(lr_scale(50, 1000, 10, 1200, 1000) == 0.0, "past the cap");
+    /* Step 0: step_ms = elapsed / 1; nothing elapsed means warmdown_ms 0 < remaining -> 1. */
+    CHECK(lr_scale(0, 1000, 10, 0, 1000) == 1.0, "step 0");
+    /* remaining 0 <= warmdown 0: 0 / max(0, 1e-9) = 0. */
+    CHECK(lr_scale(0, 1000, 10, 1000, 1000) == 0.0, "step 0 at the cap");
+    /* The iteration count plays no part with a cap. */
+    CHECK(lr_scale(50, 10, 10, 900, 1000) == 100.0 / 180.0, "iterations ignored");
+}
+
+static void muon_momentum_schedule(void) {
+    CHECK(muon_momentum_at(0, 0.85, 0.95, 500) == 0.85, "step 0");
+    CHECK_CLOSE(muon_momentum_at(250, 0.85, 0.95, 500), 0.90, 1e-15);
+    CHECK_CLOSE(muon_momentum_at(100, 0.85, 0.95, 500), 0.8 * 0.85 + 0.2 * 0.95, 1e-15);
+    CHECK(muon_momentum_at(500, 0.85, 0.95, 500) == 0.95, "end of warmup");
+    CHECK(muon_momentum_at(10000, 0.85, 0.95, 500) == 0.95, "after warmup");
+    CHECK(muon_momentum_at(0, 0.85, 0.95, 0) == 0.95, "no warmup");
+    CHECK(muon_momentum_at(3, 0.85, 0.95, -1) == 0.95, "negative warmup");
+}
+
+int main(void) {
+    RUN(ns5_square_vs_double);
+    RUN(ns5_tall_vs_double);
+    RUN(ns5_wide_vs_double);
+    RUN(ns5_zero_steps_is_normalisation);
+    RUN(ns5_singular_values_in_band);
+    RUN(ns5_bitwise_across_thread_counts);
+    RUN(muon_steps_vs_double);
+    RUN(muon_plain_momentum_and_apply);
+    RUN(adam_five_steps_vs_double);
+    RUN(adam_first_step_is_sign_step);
+    RUN(clip_grad_norm_matches_torch_formula);
+    RUN(sumsq_bitwise_across_thread_counts);
+    RUN(lr_scale_iteration_based);
+    RUN(lr_scale_wallclock_based);
+    RUN(muon_momentum_schedule);
+    TEST_EXIT();
+}
