@@ -101,9 +101,8 @@ static inline int32_t float_to_bits(float f) {
  * the same order on every thread. Method: n = round(x / ln2) (by the 1.5*2^23 trick),
  * r = x - n*ln2 with ln2 split in two so the reduction is exact to fp32, e^r by its degree-7
  * Taylor polynomial (|r| <= ln2/2, truncation < 1e-8 relative), times 2^n built directly in the
- * exponent bits. Error about 2 ulp. Below -87 (2^n would leave the normal range) it returns 0,
- * which is what a softmax weight of e^-87 rounds to next to the row max's weight of 1; a NaN
- * stays NaN. The range test is a bit mask rather than a branch or ?: because GCC refuses to
+ * exponent bits. Error about 2 ulp. Below -87 (2^n would leave the normal range) it returns 0:
+ * a weight under e^-87 is negligible next to the row max's weight of 1. A NaN stays NaN. The range test is a bit mask rather than a branch or ?: because GCC refuses to
  * vectorise the loop otherwise. */
 static inline float exp_nonpositive(float x) {
     const float log2e = 1.44269504f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
@@ -123,40 +122,6 @@ static inline float exp_nonpositive(float x) {
     return p * bits_to_float((((int32_t)n + 127) << 23) & in_range);
 }
 
-/* Sums with 8 interleaved accumulators combined in a fixed order: vectorisable and still
- * deterministic (the grouping depends only on n, never on threads). */
-#define SUM_LANES 8
-static float sum_of(const float *x, int n) {
-    float lane[SUM_LANES] = {0};
-    int i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int j = 0; j < SUM_LANES; j++) lane[j] += x[i + j];
-    float total = 0.0f;
-    for (; i < n; i++) total += x[i];
-    for (int j = 0; j < SUM_LANES; j++) total += lane[j];
-    return total;
-}
-
-static float dot_of(const float *x, const float *y, int n) {
-    float lane[SUM_LANES] = {0};
-    int i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int j = 0; j < SUM_LANES; j++) lane[j] += x[i + j] * y[i + j];
-    float total = 0.0f;
-    for (; i < n; i++) total += x[i] * y[i];
-    for (int j = 0; j < SUM_LANES; j++) total += lane[j];
-    return total;
-}
-
-/* Max is exact in any order, so letting OpenMP SIMD regroup it (GCC will not on its own) keeps
- * the result deterministic. */
-static float max_of(const float *x, int n) {
-    float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
-
 /* In-place causal softmax of a score tile (row r is position t0 + r and sees keys 0..t0+r);
  * masked entries become exactly 0 so that the following P V product can use the whole tile.
  * Writes (row max, 1/row sum) per row to stats when non-NULL. */
@@ -164,9 +129,9 @@ static void block_softmax(float *tile, float *stats, int t0, int rows, int n_key
     for (int r = 0; r < rows; r++) {
         float *p = tile + (size_t)r * n_keys;
         int visible = t0 + r + 1;
-        float row_max = max_of(p, visible);
+        float row_max = cpu_attn_max(p, visible);
         for (int s = 0; s < visible; s++) p[s] = exp_nonpositive(p[s] - row_max);
-        float inv_sum = 1.0f / sum_of(p, visible);
+        float inv_sum = 1.0f / cpu_attn_sum(p, visible);
         for (int s = 0; s < visible; s++) p[s] *= inv_sum;
         memset(p + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
         if (stats) {
@@ -195,7 +160,7 @@ static void block_softmax_backward(float *dprobs, const float *probs, int t0, in
         const float *p = probs + (size_t)r * n_keys;
         float *dp = dprobs + (size_t)r * n_keys;
         int visible = t0 + r + 1;
-        float p_dot_dp = dot_of(p, dp, visible);
+        float p_dot_dp = cpu_attn_dot(p, dp, visible);
         for (int s = 0; s < visible; s++) dp[s] = p[s] * (dp[s] - p_dot_dp);
         memset(dp + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
     }

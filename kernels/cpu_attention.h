@@ -11,7 +11,9 @@
  *     attention output y is [B*T, H*hd] in the same layout, ready for the proj linear.
  *   - Results are deterministic and bitwise identical for any OpenMP thread count: every output
  *     element is produced by one task whose arithmetic does not depend on which thread runs
- *     it, and every cross-task reduction is summed in a fixed order afterwards.
+ *     it (cblas_sgemm is kept single-threaded inside the tasks), and every cross-task
+ *     reduction is summed in a fixed order afterwards. Across machines the last bits may differ:
+ *     OpenBLAS picks its sgemm kernels by CPU model.
  *   - Preconditions (head_dim even and > 0, n_heads divisible by n_kv_heads, enough scratch)
  *     are programming errors and are checked with assert().
  *
@@ -40,7 +42,10 @@ void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, f
  *   out = gain[h] * cat(u1*cos_t + u2*sin_t, -u1*sin_t + u2*cos_t)   (half-split RoPE)
  * in, out: [B*T, n_heads*head_dim]; must not alias (backward needs `in`).
  * gain: [n_heads] (q_gain), or NULL for no gain (k).
- * Nothing is saved for backward: r is recomputed from `in`, which costs one pass over hd. */
+ * Nothing is saved for backward: r is recomputed from `in`, which costs one pass over hd.
+ * head_dim <= CPU_QK_NORM_MAX_HEAD_DIM (the backward keeps two head vectors on the stack). */
+#define CPU_QK_NORM_MAX_HEAD_DIM 1024
+
 void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
                               const float *cos_table, const float *sin_table,
                               int B, int T, int n_heads, int head_dim);
@@ -60,12 +65,13 @@ void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, cons
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],
  * g = h / (n_heads / n_kv_heads).
  *
- * Algorithm: one task per (b, h), parallelised with OpenMP, cblas_sgemm single-threaded inside.
- * The per-(b,h) Q/K/V/Y matrices are strided views straight into the token-major buffers
- * (leading dimension H*hd or KV*hd), so no re-layout copies are made. Query rows are processed
- * in blocks of CPU_ATTENTION_ROW_BLOCK; a block whose last row is t only multiplies against keys
- * 0..t, which skips most of the masked upper triangle (about (1 + 64/T)/2 of the full T x T
- * work is done).
+ * Algorithm: OpenMP tasks over (b, h) — over (b, h, query block) in the forward, whose blocks
+ * are independent — with cblas_sgemm single-threaded inside. The per-(b,h) Q/K/V/Y matrices
+ * are strided views straight into the token-major buffers (leading dimension H*hd or KV*hd), so
+ * no re-layout copies are made. Query rows are processed in blocks of CPU_ATTENTION_ROW_BLOCK;
+ * a block whose last row is t only multiplies against keys 0..t, which skips most of the
+ * masked upper triangle (about (1 + 64/T)/2 of the full T x T work is done). Softmax in fp32
+ * with max subtraction; its exp is a vectorised polynomial (about 2 ulp), not libm's expf.
  *
  * Saved for backward: not P. The forward saves two floats per (b, h, t) row — the row max m
  * of the scaled scores and 1/sum(exp(s - m)) — and the backward recomputes the scores with the
@@ -85,7 +91,9 @@ size_t cpu_attention_stats_floats(int B, int T, int n_heads);
  *   backward: n_threads * 2 * rows * T                      (P and dP tiles)
  *             + 2 * B*H*T*hd when n_kv_heads < n_heads     (per-query-head dK/dV partials,
  *             summed over each group in head order after the parallel loop: deterministic GQA
- *             reduction without atomics); rows = min(CPU_ATTENTION_ROW_BLOCK, T). */
+ *             reduction without atomics); rows = min(CPU_ATTENTION_ROW_BLOCK, T).
+ * E.g. B=8, H=8, KV=4, T=1024, hd=64: 256 KiB per thread forward, 512 KiB per thread + 32 MiB
+ * backward. */
 size_t cpu_attention_forward_scratch_floats(int B, int T, int n_heads, int n_kv_heads,
                                             int head_dim, int n_threads);
 size_t cpu_attention_backward_scratch_floats(int B, int T, int n_heads, int n_kv_heads,
@@ -103,5 +111,11 @@ void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, co
                             const float *k, const float *v, const float *stats, int B, int T,
                             int n_heads, int n_kv_heads, int head_dim, float *scratch,
                             size_t scratch_floats);
+
+/* ---- internal: fp32 reductions shared by kernels/cpu_attn*.c (cpu_attn_vec.c) ----------------
+ * Vectorised, and a fixed function of (x, n): the same bits on every thread. */
+float cpu_attn_sum(const float *x, int n);
+float cpu_attn_dot(const float *x, const float *y, int n);
+float cpu_attn_max(const float *x, int n); /* -INFINITY for n = 0; NaNs are skipped */
 
 #endif

@@ -24,9 +24,7 @@ void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, f
 
 /* 1/RMS of one head vector; fp32 like F.rms_norm on fp32 input with eps=None (FLT_EPSILON). */
 static inline float head_inv_rms(const float *x, int head_dim) {
-    float sum_sq = 0.0f;
-    for (int d = 0; d < head_dim; d++) sum_sq += x[d] * x[d];
-    return 1.0f / sqrtf(sum_sq / (float)head_dim + FLT_EPSILON);
+    return 1.0f / sqrtf(cpu_attn_dot(x, x, head_dim) / (float)head_dim + FLT_EPSILON);
 }
 
 void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
@@ -58,14 +56,14 @@ size_t cpu_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads) {
     return (size_t)B * T * n_heads;
 }
 
-/* Backward through out = g * R u, u = x * r (R: the per-position rotation, orthogonal):
- *   dgain += <dout, R u>,  du = R^T (g dout),  dx = r * (du - u * <du, u> / hd).
- * Two passes over the head so that no per-head temporary is needed; the second recomputes
- * du and u, which is cheaper than storing them. */
+/* Backward through out = g * R u, u = x * r (R: the per-position rotation, orthogonal). With
+ * a = R^T dout:  dgain += <dout, R u> = <a, u>,  du = g a,  dx = r * (du - u * <du, u> / hd).
+ * a and u go through small stack arrays so that every loop vectorises. */
 void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, const float *in,
                                const float *gain, const float *cos_table, const float *sin_table,
                                int B, int T, int n_heads, int head_dim, float *scratch) {
     assert(B > 0 && T > 0 && n_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
+    assert(head_dim <= CPU_QK_NORM_MAX_HEAD_DIM);
     assert(!dgain || (gain && scratch));
     const int half = head_dim / 2;
     const size_t row_floats = (size_t)n_heads * head_dim;
@@ -75,31 +73,24 @@ void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, cons
     for (long n = 0; n < n_tokens; n++) {
         const float *cos_t = cos_table + (size_t)(n % T) * half;
         const float *sin_t = sin_table + (size_t)(n % T) * half;
+        float a[CPU_QK_NORM_MAX_HEAD_DIM], u[CPU_QK_NORM_MAX_HEAD_DIM];
         for (int h = 0; h < n_heads; h++) {
             size_t offset = (size_t)n * row_floats + (size_t)h * head_dim;
             const float *x = in + offset, *go = dout + offset;
             float *dx = din + offset;
             float r = head_inv_rms(x, head_dim);
             float g = gain ? gain[h] : 1.0f;
-            float du_dot_u = 0.0f, dout_dot_rotated = 0.0f;
             for (int i = 0; i < half; i++) {
                 float c = cos_t[i], s = sin_t[i];
-                float u1 = x[i] * r, u2 = x[i + half] * r;
-                float dy1 = go[i] * g, dy2 = go[i + half] * g;
-                float du1 = dy1 * c - dy2 * s, du2 = dy1 * s + dy2 * c;
-                du_dot_u += du1 * u1 + du2 * u2;
-                dout_dot_rotated += go[i] * (u1 * c + u2 * s) + go[i + half] * (u2 * c - u1 * s);
+                u[i] = x[i] * r;
+                u[i + half] = x[i + half] * r;
+                a[i] = go[i] * c - go[i + half] * s;
+                a[i + half] = go[i] * s + go[i + half] * c;
             }
-            float mean_du_u = du_dot_u / (float)head_dim;
-            for (int i = 0; i < half; i++) {
-                float c = cos_t[i], s = sin_t[i];
-                float u1 = x[i] * r, u2 = x[i + half] * r;
-                float dy1 = go[i] * g, dy2 = go[i + half] * g;
-                float du1 = dy1 * c - dy2 * s, du2 = dy1 * s + dy2 * c;
-                dx[i] += r * (du1 - u1 * mean_du_u);
-                dx[i + half] += r * (du2 - u2 * mean_du_u);
-            }
-            if (dgain) dgain_partial[(size_t)n * n_heads + h] = dout_dot_rotated;
+            float a_dot_u = cpu_attn_dot(a, u, head_dim);
+            float mean_du_u = g * a_dot_u / (float)head_dim;
+            for (int d = 0; d < head_dim; d++) dx[d] += r * (g * a[d] - u[d] * mean_du_u);
+            if (dgain) dgain_partial[(size_t)n * n_heads + h] = a_dot_u;
         }
     }
     if (!dgain) return;

@@ -34,11 +34,12 @@
 /* ---- matrix product ---------------------------------------------------------------------- */
 
 /* Row-major C[M,N] = alpha * op(A) @ op(B) + beta * C, with op(A) [M,K] and op(B) [K,N]
- * (trans_a: A is stored [K,M]; trans_b: B is stored [N,K]). beta 0 overwrites C (C may then
- * hold NaN), beta 1 accumulates. The output is cut into a fixed grid of 128x128 tiles that
+ * (trans_a: A is stored [K,M]; trans_b: B is stored [N,K]). beta 0 overwrites C (what it held,
+ * even NaN, is ignored), beta 1 accumulates. The output is cut into a fixed grid of 128x128 tiles that
  * OpenMP threads share; each tile is one single-threaded cblas_sgemm call (OpenBLAS runs
  * single-threaded inside a parallel region). The bits therefore depend on the shapes only, never
- * on the thread count. Must not be called from inside an OpenMP parallel region of the caller. */
+ * on the thread count. Call it from serial code: inside a caller's parallel region it is still
+ * correct and deterministic but its tiles run on the calling thread only. */
 void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 
@@ -99,15 +100,15 @@ void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *
  *   z = x @ W^T,  s = softcap * tanh(z / softcap),  loss[n] = logsumexp(s[n,:]) - s[n,target[n]].
  * The [N,V] logits never exist at once: tokens are processed in chunks of `chunk` rows through a
  * caller-given scratch of chunk*V floats. Softmax is fp32 with max subtraction; the row sum of
- * exponentials is accumulated in double. The bits of dW depend on `chunk` (it sets the order in
- * which token partials are added) but never on the thread count. Both return -1 (ct_error names
- * the position) if a target is outside [0, V), or if softcap <= 0 or chunk < 1; they check
- * everything before writing anything. */
+ * exponentials is accumulated in double. The result bits depend on `chunk` (it sets the matrix
+ * shapes and the order in which dW's token partials are added) but never on the thread count.
+ * Both return -1 (ct_error names the position) if a target is outside [0, V), or if
+ * softcap <= 0 or chunk < 1; they check everything before writing anything. */
 
-/* Training: one pass computes losses [N] (per token, fp32; required here), *mean_loss (the mean over the N
- * tokens of this micro-batch, summed in double in token order over the fp32 per-token losses)
- * and ACCUMULATES the gradients of loss_weight * mean_loss: dx [N,C] += and dW [V,C] +=.
- * loss_weight is this micro-batch's share of the step's loss (e.g. 1/grad_accum_steps). */
+/* Training: one pass computes losses [N] (per token, fp32; required here), *mean_loss (their
+ * mean over this micro-batch's N tokens, summed in double in token order) and ACCUMULATES the
+ * gradients of loss_weight * mean_loss: dx [N,C] += and dW [V,C] +=. loss_weight is this
+ * micro-batch's share of the step's loss (e.g. 1/grad_accum_steps). */
 int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
                                const float *W, const int32_t *targets, int N, int C, int V, float softcap,
                                float loss_weight, float *scratch, int chunk);

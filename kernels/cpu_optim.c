@@ -23,7 +23,9 @@ static double block_sumsq(const float *x, size_t n) {
     for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES)
         for (int k = 0; k < SUMSQ_LANES; k++) lane[k] += (double)x[i + k] * (double)x[i + k];
     for (int k = 0; i < n; i++, k++) lane[k] += (double)x[i] * (double)x[i];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    const double low = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+    const double high = (lane[4] + lane[5]) + (lane[6] + lane[7]);
+    return low + high;
 }
 
 double sumsq_fixed_order(const float *x, size_t n) {
@@ -62,11 +64,11 @@ double sumsq_fixed_order(const float *x, size_t n) {
  * scalar. _multi_tensor_adam (foreach=True) runs the same kernels on CPU in the same order.
  * The two fused multiply-adds are what torch's AVX2 kernels compute: add_ with alpha is an
  * explicit vec::fmadd, and addcmul's `self + value * t1 * t2` is contracted into one by the
- * compiler. Checked against torch 1.13.1 (Debian, CPU capability AVX2): m, v and p bit-identical
- * over 3 steps on 100003 elements, single-tensor and foreach; with v computed unfused, 17% of v
- * and 1.3% of p differed. fmaf is correctly rounded with or without FMA hardware, so this stays
- * machine independent. (train_gpt.py's fused=True CUDA kernel is a different code path; it is
- * not what this mirrors.) */
+ * compiler. Checked against Debian 12's torch 1.13 (pytorch-1.13.1+dfsg, CPU capability AVX2):
+ * m, v and p bit-identical over 3 steps (lr changing per step) on 100003 elements, single-tensor
+ * and foreach; with v computed unfused, 17% of v and 1.3% of p differed. fmaf is correctly
+ * rounded with or without FMA hardware, so this stays machine independent. (train_gpt.py's
+ * fused=True CUDA kernel is a different code path; it is not what this mirrors.) */
 void adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
                double beta2, double eps, int64_t step) {
     assert(((p && g && m && v) || n == 0) && step >= 1);
@@ -135,7 +137,8 @@ double lr_scale(int64_t step, int64_t iterations, int64_t warmdown_iters, double
                 double max_wallclock_ms) {
     if (warmdown_iters <= 0) return 1.0;
     if (!(max_wallclock_ms > 0)) {
-        const int64_t warmdown_start = iterations - warmdown_iters > 0 ? iterations - warmdown_iters : 0;
+        const int64_t warmdown_start =
+            iterations - warmdown_iters > 0 ? iterations - warmdown_iters : 0;
         if (warmdown_start <= step && step < iterations)
             return py_max((double)(iterations - step) / (double)warmdown_iters, 0.0);
         return 1.0;

@@ -1,4 +1,4 @@
-/* cpu_optim_ns.c — fp32 Newton–Schulz orthogonalisation and the Muon update for the CPU backend.
+/* cpu_optim_ns.c — fp32 Newton–Schulz orthogonalisation and the Muon update (CPU backend).
  *
  * Why the matrix products are tiled here instead of handing whole matrices to a threaded
  * cblas_sgemm: OpenBLAS's threaded GEMM driver cuts K into blocks differently from its
@@ -50,8 +50,8 @@ static void gemm_fixed_tiles(int M, int N, int K, float alpha, const float *A, c
         const int rows = M - row0 < tile_rows ? M - row0 : tile_rows;
         const int cols = N - col0 < tile_cols ? N - col0 : tile_cols;
         const float *b_tile = transpose_b ? B + (size_t)col0 * ldb : B + col0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols,
-                    K, alpha, A + (size_t)row0 * lda, lda, b_tile, ldb, beta,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows,
+                    cols, K, alpha, A + (size_t)row0 * lda, lda, b_tile, ldb, beta,
                     C + (size_t)row0 * ldc + col0, ldc);
     }
 

@@ -209,7 +209,10 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
     if (logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
-    if (!isfinite(*mean_loss)) return ct_fail("the training loss is %g (not finite)", *mean_loss);
+    if (!isfinite(*mean_loss))
+        return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "
+                       "grad_clip_norm); no checkpoint is written from this state",
+                       isnan(*mean_loss) ? "NaN" : *mean_loss > 0 ? "+Inf" : "-Inf");
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     zero(dx, ND);

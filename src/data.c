@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "h5util.h"
 
 /* Open files a TokenReader keeps: the loader walks files in order, so a few suffice. */
 #define READER_CACHE_SLOTS 4
@@ -54,53 +55,6 @@ void ct_hdf5_lock(void) {
 
 void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
 
-/* ---- error messages ---- */
-
-/* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
- * says that its plugin directory does not exist; the line above names the filter). */
-static herr_t keep_innermost(unsigned n, const H5E_error2_t *err, void *data) {
-    (void)n;
-    char *detail = data;
-    int plugin_search = err->func_name && !strncmp(err->func_name, "H5PL", 4);
-    if (!detail[0] && !plugin_search && err->desc) snprintf(detail, 512, "%s", err->desc);
-    return 0;
-}
-
-/* ct_fail with the most specific message of the calling thread's HDF5 error stack appended,
- * e.g. "cannot open 'x.h5' (HDF5: file signature not found)". Call with the lock held. */
-static int h5_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int h5_fail(const char *fmt, ...) {
-    char message[1536], detail[512] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, detail);
-    H5Eclear2(H5E_DEFAULT);
-    if (detail[0]) return ct_fail("%s (HDF5: %s)", message, detail);
-    return ct_fail("%s", message);
-}
-
-/* "uint16", "float32", "int8", "string", ...: how a user would name the dtype in numpy. */
-static void describe_type(hid_t type, char *buf, size_t cap) {
-    size_t bits = H5Tget_size(type) * 8;
-    switch (H5Tget_class(type)) {
-    case H5T_INTEGER:
-        snprintf(buf, cap, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
-        break;
-    case H5T_FLOAT: snprintf(buf, cap, "float%zu", bits); break;
-    case H5T_STRING: snprintf(buf, cap, "string"); break;
-    case H5T_ENUM: snprintf(buf, cap, "enum%zu (numpy bool is stored as an enum)", bits); break;
-    case H5T_COMPOUND: snprintf(buf, cap, "compound"); break;
-    case H5T_ARRAY: snprintf(buf, cap, "array"); break;
-    case H5T_VLEN: snprintf(buf, cap, "variable-length sequence"); break;
-    case H5T_BITFIELD: snprintf(buf, cap, "bitfield%zu", bits); break;
-    case H5T_OPAQUE: snprintf(buf, cap, "opaque"); break;
-    case H5T_REFERENCE: snprintf(buf, cap, "reference"); break;
-    default: snprintf(buf, cap, "unknown type"); break;
-    }
-}
-
 /* ---- opening files ---- */
 
 static int has_glob_chars(const char *s) { return strpbrk(s, "*?[") != NULL; }
@@ -115,16 +69,6 @@ static int looks_like_bin_shard(const char *path) {
     return ok && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == BIN_SHARD_MAGIC;
 }
 
-/* File access properties: on file systems without flock (some Lustre/NFS mounts) HDF5's file
- * locking fails every open; best effort keeps locking where it works and skips it elsewhere. */
-static hid_t file_access_plist(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-#if (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 12, 0)) || H5_VERSION_GE(1, 12, 1)
-    if (fapl >= 0) H5Pset_file_locking(fapl, 1, 1);
-#endif
-    return fapl;
-}
-
 /* Open a data file read-only with errors a user can act on. Lock held. */
 static hid_t open_data_file(const char *path) {
     struct stat st;
@@ -136,9 +80,13 @@ static hid_t open_data_file(const char *path) {
         ct_fail("data file '%s' is a directory; give a glob such as '%s/*.h5'", path, path);
         return H5I_INVALID_HID;
     }
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
+#else
     htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
     if (is_hdf5 <= 0) {
-        if (is_hdf5 < 0) h5_fail("cannot read data file '%s'", path);
+        if (is_hdf5 < 0) ct_h5_fail("cannot read data file '%s'", path);
         else if (looks_like_bin_shard(path))
             ct_fail("data file '%s' is an llm.c/parameter-golf .bin shard, not HDF5; convert it with "
                     "`ctrain data import-bin`", path);
@@ -146,10 +94,10 @@ static hid_t open_data_file(const char *path) {
             ct_fail("data file '%s' is not an HDF5 file (see docs/data-format.md)", path);
         return H5I_INVALID_HID;
     }
-    hid_t fapl = file_access_plist();
+    hid_t fapl = ct_h5_file_access_plist();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
-    if (file < 0) h5_fail("cannot open data file '%s'", path);
+    if (file < 0) ct_h5_fail("cannot open data file '%s'", path);
     return file;
 }
 
@@ -157,14 +105,14 @@ static hid_t open_data_file(const char *path) {
 static hid_t open_tokens_dataset(hid_t file, const char *path) {
     htri_t exists = H5Lexists(file, "tokens", H5P_DEFAULT);
     if (exists <= 0) {
-        if (exists < 0) h5_fail("'%s': cannot look up /tokens", path);
+        if (exists < 0) ct_h5_fail("'%s': cannot look up /tokens", path);
         else ct_fail("'%s' has no /tokens dataset (expected a 1-D uint16 or uint32 dataset, see "
                      "docs/data-format.md)", path);
         return H5I_INVALID_HID;
     }
     hid_t obj = H5Oopen(file, "tokens", H5P_DEFAULT);
     if (obj < 0) {
-        h5_fail("'%s': cannot open /tokens", path);
+        ct_h5_fail("'%s': cannot open /tokens", path);
         return H5I_INVALID_HID;
     }
     H5I_type_t kind = H5Iget_type(obj);
@@ -178,7 +126,7 @@ static hid_t open_tokens_dataset(hid_t file, const char *path) {
     H5Pset_chunk_cache(dapl, 521, READER_CHUNK_CACHE_BYTES, 1.0);
     hid_t dset = H5Dopen2(file, "tokens", dapl);
     H5Pclose(dapl);
-    if (dset < 0) h5_fail("'%s': cannot open /tokens", path);
+    if (dset < 0) ct_h5_fail("'%s': cannot open /tokens", path);
     return dset;
 }
 
@@ -190,10 +138,10 @@ static int open_attribute(hid_t dset, hid_t file, const char *path, const char *
     hid_t owners[2] = {dset, file};
     for (int i = 0; i < 2; i++) {
         htri_t exists = H5Aexists(owners[i], name);
-        if (exists < 0) return h5_fail("'%s': cannot look up attribute %s", path, name);
+        if (exists < 0) return ct_h5_fail("'%s': cannot look up attribute %s", path, name);
         if (exists) {
             *attr = H5Aopen(owners[i], name, H5P_DEFAULT);
-            if (*attr < 0) return h5_fail("'%s': cannot open attribute %s", path, name);
+            if (*attr < 0) return ct_h5_fail("'%s': cannot open attribute %s", path, name);
             return 1;
         }
     }
@@ -214,13 +162,13 @@ static int check_single_value(hid_t attr, const char *path, const char *name) {
 static int read_int64_attribute(hid_t attr, const char *path, const char *name, int64_t *value) {
     hid_t type = H5Aget_type(attr);
     char type_name[96];
-    describe_type(type, type_name, sizeof type_name);
+    ct_h5_describe_type(type, type_name, sizeof type_name);
     H5T_class_t cls = H5Tget_class(type);
     H5Tclose(type);
     if (cls != H5T_INTEGER)
         return ct_fail("'%s': attribute %s has type %s, expected an integer (int64)", path, name, type_name);
     if (check_single_value(attr, path, name) != 0) return -1;
-    if (H5Aread(attr, H5T_NATIVE_INT64, value) < 0) return h5_fail("'%s': cannot read attribute %s", path, name);
+    if (H5Aread(attr, H5T_NATIVE_INT64, value) < 0) return ct_h5_fail("'%s': cannot read attribute %s", path, name);
     return 0;
 }
 
@@ -232,7 +180,7 @@ static int read_string_attribute(hid_t attr, const char *path, const char *name,
     hid_t mem_type = H5I_INVALID_HID;
     if (H5Tget_class(file_type) != H5T_STRING) {
         char type_name[96];
-        describe_type(file_type, type_name, sizeof type_name);
+        ct_h5_describe_type(file_type, type_name, sizeof type_name);
         ct_fail("'%s': attribute %s has type %s, expected a string", path, name, type_name);
         goto done;
     }
@@ -243,7 +191,7 @@ static int read_string_attribute(hid_t attr, const char *path, const char *name,
         char *s = NULL;
         H5Tset_size(mem_type, H5T_VARIABLE);
         if (H5Aread(attr, mem_type, &s) < 0) {
-            h5_fail("'%s': cannot read attribute %s", path, name);
+            ct_h5_fail("'%s': cannot read attribute %s", path, name);
             goto done;
         }
         *value = ct_strdup(s ? s : "");
@@ -255,7 +203,7 @@ static int read_string_attribute(hid_t attr, const char *path, const char *name,
         H5Tset_strpad(mem_type, H5T_STR_NULLTERM);
         if (H5Aread(attr, mem_type, s) < 0) {
             free(s);
-            h5_fail("'%s': cannot read attribute %s", path, name);
+            ct_h5_fail("'%s': cannot read attribute %s", path, name);
             goto done;
         }
         *value = s;
@@ -271,7 +219,7 @@ done:
 static int check_lut_table(hid_t group, const char *path, int table, int64_t vocab_size) {
     const char *name = LUT_NAMES[table];
     hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
-    if (dset < 0) return h5_fail("'%s': cannot open /tokenizer/%s as a dataset", path, name);
+    if (dset < 0) return ct_h5_fail("'%s': cannot open /tokenizer/%s as a dataset", path, name);
     hid_t type = H5Dget_type(dset), space = H5Dget_space(dset);
     int rank = H5Sget_simple_extent_ndims(space);
     hsize_t dims[H5S_MAX_RANK] = {0};
@@ -279,7 +227,7 @@ static int check_lut_table(hid_t group, const char *path, int table, int64_t voc
     H5T_class_t cls = H5Tget_class(type);
     size_t size = H5Tget_size(type);
     char type_name[96];
-    describe_type(type, type_name, sizeof type_name);
+    ct_h5_describe_type(type, type_name, sizeof type_name);
     H5Tclose(type);
     H5Sclose(space);
     H5Dclose(dset);
@@ -288,10 +236,12 @@ static int check_lut_table(hid_t group, const char *path, int table, int64_t voc
     if (!type_ok)
         return ct_fail("'%s': /tokenizer/%s has dtype %s, expected %s", path, name, type_name,
                        flags_table ? "uint8 (or bool)" : "int16");
-    if (rank != 1 || (int64_t)dims[0] != vocab_size)
-        return ct_fail("'%s': /tokenizer/%s has %s%lld entries, expected vocab_size = %lld", path, name,
-                       rank != 1 ? "a non-1-D shape, not " : "", rank == 1 ? (long long)dims[0] : 0LL,
-                       (long long)vocab_size);
+    if (rank != 1)
+        return ct_fail("'%s': /tokenizer/%s has %d dimensions, expected a 1-D table of vocab_size = %lld entries",
+                       path, name, rank, (long long)vocab_size);
+    if ((int64_t)dims[0] != vocab_size)
+        return ct_fail("'%s': /tokenizer/%s has %lld entries, expected vocab_size = %lld", path, name,
+                       (long long)dims[0], (long long)vocab_size);
     return 0;
 }
 
@@ -300,15 +250,15 @@ static int check_lut_table(hid_t group, const char *path, int table, int64_t voc
 static int check_luts(hid_t file, const char *path, int64_t vocab_size, int *present) {
     *present = 0;
     htri_t has_group = H5Lexists(file, "tokenizer", H5P_DEFAULT);
-    if (has_group < 0) return h5_fail("'%s': cannot look up /tokenizer", path);
+    if (has_group < 0) return ct_h5_fail("'%s': cannot look up /tokenizer", path);
     if (!has_group) return 0;
     hid_t group = H5Gopen2(file, "tokenizer", H5P_DEFAULT);
-    if (group < 0) return h5_fail("'%s': /tokenizer is not a group", path);
+    if (group < 0) return ct_h5_fail("'%s': /tokenizer is not a group", path);
     int found[3], count = 0, rc = 0;
     for (int t = 0; t < 3; t++) {
         htri_t e = H5Lexists(group, LUT_NAMES[t], H5P_DEFAULT);
         if (e < 0) {
-            rc = h5_fail("'%s': cannot look up /tokenizer/%s", path, LUT_NAMES[t]);
+            rc = ct_h5_fail("'%s': cannot look up /tokenizer/%s", path, LUT_NAMES[t]);
             goto done;
         }
         found[t] = e > 0;
@@ -337,7 +287,7 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
     int rc = -1;
     hid_t type = H5Dget_type(dset), space = H5Dget_space(dset), attr = H5I_INVALID_HID;
     char type_name[96];
-    describe_type(type, type_name, sizeof type_name);
+    ct_h5_describe_type(type, type_name, sizeof type_name);
     size_t size = H5Tget_size(type);
     if (H5Tget_class(type) != H5T_INTEGER || H5Tget_sign(type) != H5T_SGN_NONE || (size != 2 && size != 4)) {
         ct_fail("'%s': /tokens has dtype %s, expected uint16 (vocab_size <= 65536) or uint32; in numpy "
@@ -422,13 +372,7 @@ int data_file_info(const char *path, TokenFileInfo *info) {
         H5Fclose(file);
     }
     ct_hdf5_unlock();
-    if (rc != 0) {
-        char *keep = info->path;
-        info->path = NULL;
-        data_free_file_info(info);
-        free(keep);
-        memset(info, 0, sizeof *info);
-    }
+    if (rc != 0) data_free_file_info(info);
     return rc;
 }
 
@@ -640,7 +584,7 @@ int token_reader_read(TokenReader *r, int file_index, int64_t pos, int64_t n, ui
         hid_t mem_type = r->token_bytes[file_index] == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
         if (H5Sselect_hyperslab(slot->space, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
             H5Dread(slot->dset, mem_type, mem_space, slot->space, H5P_DEFAULT, out) < 0) {
-            rc = h5_fail("'%s': cannot read /tokens[%lld:%lld]", path, (long long)pos, (long long)(pos + n));
+            rc = ct_h5_fail("'%s': cannot read /tokens[%lld:%lld]", path, (long long)pos, (long long)(pos + n));
             slot_close(slot); /* handles may be unusable; reopen on the next read */
         }
         H5Sclose(mem_space);
@@ -701,7 +645,7 @@ static int read_lut_table(hid_t file, const char *path, int table, int64_t vocab
     char name[64];
     snprintf(name, sizeof name, "tokenizer/%s", LUT_NAMES[table]);
     hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
-    if (dset < 0) return h5_fail("'%s': cannot open /%s", path, name);
+    if (dset < 0) return ct_h5_fail("'%s': cannot open /%s", path, name);
     hid_t file_type = H5Dget_type(dset);
     /* numpy bool arrays are stored as an 8-bit enum, which HDF5 will not convert to an
      * integer: read those with their own (native) type, whose values are 0 and 1. */
@@ -710,7 +654,7 @@ static int read_lut_table(hid_t file, const char *path, int table, int64_t vocab
                                                            : H5Tcopy(H5T_NATIVE_UINT8);
     int rc = 0;
     if (H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-        rc = h5_fail("'%s': cannot read /%s", path, name);
+        rc = ct_h5_fail("'%s': cannot read /%s", path, name);
     H5Tclose(mem_type);
     H5Tclose(file_type);
     H5Dclose(dset);
@@ -844,11 +788,11 @@ static int create_tokens_dataset(TokenWriter *w, int64_t chunk_tokens) {
     w->dset = H5Dcreate2(w->file, "tokens", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     H5Sclose(space);
-    if (w->dset < 0) return h5_fail("'%s': cannot create /tokens", w->tmp_path);
+    if (w->dset < 0) return ct_h5_fail("'%s': cannot create /tokens", w->tmp_path);
     if (write_int64_attribute(w->dset, "vocab_size", w->vocab_size) != 0 ||
         write_int64_attribute(w->dset, "bos_id", w->bos_id) != 0 ||
         write_string_attribute(w->dset, "tokenizer", w->tokenizer) != 0)
-        return h5_fail("'%s': cannot write the attributes of /tokens", w->tmp_path);
+        return ct_h5_fail("'%s': cannot write the attributes of /tokens", w->tmp_path);
     return 0;
 }
 
@@ -865,7 +809,7 @@ static int writer_flush(TokenWriter *w) {
         if (H5Dset_extent(w->dset, &new_size) < 0 || (file_space = H5Dget_space(w->dset)) < 0 ||
             H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
             H5Dwrite(w->dset, mem_type, mem_space, file_space, H5P_DEFAULT, w->buffer) < 0)
-            rc = h5_fail("'%s': cannot write /tokens[%lld:%lld]", w->tmp_path, (long long)start,
+            rc = ct_h5_fail("'%s': cannot write /tokens[%lld:%lld]", w->tmp_path, (long long)start,
                          (long long)new_size);
         if (file_space >= 0) H5Sclose(file_space);
         H5Sclose(mem_space);
@@ -915,10 +859,10 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
     }
     fclose(probe);
     ct_hdf5_lock();
-    hid_t fapl = file_access_plist();
+    hid_t fapl = ct_h5_file_access_plist();
     w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
-    int rc = w->file < 0 ? h5_fail("cannot create '%s'", w->tmp_path) : 0;
+    int rc = w->file < 0 ? ct_h5_fail("cannot create '%s'", w->tmp_path) : 0;
     ct_hdf5_unlock();
     if (rc != 0) {
         w->file = H5I_INVALID_HID;
@@ -982,7 +926,7 @@ int token_writer_set_luts(TokenWriter *w, const int16_t *base_bytes, const uint8
         write_lut_table(group, LUT_NAMES[0], H5T_STD_I16LE, H5T_NATIVE_INT16, w->vocab_size, base_bytes) != 0 ||
         write_lut_table(group, LUT_NAMES[1], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, has_leading_space) != 0 ||
         write_lut_table(group, LUT_NAMES[2], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, is_boundary_token) != 0)
-        rc = h5_fail("'%s': cannot write the /tokenizer tables", w->tmp_path);
+        rc = ct_h5_fail("'%s': cannot write the /tokenizer tables", w->tmp_path);
     if (group >= 0) H5Gclose(group);
     ct_hdf5_unlock();
     return rc;
@@ -999,7 +943,7 @@ int token_writer_close(TokenWriter *w) {
     w->dset = H5I_INVALID_HID;
     if (closed >= 0) closed = H5Fclose(w->file);
     w->file = H5I_INVALID_HID;
-    int rc = closed < 0 ? h5_fail("'%s': cannot finish writing", w->tmp_path) : 0;
+    int rc = closed < 0 ? ct_h5_fail("'%s': cannot finish writing", w->tmp_path) : 0;
     ct_hdf5_unlock();
     if (rc != 0) goto fail;
     if (rename(w->tmp_path, w->path) != 0) {

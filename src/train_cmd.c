@@ -8,6 +8,7 @@
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "model.h"
 #include "train.h"
 
 static void train_usage(FILE *out) {
@@ -21,6 +22,7 @@ static void train_usage(FILE *out) {
             "options:\n"
             "  --config FILE   read keys from FILE\n"
             "  --print-config  print the resolved configuration and exit without training\n"
+            "  --print-flops-per-token  print the model FLOPs per trained token and exit\n"
             "  -h, --help      show this help\n"
             "\n"
             "keys (name, type, default, meaning):\n");
@@ -98,6 +100,8 @@ int train_main(int argc, char **argv) {
             config_print_markdown(stdout);
             rc = CT_EXIT_OK;
             goto done;
+        } else if (!strcmp(a, "--print-flops-per-token")) {
+            print_only = 2;
         } else if (!strcmp(a, "--print-config")) {
             print_only = 1;
         } else if (a[0] == '-') {
@@ -115,8 +119,19 @@ int train_main(int argc, char **argv) {
         ct_print_error();
         goto done;
     }
-    if (print_only) {
+    if (print_only == 1) {
         config_write(&cfg, stdout);
+        rc = CT_EXIT_OK;
+        goto done;
+    }
+    if (print_only == 2) { /* for benchmarks: model FLOPs per trained token (docs/model.md) */
+        ModelSpec spec;
+        if (model_spec_init(&spec, &cfg) != 0) {
+            ct_print_error();
+            goto done;
+        }
+        printf("%.0f\n", model_train_flops_per_token(&spec, (int)cfg.train_seq_len));
+        model_spec_free(&spec);
         rc = CT_EXIT_OK;
         goto done;
     }

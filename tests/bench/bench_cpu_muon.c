@@ -50,7 +50,8 @@ static double median_ms(double *ms, int n) {
 
 /* The plain version for comparison: whole-matrix cblas_sgemm, OpenBLAS threads them itself.
  * Wide matrices only (rows <= cols), which is all the comparison needs. */
-static void newton_schulz5_plain_blas(const float *G, float *X, int m, int n, int steps, float *scratch) {
+static void newton_schulz5_plain_blas(const float *G, float *X, int m, int n, int steps,
+                                      float *scratch) {
     const size_t mn = (size_t)m * n, mm = (size_t)m * m;
     float *x_next = scratch, *gram = scratch + mn, *poly = gram + mm;
     double sumsq = 0;
@@ -58,10 +59,11 @@ static void newton_schulz5_plain_blas(const float *G, float *X, int m, int n, in
     const float divisor = (float)sqrt(sumsq) + NS5_EPS;
     for (size_t i = 0; i < mn; i++) X[i] = G[i] / divisor;
     for (int s = 0; s < steps; s++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, n, 1.0f, X, n, X, n, 0.0f, gram, m);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, n, 1.0f, X, n, X, n, 0.0f, gram,
+                    m);
         memcpy(poly, gram, mm * sizeof *poly);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, NS5_C, gram, m, gram, m, NS5_B,
-                    poly, m);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, NS5_C, gram, m, gram, m,
+                    NS5_B, poly, m);
         memcpy(x_next, X, mn * sizeof *x_next);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, m, 1.0f, poly, m, X, n, NS5_A,
                     x_next, n);

@@ -10,7 +10,8 @@
  *    truncation plus 1e-16*|L|/step cancellation), so the error measured is the fp32 backward's
  *    own rounding (~1e-7..1e-6). A wrong or missing term shows up at 1e-2 or more.
  *  ACCUMULATE_TOL 1e-6: calling a backward twice from zero must give twice the first result;
- *    it is exactly 2x except where a product is blocked over K, hence not 0.
+ *    it is exactly 2x except where a gradient is summed from several partial products (K blocks
+ *    of a matrix product, token chunks of the logits), hence not 0.
  * CT_TEST_VERBOSE=1 prints every measured error to stderr. */
 #include <float.h>
 #include <omp.h>

@@ -41,7 +41,8 @@ static void ref_newton_schulz5(const float *G, double *out, int rows, int cols, 
     const int transposed = rows > cols;
     const int m = transposed ? cols : rows, n = transposed ? rows : cols;
     const size_t mn = (size_t)m * n;
-    double *x = malloc(mn * sizeof *x), *xt = malloc(mn * sizeof *xt), *bx = malloc(mn * sizeof *bx);
+    double *x = malloc(mn * sizeof *x), *xt = malloc(mn * sizeof *xt);
+    double *bx = malloc(mn * sizeof *bx);
     double *a = malloc((size_t)m * m * sizeof *a), *aa = malloc((size_t)m * m * sizeof *aa);
     double norm = 0;
     for (size_t i = 0; i < mn; i++) norm += (double)G[i] * G[i];
@@ -201,7 +202,7 @@ static void ns5_bitwise_across_thread_counts(void) {
         const int same_in_place = !memcmp(results[0], G, n * sizeof(float));
         for (int t = 0; t < 3; t++) free(results[t]);
         free(G), free(scratch);
-        CHECK(same12 && same13, "%dx%d: results differ between thread counts (1 vs 2: %s, 1 vs 3: %s)",
+        CHECK(same12 && same13, "%dx%d: bits depend on the thread count (1 vs 2: %s, 1 vs 3: %s)",
               rows, cols, same12 ? "same" : "differ", same13 ? "same" : "differ");
         CHECK(same_in_place, "%dx%d: in-place result differs", rows, cols);
     }
@@ -246,7 +247,8 @@ static void muon_steps_vs_double(void) {
     }
     printf("  muon 200x96: rel err update %.3g, momentum buffer %.3g, param %.3g\n", update_err,
            buf_err, p_err);
-    free(p), free(buf), free(update), free(scratch), free(p_ref), free(buf_ref), free(o_ref), free(u_f);
+    free(p), free(buf), free(update), free(scratch);
+    free(p_ref), free(buf_ref), free(o_ref), free(u_f);
     CHECK(update_err < 1e-4, "update rel err %.3g", update_err);
     CHECK(buf_err < 1e-6, "momentum buffer rel err %.3g", buf_err);
     CHECK(p_err < 1e-6, "param rel err %.3g", p_err);

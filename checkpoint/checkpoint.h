@@ -1,0 +1,89 @@
+/* checkpoint.h — HDF5 checkpoints of a training run (format: docs/checkpoint-format.md) and the
+ * `ctrain ckpt` tools.
+ *
+ * A checkpoint is <dir>/step_NNNNNNNN.h5: the fp32 master weights under /model (names and
+ * shapes of train_gpt.py's state_dict), the optimizer state under /optimizer, the loader
+ * cursor and data file list under /loader/train, the whole configuration under /config and
+ * named scalars under /metrics. Every dataset is Fletcher32-checksummed per chunk and the root
+ * attribute content_crc32 covers every dataset and attribute, so damage anywhere is detected
+ * before a run resumes from it. <dir>/latest names the newest complete checkpoint.
+ *
+ * Writes are crash-safe: the file is written under a temporary name, fsynced and renamed into
+ * place, then `latest` is replaced the same way; a crash or SIGKILL at any moment leaves the
+ * previous checkpoint valid and `latest` naming a valid file.
+ *
+ * All functions return 0 (or the documented count) on success and -1 with ct_error() naming
+ * the file, the object and what was expected. They take ct_hdf5_lock() themselves, so they
+ * may run while the loader's prefetch thread reads token files. */
+#ifndef CT_CHECKPOINT_H
+#define CT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+#include "data.h"
+#include "loader.h"
+
+/* The run position saved beside the tensors. */
+typedef struct {
+    int64_t step;         /* optimizer steps completed */
+    int64_t train_tokens; /* tokens taken from the training stream */
+    int world_size;
+    double training_time_ms;
+    const char *device; /* "cpu" / "cuda" */
+    LoaderCursor cursor;
+    /* Extra named scalars for exact continuation and logging (e.g. last_val_loss); may be 0
+     * entries. Names are attribute names of /metrics: non-empty, unique, without '/'. */
+    int num_extras;
+    const char *const *extra_names;
+    const double *extra_values;
+} CheckpointInfo;
+
+/* Write dir/step_NNNNNNNN.h5 (created with its parent directories if needed) atomically,
+ * point dir/latest at it, then delete the oldest checkpoints so that `keep` (>= 1) remain;
+ * the file just written and the one `latest` named before are never deleted. An existing
+ * file of the same step is replaced atomically. path_out (may be NULL) receives the final
+ * path. Failing to delete an old checkpoint only prints a warning. st must hold the host copy
+ * of the state (the CUDA backend syncs it first). */
+int checkpoint_save(const char *dir, const Config *cfg, const TrainState *st, const CheckpointInfo *info,
+                    const TokenSet *train_set, int keep, char *path_out, size_t path_cap);
+
+/* Fully verify a file without needing a configuration: the format attributes, that every
+ * object the model described by the file's own /config needs is present with the right type
+ * and shape (and nothing else is), the loader cursor against the recorded file list, the
+ * Fletcher32 checksum of every chunk of every dataset, and the content checksum. */
+int checkpoint_verify(const char *path);
+
+/* Resume: verify the file, then check it against cfg: every SHAPE key of the key table must be
+ * equal (the message lists each differing key with the checkpoint's and the configured
+ * value); the training data files and their token counts must equal train_set's (the message
+ * names the first difference). Then fill st (params, exp_avg, exp_avg_sq, momentum, adam_step;
+ * st must have been made by train_state_init from cfg) and *info (step, train_tokens,
+ * world_size, training_time_ms, device, cursor, extras: allocated copies, freed with
+ * checkpoint_info_free). FREE keys whose value differs are reported by calling
+ * report(key, checkpoint_value, configured_value) for each, after the load succeeded (report
+ * may be NULL). On failure st is unspecified and *info is empty. */
+int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const TokenSet *train_set,
+                    CheckpointInfo *info,
+                    void (*report)(const char *key, const char *old_value, const char *new_value));
+void checkpoint_info_free(CheckpointInfo *info);
+
+/* resume=auto: the newest valid checkpoint in dir. Tries the one `latest` names first, then
+ * the other step_*.h5 files by descending step; for each one that fails verification (and
+ * for a `latest` that is unreadable or names a missing file) calls warn(path, reason) (warn may
+ * be NULL). Returns 1 with the path in path_out, 0 if dir holds no checkpoint (or does not
+ * exist), -1 if checkpoints exist but none is valid, or on an error reading dir. */
+int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
+                              void (*warn)(const char *path, const char *reason));
+
+/* 1 if dir holds at least one step_*.h5 checkpoint, 0 if none (or dir does not exist), -1 if
+ * dir cannot be read (resume=none refuses to overwrite an existing run). */
+int checkpoint_dir_has_checkpoints(const char *dir);
+
+/* `ctrain ckpt info|verify|diff ...`; argv[0] is "ckpt". Returns the process exit code:
+ * 0 success, 1 invalid file / runtime error (diff --exact: files differ), 2 usage error. */
+int ckpt_main(int argc, char **argv);
+
+#endif

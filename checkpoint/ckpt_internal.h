@@ -1,0 +1,156 @@
+/* ckpt_internal.h — what the checkpoint files share among themselves (not part of the API):
+ * the format's names, the list of tensors a model has, HDF5 attribute/dataset helpers, the
+ * content checksum, the parsed metadata of a file and directory helpers.
+ * Functions documented "lock held" must be called with ct_hdf5_lock() held. */
+#ifndef CT_CKPT_INTERNAL_H
+#define CT_CKPT_INTERNAL_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+
+#define CKPT_FORMAT "ctrain-checkpoint"
+#define CKPT_FORMAT_VERSION 1
+/* Chunk size cap in elements: whole tensor below it (one Fletcher32 checksum per tensor),
+ * slabs of rows above it so a damaged region is found without huge chunks. */
+#define CKPT_CHUNK_MAX_ELEMENTS ((int64_t)1 << 20)
+/* Longest object path in a checkpoint ("/optimizer/<64-char name>/exp_avg_sq" fits). */
+#define CKPT_PATH_MAX 256
+
+/* ---- test hook: tests set it to simulate a crash (e.g. raise(SIGKILL)) at a named stage of
+ * checkpoint_save; NULL in production. Stages: "tmp-half-written", "tmp-written",
+ * "renamed", "latest-tmp-written", "latest-renamed", "pruning". ---- */
+extern void (*ckpt_test_stage_hook)(const char *stage);
+void ckpt_stage(const char *stage);
+
+/* ---- CRC-32 (the zlib / IEEE 802.3 polynomial): crc = ckpt_crc32(0, ...) then chain, as
+ * Python's zlib.crc32(data, crc). ---- */
+uint32_t ckpt_crc32(uint32_t crc, const void *data, size_t n);
+
+/* ---- the tensors of a model: /model/<name> and its optimizer buffers ---- */
+typedef enum { CKPT_BUF_PARAMS, CKPT_BUF_EXP_AVG, CKPT_BUF_EXP_AVG_SQ, CKPT_BUF_MOMENTUM } CkptBuffer;
+
+typedef struct {
+    char path[CKPT_PATH_MAX]; /* "/model/tok_emb.weight", "/optimizer/tok_emb.weight/exp_avg" */
+    const ParamInfo *param;
+    CkptBuffer buffer;
+} CkptTensor;
+
+/* Every tensor of the model in file order (all /model first, then the optimizer buffers in
+ * parameter order); caller frees *list. */
+int ckpt_tensor_list(const ModelSpec *spec, CkptTensor **list, int *count);
+/* The TrainState buffer a tensor lives in. */
+float *ckpt_tensor_buffer(const TrainState *st, CkptBuffer b);
+/* "[1024, 512]" */
+void ckpt_format_shape(int ndim, const int64_t *dims, char *buf, size_t cap);
+
+/* ---- HDF5 helpers (lock held) ---- */
+
+/* File access list for every checkpoint open: best-effort locking (HDF5_USE_FILE_LOCKING
+ * honoured), the 1.8 object format (checksummed object headers, readable by every HDF5 since
+ * 1.8) and a strong close (closing the file closes everything in it). */
+hid_t ckpt_fapl(void);
+/* Open a checkpoint read-only with messages a user can act on (missing, a directory, not
+ * HDF5, truncated). */
+hid_t ckpt_open_read(const char *path);
+
+int ckpt_attr_write_i64(hid_t obj, const char *name, int64_t value);
+int ckpt_attr_write_i32(hid_t obj, const char *name, int32_t value);
+int ckpt_attr_write_u32(hid_t obj, const char *name, uint32_t value);
+int ckpt_attr_write_f64(hid_t obj, const char *name, double value);
+int ckpt_attr_write_str(hid_t obj, const char *name, const char *value);
+
+/* Readers: `file` and `where` ("/loader/train") only name things in messages. A missing
+ * attribute, one holding more than one value, or one of another type fails naming it. */
+int ckpt_attr_read_i64(hid_t obj, const char *file, const char *where, const char *name, int64_t *value);
+int ckpt_attr_read_f64(hid_t obj, const char *file, const char *where, const char *name, double *value);
+int ckpt_attr_read_str(hid_t obj, const char *file, const char *where, const char *name, char **value);
+
+/* Shape of a dataset: returns its rank (dims filled, up to 8) or -1. */
+int ckpt_dataset_shape(hid_t dset, hsize_t *dims);
+
+/* ---- objects of a file and the content checksum ---- */
+typedef struct {
+    char *path; /* "/model/tok_emb.weight"; the root group is "/" */
+    int is_dataset;
+} CkptObject;
+
+typedef struct {
+    int count;
+    CkptObject *items; /* sorted by path (byte order), root first */
+} CkptObjects;
+
+/* Every object reachable from the root (soft and external links are an error). */
+int ckpt_list_objects(hid_t file, const char *path, CkptObjects *out);
+void ckpt_objects_free(CkptObjects *objs);
+/* Index of path in objs, or -1. */
+int ckpt_objects_find(const CkptObjects *objs, const char *path);
+
+/* The content checksum (docs/checkpoint-format.md "Content checksum"): reads every attribute
+ * (except the root's content_crc32) and every dataset in full, so a Fletcher32 failure is
+ * reported naming the dataset. */
+int ckpt_content_crc(hid_t file, const char *path, const CkptObjects *objs, uint32_t *crc);
+
+/* ---- parsed metadata of a checkpoint ---- */
+typedef struct {
+    int64_t format_version;
+    int64_t step, train_tokens, world_size, adam_step;
+    double training_time_ms;
+    char *created, *ctrain_version, *device;
+    uint32_t content_crc32;
+    Config cfg;                    /* /config, defaults for keys the file lacks */
+    unsigned char cfg_present[64]; /* per key of the table: found in the file */
+    int num_unknown_keys;          /* /config attributes this build does not know */
+    char **unknown_keys;
+    ModelSpec spec; /* the model /config describes */
+    LoaderCursor cursor;
+    int num_files;
+    char **files;
+    int64_t *file_tokens;
+    int num_extras;
+    char **extra_names;
+    double *extra_values;
+} CkptMeta;
+
+/* Read the root attributes, /config, /optimizer's adam_step, /loader/train and /metrics,
+ * checking their types and the format attributes. Lock held. */
+int ckpt_meta_read(hid_t file, const char *path, CkptMeta *m);
+void ckpt_meta_free(CkptMeta *m);
+
+/* Check that the file's objects are exactly those of the model m describes, with float32
+ * tensors of the right shapes, and the loader cursor against the recorded files. Lock held. */
+int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const CkptObjects *objs);
+
+/* The whole of checkpoint_verify on an open file; fills *m (freed by the caller even on
+ * failure). Lock held. */
+int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m);
+
+/* A key's value as text ("512", "0.04", "1"; strings as they are): floats in the shortest form
+ * that reads back exactly. */
+const char *ckpt_config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap);
+/* Whether two configurations agree on a key. */
+int ckpt_config_value_equal(const Config *a, const Config *b, const ConfigKey *k);
+
+/* ---- directory helpers ---- */
+
+/* step of a final checkpoint file name "step_<digits>.h5", or -1 if name is not one. */
+int64_t ckpt_name_step(const char *name);
+/* The step_*.h5 files of dir sorted by descending step (names only). Returns the count, 0 if
+ * dir does not exist, -1 on error. Caller frees with ckpt_free_names. */
+int ckpt_list_dir(const char *dir, char ***names);
+void ckpt_free_names(char **names, int count);
+/* fsync a file or directory by path; EINVAL (file systems that cannot sync directories) is
+ * not an error. */
+int ckpt_fsync_path(const char *path, int is_dir);
+/* Point dir/latest at `name` atomically (temporary file, fsync, rename, fsync dir). */
+int ckpt_write_latest(const char *dir, const char *name);
+/* The file name dir/latest holds: 1 with name set, 0 if there is no latest, -1 (with a
+ * message) if it cannot be read or does not hold a checkpoint file name. */
+int ckpt_read_latest(const char *dir, char *name, size_t cap);
+/* Delete the oldest step_*.h5 beyond the `keep` newest, never `protect` nor the file latest
+ * names, and leftover temporary files of interrupted saves. Failures print a warning. */
+void ckpt_prune(const char *dir, int keep, const char *protect);
+
+#endif

@@ -1,0 +1,58 @@
+/* h5util.c — HDF5 helpers shared by data.c and checkpoint/ (see h5util.h). Moved here from
+ * data.c unchanged so that both report HDF5 failures in the same words. */
+#include "h5util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+/* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
+ * says that its plugin directory does not exist; the line above names the filter). */
+static herr_t keep_innermost(unsigned n, const H5E_error2_t *err, void *data) {
+    (void)n;
+    char *detail = data;
+    int plugin_search = err->func_name && !strncmp(err->func_name, "H5PL", 4);
+    if (!detail[0] && !plugin_search && err->desc) snprintf(detail, 512, "%s", err->desc);
+    return 0;
+}
+
+int ct_h5_fail(const char *fmt, ...) {
+    char message[1536], detail[512] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, detail);
+    H5Eclear2(H5E_DEFAULT);
+    if (detail[0]) return ct_fail("%s (HDF5: %s)", message, detail);
+    return ct_fail("%s", message);
+}
+
+void ct_h5_describe_type(hid_t type, char *buf, size_t cap) {
+    size_t bits = H5Tget_size(type) * 8;
+    switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+        snprintf(buf, cap, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+        break;
+    case H5T_FLOAT: snprintf(buf, cap, "float%zu", bits); break;
+    case H5T_STRING: snprintf(buf, cap, "string"); break;
+    case H5T_ENUM: snprintf(buf, cap, "enum%zu (numpy bool is stored as an enum)", bits); break;
+    case H5T_COMPOUND: snprintf(buf, cap, "compound"); break;
+    case H5T_ARRAY: snprintf(buf, cap, "array"); break;
+    case H5T_VLEN: snprintf(buf, cap, "variable-length sequence"); break;
+    case H5T_BITFIELD: snprintf(buf, cap, "bitfield%zu", bits); break;
+    case H5T_OPAQUE: snprintf(buf, cap, "opaque"); break;
+    case H5T_REFERENCE: snprintf(buf, cap, "reference"); break;
+    default: snprintf(buf, cap, "unknown type"); break;
+    }
+}
+
+hid_t ct_h5_file_access_plist(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#if (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 12, 0)) || H5_VERSION_GE(1, 12, 1)
+    if (fapl >= 0) H5Pset_file_locking(fapl, 1, 1);
+#endif
+    return fapl;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# run.sh — `make bench`: CPU benchmarks, measured side by side in one run on this machine.
+#   1. the sgemm ceiling (OpenBLAS, and ctrain's deterministic tiled cpu_sgemm)
+#   2. op micro-benchmarks (attention, Newton-Schulz)
+#   3. ctrain vs the PyTorch fp32 implementation (tests/parity/ref_gpt.py), 2 threads each, on
+#      num_layers=4 model_dim=256 heads 4/2 seq 256 batch 16384 slots 8 vocab 1024, with
+#      tokens/s and achieved model GFLOP/s (FLOP count in docs/model.md)
+#   4. the full baseline shape (9 x 512, seq 1024) with a reduced batch
+# Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+threads=${BENCH_THREADS:-2}
+steps=${BENCH_STEPS:-6}
+work=$(mktemp -d /tmp/ctrain-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=$threads
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads"
+echo "== 1. sgemm ceiling"
+"$build/bench/bench_sgemm"
+echo "== 2. op micro-benchmarks"
+for b in "$build"/bench/bench_cpu_*; do [ -x "$b" ] && "$b"; done
+
+echo "== 3. ctrain vs PyTorch (fp32, $threads threads each)"
+/usr/bin/python3 - "$work/data.h5" <<'PY'
+import sys, h5py, numpy as np
+rng = np.random.default_rng(0)
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("tokens", data=rng.integers(0, 1024, size=4_000_000, dtype=np.uint16), chunks=(1 << 20,))
+    d.attrs["vocab_size"] = 1024
+    d.attrs["bos_id"] = -1
+    d.attrs["tokenizer"] = "synthetic uniform tokens (benchmark)"
+PY
+cfg=(vocab_size=1024 num_layers=4 model_dim=256 num_heads=4 num_kv_heads=2 train_seq_len=256
+     train_batch_tokens=16384 grad_accum_slots=8)
+ctrain_rate() { # out_dir -> median tokens/s and step_ms over steps 2.. (step 1 warms caches)
+    /usr/bin/python3 - "$1/metrics.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l][1:]
+print(statistics.median(r["tokens_per_s"] for r in rows), statistics.median(r["step_ms"] for r in rows))
+PY
+}
+"$build/ctrain" train "${cfg[@]}" train_files="$work/data.h5" iterations=$((steps + 1)) val_loss_every=0 \
+    threads=$threads out_dir="$work/small" checkpoint_every=0 >"$work/small.log"
+read -r c_tps c_ms < <(ctrain_rate "$work/small")
+flops=$("$build/ctrain" train "${cfg[@]}" train_files=x --print-flops-per-token 2>/dev/null || echo 0)
+/usr/bin/python3 "$root/tests/bench/torch_bench.py" "$work/data.h5" "$steps" "$threads" "${cfg[@]}" >"$work/torch.txt"
+t_tps=$(awk '/BENCH torch_tokens_per_s/{print $3}' "$work/torch.txt")
+t_ms=$(awk '/BENCH torch_step_ms/{print $3}' "$work/torch.txt")
+ceiling=$("$build/bench/bench_sgemm" | awk '/BENCH sgemm_ceiling_n2048_gflops/{print $3}')
+/usr/bin/python3 - "$c_tps" "$c_ms" "$t_tps" "$t_ms" "$flops" "$ceiling" <<'PY'
+import sys
+c_tps, c_ms, t_tps, t_ms, flops, ceiling = map(float, sys.argv[1:])
+print(f"  ctrain : {c_ms:8.1f} ms/step  {c_tps:9.0f} tokens/s")
+print(f"  pytorch: {t_ms:8.1f} ms/step  {t_tps:9.0f} tokens/s")
+print(f"  speedup: {c_tps / t_tps:.2f}x")
+print(f"BENCH small_ctrain_tokens_per_s {c_tps:.0f}")
+print(f"BENCH small_torch_tokens_per_s {t_tps:.0f}")
+print(f"BENCH small_speedup {c_tps / t_tps:.2f}")
+if flops > 0:
+    g = c_tps * flops / 1e9
+    print(f"  model FLOPs/token {flops / 1e6:.2f} M -> {g:.1f} GFLOP/s = {100 * g / ceiling:.0f}% of the {ceiling:.1f} GFLOP/s sgemm ceiling")
+    print(f"BENCH small_ctrain_gflops {g:.1f}")
+    print(f"BENCH small_fraction_of_ceiling {g / ceiling:.2f}")
+PY
+
+echo "== 4. baseline shape (9 layers x 512, seq 1024), reduced batch: train_batch_tokens=65536 (8 slots x 8192)"
+"$build/ctrain" train train_files="$work/data.h5" train_batch_tokens=65536 iterations=3 val_loss_every=0 \
+    threads=$threads out_dir="$work/base" checkpoint_every=0 >"$work/base.log"
+read -r b_tps b_ms < <(ctrain_rate "$work/base")
+echo "  ctrain: ${b_ms} ms/step  ${b_tps} tokens/s"
+echo "BENCH baseline_reduced_step_ms $b_ms"
+echo "BENCH baseline_reduced_tokens_per_s $b_tps"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_train.sh — end-to-end CPU training runs: progress output and metrics.jsonl, falling
+# loss, bitwise reproducibility across runs and thread counts, NaN detection, data/config
+# mismatches, tied and untied heads.
+source "$CT_ROOT/tests/cli/lib.sh"
+
+"$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
+    >/dev/null 2>&1 || { fail make_data "from-text failed"; exit 1; }
+small=(train_files=train.h5 val_files=val.h5 vocab_size=256 num_layers=3 model_dim=32 num_heads=4 num_kv_heads=2
+       train_seq_len=16 train_batch_tokens=256 grad_accum_slots=8 val_batch_size=256 warmdown_iters=3
+       muon_momentum_warmup_steps=4 train_log_every=2)
+
+expect_ok run_a "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=a threads=2
+cp out run_a.out
+expect_grep progress_line '^step 8/8  loss [0-9.]+  lr_scale 0\.333  step [0-9]+ms  [0-9]+ tok/s  eta' run_a.out
+expect_grep val_line '^step 4/8  val_loss [0-9.]+  val_bpb [0-9.]+' run_a.out
+expect_grep config_printed '^  num_layers += 3  \(command line\)' run_a.out
+expect_grep metrics_step_fields '^\{"step": 1, "train_loss": [0-9.e-]+, "lr_scale": 1, "step_ms": [0-9.]+, "tokens_per_s": [0-9.]+' a/metrics.jsonl
+expect_grep metrics_val_fields '^\{"step": 8, "val_loss": [0-9.e-]+, "val_bpb": [0-9.e-]+' a/metrics.jsonl
+n=$(grep -c '"train_loss"' a/metrics.jsonl)
+[ "$n" = 8 ] && pass metrics_every_step || fail metrics_every_step "expected 8 train lines, got $n"
+# bpb of byte-level data is loss / ln 2
+/usr/bin/python3 - a/metrics.jsonl <<'PY' && pass bpb_is_loss_over_ln2 || fail bpb_is_loss_over_ln2 "val_bpb != val_loss/ln2"
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"val_loss"' in l]
+assert rows and all(abs(r["val_bpb"] - r["val_loss"] / math.log(2)) < 1e-9 * r["val_bpb"] for r in rows), rows
+PY
+
+# same config, data and seed => bitwise identical losses, whatever the thread count
+expect_ok run_b "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=b threads=1
+losses() { /usr/bin/python3 -c 'import json,sys; [print(repr(json.loads(l).get("train_loss", json.loads(l).get("val_loss")))) for l in open(sys.argv[1])]' "$1"; }
+if [ "$(losses a/metrics.jsonl)" = "$(losses b/metrics.jsonl)" ]; then pass bitwise_across_thread_counts
+else fail bitwise_across_thread_counts "$(diff <(losses a/metrics.jsonl) <(losses b/metrics.jsonl) | head -5)"; fi
+expect_ok run_c "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=c threads=2
+if [ "$(losses a/metrics.jsonl)" = "$(losses c/metrics.jsonl)" ]; then pass bitwise_across_runs
+else fail bitwise_across_runs "$(diff <(losses a/metrics.jsonl) <(losses c/metrics.jsonl) | head -5)"; fi
+
+# the loss falls
+/usr/bin/python3 - a/metrics.jsonl <<'PY' && pass loss_falls || fail loss_falls "validation loss did not fall"
+import json, sys
+v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if '"val_loss"' in l]
+assert len(v) == 3 and v[-1] < v[0] - 0.5, v
+PY
+
+expect_ok untied "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 tie_embeddings=0 out_dir=u
+expect_ok clip "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 grad_clip_norm=0.5 out_dir=clip
+expect_grep clip_logs_grad_norm '"grad_norm": [0-9.e-]+' clip/metrics.jsonl
+
+# a diverging run stops with a clear message and exit 1
+expect_fail nan_stops 1 'training loss is (NaN|[+-]Inf): training diverged' "$CTRAIN" train "${small[@]}" iterations=5 val_loss_every=0 \
+    tied_embed_lr=1e38 scalar_lr=1e38 out_dir=nan
+
+expect_fail vocab_mismatch 1 "vocab_size is 256 .*train.h5.* vocab_size = 1024" \
+    "$CTRAIN" train "${small[@]}" vocab_size=1024 iterations=1 out_dir=v
+expect_fail too_little_data 1 'fewer than one optimizer step' \
+    "$CTRAIN" train "${small[@]}" train_batch_tokens=1048576 train_seq_len=16 iterations=1 out_dir=t
+expect_fail cuda_without_gpu 1 'cuda' "$CTRAIN" train "${small[@]}" device=cuda iterations=1 out_dir=g

@@ -1,0 +1,193 @@
+"""ref_gpt.py — an independent fp32 PyTorch implementation of the parameter-golf GPT, its data
+order and its optimizers, used to check ctrain's CPU backend from the outside.
+
+Written from the model description in docs/model.md (not from ctrain's C code): plain torch
+ops, autograd for the backward, torch.optim.Adam for Adam, an fp32 Newton-Schulz Muon, and a
+token stream read with h5py. Runs on torch 1.13 (Debian 12), which has neither F.rms_norm nor
+F.scaled_dot_product_attention, so both are spelled out here.
+"""
+import glob
+import math
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+EPS = torch.finfo(torch.float32).eps
+
+
+def rms_norm(x):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + EPS)
+
+
+def rope_tables(seq_len, head_dim, base):
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def rope(x, cos, sin):
+    # x: [B, heads, T, hd]; half-split layout
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat((a * cos + b * sin, b * cos - a * sin), dim=-1)
+
+
+def causal_attention(q, k, v):
+    # q: [B, H, T, hd]; k, v: [B, KV, T, hd]; query head h reads kv head h // (H / KV)
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    T = q.shape[2]
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+class RefGPT:
+    """Parameters live in a dict keyed by the state_dict names of train_gpt.py's GPT."""
+
+    def __init__(self, cfg, params):
+        self.cfg = cfg
+        self.p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+        self.L = cfg["num_layers"]
+        self.enc = self.L // 2
+        self.dec = self.L - self.enc
+        self.H = cfg["num_heads"]
+        self.KV = cfg["num_kv_heads"]
+        self.D = cfg["model_dim"]
+        self.hd = self.D // self.H
+        self.cos, self.sin = rope_tables(cfg["train_seq_len"], self.hd, cfg["rope_base"])
+
+    def block(self, i, x, x0):
+        p = lambda n: self.p[f"blocks.{i}.{n}"]
+        B, T, D = x.shape
+        mix = p("resid_mix")
+        x = mix[0] * x + mix[1] * x0
+        h = rms_norm(x)
+        q = (h @ p("attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = (h @ p("attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        v = (h @ p("attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        q = rope(rms_norm(q), self.cos, self.sin) * p("attn.q_gain").view(1, -1, 1, 1)
+        k = rope(rms_norm(k), self.cos, self.sin)
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, D)
+        x = x + p("attn_scale") * (y @ p("attn.proj.weight").T)
+        m = torch.relu(rms_norm(x) @ p("mlp.fc.weight").T).square()
+        return x + p("mlp_scale") * (m @ p("mlp.proj.weight").T)
+
+    def loss(self, inputs, targets):
+        x = rms_norm(self.p["tok_emb.weight"][inputs])
+        x0 = x
+        skips = []
+        for i in range(self.enc):
+            x = self.block(i, x, x0)
+            skips.append(x)
+        for j in range(self.dec):
+            if skips:
+                x = x + self.p["skip_weights"][j] * skips.pop()
+            x = self.block(self.enc + j, x, x0)
+        x = rms_norm(x)
+        head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.p["lm_head.weight"]
+        c = self.cfg["logit_softcap"]
+        logits = c * torch.tanh((x @ head.T) / c)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def newton_schulz(g, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (g.norm() + 1e-7)
+    tall = g.shape[0] > g.shape[1]
+    if tall:
+        x = x.T
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.T if tall else x
+
+
+def is_matrix(name):
+    return name.startswith("blocks.") and name.endswith(".weight")
+
+
+def token_stream(pattern):
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise FileNotFoundError(pattern)
+    parts = []
+    for f in files:
+        with h5py.File(f, "r") as h:
+            parts.append(np.asarray(h["tokens"][:], dtype=np.int64))
+    return np.concatenate(parts)
+
+
+def slot_tokens(stream, step, slot, slots, span):
+    start = (step * slots + slot) * span
+    idx = (start + np.arange(span)) % len(stream)
+    return torch.from_numpy(stream[idx])
+
+
+def lr_scale(step, iterations, warmdown):
+    if warmdown <= 0:
+        return 1.0
+    if max(iterations - warmdown, 0) <= step < iterations:
+        return max((iterations - step) / max(warmdown, 1), 0.0)
+    return 1.0
+
+
+def train(cfg, params, stream, steps):
+    """Train `steps` optimizer steps from params; return (per-step losses, model, adam opts, muon state)."""
+    model = RefGPT(cfg, params)
+    tied = cfg["tie_embeddings"]
+    groups = {"tok": [], "head": [], "scalar": [], "matrix": []}
+    for name, t in model.p.items():
+        if name == "tok_emb.weight":
+            groups["tok"].append(t)
+        elif name == "lm_head.weight":
+            groups["head"].append(t)
+        elif is_matrix(name):
+            groups["matrix"].append((name, t))
+        else:
+            groups["scalar"].append(t)
+    betas = (cfg["beta1"], cfg["beta2"])
+    base_lr = {"tok": cfg["tied_embed_lr"] if tied else cfg["embed_lr"], "head": cfg["head_lr"],
+               "scalar": cfg["scalar_lr"]}
+    adams = {g: torch.optim.Adam(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"], foreach=False)
+             for g in ("tok", "head", "scalar") if groups[g]}
+    momentum_bufs = {name: torch.zeros_like(t) for name, t in groups["matrix"]}
+    slots, T = cfg["grad_accum_slots"], cfg["train_seq_len"]
+    local = cfg["train_batch_tokens"] // slots
+    span = local + 1
+    losses = []
+    for step in range(steps):
+        scale = lr_scale(step, cfg["iterations"], cfg["warmdown_iters"])
+        total = 0.0
+        for slot in range(slots):
+            tok = slot_tokens(stream, step, slot, slots, span)
+            x = tok[:-1].view(-1, T)
+            y = tok[1:].view(-1, T)
+            loss = model.loss(x, y)
+            (loss * (1.0 / slots)).backward()
+            total += loss.item()
+        losses.append(total / slots)
+        warm = cfg["muon_momentum_warmup_steps"]
+        frac = min(step / warm, 1.0) if warm > 0 else 1.0
+        mu = (1 - frac) * cfg["muon_momentum_warmup_start"] + frac * cfg["muon_momentum"]
+        if cfg["grad_clip_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(list(model.p.values()), cfg["grad_clip_norm"])
+        for g, opt in adams.items():
+            for pg in opt.param_groups:
+                pg["lr"] = base_lr[g] * scale
+            opt.step()
+        with torch.no_grad():
+            for name, t in groups["matrix"]:
+                buf = momentum_bufs[name]
+                buf.mul_(mu).add_(t.grad)
+                u = t.grad.add(buf, alpha=mu)
+                u = newton_schulz(u, cfg["muon_backend_steps"])
+                u *= max(1, t.shape[0] / t.shape[1]) ** 0.5
+                t.add_(u, alpha=-cfg["matrix_lr"] * scale)
+        for t in model.p.values():
+            t.grad = None
+    return losses, model, adams, momentum_bufs
