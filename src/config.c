@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "stop.h"
 
 #define CT_KEY_ENTRY(name, type, def, group, resume, help) \
     {#name, CT_KEY_##type, def, group, CT_RESUME_##resume, help, offsetof(Config, name)},
@@ -265,6 +266,11 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->checkpoint_every >= 0, "checkpoint_every = %lld: expected >= 0", (long long)c->checkpoint_every);
     REQUIRE(c->keep_checkpoints >= 1, "keep_checkpoints = %lld: expected >= 1", (long long)c->keep_checkpoints);
     REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
+    REQUIRE(stop_signal_number(c->stop_signal) > 0,
+            "stop_signal = '%s': expected USR1, USR2, TERM, INT, HUP, QUIT, XCPU or ALRM (with or without SIG)",
+            c->stop_signal);
+    REQUIRE(c->stop_before_job_end >= 0, "stop_before_job_end = %g: expected >= 0 seconds (0 = off)",
+            c->stop_before_job_end);
     REQUIRE(!strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"), "device = '%s': expected cpu or cuda",
             c->device);
     REQUIRE(c->threads >= 0 && c->threads <= 4096, "threads = %lld: expected in [0, 4096] (0 = all cores)",

@@ -63,6 +63,11 @@
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \
     X(keep_checkpoints, INT, "3", "run", FREE, "how many recent checkpoints to keep")              \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \
+    X(overwrite, BOOL, "0", "run", FREE, "with resume=none: allow starting fresh in an out_dir that has checkpoints") \
+    X(stop_signal, STR, "USR1", "run", FREE,                                                        \
+      "signal that asks for checkpoint + exit 75 (besides TERM and INT); USR2 where MPI/NCCL use USR1") \
+    X(stop_before_job_end, FLOAT, "0", "run", FREE,                                                 \
+      "under Slurm: checkpoint and exit 75 this many seconds before the job's end time; 0 = off")  \
     X(device, STR, "cpu", "run", FREE, "cpu (fp32 reference) | cuda (bf16 compute)")               \
     X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")
 

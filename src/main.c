@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "common.h"
 #include "data.h"
 #include "train.h"
@@ -16,6 +17,7 @@ static void usage(FILE *out) {
             "commands:\n"
             "  train [--config FILE] [key=value ...]   train a model (see `ctrain train --help`)\n"
             "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
+            "  ckpt <info|verify|diff> ...              inspect and check HDF5 checkpoints\n"
             "\n"
             "options:\n"
             "  -h, --help      show this help\n"
@@ -41,6 +43,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ckpt")) return ckpt_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;

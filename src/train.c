@@ -1,21 +1,25 @@
 /* train.c — the training run, shared by every backend: prepares out_dir, opens the data,
- * builds the state and backend, then runs train_gpt.py's loop (validation at step 0, every
- * val_loss_every steps and at the end; lr schedule and Muon momentum warmup; accumulation over
- * grad_accum_slots / world_size micro-batches), logging progress to stdout and every step to
- * out_dir/metrics.jsonl. */
-#include <errno.h>
+ * builds the state and backend, resumes from a checkpoint when there is one, then runs
+ * train_gpt.py's loop (validation at the start, every val_loss_every steps and at the end; lr
+ * schedule and Muon momentum warmup; accumulation over grad_accum_slots / world_size
+ * micro-batches), logging progress to stdout and every step to out_dir/metrics.jsonl, with
+ * checkpoints every checkpoint_every steps, at the end, and when asked to stop (exit 75). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "common.h"
 #include "config.h"
 #include "cpu_optim.h"
 #include "data.h"
 #include "loader.h"
+#include "stop.h"
 #include "train.h"
+#include "trainer.h"
 
 static void print_resolved(const Config *cfg) {
     static const char *const origin[] = {"", "  (config file)", "  (command line)"};
@@ -28,64 +32,6 @@ static void print_resolved(const Config *cfg) {
     fflush(stdout);
 }
 
-/* Validation data, read once: train_gpt.py's load_validation_tokens keeps
- * ((tokens - 1) // seq_len) * seq_len + 1 tokens of the split. */
-typedef struct {
-    uint32_t *tokens;
-    int64_t num_seqs;
-    int16_t *base_bytes;
-    uint8_t *has_leading_space, *is_boundary_token;
-} ValData;
-
-static int load_val(const Config *cfg, const TokenSet *set, ValData *v) {
-    memset(v, 0, sizeof *v);
-    int64_t T = cfg->train_seq_len;
-    v->num_seqs = (set->total_tokens - 1) / T;
-    int64_t n = v->num_seqs * T + 1;
-    v->tokens = ct_malloc((size_t)n * sizeof(uint32_t), "validation tokens");
-    TokenReader *reader;
-    if (token_reader_open(&reader, set) != 0) return -1;
-    int rc = loader_read_stream(reader, set, loader_cursor_start(), n, v->tokens);
-    token_reader_close(reader);
-    if (rc != 0) return -1;
-    if (set->has_luts && data_read_luts(set, &v->base_bytes, &v->has_leading_space, &v->is_boundary_token) != 0)
-        return -1;
-    return 0;
-}
-
-static void free_val(ValData *v) {
-    free(v->tokens);
-    free(v->base_bytes);
-    free(v->has_leading_space);
-    free(v->is_boundary_token);
-}
-
-/* eval_val: mean token loss over this rank's share of the sequences, and bits per byte when
- * the data has the tokenizer tables (bytes counted per target with the leading-space rule). */
-static int evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_len, double *val_loss,
-                    double *val_bpb) {
-    int64_t first = v->num_seqs * rank / world, end = v->num_seqs * (rank + 1) / world;
-    double loss_sum = 0, tokens = 0, bytes = 0;
-    int batch = b->micro_batch_seqs;
-    for (int64_t s = first; s < end; s += batch) {
-        int n = (int)(end - s < batch ? end - s : batch);
-        const uint32_t *tok = v->tokens + s * seq_len;
-        double sum;
-        if (b->evaluate(b, tok, n, &sum) != 0) return -1;
-        loss_sum += sum;
-        tokens += (double)n * seq_len;
-        if (v->base_bytes) {
-            for (int64_t i = 0; i < n * seq_len; i++) {
-                uint32_t prev = tok[i], tgt = tok[i + 1];
-                bytes += v->base_bytes[tgt] + (v->has_leading_space[tgt] && !v->is_boundary_token[prev] ? 1 : 0);
-            }
-        }
-    }
-    *val_loss = loss_sum / tokens;
-    *val_bpb = v->base_bytes && bytes > 0 ? (*val_loss / log(2.0)) * (tokens / bytes) : NAN;
-    return 0;
-}
-
 static void format_duration(double seconds, char *buf, size_t cap) {
     if (!(seconds >= 0) || seconds > 360000) {
         snprintf(buf, cap, "--:--");
@@ -96,144 +42,185 @@ static void format_duration(double seconds, char *buf, size_t cap) {
     else snprintf(buf, cap, "%d:%02d", s / 60, s % 60);
 }
 
-int train_run(const Config *cfg) {
-    int rank = 0, world = 1; /* single process until the distributed layer assigns them */
-    int rc = CT_EXIT_FAILURE;
-    TokenSet train_set, val_set;
-    ValData val;
-    TrainState st;
-    Backend *backend = NULL;
-    Loader loader;
-    FILE *metrics = NULL;
-    memset(&val, 0, sizeof val);
-    memset(&st, 0, sizeof st);
-    memset(&loader, 0, sizeof loader);
-    memset(&train_set, 0, sizeof train_set);
-    memset(&val_set, 0, sizeof val_set);
+static const char *signal_name(int sig) {
+    static char buf[16];
+    const char *names[] = {"SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP", "SIGQUIT", "SIGXCPU", "SIGALRM"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (stop_signal_number(names[i]) == sig) return names[i];
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
 
-    print_resolved(cfg);
-    char path[4200];
-    if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);
-    if (config_write_file(cfg, path) != 0) goto fail;
-    if (train_open_data(cfg, &train_set, &val_set) != 0) goto fail;
-    printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", train_set.num_files,
-           (long long)train_set.total_tokens, (long long)train_set.vocab_size, cfg->train_files);
-    if (val_set.num_files) {
-        if (load_val(cfg, &val_set, &val) != 0) goto fail;
-        printf("val data:   %d file(s), %lld sequences of %lld%s (%s)\n", val_set.num_files, (long long)val.num_seqs,
-               (long long)cfg->train_seq_len, val.base_bytes ? ", val_bpb enabled" : "", cfg->val_files);
-    }
-    if (train_state_init(&st, cfg) != 0 || backend_create(&backend, cfg, &st) != 0) goto fail;
-    const int accum = (int)(cfg->grad_accum_slots / world);
-    printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
-           "%d x %d sequences of %lld\n",
-           (long long)st.spec.total_floats, st.spec.num_layers, st.spec.dim, st.spec.num_heads, st.spec.num_kv_heads,
-           backend->name, world, accum, backend->micro_batch_seqs, (long long)cfg->train_seq_len);
-    if (cfg->warmup_steps > 0)
-        printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
+static int run_validation(Trainer *t) {
+    const Config *cfg = t->cfg;
+    t->training_ms += ct_now_ms() - t->t0;
+    double vl, vb;
+    if (val_evaluate(t->backend, &t->val, t->rank, t->world, cfg->train_seq_len, &vl, &vb) != 0) return -1;
+    printf("step %lld/%lld  val_loss %.4f", (long long)t->step, (long long)cfg->iterations, vl);
+    if (!isnan(vb)) printf("  val_bpb %.4f", vb);
+    printf("  train_time %.0fms\n", t->training_ms);
+    fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)t->step, vl);
+    if (!isnan(vb)) fprintf(t->metrics, ", \"val_bpb\": %.17g", vb);
+    fprintf(t->metrics, ", \"train_time_ms\": %.1f}\n", t->training_ms);
+    fflush(t->metrics);
     fflush(stdout);
+    t->t0 = ct_now_ms();
+    return 0;
+}
 
-    if (loader_init(&loader, &train_set, rank, world, config_local_tokens(cfg), loader_cursor_start(), 1) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
-    metrics = fopen(path, "w");
-    if (!metrics) {
-        ct_fail("cannot write '%s': %s", path, strerror(errno));
-        goto fail;
+/* One optimizer step: accumulation over the micro-batches, then the optimizers. */
+static int train_step(Trainer *t, double scale, double *train_loss, double *grad_norm) {
+    const Config *cfg = t->cfg;
+    Backend *b = t->backend;
+    const float loss_weight = 1.0f / (float)t->accum;
+    double loss_sum = 0;
+    for (int m = 0; m < t->accum; m++) {
+        const uint32_t *tokens;
+        double mean_loss;
+        if (loader_next(&t->loader, &tokens) != 0) return -1;
+        if (b->forward_backward(b, tokens, loss_weight, &mean_loss) != 0)
+            return ct_fail_prefix("step %lld, micro-batch %d", (long long)t->step + 1, m);
+        loss_sum += mean_loss;
     }
+    *train_loss = loss_sum / t->accum;
+    StepHyper h = {
+        .token_lr = (cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr) * scale,
+        .head_lr = cfg->head_lr * scale,
+        .matrix_lr = cfg->matrix_lr * scale,
+        .scalar_lr = cfg->scalar_lr * scale,
+        .muon_momentum = muon_momentum_at(t->step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
+                                          cfg->muon_momentum_warmup_steps),
+        .muon_steps = (int)cfg->muon_backend_steps,
+        .beta1 = cfg->beta1,
+        .beta2 = cfg->beta2,
+        .adam_eps = cfg->adam_eps,
+        .grad_clip_norm = cfg->grad_clip_norm,
+    };
+    return b->optimizer_step(b, &h, grad_norm);
+}
 
+static void log_step(Trainer *t, double train_loss, double scale, double step_ms, double grad_norm) {
+    const Config *cfg = t->cfg;
+    double train_time = t->training_ms + (ct_now_ms() - t->t0);
+    double tokens_per_s = (double)cfg->train_batch_tokens / (step_ms / 1000.0);
+    fprintf(t->metrics,
+            "{\"step\": %lld, \"train_loss\": %.17g, \"lr_scale\": %.17g, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
+            "\"train_time_ms\": %.1f",
+            (long long)t->step, train_loss, scale, step_ms, tokens_per_s, train_time);
+    if (cfg->grad_clip_norm > 0) fprintf(t->metrics, ", \"grad_norm\": %.9g", grad_norm);
+    fprintf(t->metrics, "}\n");
+    fflush(t->metrics);
+    if (t->step <= 10 || t->step % cfg->train_log_every == 0 || t->step == cfg->iterations) {
+        char eta[32];
+        format_duration((double)(cfg->iterations - t->step) * step_ms / 1000.0, eta, sizeof eta);
+        printf("step %lld/%lld  loss %.4f  lr_scale %.3f  step %.0fms  %.0f tok/s  eta %s\n", (long long)t->step,
+               (long long)cfg->iterations, train_loss, scale, step_ms, tokens_per_s, eta);
+        fflush(stdout);
+    }
+}
+
+/* The loop proper; returns the exit code. */
+static int train_loop(Trainer *t) {
+    const Config *cfg = t->cfg;
     const double max_wallclock_ms = cfg->max_wallclock_seconds > 0 ? 1000.0 * cfg->max_wallclock_seconds : 0;
-    const double step_tokens = (double)cfg->train_batch_tokens;
-    const float loss_weight = 1.0f / (float)accum;
-    double training_ms = 0, t0 = ct_now_ms();
-    int64_t step = 0, stop_after = -1;
+    double job_end = cfg->stop_before_job_end > 0 ? stop_slurm_job_end_time() : 0;
+    if (cfg->stop_before_job_end > 0)
+        printf(job_end > 0 ? "stop_before_job_end: the job ends at unix time %.0f; stopping %.0fs before\n"
+                           : "stop_before_job_end: no Slurm job end time found (not under Slurm?); ignored\n",
+               job_end, cfg->stop_before_job_end);
+    int64_t stop_after = -1;
+    t->t0 = ct_now_ms();
     for (;;) {
-        int last = step == cfg->iterations || (stop_after >= 0 && step >= stop_after);
-        if (val.tokens && (last || (cfg->val_loss_every > 0 && step % cfg->val_loss_every == 0))) {
-            training_ms += ct_now_ms() - t0;
-            double vl, vb;
-            if (evaluate(backend, &val, rank, world, cfg->train_seq_len, &vl, &vb) != 0) goto fail;
-            printf("step %lld/%lld  val_loss %.4f", (long long)step, (long long)cfg->iterations, vl);
-            if (!isnan(vb)) printf("  val_bpb %.4f", vb);
-            printf("  train_time %.0fms\n", training_ms);
-            fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)step, vl);
-            if (!isnan(vb)) fprintf(metrics, ", \"val_bpb\": %.17g", vb);
-            fprintf(metrics, ", \"train_time_ms\": %.1f}\n", training_ms);
-            fflush(metrics);
-            fflush(stdout);
-            t0 = ct_now_ms();
+        int last = t->step >= cfg->iterations || (stop_after >= 0 && t->step >= stop_after);
+        int sig = stop_requested();
+        int deadline = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
+        if ((sig || deadline) && !last) {
+            if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
+            printf("stopped at step %lld/%lld (%s): checkpoint written; exit %d = requeue to continue\n",
+                   (long long)t->step, (long long)cfg->iterations,
+                   sig ? signal_name(sig) : "stop_before_job_end: the job's time limit is near", CT_EXIT_REQUEUE);
+            return CT_EXIT_REQUEUE;
         }
+        if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)))
+            if (run_validation(t) != 0) return CT_EXIT_FAILURE;
         if (last) break;
 
         double step_start = ct_now_ms();
-        double elapsed = training_ms + (step_start - t0);
-        double scale = lr_scale(step, cfg->iterations, cfg->warmdown_iters, elapsed, max_wallclock_ms);
-        double loss_sum = 0;
-        for (int m = 0; m < accum; m++) {
-            const uint32_t *tokens;
-            double mean_loss;
-            if (loader_next(&loader, &tokens) != 0) goto fail;
-            if (backend->forward_backward(backend, tokens, loss_weight, &mean_loss) != 0) {
-                ct_fail_prefix("step %lld, micro-batch %d", (long long)step + 1, m);
-                goto fail;
-            }
-            loss_sum += mean_loss;
-        }
-        double train_loss = loss_sum / accum;
-        StepHyper h = {
-            .token_lr = (cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr) * scale,
-            .head_lr = cfg->head_lr * scale,
-            .matrix_lr = cfg->matrix_lr * scale,
-            .scalar_lr = cfg->scalar_lr * scale,
-            .muon_momentum = muon_momentum_at(step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
-                                              cfg->muon_momentum_warmup_steps),
-            .muon_steps = (int)cfg->muon_backend_steps,
-            .beta1 = cfg->beta1,
-            .beta2 = cfg->beta2,
-            .adam_eps = cfg->adam_eps,
-            .grad_clip_norm = cfg->grad_clip_norm,
-        };
-        double grad_norm;
-        if (backend->optimizer_step(backend, &h, &grad_norm) != 0) goto fail;
-        step++;
-
-        double now = ct_now_ms();
-        double step_ms = now - step_start;
-        double train_time = training_ms + (now - t0);
-        double tokens_per_s = step_tokens / (step_ms / 1000.0);
-        fprintf(metrics,
-                "{\"step\": %lld, \"train_loss\": %.17g, \"lr_scale\": %.17g, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-                "\"train_time_ms\": %.1f",
-                (long long)step, train_loss, scale, step_ms, tokens_per_s, train_time);
-        if (cfg->grad_clip_norm > 0) fprintf(metrics, ", \"grad_norm\": %.9g", grad_norm);
-        fprintf(metrics, "}\n");
-        fflush(metrics);
-        if (step <= 10 || step % cfg->train_log_every == 0 || step == cfg->iterations) {
-            char eta[32];
-            format_duration((double)(cfg->iterations - step) * (train_time / (double)step) / 1000.0, eta, sizeof eta);
-            printf("step %lld/%lld  loss %.4f  lr_scale %.3f  step %.0fms  %.0f tok/s  eta %s\n", (long long)step,
-                   (long long)cfg->iterations, train_loss, scale, step_ms, tokens_per_s, eta);
-            fflush(stdout);
-        }
+        double scale = lr_scale(t->step, cfg->iterations, cfg->warmdown_iters,
+                                t->training_ms + (step_start - t->t0), max_wallclock_ms);
+        double train_loss = 0, grad_norm = 0;
+        if (train_step(t, scale, &train_loss, &grad_norm) != 0) return CT_EXIT_FAILURE;
+        t->step++;
+        log_step(t, train_loss, scale, ct_now_ms() - step_start, grad_norm);
+        double train_time = t->training_ms + (ct_now_ms() - t->t0);
         if (max_wallclock_ms > 0 && stop_after < 0 && train_time >= max_wallclock_ms) {
-            stop_after = step;
-            printf("stopping early: wallclock cap, train_time %.0fms at step %lld/%lld\n", train_time, (long long)step,
-                   (long long)cfg->iterations);
+            stop_after = t->step;
+            printf("stopping early: wallclock cap, train_time %.0fms at step %lld/%lld\n", train_time,
+                   (long long)t->step, (long long)cfg->iterations);
         }
+        if (cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
+            return CT_EXIT_FAILURE;
     }
-    printf("done: %lld steps, train_time %.0fms\n", (long long)step, training_ms);
-    rc = CT_EXIT_OK;
+    if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
+    t->training_ms += ct_now_ms() - t->t0;
+    printf("done: %lld steps, train_time %.0fms\n", (long long)t->step, t->training_ms);
+    return CT_EXIT_OK;
+}
+
+int train_run(const Config *cfg) {
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.rank = 0; /* single process until the distributed layer assigns them */
+    t.world = 1;
+    t.accum = (int)(cfg->grad_accum_slots / t.world);
+    int rc = CT_EXIT_FAILURE;
+
+    print_resolved(cfg);
+    char path[4200];
+    if (stop_install(cfg->stop_signal) != 0) goto fail;
+    if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
+    if (train_open_data(cfg, &t.train_set, &t.val_set) != 0) goto fail;
+    printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", t.train_set.num_files,
+           (long long)t.train_set.total_tokens, (long long)t.train_set.vocab_size, cfg->train_files);
+    if (t.val_set.num_files) {
+        if (val_load(cfg, &t.val_set, &t.val) != 0) goto fail;
+        printf("val data:   %d file(s), %lld sequences of %lld%s (%s)\n", t.val_set.num_files,
+               (long long)t.val.num_seqs, (long long)cfg->train_seq_len, t.val.base_bytes ? ", val_bpb enabled" : "",
+               cfg->val_files);
+    }
+    if (train_state_init(&t.st, cfg) != 0) goto fail;
+    if (trainer_resume(&t, &rc) != 0) goto fail_rc;
+    /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
+     * the earlier run's files as they were */
+    snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);
+    if (config_write_file(cfg, path) != 0) goto fail;
+    if (backend_create(&t.backend, cfg, &t.st) != 0) goto fail;
+    printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
+           "%d x %d sequences of %lld\n",
+           (long long)t.st.spec.total_floats, t.st.spec.num_layers, t.st.spec.dim, t.st.spec.num_heads,
+           t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
+           (long long)cfg->train_seq_len);
+    if (cfg->warmup_steps > 0)
+        printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
+    fflush(stdout);
+    if (loader_init(&t.loader, &t.train_set, t.rank, t.world, config_local_tokens(cfg), t.start_cursor, 1) != 0)
+        goto fail;
+    if (trainer_open_metrics(&t) != 0) goto fail;
+    rc = train_loop(&t);
+    if (rc == CT_EXIT_FAILURE) goto fail;
     goto out;
 fail:
-    ct_print_error();
     rc = CT_EXIT_FAILURE;
+fail_rc:
+    ct_print_error();
 out:
-    if (metrics) fclose(metrics);
-    loader_free(&loader);
-    if (backend) backend->destroy(backend);
-    train_state_free(&st);
-    free_val(&val);
-    data_free_set(&train_set);
-    data_free_set(&val_set);
+    if (t.metrics) fclose(t.metrics);
+    loader_free(&t.loader);
+    if (t.backend) t.backend->destroy(t.backend);
+    train_state_free(&t.st);
+    val_free(&t.val);
+    data_free_set(&t.train_set);
+    data_free_set(&t.val_set);
     return rc;
 }

@@ -43,9 +43,9 @@ def main():
     name, init_path, final_path, metrics_path, tol = sys.argv[1:6]
     tol = float(tol)
     with h5py.File(init_path, "r") as h:
-        cfg = read_config(h)
         params = {k: torch.from_numpy(np.array(v[...], dtype=np.float32)) for k, v in h["model"].items()}
     with h5py.File(final_path, "r") as h:
+        cfg = read_config(h)  # the run's configuration (the step-0 file was made with iterations=0)
         steps = int(h.attrs["step"])
         final = {k: np.array(v[...]) for k, v in h["model"].items()}
         opt = {k: {s: np.array(g[s][...]) for s in g} for k, g in h["optimizer"].items()}

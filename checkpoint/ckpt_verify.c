@@ -1,0 +1,150 @@
+/* ckpt_verify.c — checkpoint_verify: everything that can be checked without a configuration.
+ * The file's own /config says which model it holds, so the structure check knows every
+ * object that must be there and its shape; reading every dataset checks every chunk's
+ * Fletcher32 checksum; the content checksum then catches any other change. Structure is
+ * checked first so that a missing or misshapen tensor is reported by name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_internal.h"
+#include "common.h"
+#include "h5util.h"
+
+static void add_expected(CkptObjects *e, int *cap, const char *path, int is_dataset) {
+    if (e->count == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        CkptObject *grown = realloc(e->items, (size_t)*cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "ctrain: error: out of memory checking a checkpoint\n");
+            exit(CT_EXIT_FAILURE);
+        }
+        e->items = grown;
+    }
+    e->items[e->count].path = ct_strdup(path);
+    e->items[e->count++].is_dataset = is_dataset;
+}
+
+static int compare_objects(const void *a, const void *b) {
+    return strcmp(((const CkptObject *)a)->path, ((const CkptObject *)b)->path);
+}
+
+/* The float32 tensor at t->path must have the parameter's shape. */
+static int check_tensor(hid_t file, const char *path, const CkptTensor *t) {
+    hid_t dset = H5Dopen2(file, t->path, H5P_DEFAULT);
+    if (dset < 0) return ct_h5_fail("'%s': cannot open %s", path, t->path);
+    hid_t type = H5Dget_type(dset);
+    char type_name[96], want[64], got[160];
+    ct_h5_describe_type(type, type_name, sizeof type_name);
+    int is_f32 = H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4;
+    H5Tclose(type);
+    hsize_t dims[8];
+    int rank = ckpt_dataset_shape(dset, dims);
+    H5Dclose(dset);
+    const ParamInfo *p = t->param;
+    ckpt_format_shape(p->ndim, p->shape, want, sizeof want);
+    int same = rank == p->ndim;
+    for (int d = 0; same && d < rank; d++) same = (int64_t)dims[d] == p->shape[d];
+    if (!is_f32) return ct_fail("'%s': %s has type %s, expected float32 %s", path, t->path, type_name, want);
+    if (!same) {
+        int64_t d64[8];
+        for (int d = 0; d < rank && d < 8; d++) d64[d] = (int64_t)dims[d];
+        ckpt_format_shape(rank < 0 ? 0 : rank, d64, got, sizeof got);
+        return ct_fail("'%s': %s has shape %s, expected %s for the model described by /config", path, t->path, got,
+                       want);
+    }
+    return 0;
+}
+
+static int check_cursor(const char *path, const CkptMeta *m) {
+    TokenFileInfo *files = ct_calloc((size_t)m->num_files, sizeof *files, "checkpoint file list");
+    TokenSet set = {0};
+    set.pattern = (char *)"the files listed in /loader/train/files";
+    set.num_files = m->num_files;
+    set.files = files;
+    for (int i = 0; i < m->num_files; i++) {
+        files[i].path = m->files[i];
+        files[i].num_tokens = m->file_tokens[i];
+        set.total_tokens += m->file_tokens[i];
+    }
+    int rc = loader_cursor_check(&set, &m->cursor);
+    free(files);
+    return rc != 0 ? ct_fail_prefix("'%s': /loader/train", path) : 0;
+}
+
+int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const CkptObjects *objs) {
+    static const char *const groups[] = {"/", "/config", "/model", "/optimizer", "/loader", "/loader/train", "/metrics"};
+    CkptObjects expected = {0, NULL};
+    int cap = 0, rc = 0;
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) add_expected(&expected, &cap, groups[i], 0);
+    add_expected(&expected, &cap, "/loader/train/files", 1);
+    add_expected(&expected, &cap, "/loader/train/file_tokens", 1);
+    CkptTensor *list;
+    int n;
+    ckpt_tensor_list(&m->spec, &list, &n);
+    for (int i = 0; i < n; i++) {
+        add_expected(&expected, &cap, list[i].path, 1);
+        if (list[i].buffer == CKPT_BUF_EXP_AVG || list[i].buffer == CKPT_BUF_MOMENTUM) {
+            char group[CKPT_PATH_MAX];
+            snprintf(group, sizeof group, "/optimizer/%s", list[i].param->name);
+            add_expected(&expected, &cap, group, 0);
+        }
+    }
+    qsort(expected.items, (size_t)expected.count, sizeof *expected.items, compare_objects);
+
+    /* Missing objects first, tensors in state_dict order: the most useful thing to report. */
+    for (int i = 0; i < n && rc == 0; i++)
+        if (ckpt_objects_find(objs, list[i].path) < 0) {
+            char want[64];
+            ckpt_format_shape(list[i].param->ndim, list[i].param->shape, want, sizeof want);
+            rc = ct_fail("'%s': %s is missing (expected float32 %s for the model described by /config)", path,
+                         list[i].path, want);
+        }
+    for (int i = 0; i < expected.count && rc == 0; i++) {
+        int at = ckpt_objects_find(objs, expected.items[i].path);
+        if (at < 0) rc = ct_fail("'%s': %s is missing (every checkpoint has it)", path, expected.items[i].path);
+        else if (objs->items[at].is_dataset != expected.items[i].is_dataset)
+            rc = ct_fail("'%s': %s is a %s, expected a %s", path, expected.items[i].path,
+                         objs->items[at].is_dataset ? "dataset" : "group",
+                         expected.items[i].is_dataset ? "dataset" : "group");
+    }
+    for (int i = 0; i < objs->count && rc == 0; i++)
+        if (ckpt_objects_find(&expected, objs->items[i].path) < 0)
+            rc = ct_fail("'%s': unexpected %s %s (not part of a checkpoint of the model described by /config)", path,
+                         objs->items[i].is_dataset ? "dataset" : "group", objs->items[i].path);
+    for (int i = 0; i < n && rc == 0; i++) rc = check_tensor(file, path, &list[i]);
+    if (rc == 0) rc = check_cursor(path, m);
+    free(list);
+    ckpt_objects_free(&expected);
+    return rc;
+}
+
+int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m) {
+    if (ckpt_meta_read(file, path, m) != 0) return -1;
+    CkptObjects objs;
+    if (ckpt_list_objects(file, path, &objs) != 0) return -1;
+    uint32_t crc = 0;
+    int rc = ckpt_check_structure(file, path, m, &objs);
+    if (rc == 0) rc = ckpt_content_crc(file, path, &objs, &crc);
+    if (rc == 0 && crc != m->content_crc32)
+        rc = ct_fail("'%s': content checksum mismatch: content_crc32 is 0x%08x but the contents give 0x%08x (the "
+                     "file was changed or damaged after it was written)",
+                     path, m->content_crc32, crc);
+    ckpt_objects_free(&objs);
+    return rc;
+}
+
+int checkpoint_verify(const char *path) {
+    ct_hdf5_lock();
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    int rc = -1;
+    hid_t file = ckpt_open_read(path);
+    if (file >= 0) {
+        rc = ckpt_verify_open(file, path, &m);
+        H5Fclose(file);
+    }
+    ckpt_meta_free(&m);
+    ct_hdf5_unlock();
+    return rc;
+}

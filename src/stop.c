@@ -1,0 +1,80 @@
+/* stop.c — signal handlers that turn TERM / INT / stop_signal into a stop request, and the
+ * Slurm job end time for stop_before_job_end. */
+#include "stop.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static volatile sig_atomic_t requested_signal;
+static volatile sig_atomic_t interrupts;
+
+static const struct { const char *name; int number; } known_signals[] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
+    {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}, {"ALRM", SIGALRM},
+};
+
+int stop_signal_number(const char *name) {
+    if (!strncasecmp(name, "SIG", 3)) name += 3;
+    for (size_t i = 0; i < sizeof known_signals / sizeof known_signals[0]; i++)
+        if (!strcasecmp(name, known_signals[i].name)) return known_signals[i].number;
+    return -1;
+}
+
+static void on_signal(int sig) {
+    if (sig == SIGINT && ++interrupts >= 2) {
+        /* A second Ctrl-C means "now": no checkpoint, the previous one stays valid. */
+        static const char msg[] = "\nctrain: second interrupt, aborting without a checkpoint\n";
+        ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)ignored;
+        _exit(130);
+    }
+    if (!requested_signal) requested_signal = sig;
+}
+
+int stop_install(const char *stop_signal) {
+    int extra = stop_signal_number(stop_signal);
+    if (extra < 0) return ct_fail("stop_signal = '%s' is not a signal ctrain can wait for", stop_signal);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* reads and writes in flight finish normally */
+    int sigs[] = {SIGTERM, SIGINT, extra};
+    for (size_t i = 0; i < 3; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0) return ct_fail("cannot install a handler for signal %d", sigs[i]);
+    return 0;
+}
+
+int stop_requested(void) { return requested_signal; }
+
+double stop_slurm_job_end_time(void) {
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job) return 0;
+    for (const char *p = job; *p; p++)
+        if (*p < '0' || *p > '9') return 0; /* never pass anything but a number to the shell */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+    FILE *f = popen(cmd, "r");
+    if (!f) return 0;
+    char line[8192];
+    double end = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *e = strstr(line, " EndTime=");
+        if (!e) continue;
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        if (strptime(e + 9, "%Y-%m-%dT%H:%M:%S", &tm)) {
+            tm.tm_isdst = -1;
+            end = (double)mktime(&tm); /* scontrol prints local time */
+        }
+    }
+    pclose(f);
+    return end > 0 ? end : 0;
+}

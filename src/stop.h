@@ -1,0 +1,21 @@
+/* stop.h — stopping on request: SIGTERM, SIGINT and the configured stop_signal only set a flag;
+ * the training loop finishes the current optimizer step, writes a checkpoint and exits 75
+ * (EX_TEMPFAIL, "checkpointed, requeue me"). A second SIGINT aborts at once. Also the
+ * job-end deadline read from Slurm for stop_before_job_end. */
+#ifndef CT_STOP_H
+#define CT_STOP_H
+
+/* Signal number for a name such as "USR1" or "SIGUSR1"; -1 if not one we accept. */
+int stop_signal_number(const char *name);
+
+/* Install the handlers (idempotent). */
+int stop_install(const char *stop_signal);
+
+/* The signal that asked to stop (0 if none yet). Async-signal-safe to read. */
+int stop_requested(void);
+
+/* Unix time (seconds) at which the Slurm job this process runs in ends, from
+ * `scontrol show job $SLURM_JOB_ID`; 0 when not under Slurm or no limit is known. */
+double stop_slurm_job_end_time(void);
+
+#endif

@@ -1,0 +1,55 @@
+/* train_eval.c — validation as train_gpt.py's eval_val: the split read once, sequences shared
+ * out to ranks, mean token loss and bits per byte from the tokenizer tables. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "trainer.h"
+
+int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
+    memset(v, 0, sizeof *v);
+    int64_t T = cfg->train_seq_len;
+    v->num_seqs = (set->total_tokens - 1) / T;
+    int64_t n = v->num_seqs * T + 1;
+    v->tokens = ct_malloc((size_t)n * sizeof(uint32_t), "validation tokens");
+    TokenReader *reader;
+    if (token_reader_open(&reader, set) != 0) return -1;
+    int rc = loader_read_stream(reader, set, loader_cursor_start(), n, v->tokens);
+    token_reader_close(reader);
+    if (rc != 0) return -1;
+    if (set->has_luts && data_read_luts(set, &v->base_bytes, &v->has_leading_space, &v->is_boundary_token) != 0)
+        return -1;
+    return 0;
+}
+
+void val_free(ValData *v) {
+    free(v->tokens);
+    free(v->base_bytes);
+    free(v->has_leading_space);
+    free(v->is_boundary_token);
+    memset(v, 0, sizeof *v);
+}
+
+int val_evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_len, double *val_loss, double *val_bpb) {
+    int64_t first = v->num_seqs * rank / world, end = v->num_seqs * (rank + 1) / world;
+    double loss_sum = 0, tokens = 0, bytes = 0;
+    int batch = b->micro_batch_seqs;
+    for (int64_t s = first; s < end; s += batch) {
+        int n = (int)(end - s < batch ? end - s : batch);
+        const uint32_t *tok = v->tokens + s * seq_len;
+        double sum;
+        if (b->evaluate(b, tok, n, &sum) != 0) return ct_fail_prefix("validation");
+        loss_sum += sum;
+        tokens += (double)n * seq_len;
+        if (v->base_bytes) {
+            for (int64_t i = 0; i < n * seq_len; i++) {
+                uint32_t prev = tok[i], tgt = tok[i + 1];
+                bytes += v->base_bytes[tgt] + (v->has_leading_space[tgt] && !v->is_boundary_token[prev] ? 1 : 0);
+            }
+        }
+    }
+    *val_loss = loss_sum / tokens;
+    *val_bpb = v->base_bytes && bytes > 0 ? (*val_loss / log(2.0)) * (tokens / bytes) : NAN;
+    return 0;
+}

@@ -1,0 +1,142 @@
+/* train_resume.c — where a run starts (resume = auto | none | PATH), continuing metrics.jsonl
+ * after a resume, and writing checkpoints of the running state. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "common.h"
+#include "trainer.h"
+
+static void report_changed_key(const char *key, const char *old_value, const char *new_value) {
+    printf("resume: %s changed from %s to %s\n", key, old_value, new_value);
+}
+
+static void warn_bad_checkpoint(const char *path, const char *reason) {
+    fprintf(stderr, "ctrain: warning: checkpoint %s is not usable (%s); trying the previous one\n", path, reason);
+}
+
+static int load_from(Trainer *t, const char *path) {
+    CheckpointInfo info;
+    if (checkpoint_load(path, t->cfg, &t->st, &t->train_set, &info, report_changed_key) != 0)
+        return ct_fail_prefix("resume from %s", path);
+    t->step = info.step;
+    t->training_ms = info.training_time_ms;
+    t->start_cursor = info.cursor;
+    t->last_saved_step = info.step;
+    int64_t expect = info.step * t->cfg->grad_accum_slots * (config_local_tokens(t->cfg) + 1);
+    int rc = 0;
+    if (info.cursor.stream_tokens != expect)
+        rc = ct_fail("checkpoint %s: the loader has taken %lld tokens, but %lld steps of this batch geometry take %lld",
+                     path, (long long)info.cursor.stream_tokens, (long long)info.step, (long long)expect);
+    if (rc == 0) {
+        printf("resumed from %s: step %lld, %lld tokens, train_time %.0fms\n", path, (long long)info.step,
+               (long long)info.cursor.stream_tokens, info.training_time_ms);
+        if (info.world_size != t->world)
+            printf("note: the checkpoint was written by %d rank(s), this run has %d: every step reads the same "
+                   "tokens, but sums run in another order, so the bits may differ from an uninterrupted run\n",
+                   info.world_size, t->world);
+        if (info.device && strcmp(info.device, t->cfg->device) != 0)
+            fprintf(stderr, "ctrain: warning: the checkpoint was written on device %s, this run uses %s: "
+                    "training continues from the same fp32 weights, but the bits will differ\n",
+                    info.device, t->cfg->device);
+    }
+    checkpoint_info_free(&info);
+    return rc;
+}
+
+int trainer_resume(Trainer *t, int *exit_code) {
+    const Config *cfg = t->cfg;
+    snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", cfg->out_dir);
+    t->step = 0;
+    t->training_ms = 0;
+    t->start_cursor = loader_cursor_start();
+    t->last_saved_step = -1;
+    *exit_code = CT_EXIT_FAILURE;
+    if (!strcmp(cfg->resume, "none")) {
+        int has = checkpoint_dir_has_checkpoints(t->ckpt_dir);
+        if (has < 0) return -1;
+        if (has > 0 && !cfg->overwrite) {
+            *exit_code = CT_EXIT_USAGE;
+            return ct_fail("resume = none, but %s already holds checkpoints of an earlier run; use resume=auto to "
+                           "continue it, resume=PATH to start from one file, or overwrite=1 to start afresh "
+                           "(older checkpoints are then replaced as new ones are written)",
+                           t->ckpt_dir);
+        }
+        printf("resume: none, starting from the initial weights (seed %lld)\n", (long long)cfg->seed);
+        return 0;
+    }
+    if (!strcmp(cfg->resume, "auto")) {
+        char path[4400];
+        int found = checkpoint_find_resumable(t->ckpt_dir, path, sizeof path, warn_bad_checkpoint);
+        if (found < 0) return ct_fail_prefix("resume = auto");
+        if (found == 0) {
+            printf("resume: no checkpoint in %s, starting from the initial weights (seed %lld)\n", t->ckpt_dir,
+                   (long long)cfg->seed);
+            return 0;
+        }
+        return load_from(t, path);
+    }
+    return load_from(t, cfg->resume);
+}
+
+/* Keep the lines of steps before `step`, and the training line of `step` itself: its
+ * validation line (if any) is written again by the resumed loop, which validates first. */
+static int keep_line(const char *line, int64_t step) {
+    long long s;
+    if (sscanf(line, "{\"step\": %lld", &s) != 1) return 0;
+    if (s < step) return 1;
+    return s == step && strstr(line, "\"train_loss\"") != NULL;
+}
+
+int trainer_open_metrics(Trainer *t) {
+    char path[4300], tmp[4400];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->out_dir);
+    if (t->step == 0) {
+        t->metrics = fopen(path, "w");
+        if (!t->metrics) return ct_fail("cannot write '%s': %s", path, strerror(errno));
+        return 0;
+    }
+    /* Rewrite through a temporary file: a crash here must not lose the history. */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r");
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        if (in) fclose(in);
+        return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+    }
+    if (in) {
+        char line[8192];
+        while (fgets(line, sizeof line, in))
+            if (keep_line(line, t->step)) fputs(line, out);
+        fclose(in);
+    }
+    if (fclose(out) != 0 || rename(tmp, path) != 0) return ct_fail("cannot rewrite '%s': %s", path, strerror(errno));
+    t->metrics = fopen(path, "a");
+    if (!t->metrics) return ct_fail("cannot append to '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+int trainer_save(Trainer *t) {
+    if (t->last_saved_step == t->step) return 0;
+    double start = ct_now_ms();
+    CheckpointInfo info;
+    memset(&info, 0, sizeof info);
+    info.step = t->step;
+    info.cursor = loader_cursor(&t->loader);
+    info.train_tokens = info.cursor.stream_tokens;
+    info.world_size = t->world;
+    info.training_time_ms = t->training_ms + (start - t->t0);
+    info.device = t->backend->name;
+    char path[4400];
+    if (checkpoint_save(t->ckpt_dir, t->cfg, &t->st, &info, &t->train_set, (int)t->cfg->keep_checkpoints, path,
+                        sizeof path) != 0)
+        return ct_fail_prefix("checkpoint at step %lld", (long long)t->step);
+    t->last_saved_step = t->step;
+    printf("checkpoint: %s (%.0fms)\n", path, ct_now_ms() - start);
+    fflush(stdout);
+    /* checkpoint time is not training time: the time budget measures the steps */
+    t->t0 += ct_now_ms() - start;
+    return 0;
+}

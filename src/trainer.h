@@ -1,0 +1,58 @@
+/* trainer.h — state of one training run shared by the loop (train.c), validation
+ * (train_eval.c) and checkpoint save/resume (train_resume.c). */
+#ifndef CT_TRAINER_H
+#define CT_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "config.h"
+#include "data.h"
+#include "loader.h"
+
+/* Validation data, read once: train_gpt.py's load_validation_tokens keeps
+ * ((tokens - 1) // seq_len) * seq_len + 1 tokens of the split. */
+typedef struct {
+    uint32_t *tokens;
+    int64_t num_seqs;
+    int16_t *base_bytes; /* tokenizer tables, NULL when the data has none */
+    uint8_t *has_leading_space, *is_boundary_token;
+} ValData;
+
+typedef struct {
+    const Config *cfg;
+    int rank, world, accum;
+    TokenSet train_set, val_set;
+    ValData val;
+    TrainState st;
+    Backend *backend;
+    Loader loader;
+    LoaderCursor start_cursor;
+    FILE *metrics;
+    char ckpt_dir[4200];
+    int64_t step;             /* optimizer steps completed */
+    int64_t last_saved_step;  /* -1 until a checkpoint exists for the current state */
+    double training_ms;       /* training time before t0 (excludes validation) */
+    double t0;
+} Trainer;
+
+/* train_eval.c */
+int val_load(const Config *cfg, const TokenSet *set, ValData *v);
+void val_free(ValData *v);
+/* eval_val: mean token loss over this rank's share of the sequences, and bits per byte when
+ * the data has the tokenizer tables (NaN otherwise). */
+int val_evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_len, double *val_loss, double *val_bpb);
+
+/* train_resume.c */
+/* Decide where the run starts (resume = auto | none | PATH) and load the checkpoint if any:
+ * fills t->st, t->step, t->training_ms, t->start_cursor. Returns 0, or -1 with *exit_code set
+ * (2 for a refused configuration, 1 otherwise). */
+int trainer_resume(Trainer *t, int *exit_code);
+/* Open metrics.jsonl: fresh, or truncated after the resumed step so that the file continues
+ * without duplicated or missing steps. */
+int trainer_open_metrics(Trainer *t);
+/* Write a checkpoint of the current state (no-op if one exists for this step). */
+int trainer_save(Trainer *t);
+
+#endif
