@@ -69,12 +69,15 @@ CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=
 ifneq ($(NVCC),)
 CUDA_CFLAGS := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -DCT_HAVE_CUDA=1 -DCT_CUDA_ARCHS=sm_90,sm_80
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib \
-             -Wl,-rpath,$(NCCL_HOME)/lib64 -lcublasLt -lcublas -lcudart
+             -Wl,-rpath,$(NCCL_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
 CUDA_CFLAGS += -DCT_HAVE_NCCL=1
 CUDA_LIBS += -lnccl
 endif
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+# nvcc splits -D values at commas (CT_CUDA_ARCHS=sm_90,sm_80 would also define sm_80, which
+# breaks <nv/target>), so .cu files get the CUDA flags without it (they use __CUDA_ARCH_LIST__).
+NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif
 
 override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(CUDA_CFLAGS)
@@ -105,7 +108,8 @@ $(BUILD)/obj/%.o: %.c | check-deps
 
 $(BUILD)/obj/%.o: %.cu | check-deps
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(CUDA_CFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(NVCC_DEFS) -c $< -o $@
+-include $(CU_OBJS:.o=.d)
 
 $(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)

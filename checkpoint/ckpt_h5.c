@@ -46,17 +46,25 @@ hid_t ckpt_open_read(const char *path) {
     }
     hid_t fapl = ckpt_fapl();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    /* before H5Pclose, which clears the error stack the message is taken from */
     if (file < 0) ct_h5_fail("cannot open checkpoint '%s' (%lld bytes)", path, (long long)st.st_size);
+    H5Pclose(fapl);
+    if (file < 0 && strstr(ct_error(), "truncated file")) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", ct_error());
+        ct_fail("%s; the file is shorter than when it was written (an interrupted copy, or a full disk)", message);
+    }
     return file;
 }
 
 /* ---- writing attributes ---- */
 
+/* On failure the message names the attribute and is taken before any further HDF5 call
+ * clears the error stack. */
 static int write_scalar(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = attr < 0 || H5Awrite(attr, mem_type, value) < 0 ? -1 : 0;
+    int rc = attr < 0 || H5Awrite(attr, mem_type, value) < 0 ? ct_h5_fail("cannot write attribute %s", name) : 0;
     if (attr >= 0) H5Aclose(attr);
     H5Sclose(space);
     return rc;
@@ -159,22 +167,21 @@ int ckpt_attr_read_str(hid_t obj, const char *file, const char *where, const cha
     if (H5Tis_variable_str(file_type) > 0) {
         char *s = NULL;
         H5Tset_size(mem_type, H5T_VARIABLE);
-        if (H5Aread(attr, mem_type, &s) < 0) rc = -1;
+        if (H5Aread(attr, mem_type, &s) < 0) rc = ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where);
         else *value = ct_strdup(s ? s : "");
-        H5free_memory(s);
+        if (s) H5free_memory(s);
     } else {
         size_t size = H5Tget_size(file_type);
         char *s = ct_calloc(size + 1, 1, "string attribute");
         H5Tset_size(mem_type, size + 1);
         H5Tset_strpad(mem_type, H5T_STR_NULLTERM);
         if (H5Aread(attr, mem_type, s) < 0) {
+            rc = ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where);
             free(s);
-            rc = -1;
         } else {
             *value = s;
         }
     }
-    if (rc != 0) ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where);
     H5Tclose(mem_type);
     H5Tclose(file_type);
     H5Aclose(attr);

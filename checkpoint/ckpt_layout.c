@@ -8,12 +8,6 @@
 #include "ckpt_internal.h"
 #include "common.h"
 
-void (*ckpt_test_stage_hook)(const char *stage);
-
-void ckpt_stage(const char *stage) {
-    if (ckpt_test_stage_hook) ckpt_test_stage_hook(stage);
-}
-
 int ckpt_tensor_list(const ModelSpec *spec, CkptTensor **list, int *count) {
     /* at most three entries per parameter: the weights and two Adam moments */
     CkptTensor *t = ct_calloc((size_t)spec->num_params * 3, sizeof *t, "checkpoint tensor list");

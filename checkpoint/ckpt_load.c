@@ -48,11 +48,11 @@ static int check_data(const char *path, const CkptMeta *m, const TokenSet *set) 
                            path, m->files[i], (long long)m->file_tokens[i], (long long)set->files[i].num_tokens);
     }
     if (m->num_files != set->num_files) {
-        int i = n;
+        int only_old = n < m->num_files;
         return ct_fail("cannot resume from '%s': the training data differs: the checkpoint lists %d file(s), "
-                       "train_files now matches %d (first difference: file %d, %s)",
-                       path, m->num_files, set->num_files, i,
-                       i < m->num_files ? "only in the checkpoint" : "only in the current data");
+                       "train_files now matches %d (first difference: file %d, '%s', is only in %s)",
+                       path, m->num_files, set->num_files, n, only_old ? m->files[n] : set->files[n].path,
+                       only_old ? "the checkpoint" : "the current data");
     }
     if (loader_cursor_check(set, &m->cursor) != 0) return ct_fail_prefix("cannot resume from '%s'", path);
     return 0;

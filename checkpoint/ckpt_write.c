@@ -12,7 +12,14 @@
 
 #include "ckpt_internal.h"
 #include "common.h"
+#include "fault.h"
 #include "h5util.h"
+
+void (*ckpt_test_stage_hook)(const char *stage);
+
+void ckpt_stage(const char *stage) {
+    if (ckpt_test_stage_hook) ckpt_test_stage_hook(stage);
+}
 
 /* ---- writing the file (lock held) ---- */
 
@@ -24,9 +31,12 @@ static hid_t group_plist(void) {
     return gcpl;
 }
 
+/* Failures in this file are reported where they happen (ct_h5_fail naming the object), since
+ * the next HDF5 call clears the error stack; write_file adds the file name. */
 static hid_t create_group(hid_t parent, const char *name) {
     hid_t gcpl = group_plist();
     hid_t g = H5Gcreate2(parent, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (g < 0) ct_h5_fail("cannot create group %s", name);
     H5Pclose(gcpl);
     return g;
 }
@@ -50,8 +60,9 @@ static int write_dataset(hid_t parent, const char *name, hid_t file_type, hid_t 
     }
     hid_t space = H5Screate_simple(rank, dims, NULL);
     hid_t dset = H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    int rc = dset < 0 ? -1 : 0;
-    if (rc == 0 && elements > 0 && H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) rc = -1;
+    int rc = dset < 0 ? ct_h5_fail("cannot create dataset %s", name) : 0;
+    if (rc == 0 && elements > 0 && H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        rc = ct_h5_fail("cannot write dataset %s", name);
     if (dset >= 0) H5Dclose(dset);
     H5Sclose(space);
     H5Pclose(dcpl);
@@ -114,6 +125,7 @@ static int write_tensors(hid_t file, const TrainState *st) {
     for (int i = 0; i < n && rc == 0 && list[i].buffer == CKPT_BUF_PARAMS; i++)
         rc = write_tensor(model, list[i].param->name, list[i].param, st->params + list[i].param->offset);
     ckpt_stage("tmp-half-written");
+    if (rc != 0) ct_fail_prefix("/model");
     if (rc == 0 && ((optim = create_group(file, "optimizer")) < 0 ||
                     ckpt_attr_write_i64(optim, "adam_step", st->adam_step) != 0))
         rc = -1;
@@ -125,12 +137,13 @@ static int write_tensors(hid_t file, const TrainState *st) {
         if (t->buffer == CKPT_BUF_EXP_AVG_SQ) g = H5Gopen2(optim, t->param->name, H5P_DEFAULT);
         else g = create_group(optim, t->param->name);
         if (g < 0) {
-            rc = -1;
+            rc = t->buffer == CKPT_BUF_EXP_AVG_SQ ? ct_h5_fail("cannot open group %s", t->param->name) : -1;
             break;
         }
         const char *leaf = strrchr(t->path, '/') + 1;
         rc = write_tensor(g, leaf, t->param, ckpt_tensor_buffer(st, t->buffer) + t->param->offset);
         H5Gclose(g);
+        if (rc != 0) ct_fail_prefix("/optimizer/%s", t->param->name);
     }
     if (optim >= 0) H5Gclose(optim);
     if (model >= 0) H5Gclose(model);
@@ -192,27 +205,27 @@ static int write_file(const char *tmp_path, const Config *cfg, const TrainState 
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = ckpt_fapl();
     H5Pset_obj_track_times(fcpl, 0);
     hid_t file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, fcpl, fapl);
+    if (file < 0) ct_h5_fail("cannot create '%s'", tmp_path);
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    if (file < 0) return ct_h5_fail("cannot create '%s'", tmp_path);
+    if (file < 0) return -1;
     int rc = 0;
     const char *what = "";
-    if (write_root_attributes(file, info) != 0) what = "the root attributes";
+    if (write_root_attributes(file, info) != 0) what = "root attributes";
     else if (write_config(file, cfg) != 0) what = "/config";
-    else if (write_tensors(file, st) != 0) what = "/model and /optimizer";
+    else if (write_tensors(file, st) != 0) what = "tensors";
     else if (write_loader(file, info, set) != 0) what = "/loader/train";
     else if (write_metrics(file, info) != 0) what = "/metrics";
-    if (what[0]) rc = ct_h5_fail("'%s': cannot write %s", tmp_path, what);
+    if (what[0]) rc = ct_fail_prefix("'%s': writing the %s", tmp_path, what);
 
     /* The checksum is computed by reading the file back through HDF5 with the same code that
      * verifies it, so writer and reader cannot disagree about what it covers. */
     CkptObjects objs = {0, NULL};
     uint32_t crc = 0;
-    if (rc == 0 && (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0))
+    if (rc == 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
         rc = ct_h5_fail("'%s': cannot flush", tmp_path);
     if (rc == 0 && ckpt_list_objects(file, tmp_path, &objs) == 0 && ckpt_content_crc(file, tmp_path, &objs, &crc) == 0) {
-        if (ckpt_attr_write_u32(file, "content_crc32", crc) != 0)
-            rc = ct_h5_fail("'%s': cannot write the content_crc32 attribute", tmp_path);
+        if (ckpt_attr_write_u32(file, "content_crc32", crc) != 0) rc = ct_fail_prefix("'%s'", tmp_path);
     } else if (rc == 0) {
         rc = ct_fail_prefix("checksumming the new checkpoint");
     }
@@ -267,12 +280,24 @@ int checkpoint_save(const char *dir, const Config *cfg, const TrainState *st, co
     if (path_out && strlen(final_path) >= path_cap)
         return ct_fail("buffer of %zu bytes too small for the checkpoint path '%s'", path_cap, final_path);
     if (ct_mkdir_p(dir) != 0) return ct_fail_prefix("checkpoint directory");
+    /* The directory's own entry must be durable too, or the first checkpoint of a run could
+     * vanish with it after a crash. */
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    if (ckpt_fsync_path(parent, 1) != 0) return ct_fail_prefix("checkpoint directory");
 
     ct_hdf5_lock();
     int rc = write_file(tmp_path, cfg, st, info, train_set);
     ct_hdf5_unlock();
     if (rc == 0) {
         ckpt_stage("tmp-written");
+        fault_point_checkpoint(info->step); /* CTRAIN_FAULT=KILL@ckpt:N (tests/cli/test_resume.sh) */
         rc = ckpt_fsync_path(tmp_path, 0);
     }
     if (rc == 0 && rename(tmp_path, final_path) != 0)

@@ -96,8 +96,9 @@ static hid_t open_data_file(const char *path) {
     }
     hid_t fapl = ct_h5_file_access_plist();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    /* the message first: closing the property list clears HDF5's error stack */
     if (file < 0) ct_h5_fail("cannot open data file '%s'", path);
+    H5Pclose(fapl);
     return file;
 }
 
@@ -861,8 +862,8 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
     ct_hdf5_lock();
     hid_t fapl = ct_h5_file_access_plist();
     w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
     int rc = w->file < 0 ? ct_h5_fail("cannot create '%s'", w->tmp_path) : 0;
+    H5Pclose(fapl);
     ct_hdf5_unlock();
     if (rc != 0) {
         w->file = H5I_INVALID_HID;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "cpu_optim.h"
 #include "data.h"
+#include "fault.h"
 #include "loader.h"
 #include "stop.h"
 #include "train.h"
@@ -77,6 +78,7 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
     for (int m = 0; m < t->accum; m++) {
         const uint32_t *tokens;
         double mean_loss;
+        fault_point_micro(t->step + 1, m);
         if (loader_next(&t->loader, &tokens) != 0) return -1;
         if (b->forward_backward(b, tokens, loss_weight, &mean_loss) != 0)
             return ct_fail_prefix("step %lld, micro-batch %d", (long long)t->step + 1, m);
@@ -178,7 +180,7 @@ int train_run(const Config *cfg) {
 
     print_resolved(cfg);
     char path[4200];
-    if (stop_install(cfg->stop_signal) != 0) goto fail;
+    if (stop_install(cfg->stop_signal) != 0 || fault_init() != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
     if (train_open_data(cfg, &t.train_set, &t.val_set) != 0) goto fail;
     printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", t.train_set.num_files,

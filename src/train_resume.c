@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "checkpoint.h"
 #include "common.h"
@@ -63,6 +64,19 @@ int trainer_resume(Trainer *t, int *exit_code) {
                            "continue it, resume=PATH to start from one file, or overwrite=1 to start afresh "
                            "(older checkpoints are then replaced as new ones are written)",
                            t->ckpt_dir);
+        }
+        if (has > 0) {
+            /* overwrite=1: move the old run's checkpoints aside rather than delete them, and so
+             * that a fallback can never pick up a checkpoint of the old run */
+            char aside[4400];
+            time_t now = time(NULL);
+            struct tm tm;
+            gmtime_r(&now, &tm);
+            snprintf(aside, sizeof aside, "%s.replaced-%04d%02d%02dT%02d%02d%02dZ", t->ckpt_dir, tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            if (rename(t->ckpt_dir, aside) != 0)
+                return ct_fail("overwrite=1: cannot move %s aside to %s: %s", t->ckpt_dir, aside, strerror(errno));
+            printf("overwrite=1: moved the earlier run's checkpoints to %s\n", aside);
         }
         printf("resume: none, starting from the initial weights (seed %lld)\n", (long long)cfg->seed);
         return 0;

@@ -1,0 +1,117 @@
+/* cuda_common.cuh — device helpers shared by the kernels/cuda_*.cu files: bf16 conversion,
+ * deterministic warp/block reductions, launch checking. Private to the CUDA sources. */
+#ifndef CT_CUDA_COMMON_CUH
+#define CT_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+extern "C" {
+#include "common.h"
+}
+#include "cuda_ops.h"
+
+#define CT_FULL_MASK 0xffffffffu
+
+/* Return -1 from the calling launcher if the launch failed (cuda_check_launch sets the message). */
+#define CT_LAUNCHED(kernel, stream)                                                                \
+    do {                                                                                           \
+        if (cuda_check_launch((kernel), (stream)) != 0) return -1;                                 \
+    } while (0)
+
+#define CT_CUDA_TRY(call, what)                                                                    \
+    do {                                                                                           \
+        if (cuda_check((call), (what)) != 0) return -1;                                            \
+    } while (0)
+
+static __device__ __forceinline__ __nv_bfloat16 *as_bf(ct_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
+static __device__ __forceinline__ const __nv_bfloat16 *as_bf(const ct_bf16 *p) {
+    return reinterpret_cast<const __nv_bfloat16 *>(p);
+}
+static inline __nv_bfloat16 *host_as_bf(ct_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
+static inline const __nv_bfloat16 *host_as_bf(const ct_bf16 *p) { return reinterpret_cast<const __nv_bfloat16 *>(p); }
+
+static __device__ __forceinline__ __nv_bfloat16 to_bf16(float x) { return __float2bfloat16_rn(x); }
+static __device__ __forceinline__ float from_bf16(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+/* Butterfly sums: every lane ends with the same bits (each step adds a pair that its partner
+ * lane adds in the other order, and fp addition is commutative), in a fixed order. */
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(CT_FULL_MASK, v, o);
+    return v;
+}
+static __device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(CT_FULL_MASK, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(CT_FULL_MASK, v, o));
+    return v;
+}
+
+/* Block-wide reductions for blockDim.x == BLOCK (a multiple of 32, <= 1024), every thread
+ * calling; the result is returned to every thread. scratch: BLOCK/32 entries of shared memory.
+ * Fixed order: warp butterflies, then warp 0 sums the warp results. */
+template <int BLOCK>
+static __device__ __forceinline__ double block_sum_d(double v, double *scratch) {
+    constexpr int WARPS = BLOCK / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double t = lane < WARPS ? scratch[lane] : 0.0;
+    t = warp_sum_d(t);
+    return t;
+}
+template <int BLOCK>
+static __device__ __forceinline__ float block_max(float v, float *scratch) {
+    constexpr int WARPS = BLOCK / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < WARPS ? scratch[lane] : -INFINITY;
+    t = warp_max(t);
+    return t;
+}
+
+static inline unsigned ct_blocks(size_t n, unsigned per_block) {
+    size_t b = (n + per_block - 1) / per_block;
+    return (unsigned)(b ? b : 1);
+}
+
+/* Grid-stride launch shape of elementwise kernels: depends on n only. */
+static inline unsigned ct_grid_1d(size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads;
+    if (b > 65535u * 8u) b = 65535u * 8u;
+    return (unsigned)(b ? b : 1);
+}
+
+/* Second pass of the column reductions (cuda_colsum_doubles layout). */
+int colsum_finish(float *g, const double *partials, int n_chunks, int width, cudaStream_t stream);
+static inline int colsum_chunks(int N) { return (N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS; }
+/* Column-reduction kernels use blocks of 32 channels x COLSUM_TY rows. */
+#define COLSUM_TY 8
+
+/* Sum of the COLSUM_TY per-row-lane accumulators of a (32 x COLSUM_TY) block in ty order, by
+ * the threads with ty == 0. sh: shared [COLSUM_TY][32] doubles. Every thread calls. */
+static __device__ __forceinline__ double colsum_block_reduce(double acc, double (*sh)[32]) {
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    double total = 0.0;
+    if (threadIdx.y == 0) {
+#pragma unroll
+        for (int y = 0; y < COLSUM_TY; y++) total += sh[y][threadIdx.x];
+    }
+    __syncthreads();
+    return total;
+}
+
+#endif

@@ -1,0 +1,75 @@
+/* cuda_gemm.cu — row-major matrix products on cuBLAS (cublasGemmEx, CUBLAS_COMPUTE_32F) and the
+ * bias-free linear layer built on them (see cuda_ops.h).
+ *
+ * Row-major to column-major: a row-major C[M,N] is the column-major C^T [N,M], and
+ * C^T = op(B)^T op(A)^T, so the row-major product is one column-major GEMM with the operands
+ * swapped: m = N, n = M, first operand B (transposed iff trans_b), second A (iff trans_a), the
+ * leading dimensions unchanged. */
+#include <stdio.h>
+
+#include "cuda_common.cuh"
+
+static cudaDataType_t data_type(int t) { return t == CT_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+extern "C" int cuda_gemm(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                         const void *A, int a_type, int lda, const void *B, int b_type, int ldb, float beta, void *C,
+                         int c_type, int ldc) {
+    if (M <= 0 || N <= 0) return 0;
+    if (a_type != b_type || (a_type == CT_F32 && c_type != CT_F32))
+        return ct_fail("cuda_gemm: unsupported type combination A %d, B %d, C %d", a_type, b_type, c_type);
+    if (K <= 0) {
+        /* an empty sum: C = beta * C, which cuBLAS does not promise for k = 0 */
+        return ct_fail("cuda_gemm: K must be positive (M %d, N %d, K %d)", M, N, K);
+    }
+    cublasStatus_t st = cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     N, M, K, &alpha, B, data_type(b_type), ldb, A, data_type(a_type), lda, &beta, C,
+                                     data_type(c_type), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "cublasGemmEx (M %d, N %d, K %d, trans %d/%d, types %d/%d/%d)", M, N, K, trans_a,
+                 trans_b, a_type, b_type, c_type);
+        return cuda_check_cublas(st, what);
+    }
+    return 0;
+}
+
+extern "C" int cuda_blas_create(cublasHandle_t *out, cudaStream_t stream, void *workspace, size_t workspace_bytes) {
+    cublasHandle_t h = NULL;
+    if (cuda_check_cublas(cublasCreate(&h), "cublasCreate") != 0) return -1;
+    /* cublasSetStream resets the workspace to cuBLAS's own pool, so it comes first. */
+    if (cuda_check_cublas(cublasSetStream(h, stream), "cublasSetStream") != 0 ||
+        (workspace && cuda_check_cublas(cublasSetWorkspace(h, workspace, workspace_bytes), "cublasSetWorkspace") != 0) ||
+        cuda_check_cublas(cublasSetMathMode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+                          "cublasSetMathMode") != 0 ||
+        cuda_check_cublas(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode") != 0 ||
+        cuda_check_cublas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode") != 0) {
+        cublasDestroy(h);
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
+extern "C" int cuda_linear_forward(cublasHandle_t handle, float *out, const ct_bf16 *x, const ct_bf16 *W, int N,
+                                   int in_features, int out_features) {
+    /* out[N,out] = x[N,in] @ W[out,in]^T */
+    if (cuda_gemm(handle, 0, 1, N, out_features, in_features, 1.0f, x, CT_BF16, in_features, W, CT_BF16, in_features,
+                  0.0f, out, CT_F32, out_features) != 0)
+        return ct_fail_prefix("linear forward");
+    return 0;
+}
+
+extern "C" int cuda_linear_backward(cublasHandle_t handle, float *dx, int dx_accumulate, float *dW,
+                                    const ct_bf16 *dout, const ct_bf16 *x, const ct_bf16 *W, int N, int in_features,
+                                    int out_features) {
+    /* dx[N,in] (+)= dout[N,out] @ W[out,in] */
+    if (dx && cuda_gemm(handle, 0, 0, N, in_features, out_features, 1.0f, dout, CT_BF16, out_features, W, CT_BF16,
+                        in_features, dx_accumulate ? 1.0f : 0.0f, dx, CT_F32, in_features) != 0)
+        return ct_fail_prefix("linear backward (input gradient)");
+    /* dW[out,in] += dout^T @ x: dout stored [N,out] = op(A) transposed, x [N,in] */
+    if (dW && cuda_gemm(handle, 1, 0, out_features, in_features, N, 1.0f, dout, CT_BF16, out_features, x, CT_BF16,
+                        in_features, 1.0f, dW, CT_F32, in_features) != 0)
+        return ct_fail_prefix("linear backward (weight gradient)");
+    return 0;
+}

@@ -1,0 +1,243 @@
+/* cuda_optim.cu — Adam, Muon (momentum, Newton–Schulz on cuBLAS, scale, apply) and global-norm
+ * clipping on the device (see cuda_ops.h; the CPU versions are kernels/cpu_optim*.c). The
+ * element-wise lines spell out the CPU's fp32 roundings (__fmul_rn/__fadd_rn, fmaf where the
+ * CPU uses fmaf) so nvcc cannot contract them differently; their scalars come from the host,
+ * computed as the CPU computes them. Nothing here synchronises with the host: norms stay on the
+ * device and the kernels that need them read them there. */
+#include <math.h>
+
+#include "cpu_optim.h"
+#include "cuda_common.cuh"
+
+/* ---- Adam ---- */
+
+static __global__ void adam_kernel(float *p, __nv_bfloat16 *p_bf16, const float *g, float *m, float *v, size_t n,
+                                   float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                                   float bc2_sqrt, float eps, float neg_step_size) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float grad = g[i];
+        const float m_new = fmaf(grad, one_minus_beta1, __fmul_rn(m[i], beta1));
+        const float v_new = fmaf(__fmul_rn(one_minus_beta2, grad), grad, __fmul_rn(v[i], beta2));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v_new), bc2_sqrt), eps);
+        const float p_new = __fadd_rn(p[i], __fdiv_rn(__fmul_rn(neg_step_size, m_new), denom));
+        m[i] = m_new;
+        v[i] = v_new;
+        p[i] = p_new;
+        if (p_bf16) p_bf16[i] = to_bf16(p_new);
+    }
+}
+
+extern "C" int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, double lr,
+                              double beta1, double beta2, double eps, int64_t step, cudaStream_t stream) {
+    if (n == 0) return 0;
+    if (step < 1) return ct_fail("cuda adam: step must be >= 1, got %lld", (long long)step);
+    /* adam_step's scalars, in the same double expressions and fp32 roundings */
+    const double bias_correction1 = 1.0 - pow(beta1, (double)step);
+    const double bias_correction2 = 1.0 - pow(beta2, (double)step);
+    const double step_size = lr / bias_correction1;
+    adam_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(p, host_as_bf(p_bf16), g, m, v, n, (float)beta1,
+                                                        (float)(1.0 - beta1), (float)beta2, (float)(1.0 - beta2),
+                                                        (float)sqrt(bias_correction2), (float)eps, (float)(-step_size));
+    CT_LAUNCHED("adam_step", stream);
+    return 0;
+}
+
+/* ---- Muon ---- */
+
+static __global__ void muon_momentum_kernel(float *u, float *buf, const float *g, size_t n, float mu, int nesterov) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float grad = g[i];
+        const float b = __fadd_rn(__fmul_rn(buf[i], mu), grad);
+        buf[i] = b;
+        u[i] = nesterov ? fmaf(b, mu, grad) : b;
+    }
+}
+
+template <typename T>
+static __device__ __forceinline__ T convert_to(float x);
+template <>
+__device__ __forceinline__ float convert_to<float>(float x) {
+    return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 convert_to<__nv_bfloat16>(float x) {
+    return to_bf16(x);
+}
+static __device__ __forceinline__ float convert_from(float x) { return x; }
+static __device__ __forceinline__ float convert_from(__nv_bfloat16 x) { return from_bf16(x); }
+
+/* value -> value / divisor (when norm_sq) -> value * scale (when apply_scale), converted.
+ * divisor = (float)sqrt(*norm_sq) + NS5_EPS, newton_schulz5's fp32 expression. */
+static __device__ __forceinline__ float ns_transform(float x, const double *norm_sq, float scale, int apply_scale) {
+    if (norm_sq) x = __fdiv_rn(x, __fadd_rn((float)sqrt(*norm_sq), NS5_EPS));
+    if (apply_scale) x = __fmul_rn(x, scale);
+    return x;
+}
+
+/* dst[i] = transform(src[i]) over n elements. */
+template <typename TI, typename TO>
+static __global__ void ns_copy_kernel(TO *dst, const TI *src, size_t n, const double *norm_sq, float scale,
+                                      int apply_scale) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = convert_to<TO>(ns_transform(convert_from(src[i]), norm_sq, scale, apply_scale));
+}
+
+/* dst [c x r] = transform(src [r x c])^T through 32 x 32 shared tiles; block (32, 8). */
+template <typename TI, typename TO>
+static __global__ void ns_transpose_kernel(TO *dst, const TI *src, int r, int c, const double *norm_sq, float scale,
+                                           int apply_scale) {
+    __shared__ float tile[32][33];
+    const int j0 = blockIdx.x * 32, i0 = blockIdx.y * 32;
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        const int i = i0 + k, j = j0 + threadIdx.x;
+        if (i < r && j < c) tile[k][threadIdx.x] = convert_from(src[(size_t)i * c + j]);
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        const int j = j0 + k, i = i0 + threadIdx.x;
+        if (i < r && j < c)
+            dst[(size_t)j * r + i] = convert_to<TO>(ns_transform(tile[threadIdx.x][k], norm_sq, scale, apply_scale));
+    }
+}
+
+/* dst = transform(src), transposed when `transpose` (src is r x c). */
+template <typename TI, typename TO>
+static int ns_convert(TO *dst, const TI *src, int r, int c, int transpose, const double *norm_sq, float scale,
+                      int apply_scale, cudaStream_t stream) {
+    if (transpose) {
+        dim3 grid(ct_blocks((size_t)c, 32), ct_blocks((size_t)r, 32)), block(32, 8);
+        ns_transpose_kernel<TI, TO><<<grid, block, 0, stream>>>(dst, src, r, c, norm_sq, scale, apply_scale);
+        CT_LAUNCHED("muon_transpose", stream);
+    } else {
+        const size_t n = (size_t)r * c;
+        ns_copy_kernel<TI, TO><<<ct_grid_1d(n, 256), 256, 0, stream>>>(dst, src, n, norm_sq, scale, apply_scale);
+        CT_LAUNCHED("muon_convert", stream);
+    }
+    return 0;
+}
+
+static size_t align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+extern "C" size_t cuda_muon_scratch_bytes(int rows, int cols) {
+    const size_t m = (size_t)(rows < cols ? rows : cols), n = (size_t)(rows < cols ? cols : rows);
+    /* two X buffers [m x n] and the Gram and polynomial matrices [m x m], fp32-sized (bf16 uses
+     * the first half of each) */
+    return 2 * align256(m * n * sizeof(float)) + 2 * align256(m * m * sizeof(float));
+}
+
+/* The Newton–Schulz iterations on X [m x n] (m <= n) of element type `type`; returns the buffer
+ * holding the result (one of x0 / x1). */
+static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, void *poly, int m, int n, int steps,
+                        int type, cudaStream_t stream, int *rc) {
+    const size_t esize = type == CT_BF16 ? 2 : 4;
+    void *x_cur = x0, *x_next = x1;
+    *rc = -1;
+    for (int s = 0; s < steps; s++) {
+        /* A = X X^T */
+        if (cuda_gemm(handle, 0, 1, m, m, n, 1.0f, x_cur, type, n, x_cur, type, n, 0.0f, gram, type, m) != 0)
+            return x_cur;
+        /* B = b*A + c*(A A): start from A, the product's beta applies b */
+        if (cuda_check(cudaMemcpyAsync(poly, gram, (size_t)m * m * esize, cudaMemcpyDeviceToDevice, stream),
+                       "muon: copy of the Gram matrix") != 0)
+            return x_cur;
+        if (cuda_gemm(handle, 0, 0, m, m, m, NS5_C, gram, type, m, gram, type, m, NS5_B, poly, type, m) != 0)
+            return x_cur;
+        /* X = a*X + B X */
+        if (cuda_check(cudaMemcpyAsync(x_next, x_cur, (size_t)m * n * esize, cudaMemcpyDeviceToDevice, stream),
+                       "muon: copy of X") != 0)
+            return x_cur;
+        if (cuda_gemm(handle, 0, 0, m, n, m, 1.0f, poly, type, m, x_cur, type, n, NS5_A, x_next, type, n) != 0)
+            return x_cur;
+        void *t = x_cur;
+        x_cur = x_next;
+        x_next = t;
+    }
+    *rc = 0;
+    return x_cur;
+}
+
+extern "C" int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows,
+                                int cols, double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch,
+                                double *partials, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return ct_fail("cuda muon: bad shape %d x %d", rows, cols);
+    if (ns_steps < 0) return ct_fail("cuda muon: ns_steps %d", ns_steps);
+    const size_t n_el = (size_t)rows * cols;
+    const float mu = (float)momentum;
+    muon_momentum_kernel<<<ct_grid_1d(n_el, 256), 256, 0, stream>>>(update, momentum_buf, grad, n_el, mu,
+                                                                    nesterov ? 1 : 0);
+    CT_LAUNCHED("muon_momentum", stream);
+
+    /* ||u||_F^2 in double, fixed order, kept on the device after the partials */
+    double *norm_sq = partials + cuda_reduce_doubles(n_el);
+    if (cuda_sumsq(norm_sq, update, n_el, partials, stream) != 0) return -1;
+
+    const int transposed = rows > cols;
+    const int m = transposed ? cols : rows, n = transposed ? rows : cols;
+    char *base = (char *)scratch;
+    void *x0 = base, *x1 = base + align256((size_t)m * n * sizeof(float));
+    void *gram = base + 2 * align256((size_t)m * n * sizeof(float));
+    void *poly = (char *)gram + align256((size_t)m * m * sizeof(float));
+
+    /* train_gpt.py: g = g.bfloat16() / (norm + eps) then .T; here the division is fp32 and the
+     * result is rounded once */
+    const double aspect = (double)rows / (double)cols;
+    const int apply_scale = aspect > 1.0;
+    const float scale = apply_scale ? (float)pow(aspect, 0.5) : 1.0f;
+    int rc = 0;
+    if (ns_fp32) {
+        if (ns_convert<float, float>((float *)x0, update, rows, cols, transposed, norm_sq, 1.0f, 0, stream) != 0)
+            return -1;
+        const float *x = (const float *)ns_iterate(handle, x0, x1, gram, poly, m, n, ns_steps, CT_F32, stream, &rc);
+        if (rc != 0) return ct_fail_prefix("muon Newton-Schulz (fp32, %d x %d)", rows, cols);
+        if (ns_convert<float, float>(update, x, m, n, transposed, NULL, scale, apply_scale, stream) != 0) return -1;
+    } else {
+        if (ns_convert<float, __nv_bfloat16>((__nv_bfloat16 *)x0, update, rows, cols, transposed, norm_sq, 1.0f, 0,
+                                             stream) != 0)
+            return -1;
+        const __nv_bfloat16 *x =
+            (const __nv_bfloat16 *)ns_iterate(handle, x0, x1, gram, poly, m, n, ns_steps, CT_BF16, stream, &rc);
+        if (rc != 0) return ct_fail_prefix("muon Newton-Schulz (bf16, %d x %d)", rows, cols);
+        if (ns_convert<__nv_bfloat16, float>(update, x, m, n, transposed, NULL, scale, apply_scale, stream) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static __global__ void muon_apply_kernel(float *p, __nv_bfloat16 *p_bf16, const float *update, size_t n,
+                                         float neg_lr) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float p_new = fmaf(update[i], neg_lr, p[i]);
+        p[i] = p_new;
+        if (p_bf16) p_bf16[i] = to_bf16(p_new);
+    }
+}
+
+extern "C" int cuda_muon_apply(float *p, ct_bf16 *p_bf16, const float *update, size_t n, double lr,
+                               cudaStream_t stream) {
+    if (n == 0) return 0;
+    muon_apply_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(p, host_as_bf(p_bf16), update, n, (float)-lr);
+    CT_LAUNCHED("muon_apply", stream);
+    return 0;
+}
+
+/* ---- clipping ---- */
+
+static __global__ void clip_scale_kernel(float *g, size_t n, const double *sum_sq, double *norm, float max_norm) {
+    const double total_norm = sqrt(*sum_sq);
+    /* clip_grad_coef: clamp((1 / ((float)norm + 1e-6f)) * max_norm, max = 1); NaN stays NaN */
+    const float shifted = __fadd_rn((float)total_norm, 1e-6f);
+    float coef = __fmul_rn(__fdiv_rn(1.0f, shifted), max_norm);
+    coef = coef > 1.0f ? 1.0f : coef;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *norm = total_norm;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        g[i] = __fmul_rn(g[i], coef);
+}
+
+extern "C" int cuda_clip_grad_norm(float *g, size_t n, double max_norm, double *norm, double *partials,
+                                   cudaStream_t stream) {
+    double *sum_sq = partials + cuda_reduce_doubles(n);
+    if (cuda_sumsq(sum_sq, g, n, partials, stream) != 0) return -1;
+    clip_scale_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(g, n, sum_sq, norm, (float)max_norm);
+    CT_LAUNCHED("clip_grad_scale", stream);
+    return 0;
+}

@@ -1,0 +1,260 @@
+/* cuda_rowops.cu — RMSNorm, residual mix, scaled residual add and relu^2 (forward/backward),
+ * plus the fused block-input and add+norm forwards (see cuda_ops.h).
+ *
+ * Row kernels use one warp per row (8 rows per 256-thread block); each lane walks the channels
+ * c = lane, lane+32, ... so loads are coalesced, and row sums go through a warp butterfly in
+ * double (fixed order). Element-wise arithmetic spells out the CPU op's fp32 roundings with
+ * __fmul_rn/__fadd_rn, so nvcc cannot contract them into FMAs: given the same inputs the
+ * element-wise results are the CPU's bits (row sums in double may round differently in the last
+ * bit of the double, which almost never reaches the fp32 result).
+ *
+ * Parameter gradients (dscale, dmix) use the column-reduction layout of cuda_common.cuh:
+ * blocks of 32 channels x COLSUM_TY row lanes over CUDA_COLSUM_ROWS-token chunks. */
+#include "cuda_common.cuh"
+
+enum { ROW_THREADS = 256, ROWS_PER_BLOCK = ROW_THREADS / 32 };
+
+static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, float eps) {
+    return (float)(1.0 / sqrt(sum_sq / C + (double)eps));
+}
+
+/* ---- RMSNorm ---- */
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_forward_kernel(float *out, __nv_bfloat16 *out_bf16, float *rstd, const float *x, int N, int C, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return; /* the whole warp leaves together */
+    const float *xr = x + (size_t)row * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) ss += (double)xr[c] * (double)xr[c];
+    ss = warp_sum_d(ss);
+    const float r = rstd_from_sumsq(ss, C, eps);
+    for (int c = lane; c < C; c += 32) {
+        const float y = __fmul_rn(xr[c], r);
+        if (out) out[(size_t)row * C + c] = y;
+        if (out_bf16) out_bf16[(size_t)row * C + c] = to_bf16(y);
+    }
+    if (rstd && lane == 0) rstd[row] = r;
+}
+
+extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float *x, int N, int C,
+                                    float eps, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    rmsnorm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(out, host_as_bf(out_bf16),
+                                                                                           rstd, x, N, C, eps);
+    CT_LAUNCHED("rmsnorm_forward", stream);
+    return 0;
+}
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_backward_kernel(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const size_t base = (size_t)row * C;
+    double dot = 0.0;
+    for (int c = lane; c < C; c += 32) dot += (double)dout[base + c] * (double)x[base + c];
+    dot = warp_sum_d(dot);
+    const float r = rstd[row];
+    const float x_coeff = (float)((double)r * r * r * dot / C);
+    for (int c = lane; c < C; c += 32) {
+        const float g = __fsub_rn(__fmul_rn(r, dout[base + c]), __fmul_rn(x_coeff, x[base + c]));
+        dx[base + c] = __fadd_rn(dx[base + c], g);
+    }
+}
+
+extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
+                                     cudaStream_t stream) {
+    if (N <= 0) return 0;
+    rmsnorm_backward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(dx, dout, x, rstd, N, C);
+    CT_LAUNCHED("rmsnorm_backward", stream);
+    return 0;
+}
+
+/* ---- fused forwards ---- */
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    mix_norm_forward_kernel(float *x_in, float *xm, float *rstd, __nv_bfloat16 *a_bf16, const float *x,
+                            const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
+                            float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const size_t base = (size_t)row * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) {
+        float xi = x[base + c];
+        if (skip) {
+            xi = __fadd_rn(xi, __fmul_rn(skip_w[c], skip[base + c]));
+            x_in[base + c] = xi;
+        }
+        const float m = __fadd_rn(__fmul_rn(mix[c], xi), __fmul_rn(mix[C + c], x0[base + c]));
+        xm[base + c] = m;
+        ss += (double)m * (double)m;
+    }
+    ss = warp_sum_d(ss);
+    const float r = rstd_from_sumsq(ss, C, eps);
+    for (int c = lane; c < C; c += 32) a_bf16[base + c] = to_bf16(__fmul_rn(xm[base + c], r));
+    if (lane == 0) rstd[row] = r;
+}
+
+extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x,
+                                     const float *skip, const float *skip_w, const float *x0, const float *mix, int N,
+                                     int C, float eps, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    mix_norm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
+        x_in, xm, rstd, host_as_bf(a_bf16), x, skip, skip_w, x0, mix, N, C, eps);
+    CT_LAUNCHED("mix_norm_forward", stream);
+    return 0;
+}
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm, const float *branch,
+                            const float *scale, int N, int C, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const size_t base = (size_t)row * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) {
+        const float v = __fadd_rn(xm[base + c], __fmul_rn(scale[c], branch[base + c]));
+        x1[base + c] = v;
+        ss += (double)v * (double)v;
+    }
+    ss = warp_sum_d(ss);
+    const float r = rstd_from_sumsq(ss, C, eps);
+    for (int c = lane; c < C; c += 32) m_bf16[base + c] = to_bf16(__fmul_rn(x1[base + c], r));
+    if (lane == 0) rstd[row] = r;
+}
+
+extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const float *branch,
+                                     const float *scale, int N, int C, float eps, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    add_norm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
+        x1, rstd, host_as_bf(m_bf16), xm, branch, scale, N, C, eps);
+    CT_LAUNCHED("add_norm_forward", stream);
+    return 0;
+}
+
+/* ---- scaled residual add ---- */
+
+static __global__ void scaled_add_forward_kernel(float *out, const float *x, const float *branch, const float *scale,
+                                                 size_t n, int C) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __fadd_rn(x[i], __fmul_rn(scale[i % (size_t)C], branch[i]));
+}
+
+extern "C" int cuda_scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N,
+                                       int C, cudaStream_t stream) {
+    const size_t n = (size_t)N * C;
+    if (n == 0) return 0;
+    scaled_add_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, branch, scale, n, C);
+    CT_LAUNCHED("scaled_add_forward", stream);
+    return 0;
+}
+
+static __global__ void __launch_bounds__(32 * COLSUM_TY)
+    scaled_add_backward_kernel(float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials,
+                               const float *dout, const float *branch, const float *scale, int N, int C) {
+    __shared__ double sh[COLSUM_TY][32];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
+    double acc = 0.0;
+    if (c < C) {
+        const float s = scale[c];
+        for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
+            const size_t i = (size_t)r * C + c;
+            const float d = dout[i];
+            if (dx) dx[i] = __fadd_rn(dx[i], d);
+            const float v = __fmul_rn(s, d);
+            if (dbranch) dbranch[i] = __fadd_rn(dbranch[i], v);
+            if (dbranch_bf16) dbranch_bf16[i] = to_bf16(v);
+            acc += (double)d * (double)branch[i];
+        }
+    }
+    const double total = colsum_block_reduce(acc, sh);
+    if (threadIdx.y == 0 && c < C) partials[(size_t)blockIdx.y * C + c] = total;
+}
+
+extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale,
+                                        const float *dout, const float *branch, const float *scale, int N, int C,
+                                        double *partials, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
+    scaled_add_backward_kernel<<<grid, block, 0, stream>>>(dx, dbranch, host_as_bf(dbranch_bf16), partials, dout,
+                                                           branch, scale, N, C);
+    CT_LAUNCHED("scaled_add_backward", stream);
+    return colsum_finish(dscale, partials, colsum_chunks(N), C, stream);
+}
+
+/* ---- residual mix backward ---- */
+
+static __global__ void __launch_bounds__(32 * COLSUM_TY)
+    residual_mix_backward_kernel(float *dx, float *dx0, double *partials, const float *dout, const float *x,
+                                 const float *x0, const float *mix, int N, int C) {
+    __shared__ double sh[COLSUM_TY][32];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
+    double acc_x = 0.0, acc_x0 = 0.0;
+    if (c < C) {
+        const float m0 = mix[c], m1 = mix[C + c];
+        for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
+            const size_t i = (size_t)r * C + c;
+            const float d = dout[i];
+            dx[i] = __fadd_rn(dx[i], __fmul_rn(m0, d));
+            dx0[i] = __fadd_rn(dx0[i], __fmul_rn(m1, d));
+            acc_x += (double)d * (double)x[i];
+            acc_x0 += (double)d * (double)x0[i];
+        }
+    }
+    const double total_x = colsum_block_reduce(acc_x, sh);
+    const double total_x0 = colsum_block_reduce(acc_x0, sh);
+    if (threadIdx.y == 0 && c < C) {
+        double *p = partials + (size_t)blockIdx.y * 2 * C;
+        p[c] = total_x;
+        p[C + c] = total_x0;
+    }
+}
+
+extern "C" int cuda_residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
+                                          const float *x0, const float *mix, int N, int C, double *partials,
+                                          cudaStream_t stream) {
+    if (N <= 0) return 0;
+    dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
+    residual_mix_backward_kernel<<<grid, block, 0, stream>>>(dx, dx0, partials, dout, x, x0, mix, N, C);
+    CT_LAUNCHED("residual_mix_backward", stream);
+    return colsum_finish(dmix, partials, colsum_chunks(N), 2 * C, stream);
+}
+
+/* ---- relu^2 ---- */
+
+static __global__ void relu2_forward_kernel(float *h, __nv_bfloat16 *h_bf16, const float *u, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float x = u[i];
+        const float y = x > 0.0f ? __fmul_rn(x, x) : 0.0f;
+        if (h) h[i] = y;
+        if (h_bf16) h_bf16[i] = to_bf16(y);
+    }
+}
+
+extern "C" int cuda_relu2_forward(float *h, ct_bf16 *h_bf16, const float *u, size_t n, cudaStream_t stream) {
+    if (n == 0) return 0;
+    relu2_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(h, host_as_bf(h_bf16), u, n);
+    CT_LAUNCHED("relu2_forward", stream);
+    return 0;
+}
+
+static __global__ void relu2_backward_kernel(float *du, __nv_bfloat16 *du_bf16, const float *dh, const float *u,
+                                             size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float x = u[i];
+        const float g = x > 0.0f ? __fmul_rn(2.0f * x, dh[i]) : 0.0f;
+        if (du) du[i] = __fadd_rn(du[i], g);
+        if (du_bf16) du_bf16[i] = to_bf16(g);
+    }
+}
+
+extern "C" int cuda_relu2_backward(float *du, ct_bf16 *du_bf16, const float *dh, const float *u, size_t n,
+                                   cudaStream_t stream) {
+    if (n == 0) return 0;
+    relu2_backward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(du, host_as_bf(du_bf16), dh, u, n);
+    CT_LAUNCHED("relu2_backward", stream);
+    return 0;
+}

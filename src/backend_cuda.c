@@ -1,0 +1,771 @@
+/* backend_cuda.c — the CUDA backend's host orchestration: device selection, the one device
+ * allocation, token upload, the forward and backward through the parameter-golf GPT and the
+ * optimizer step, all on one stream (kernels in kernels/cuda_*.cu, declared in cuda_ops.h).
+ *
+ * The graph, the saved activations and the backward order are the CPU backend's
+ * (backend_cpu.c); the differences are the precision policy (bf16 operands of every matrix
+ * product, so the tensors that only feed products are kept in bf16) and a few fusions
+ * (block-input mix + norm, attention residual + norm). docs/cuda.md describes both. */
+#include "backend_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+#ifndef CT_HAVE_CUDA
+
+static int no_cuda(void) {
+    return ct_fail("device = cuda: this ctrain was built without CUDA (nvcc was not found at build time); "
+                   "rebuild with CUDA_HOME pointing at a CUDA toolkit, or use device=cpu");
+}
+int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
+    (void)out, (void)cfg, (void)st;
+    return no_cuda();
+}
+int backend_cuda_sync_to_host(Backend *b) {
+    (void)b;
+    return no_cuda();
+}
+int backend_cuda_sync_from_host(Backend *b) {
+    (void)b;
+    return no_cuda();
+}
+void backend_cuda_set_ns_fp32(Backend *b, int on) { (void)b, (void)on; }
+float *backend_cuda_device_grads(Backend *b) {
+    (void)b;
+    return NULL;
+}
+void *backend_cuda_stream(Backend *b) {
+    (void)b;
+    return NULL;
+}
+int backend_cuda_memory(Backend *b, CudaMemoryReport *report) {
+    (void)b;
+    memset(report, 0, sizeof *report);
+    return no_cuda();
+}
+void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
+    (void)b;
+    snprintf(buf, cap, "cuda: not built");
+}
+
+#else /* CT_HAVE_CUDA */
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "cpu_attention.h" /* rope_tables_init: the tables are computed on the host, as the CPU's */
+#include "cuda_ops.h"
+
+enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, LOGITS_Z_TARGET_FLOATS = 16 << 20 };
+
+/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16. */
+typedef struct {
+    float *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
+    const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
+    float *xm, *rstd_attn;
+    ct_bf16 *a_in; /* rms_norm(xm): input of c_q, c_k, c_v */
+    float *q_raw, *k_raw, *v, *q, *k;
+    float *y; /* attention output (fp32 for the backward's D = rowsum(dy * y)) */
+    ct_bf16 *y16;
+    float *lse;
+    float *ao, *x1, *rstd_mlp;
+    ct_bf16 *m_in;
+    float *u;   /* fc output (relu^2's backward needs it) */
+    ct_bf16 *h; /* relu(u)^2 */
+    float *mo, *x_out;
+} CudaLayer;
+
+typedef struct {
+    Backend base;
+    int B, T, N, V, D, KV, HID, H, KVH, HD, L;
+    int device;
+    char device_name[256];
+    int cc_major, cc_minor;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int ns_fp32;
+    int chunk; /* logits chunk (tokens) */
+    int grads_on_host; /* grad_buffer() handed out the host gradients: upload before stepping */
+
+    /* the one device allocation and its accounting */
+    void *arena;
+    size_t arena_bytes, state_bytes, act_bytes, work_bytes;
+    size_t free_before, free_after, total_mem;
+
+    /* device state, flat layout of TrainState */
+    float *d_params, *d_grads, *d_exp_avg, *d_exp_avg_sq, *d_momentum;
+    ct_bf16 **w16; /* [num_params]: bf16 shadow of each parameter used in a product, else NULL */
+    void *cublas_ws;
+
+    /* tokens: pinned host staging and its device copy, one layout:
+     * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V] */
+    int32_t *h_tok, *d_tok;
+    size_t tok_count;
+    int emb_rows;
+    double *h_scalars; /* pinned: [0] loss sum, [1] grad norm */
+    double *d_scalars;
+
+    /* activations */
+    float *emb, *x0, *rstd0, *rstdf, *losses;
+    ct_bf16 *xf16;
+    CudaLayer *layers;
+    float *rope_cos, *rope_sin;
+
+    /* backward work buffers */
+    float *dx, *dx_alt, *dx0, *dxf, *dD2, *dH1, *dy, *dq, *dk, *dv;
+    ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16;
+    float **dskip;
+    float *attn_D, *rope_scratch;
+    double *partials;     /* column reductions */
+    double *red_partials; /* whole-buffer reductions (loss sum, norms) */
+    float *z;
+    ct_bf16 *dz;
+
+    /* optimizer */
+    float *muon_update;
+    void *muon_scratch;
+} CudaBackend;
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if ((x) != 0) return -1;                                                                   \
+    } while (0)
+
+static size_t align_up(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Carves the arena: a first pass with base NULL only counts. */
+typedef struct {
+    char *base;
+    size_t used;
+} Arena;
+static void *take(Arena *a, size_t bytes, size_t *tally) {
+    const size_t size = align_up(bytes ? bytes : 1);
+    void *p = a->base ? a->base + a->used : NULL;
+    a->used += size;
+    if (tally) *tally += size;
+    return p;
+}
+#define TAKE_F(a, n, t) ((float *)take((a), (size_t)(n) * sizeof(float), (t)))
+#define TAKE_H(a, n, t) ((ct_bf16 *)take((a), (size_t)(n) * sizeof(ct_bf16), (t)))
+#define TAKE_D(a, n, t) ((double *)take((a), (size_t)(n) * sizeof(double), (t)))
+
+static int uses_bf16_shadow(const ModelSpec *s, int i) {
+    const ParamInfo *p = &s->params[i];
+    if (p->group == PARAM_MATRIX) return 1;
+    return i == s->tok_emb ? s->tied : i == s->lm_head;
+}
+
+static void layout(CudaBackend *cb, Arena *a) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const size_t N = (size_t)cb->N, D = (size_t)cb->D, KV = (size_t)cb->KV, HID = (size_t)cb->HID;
+    const size_t total = s->total_floats;
+    size_t *st = &cb->state_bytes, *act = &cb->act_bytes, *wk = &cb->work_bytes;
+    cb->state_bytes = cb->act_bytes = cb->work_bytes = 0;
+
+    cb->d_params = TAKE_F(a, total, st);
+    cb->d_grads = TAKE_F(a, total, st);
+    cb->d_exp_avg = TAKE_F(a, total, st);
+    cb->d_exp_avg_sq = TAKE_F(a, total, st);
+    cb->d_momentum = TAKE_F(a, total, st);
+    for (int i = 0; i < s->num_params; i++)
+        cb->w16[i] = uses_bf16_shadow(s, i) ? TAKE_H(a, s->params[i].count, st) : NULL;
+    cb->cublas_ws = take(a, CUBLAS_WORKSPACE_BYTES, wk);
+
+    cb->d_tok = (int32_t *)take(a, cb->tok_count * sizeof(int32_t), wk);
+    cb->d_scalars = TAKE_D(a, 4, wk);
+
+    cb->emb = TAKE_F(a, N * D, act);
+    cb->x0 = TAKE_F(a, N * D, act);
+    cb->rstd0 = TAKE_F(a, N, act);
+    cb->xf16 = TAKE_H(a, N * D, act);
+    cb->rstdf = TAKE_F(a, N, act);
+    cb->losses = TAKE_F(a, N, act);
+    for (int l = 0; l < cb->L; l++) {
+        CudaLayer *y = &cb->layers[l];
+        const int dec = l - s->num_encoder;
+        y->x_in = dec >= 0 && dec < s->num_skip ? TAKE_F(a, N * D, act) : NULL;
+        y->xm = TAKE_F(a, N * D, act);
+        y->rstd_attn = TAKE_F(a, N, act);
+        y->a_in = TAKE_H(a, N * D, act);
+        y->q_raw = TAKE_F(a, N * D, act);
+        y->k_raw = TAKE_F(a, N * KV, act);
+        y->v = TAKE_F(a, N * KV, act);
+        y->q = TAKE_F(a, N * D, act);
+        y->k = TAKE_F(a, N * KV, act);
+        y->y = TAKE_F(a, N * D, act);
+        y->y16 = TAKE_H(a, N * D, act);
+        y->lse = TAKE_F(a, N * (size_t)cb->H, act);
+        y->ao = TAKE_F(a, N * D, act);
+        y->x1 = TAKE_F(a, N * D, act);
+        y->rstd_mlp = TAKE_F(a, N, act);
+        y->m_in = TAKE_H(a, N * D, act);
+        y->u = TAKE_F(a, N * HID, act);
+        y->h = TAKE_H(a, N * HID, act);
+        y->mo = TAKE_F(a, N * D, act);
+        y->x_out = TAKE_F(a, N * D, act);
+    }
+    cb->rope_cos = TAKE_F(a, (size_t)cb->T * (size_t)(cb->HD / 2), act);
+    cb->rope_sin = TAKE_F(a, (size_t)cb->T * (size_t)(cb->HD / 2), act);
+
+    cb->dx = TAKE_F(a, N * D, wk);
+    cb->dx_alt = TAKE_F(a, N * D, wk);
+    cb->dx0 = TAKE_F(a, N * D, wk);
+    cb->dxf = TAKE_F(a, N * D, wk);
+    cb->dD2 = TAKE_F(a, N * D, wk);
+    cb->dH1 = TAKE_F(a, N * HID, wk);
+    cb->dy = TAKE_F(a, N * D, wk);
+    cb->dq = TAKE_F(a, N * D, wk);
+    cb->dk = TAKE_F(a, N * KV, wk);
+    cb->dv = TAKE_F(a, N * KV, wk);
+    cb->gD16 = TAKE_H(a, N * D, wk);
+    cb->gH16 = TAKE_H(a, N * HID, wk);
+    cb->dq16 = TAKE_H(a, N * D, wk);
+    cb->dk16 = TAKE_H(a, N * KV, wk);
+    cb->dv16 = TAKE_H(a, N * KV, wk);
+    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = TAKE_F(a, N * D, wk);
+    cb->attn_D = TAKE_F(a, cuda_attention_backward_scratch_floats(cb->B, cb->T, cb->H), wk);
+    cb->rope_scratch = TAKE_F(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->H), wk);
+    size_t colsum = max_size(cuda_colsum_doubles(cb->N, cb->D, 2),
+                             cuda_qk_norm_rope_backward_partials_doubles(cb->B, cb->T, cb->H));
+    cb->partials = TAKE_D(a, colsum, wk);
+    cb->z = TAKE_F(a, cuda_logits_z_floats(cb->chunk, cb->V), wk);
+    cb->dz = TAKE_H(a, cuda_logits_dz_elems(cb->chunk, cb->V), wk);
+
+    size_t update = 1, scratch = 1, reduce = cuda_reduce_doubles(N);
+    reduce = max_size(reduce, cuda_reduce_doubles(total));
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        update = max_size(update, p->count);
+        scratch = max_size(scratch, cuda_muon_scratch_bytes((int)p->shape[0], (int)p->shape[1]));
+        reduce = max_size(reduce, cuda_reduce_doubles(p->count));
+    }
+    cb->muon_update = TAKE_F(a, update, wk);
+    cb->muon_scratch = take(a, scratch, wk);
+    cb->red_partials = TAKE_D(a, reduce + 1, wk);
+}
+
+static const float *P(const CudaBackend *cb, int layer, int which) {
+    return cb->d_params + model_block_param(&cb->base.state->spec, layer, which)->offset;
+}
+static float *G(const CudaBackend *cb, int layer, int which) {
+    return cb->d_grads + model_block_param(&cb->base.state->spec, layer, which)->offset;
+}
+static const ct_bf16 *W16(const CudaBackend *cb, int layer, int which) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return cb->w16[s->first_block + layer * BLK_NUM_PARAMS + which];
+}
+static int out_index(const CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return s->tied ? s->tok_emb : s->lm_head;
+}
+
+static int refresh_shadows(CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    for (int i = 0; i < s->num_params; i++)
+        if (cb->w16[i])
+            TRY(cuda_f32_to_bf16(cb->w16[i], cb->d_params + s->params[i].offset, s->params[i].count, cb->stream));
+    return 0;
+}
+
+static int sync_stream(CudaBackend *cb, const char *what) {
+    return cuda_check(cudaStreamSynchronize(cb->stream), what);
+}
+
+/* ---- tokens ---- */
+
+/* Checks ids like the CPU backend, fills the pinned staging buffer (with the embedding
+ * backward's index when with_index) and uploads it. N = tokens of this call. */
+static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_index) {
+    const uint32_t V = (uint32_t)cb->V;
+    for (size_t i = 0; i <= (size_t)N; i++)
+        if (tokens[i] >= V)
+            return ct_fail("token id %u at position %zu of the micro-batch is >= vocab_size %u", tokens[i], i, V);
+    /* the previous upload from the staging buffer must be done before it is rewritten */
+    TRY(sync_stream(cb, "cuda: waiting for the previous token upload"));
+    int32_t *ids = cb->h_tok, *targets = ids + cb->N, *positions = targets + cb->N;
+    int32_t *starts = positions + cb->N, *rows = starts + cb->V + 1;
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)tokens[i];
+        targets[i] = (int32_t)tokens[i + 1];
+    }
+    size_t count = 2 * (size_t)cb->N;
+    if (with_index) {
+        cuda_embedding_index(ids, N, cb->V, rows, starts, positions, &cb->emb_rows);
+        count = cb->tok_count;
+    }
+    return cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, count * sizeof(int32_t), cudaMemcpyHostToDevice, cb->stream),
+                      "cuda: token upload (cudaMemcpyAsync)");
+}
+
+/* ---- forward ---- */
+
+static int forward_blocks(CudaBackend *cb, int B) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int N = B * cb->T, D = cb->D, KV = cb->KV, HID = cb->HID;
+    cudaStream_t st = cb->stream;
+    const int32_t *d_ids = cb->d_tok;
+    TRY(cuda_embedding_forward(cb->emb, d_ids, cb->d_params + s->params[s->tok_emb].offset, N, D, st));
+    TRY(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+    const float *x = cb->x0;
+    const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
+    for (int l = 0; l < cb->L; l++) {
+        CudaLayer *a = &cb->layers[l];
+        const int dec = l - s->num_encoder;
+        const float *skip = NULL;
+        if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+        TRY(cuda_mix_norm_forward(skip ? a->x_in : NULL, a->xm, a->rstd_attn, a->a_in, x, skip,
+                                  skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
+                                  FLT_EPSILON, st));
+        a->x_in_used = skip ? a->x_in : x;
+        TRY(cuda_linear_forward(cb->blas, a->q_raw, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->k_raw, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
+        TRY(cuda_linear_forward(cb->blas, a->v, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
+        TRY(cuda_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T, cb->H,
+                                      cb->HD, st));
+        TRY(cuda_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH, cb->HD, st));
+        TRY(cuda_attention_forward(a->y, a->y16, a->lse, a->q, a->k, a->v, B, cb->T, cb->H, cb->KVH, cb->HD, st));
+        TRY(cuda_linear_forward(cb->blas, a->ao, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
+        TRY(cuda_add_norm_forward(a->x1, a->rstd_mlp, a->m_in, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
+                                  FLT_EPSILON, st));
+        TRY(cuda_linear_forward(cb->blas, a->u, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
+        TRY(cuda_relu2_forward(NULL, a->h, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_forward(cb->blas, a->mo, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        TRY(cuda_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D, st));
+        x = a->x_out;
+    }
+    TRY(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, x, N, D, FLT_EPSILON, st));
+    return 0;
+}
+
+static int zero(CudaBackend *cb, void *p, size_t bytes, const char *what) {
+    return cuda_check(cudaMemsetAsync(p, 0, bytes, cb->stream), what);
+}
+
+static int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
+    CudaBackend *cb = (CudaBackend *)b;
+    *loss_sum = 0;
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
+        const int N = B * cb->T;
+        TRY(load_tokens(cb, tokens + (size_t)first * cb->T, N, 0));
+        TRY(forward_blocks(cb, B));
+        const int32_t *d_targets = cb->d_tok + cb->N;
+        TRY(cuda_logits_ce_forward(cb->blas, cb->losses, cb->xf16, cb->w16[out_index(cb)], d_targets, N, cb->D, cb->V,
+                                   cb->base.state->spec.softcap, cb->z, cb->chunk, cb->stream));
+        TRY(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
+        TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
+                       "cuda evaluate: loss download"));
+        if (sync_stream(cb, "cuda evaluate") != 0) return -1;
+        *loss_sum += cb->h_scalars[0];
+    }
+    return 0;
+}
+
+/* ---- forward + backward ---- */
+
+static int backward_blocks(CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int B = cb->B, T = cb->T, N = cb->N, D = cb->D, KV = cb->KV, HID = cb->HID;
+    const size_t ND = (size_t)N * D;
+    cudaStream_t st = cb->stream;
+    float *dx = cb->dx, *dx_alt = cb->dx_alt;
+    TRY(zero(cb, dx, ND * sizeof(float), "cuda: zeroing dx"));
+    TRY(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->L - 1].x_out, cb->rstdf, N, D, st));
+    TRY(zero(cb, cb->dx0, ND * sizeof(float), "cuda: zeroing dx0"));
+    for (int j = 0; j < s->num_skip; j++) TRY(zero(cb, cb->dskip[j], ND * sizeof(float), "cuda: zeroing dskip"));
+    float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
+    const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
+
+    for (int l = cb->L - 1; l >= 0; l--) {
+        CudaLayer *a = &cb->layers[l];
+        /* dx holds dL/d(x_out); an encoder block whose output fed a skip also gets that path */
+        const int skip_user = s->num_encoder - 1 - l;
+        if (l < s->num_encoder && skip_user < s->num_skip) TRY(cuda_add_inplace(dx, cb->dskip[skip_user], ND, st));
+        /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
+        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE),
+                                     N, D, cb->partials, st));
+        TRY(cuda_linear_backward(cb->blas, cb->dH1, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, a->h, W16(cb, l, BLK_MLP_PROJ), N,
+                                 HID, D));
+        TRY(cuda_relu2_backward(NULL, cb->gH16, cb->dH1, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
+                                 HID));
+        TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D, st));
+        /* x1 = xm + attn_scale * ao */
+        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, a->ao,
+                                     P(cb, l, BLK_ATTN_SCALE), N, D, cb->partials, st));
+        TRY(cuda_linear_backward(cb->blas, cb->dy, 0, G(cb, l, BLK_PROJ), cb->gD16, a->y16, W16(cb, l, BLK_PROJ), N, D,
+                                 D));
+        TRY(zero(cb, cb->dq, ND * sizeof(float), "cuda: zeroing dq"));
+        TRY(zero(cb, cb->dk, (size_t)N * KV * sizeof(float), "cuda: zeroing dk"));
+        TRY(zero(cb, cb->dv, (size_t)N * KV * sizeof(float), "cuda: zeroing dv"));
+        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv, cb->dy, a->q, a->k, a->v, a->y, a->lse, B, T, cb->H, cb->KVH,
+                                    cb->HD, cb->attn_D, st));
+        TRY(cuda_qk_norm_rope_backward(NULL, cb->dq16, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN),
+                                       cb->rope_cos, cb->rope_sin, B, T, cb->H, cb->HD, cb->rope_scratch, cb->partials,
+                                       st));
+        TRY(cuda_qk_norm_rope_backward(NULL, cb->dk16, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
+                                       cb->KVH, cb->HD, NULL, NULL, st));
+        TRY(cuda_f32_to_bf16(cb->dv16, cb->dv, (size_t)N * KV, st));
+        /* d a_in = dq_raw Wq + dk_raw Wk + dv Wv */
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, 0, G(cb, l, BLK_C_Q), cb->dq16, a->a_in, W16(cb, l, BLK_C_Q), N, D,
+                                 D));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, 1, G(cb, l, BLK_C_K), cb->dk16, a->a_in, W16(cb, l, BLK_C_K), N, D,
+                                 KV));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, 1, G(cb, l, BLK_C_V), cb->dv16, a->a_in, W16(cb, l, BLK_C_V), N, D,
+                                 KV));
+        TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D, st));
+        /* xm = mix[0] * x_in + mix[1] * x0 */
+        TRY(zero(cb, dx_alt, ND * sizeof(float), "cuda: zeroing dx"));
+        TRY(cuda_residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in_used, cb->x0,
+                                       P(cb, l, BLK_RESID_MIX), N, D, cb->partials, st));
+        float *t = dx;
+        dx = dx_alt;
+        dx_alt = t;
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
+        const int dec = l - s->num_encoder;
+        if (dec >= 0 && dec < s->num_skip)
+            TRY(cuda_scaled_add_backward(NULL, cb->dskip[dec], NULL, dskip_w + (size_t)dec * D, dx,
+                                         cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D,
+                                         cb->partials, st));
+    }
+    /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
+    TRY(cuda_add_inplace(dx, cb->dx0, ND, st));
+    TRY(zero(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
+    TRY(cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st));
+    const int32_t *positions = cb->d_tok + 2 * (size_t)cb->N;
+    const int32_t *starts = positions + cb->N, *rows = starts + cb->V + 1;
+    TRY(cuda_embedding_backward(cb->d_grads + s->params[s->tok_emb].offset, cb->dxf, rows, starts, positions,
+                                cb->emb_rows, D, st));
+    return 0;
+}
+
+static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
+    CudaBackend *cb = (CudaBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    const int N = cb->N;
+    if (cb->grads_on_host) {
+        /* the host gradients were handed out (grad_buffer) and may have been changed: they are
+         * the ones to keep accumulating into */
+        TRY(cuda_check(cudaMemcpyAsync(cb->d_grads, b->state->grads, s->total_floats * sizeof(float),
+                                       cudaMemcpyHostToDevice, cb->stream),
+                       "cuda: gradient upload"));
+        cb->grads_on_host = 0;
+    }
+    TRY(load_tokens(cb, tokens, N, 1));
+    TRY(forward_blocks(cb, cb->B));
+    TRY(zero(cb, cb->dxf, (size_t)N * cb->D * sizeof(float), "cuda: zeroing d xf"));
+    const int out = out_index(cb);
+    TRY(cuda_logits_ce_forward_backward(cb->blas, cb->dxf, cb->d_grads + s->params[out].offset, cb->losses, cb->xf16,
+                                        cb->w16[out], cb->d_tok + N, N, cb->D, cb->V, s->softcap, loss_weight, cb->z,
+                                        cb->dz, cb->chunk, cb->stream));
+    TRY(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
+    TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
+                   "cuda: loss download"));
+    TRY(backward_blocks(cb));
+    TRY(sync_stream(cb, "cuda forward_backward"));
+    *mean_loss = cb->h_scalars[0] / N;
+    if (!isfinite(*mean_loss))
+        return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "
+                       "grad_clip_norm); no checkpoint is written from this state",
+                       isnan(*mean_loss) ? "NaN" : *mean_loss > 0 ? "+Inf" : "-Inf");
+    return 0;
+}
+
+/* ---- optimizer ---- */
+
+static float *cuda_grad_buffer(Backend *b) {
+    CudaBackend *cb = (CudaBackend *)b;
+    if (!cb->grads_on_host) {
+        if (cuda_check(cudaMemcpyAsync(b->state->grads, cb->d_grads, b->state->spec.total_floats * sizeof(float),
+                                       cudaMemcpyDeviceToHost, cb->stream),
+                       "cuda: gradient download") != 0 ||
+            sync_stream(cb, "cuda: gradient download") != 0)
+            return NULL;
+        cb->grads_on_host = 1;
+    }
+    return b->state->grads;
+}
+
+static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
+    CudaBackend *cb = (CudaBackend *)b;
+    TrainState *st = b->state;
+    const ModelSpec *s = &st->spec;
+    cudaStream_t stream = cb->stream;
+    *grad_norm = 0;
+    if (cb->grads_on_host) {
+        TRY(cuda_check(cudaMemcpyAsync(cb->d_grads, st->grads, s->total_floats * sizeof(float), cudaMemcpyHostToDevice,
+                                       stream),
+                       "cuda: gradient upload"));
+        cb->grads_on_host = 0;
+    }
+    if (h->grad_clip_norm > 0) {
+        TRY(cuda_clip_grad_norm(cb->d_grads, s->total_floats, h->grad_clip_norm, cb->d_scalars + 1, cb->red_partials,
+                                stream));
+        TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars + 1, cb->d_scalars + 1, sizeof(double), cudaMemcpyDeviceToHost,
+                                       stream),
+                       "cuda: gradient norm download"));
+    }
+    st->adam_step++;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        float *w = cb->d_params + p->offset, *g = cb->d_grads + p->offset;
+        switch (p->group) {
+        case PARAM_MATRIX:
+            if (cuda_muon_update(cb->blas, cb->muon_update, g, cb->d_momentum + p->offset, (int)p->shape[0],
+                                 (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->ns_fp32, cb->muon_scratch,
+                                 cb->red_partials, stream) != 0 ||
+                cuda_muon_apply(w, cb->w16[i], cb->muon_update, p->count, h->matrix_lr, stream) != 0)
+                return ct_fail_prefix("optimizer step, %s", p->name);
+            break;
+        case PARAM_TOKEN_EMBED:
+        case PARAM_HEAD:
+        case PARAM_SCALAR: {
+            const double lr =
+                p->group == PARAM_TOKEN_EMBED ? h->token_lr : p->group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
+            if (cuda_adam_step(w, cb->w16[i], g, cb->d_exp_avg + p->offset, cb->d_exp_avg_sq + p->offset, p->count, lr,
+                               h->beta1, h->beta2, h->adam_eps, st->adam_step, stream) != 0)
+                return ct_fail_prefix("optimizer step, %s", p->name);
+            break;
+        }
+        }
+    }
+    TRY(zero(cb, cb->d_grads, s->total_floats * sizeof(float), "cuda: zeroing the gradients"));
+    TRY(sync_stream(cb, "cuda optimizer_step"));
+    if (h->grad_clip_norm > 0) *grad_norm = cb->h_scalars[1];
+    return 0;
+}
+
+/* ---- state sync ---- */
+
+static int copy_state(CudaBackend *cb, int to_host) {
+    TrainState *st = cb->base.state;
+    const size_t bytes = st->spec.total_floats * sizeof(float);
+    float *host[5] = {st->params, st->grads, st->exp_avg, st->exp_avg_sq, st->momentum};
+    float *dev[5] = {cb->d_params, cb->d_grads, cb->d_exp_avg, cb->d_exp_avg_sq, cb->d_momentum};
+    const char *names[5] = {"params", "grads", "exp_avg", "exp_avg_sq", "momentum"};
+    for (int i = 0; i < 5; i++) {
+        if (i == 1 && to_host && cb->grads_on_host) continue; /* the host copy is the current one */
+        char what[96];
+        snprintf(what, sizeof what, "cuda: %s %s", to_host ? "download of" : "upload of", names[i]);
+        TRY(cuda_check(cudaMemcpyAsync(to_host ? (void *)host[i] : (void *)dev[i], to_host ? (void *)dev[i] : (void *)host[i],
+                                       bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, cb->stream),
+                       what));
+    }
+    if (!to_host) {
+        cb->grads_on_host = 0;
+        TRY(refresh_shadows(cb));
+    }
+    return sync_stream(cb, to_host ? "cuda: state download" : "cuda: state upload");
+}
+
+int backend_cuda_sync_to_host(Backend *b) { return copy_state((CudaBackend *)b, 1); }
+int backend_cuda_sync_from_host(Backend *b) { return copy_state((CudaBackend *)b, 0); }
+
+void backend_cuda_set_ns_fp32(Backend *b, int on) { ((CudaBackend *)b)->ns_fp32 = on ? 1 : 0; }
+float *backend_cuda_device_grads(Backend *b) { return ((CudaBackend *)b)->d_grads; }
+void *backend_cuda_stream(Backend *b) { return (void *)((CudaBackend *)b)->stream; }
+
+int backend_cuda_memory(Backend *b, CudaMemoryReport *r) {
+    const CudaBackend *cb = (const CudaBackend *)b;
+    memset(r, 0, sizeof *r);
+    snprintf(r->device_name, sizeof r->device_name, "%s", cb->device_name);
+    r->cc_major = cb->cc_major;
+    r->cc_minor = cb->cc_minor;
+    r->device_index = cb->device;
+    r->arena_bytes = cb->arena_bytes;
+    r->state_bytes = cb->state_bytes;
+    r->activation_bytes = cb->act_bytes;
+    r->work_bytes = cb->work_bytes;
+    r->cublas_workspace_bytes = CUBLAS_WORKSPACE_BYTES;
+    r->device_used_bytes = cb->free_before > cb->free_after ? cb->free_before - cb->free_after : 0;
+    r->device_total_bytes = cb->total_mem;
+    r->micro_batch_seqs = cb->B;
+    r->logits_chunk = cb->chunk;
+    r->ns_fp32 = cb->ns_fp32;
+    return 0;
+}
+
+void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
+    CudaMemoryReport r;
+    backend_cuda_memory(b, &r);
+    const double MiB = 1024.0 * 1024.0;
+    snprintf(buf, cap,
+             "cuda: device %d %s (sm_%d%d), %.1f MiB allocated (state %.1f, activations %.1f, work %.1f), device "
+             "memory used %.1f / %.1f MiB, Newton-Schulz %s",
+             r.device_index, r.device_name, r.cc_major, r.cc_minor, r.arena_bytes / MiB, r.state_bytes / MiB,
+             r.activation_bytes / MiB, r.work_bytes / MiB, r.device_used_bytes / MiB, r.device_total_bytes / MiB,
+             r.ns_fp32 ? "fp32" : "bf16");
+}
+
+/* ---- creation ---- */
+
+static void cuda_destroy(Backend *b) {
+    CudaBackend *cb = (CudaBackend *)b;
+    if (!cb) return;
+    if (cb->stream) cudaStreamSynchronize(cb->stream);
+    if (cb->blas) cublasDestroy(cb->blas);
+    if (cb->arena) cudaFree(cb->arena);
+    if (cb->h_tok) cudaFreeHost(cb->h_tok);
+    if (cb->h_scalars) cudaFreeHost(cb->h_scalars);
+    if (cb->stream) cudaStreamDestroy(cb->stream);
+    free(cb->w16);
+    free(cb->dskip);
+    free(cb->layers);
+    free(cb);
+}
+
+static int env_int(const char *name, int *value) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > 1 << 20) return 0;
+    *value = (int)x;
+    return 1;
+}
+
+static int select_device(int *device) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    if (count <= 0) return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: 0 devices)");
+    int d = 0;
+    if (env_int("CT_CUDA_DEVICE", &d)) {
+        if (d >= count)
+            return ct_fail("device = cuda: CT_CUDA_DEVICE=%d but only %d CUDA device(s) are visible", d, count);
+    } else if (env_int("LOCAL_RANK", &d) || env_int("SLURM_LOCALID", &d)) {
+        d %= count;
+    }
+    *device = d;
+    return 0;
+}
+
+int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
+    const ModelSpec *s = &st->spec;
+    int device = 0;
+    if (select_device(&device) != 0) return -1;
+    if (!cuda_attention_supported(s->head_dim))
+        return ct_fail("device = cuda: head_dim %d (model_dim %d / num_heads %d) is not supported by the CUDA attention "
+                       "kernels, which are built for head_dim 32 and 64",
+                       s->head_dim, s->dim, s->num_heads);
+    if (s->dim % 4 != 0 || s->kv_dim % 4 != 0)
+        return ct_fail("device = cuda: model_dim %d and the kv width %d must be multiples of 4", s->dim, s->kv_dim);
+    const int T = (int)cfg->train_seq_len;
+    const int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
+    const long long N = (long long)B * T;
+    if (B < 1 || B > 65535 || N > (long long)CUDA_COLSUM_ROWS * 65535)
+        return ct_fail("device = cuda: a micro-batch of %d sequences x %d tokens is outside what the kernels' grids "
+                       "cover (at most 65535 sequences and %d tokens)",
+                       B, T, CUDA_COLSUM_ROWS * 65535);
+
+    CudaBackend *cb = ct_calloc(1, sizeof *cb, "cuda backend");
+    cb->base.name = "cuda";
+    cb->base.state = st;
+    cb->base.micro_batch_seqs = B;
+    cb->base.seq_len = T;
+    cb->base.forward_backward = cuda_forward_backward;
+    cb->base.evaluate = cuda_evaluate;
+    cb->base.grad_buffer = cuda_grad_buffer;
+    cb->base.optimizer_step = cuda_optimizer_step;
+    cb->base.destroy = cuda_destroy;
+    cb->B = B;
+    cb->T = T;
+    cb->N = (int)N;
+    cb->V = s->vocab;
+    cb->D = s->dim;
+    cb->KV = s->kv_dim;
+    cb->HID = s->hidden;
+    cb->H = s->num_heads;
+    cb->KVH = s->num_kv_heads;
+    cb->HD = s->head_dim;
+    cb->L = s->num_layers;
+    cb->device = device;
+    {
+        int ns = 0;
+        cb->ns_fp32 = env_int("CT_CUDA_NS_FP32", &ns) && ns == 1;
+    }
+    long long chunk = LOGITS_Z_TARGET_FLOATS / cb->V;
+    if (chunk < 64) chunk = 64;
+    if (chunk > N) chunk = N;
+    cb->chunk = (int)chunk;
+    cb->tok_count = 3 * (size_t)cb->N + 2 * (size_t)cb->V + 1;
+    cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
+    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "cuda skip table");
+    cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
+
+    struct cudaDeviceProp prop;
+    if (cuda_check(cudaSetDevice(device), "device = cuda: cudaSetDevice") != 0 ||
+        cuda_check(cudaGetDeviceProperties(&prop, device), "device = cuda: cudaGetDeviceProperties") != 0)
+        goto fail;
+    snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
+    cb->cc_major = prop.major;
+    cb->cc_minor = prop.minor;
+    if (prop.major < 8) {
+        ct_fail("device = cuda: %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
+                prop.name, prop.major, prop.minor);
+        goto fail;
+    }
+    /* create the context, then measure what this backend takes */
+    if (cuda_check(cudaFree(0), "device = cuda: initialising the CUDA context") != 0 ||
+        cuda_check(cudaMemGetInfo(&cb->free_before, &cb->total_mem), "device = cuda: cudaMemGetInfo") != 0 ||
+        cuda_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking), "device = cuda: cudaStreamCreate") != 0 ||
+        cuda_probe_kernels(cb->stream) != 0)
+        goto fail;
+
+    Arena plan = {NULL, 0};
+    layout(cb, &plan);
+    cb->arena_bytes = plan.used;
+    cudaError_t e = cudaMalloc(&cb->arena, cb->arena_bytes);
+    if (e != cudaSuccess) {
+        cb->arena = NULL;
+        const double MiB = 1024.0 * 1024.0;
+        ct_fail("device = cuda: cannot allocate %.1f MiB on %s (%.1f MiB free of %.1f): %s; state %.1f MiB, "
+                "activations %.1f MiB for a micro-batch of %d x %d tokens, work %.1f MiB; use a smaller micro-batch "
+                "(lower train_batch_tokens or raise grad_accum_slots)",
+                cb->arena_bytes / MiB, prop.name, cb->free_before / MiB, cb->total_mem / MiB, cudaGetErrorString(e),
+                cb->state_bytes / MiB, cb->act_bytes / MiB, B, T, cb->work_bytes / MiB);
+        goto fail;
+    }
+    Arena real = {(char *)cb->arena, 0};
+    layout(cb, &real);
+    if (cuda_check(cudaMallocHost((void **)&cb->h_tok, cb->tok_count * sizeof(int32_t)),
+                   "device = cuda: cudaMallocHost (token staging)") != 0 ||
+        cuda_check(cudaMallocHost((void **)&cb->h_scalars, 4 * sizeof(double)), "device = cuda: cudaMallocHost") != 0)
+        goto fail;
+    if (cuda_blas_create(&cb->blas, cb->stream, cb->cublas_ws, CUBLAS_WORKSPACE_BYTES) != 0) {
+        ct_fail_prefix("device = cuda");
+        goto fail;
+    }
+
+    /* RoPE tables: computed on the host exactly as the CPU backend's, then uploaded */
+    {
+        const size_t n = (size_t)T * (size_t)(cb->HD / 2);
+        float *tables = ct_malloc(2 * n * sizeof(float), "rope tables");
+        rope_tables_init(tables, tables + n, T, cb->HD, s->rope_base);
+        int rc = cuda_check(cudaMemcpy(cb->rope_cos, tables, n * sizeof(float), cudaMemcpyHostToDevice),
+                            "device = cuda: RoPE table upload");
+        if (rc == 0)
+            rc = cuda_check(cudaMemcpy(cb->rope_sin, tables + n, n * sizeof(float), cudaMemcpyHostToDevice),
+                            "device = cuda: RoPE table upload");
+        free(tables);
+        if (rc != 0) goto fail;
+    }
+    if (copy_state(cb, 0) != 0) goto fail;
+    if (cuda_check(cudaMemGetInfo(&cb->free_after, &cb->total_mem), "device = cuda: cudaMemGetInfo") != 0) goto fail;
+    *out = &cb->base;
+    return 0;
+fail:
+    cuda_destroy(&cb->base);
+    return -1;
+}
+
+#endif /* CT_HAVE_CUDA */

@@ -1,0 +1,75 @@
+/* fault.c — CTRAIN_FAULT parsing and the injection points (see fault.h). */
+#include "fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common.h"
+
+enum { MAX_FAULTS = 16 };
+
+typedef struct {
+    int sig;
+    int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO */
+    int64_t step;
+    int micro;
+} Fault;
+
+static Fault faults[MAX_FAULTS];
+static int num_faults;
+
+static int parse_signal(const char *s, size_t n) {
+    static const struct { const char *name; int sig; } names[] = {
+        {"TERM", SIGTERM}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == n && !strncasecmp(s, names[i].name, n)) return names[i].sig;
+    return -1;
+}
+
+int fault_init(void) {
+    const char *spec = getenv("CTRAIN_FAULT");
+    num_faults = 0;
+    if (!spec || !*spec) return 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *at = strchr(item, '@');
+        if (num_faults == MAX_FAULTS) return ct_fail("CTRAIN_FAULT: more than %d entries", MAX_FAULTS);
+        Fault f = {0, 0, 0, 0};
+        long long step = 0;
+        int micro = 0, used = 0;
+        if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO or SIGNAL@ckpt:STEP", item);
+        if (!strncmp(at + 1, "ckpt:", 5)) {
+            f.in_checkpoint = 1;
+            if (sscanf(at + 6, "%lld%n", &step, &used) != 1 || at[6 + used] != '\0')
+                return ct_fail("CTRAIN_FAULT: bad checkpoint step in '%s'", item);
+        } else if (sscanf(at + 1, "%lld.%d%n", &step, &micro, &used) != 2 || at[1 + used] != '\0') {
+            return ct_fail("CTRAIN_FAULT: bad STEP.MICRO in '%s'", item);
+        }
+        f.step = step;
+        f.micro = micro;
+        faults[num_faults++] = f;
+    }
+    fprintf(stderr, "ctrain: CTRAIN_FAULT=%s (fault injection for tests)\n", spec);
+    return 0;
+}
+
+static void fire(const Fault *f) {
+    fflush(stdout);
+    fflush(stderr);
+    raise(f->sig);
+}
+
+void fault_point_micro(int64_t step, int micro) {
+    for (int i = 0; i < num_faults; i++)
+        if (!faults[i].in_checkpoint && faults[i].step == step && faults[i].micro == micro) fire(&faults[i]);
+}
+
+void fault_point_checkpoint(int64_t step) {
+    for (int i = 0; i < num_faults; i++)
+        if (faults[i].in_checkpoint && faults[i].step == step) fire(&faults[i]);
+}

@@ -1,0 +1,23 @@
+/* fault.h — deterministic fault injection for the interruption tests: CTRAIN_FAULT names
+ * points at which the process sends itself a real signal, so a test can stop or kill a run
+ * mid-accumulation or in the middle of a checkpoint write, every time at the same place.
+ *
+ *   CTRAIN_FAULT="TERM@4.3"        SIGTERM while step 4 (1-based) runs micro-batch 3 (0-based)
+ *   CTRAIN_FAULT="KILL@7.0"        SIGKILL at micro-batch 0 of step 7
+ *   CTRAIN_FAULT="KILL@ckpt:10"    SIGKILL half-way through writing the step-10 checkpoint
+ *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2.
+ * Unset (the normal case), every hook is one branch on a flag. */
+#ifndef CT_FAULT_H
+#define CT_FAULT_H
+
+#include <stdint.h>
+
+/* Parse CTRAIN_FAULT; fails naming the bad entry. */
+int fault_init(void);
+/* Called before each micro-batch; step is 1-based (the step being computed). */
+void fault_point_micro(int64_t step, int micro);
+/* Called by the checkpoint writer after the data is written but before the file is renamed
+ * into place. */
+void fault_point_checkpoint(int64_t step);
+
+#endif

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# test_ckpt.sh — checkpoints written by real `ctrain train` runs, read from the outside: h5dump
+# shows the layout, h5py + torch load /model under train_gpt.py's state_dict names and shapes
+# and recompute the content checksum as docs/checkpoint-format.md describes it; `ctrain ckpt
+# info|verify|diff` behave (exit codes, messages naming the damaged tensor); runs work with
+# HDF5_USE_FILE_LOCKING=FALSE (NFS/Lustre).
+source "$CT_ROOT/tests/cli/lib.sh"
+PY=/usr/bin/python3
+
+# check NAME PYTHON_CODE ARGS... : the Python snippet must exit 0 (it prints its complaint otherwise).
+check() {
+    local name=$1 code=$2
+    shift 2
+    if "$PY" -c "$code" "$@" >py.out 2>&1; then pass "$name"; else fail "$name" "$(tail -c 600 py.out)"; fi
+}
+have_py=1
+"$PY" -c 'import h5py, numpy, torch' 2>/dev/null || have_py=0
+need_py() { # NAME -> 0 if h5py, numpy and torch import, else prints a SKIP
+    [ $have_py = 1 ] && return 0
+    skip "$1" "h5py/numpy/torch not importable by $PY"
+    return 1
+}
+have_h5dump=1
+command -v h5dump >/dev/null || have_h5dump=0
+
+# ---- help and usage errors ----
+expect_ok ckpt_help "$CTRAIN" ckpt --help
+expect_grep ckpt_help_lists_commands 'info FILE.*' out
+for cmd in info verify diff; do
+    expect_ok "help_$cmd" "$CTRAIN" ckpt "$cmd" --help
+    expect_grep "help_${cmd}_usage" "usage: ctrain ckpt $cmd" out
+done
+expect_grep help_diff_documents_exact '--exact +exit 1 unless identical' out
+expect_fail no_subcommand 2 'usage: ctrain ckpt' "$CTRAIN" ckpt
+expect_fail unknown_subcommand 2 "unknown ckpt command 'frob'" "$CTRAIN" ckpt frob
+expect_fail unknown_option 2 "unknown option '--bogus'" "$CTRAIN" ckpt verify --bogus x.h5
+expect_fail info_needs_file 2 'no checkpoint file given' "$CTRAIN" ckpt info
+expect_fail verify_needs_file 2 'no checkpoint file given' "$CTRAIN" ckpt verify
+expect_fail diff_needs_two 2 'give two checkpoint files' "$CTRAIN" ckpt diff x.h5
+expect_fail missing_file 1 "cannot open checkpoint 'nope.h5': No such file" "$CTRAIN" ckpt info nope.h5
+echo 'not a checkpoint' >text.h5
+expect_fail not_hdf5 1 "'text.h5' is not an HDF5 file" "$CTRAIN" ckpt verify text.h5
+
+# ---- checkpoints from real runs ----
+"$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 \
+    || { fail make_data "from-text failed"; exit 1; }
+small=(train_files="$WORK/train.h5" vocab_size=256 num_layers=3 model_dim=32 num_heads=4 num_kv_heads=2
+       train_seq_len=16 train_batch_tokens=256 grad_accum_slots=4 iterations=4 val_loss_every=0
+       checkpoint_every=2 keep_checkpoints=2 threads=1)
+expect_ok train_tied "$CTRAIN" train "${small[@]}" out_dir=tied
+expect_ok train_untied "$CTRAIN" train "${small[@]}" tie_embeddings=0 out_dir=untied
+expect_ok train_again "$CTRAIN" train "${small[@]}" out_dir=again
+A=tied/checkpoints/step_00000002.h5
+B=tied/checkpoints/step_00000004.h5
+U=untied/checkpoints/step_00000004.h5
+if [ ! -f "$B" ] || [ ! -f "$U" ]; then
+    fail run_writes_checkpoints "no $B / $U after the runs: $(ls -R tied untied 2>&1 | head -c 300)"
+    exit 1
+fi
+pass run_writes_checkpoints
+[ "$(cat tied/checkpoints/latest)" = step_00000004.h5 ] && pass latest_names_newest \
+    || fail latest_names_newest "latest holds '$(cat tied/checkpoints/latest)'"
+
+# ---- h5dump ----
+if [ $have_h5dump = 1 ]; then
+    expect_ok h5dump_header h5dump -H "$B"
+    cp out dump_h.txt
+    expect_grep h5dump_cq_tensor 'DATASET "blocks.0.attn.c_q.weight"' dump_h.txt
+    expect_grep h5dump_float32 'H5T_IEEE_F32LE' dump_h.txt
+    expect_grep h5dump_momentum 'DATASET "momentum_buffer"' dump_h.txt
+    expect_grep h5dump_exp_avg_sq 'DATASET "exp_avg_sq"' dump_h.txt
+    expect_ok h5dump_attributes h5dump -A "$B"
+    cp out dump_a.txt
+    expect_grep h5dump_format_attr '"ctrain-checkpoint"' dump_a.txt
+    expect_grep h5dump_config_group 'GROUP "config"' dump_a.txt
+    expect_ok h5dump_properties h5dump -p -H -d /model/blocks.0.attn.c_q.weight "$B"
+    expect_grep h5dump_fletcher32 'CHECKSUM FLETCHER32' out
+    expect_ok h5dump_full h5dump "$B"
+else
+    skip h5dump "h5dump not installed (apt-get install hdf5-tools)"
+fi
+
+# ---- h5py + torch: train_gpt.py's state_dict names and shapes, from the file's own /config ----
+# The expected list is written here from train_gpt.py's GPT (not from ctrain's model.c).
+expected_state_dict='
+import h5py, numpy as np, sys, torch
+def expected(cfg):
+    V, L, D = int(cfg["vocab_size"]), int(cfg["num_layers"]), int(cfg["model_dim"])
+    H, KV, hidden = int(cfg["num_heads"]), int(cfg["num_kv_heads"]), int(cfg["mlp_mult"]) * int(cfg["model_dim"])
+    kv_dim, enc = KV * (D // H), L // 2
+    shapes = {"tok_emb.weight": (V, D), "skip_weights": (min(enc, L - enc), D)}
+    for i in range(L):
+        p = f"blocks.{i}."
+        shapes.update({p + "attn.c_q.weight": (D, D), p + "attn.c_k.weight": (kv_dim, D),
+                       p + "attn.c_v.weight": (kv_dim, D), p + "attn.proj.weight": (D, D),
+                       p + "attn.q_gain": (H,), p + "mlp.fc.weight": (hidden, D),
+                       p + "mlp.proj.weight": (D, hidden), p + "attn_scale": (D,), p + "mlp_scale": (D,),
+                       p + "resid_mix": (2, D)})
+    if not cfg["tie_embeddings"]:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+'
+if need_py h5py_state_dict; then
+    for f in "$B" "$U"; do
+        check "h5py_state_dict_$(dirname "$(dirname "$f")")" "$expected_state_dict"'
+with h5py.File(sys.argv[1], "r") as f:
+    want = expected(dict(f["config"].attrs))
+    state = {name: torch.from_numpy(d[()]) for name, d in f["model"].items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    assert got == want, (sorted(set(got.items()) ^ set(want.items())))
+    assert all(v.dtype == torch.float32 for v in state.values())
+    for name, shape in want.items():
+        g = f["optimizer"][name]
+        bufs = ["momentum_buffer"] if name.startswith("blocks.") and len(shape) == 2 and not name.endswith("resid_mix") \
+            else ["exp_avg", "exp_avg_sq"]
+        assert sorted(g.keys()) == sorted(bufs), (name, list(g.keys()))
+        assert all(g[b].shape == shape and g[b].dtype == np.float32 for b in bufs), name
+    assert int(f["optimizer"].attrs["adam_step"]) == int(f.attrs["step"]) == 4
+    assert [s.decode() for s in f["loader/train/files"][()]] == [sys.argv[2]]
+' "$f" "$WORK/train.h5"
+    done
+fi
+
+# The content checksum, recomputed exactly as docs/checkpoint-format.md says.
+content_crc32='
+import h5py, numpy as np, struct, sys, zlib
+def content_crc32(f):
+    records = []
+    def attributes(path, obj):
+        for name, v in obj.attrs.items():
+            if path == "/" and name == "content_crc32":
+                continue
+            if isinstance(v, (str, bytes)):
+                payload = (v.encode() if isinstance(v, str) else v) + b"\0"
+            elif np.issubdtype(np.asarray(v).dtype, np.integer):
+                payload = struct.pack("<q", int(v))
+            else:
+                payload = struct.pack("<d", float(v))
+            records.append((path + "@" + name, b"A", payload))
+    def visit(name, obj):
+        attributes("/" + name, obj)
+        if isinstance(obj, h5py.Dataset):
+            data = obj[()]
+            if data.dtype.kind in "iuf":
+                data = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+            records.append(("/" + name, b"D", data.tobytes()))
+    attributes("/", f)
+    f.visititems(visit)
+    crc = 0
+    for key, kind, payload in sorted(records):
+        crc = zlib.crc32(kind + key.encode() + b"\0" + payload, crc)
+    return crc
+with h5py.File(sys.argv[1], "r") as f:
+    assert content_crc32(f) == int(f.attrs["content_crc32"]), (content_crc32(f), int(f.attrs["content_crc32"]))
+'
+if need_py h5py_content_crc32; then
+    check h5py_content_crc32 "$content_crc32" "$B"
+    check h5py_content_crc32_untied "$content_crc32" "$U"
+fi
+
+# ---- ctrain ckpt info / verify / diff ----
+expect_ok info "$CTRAIN" ckpt info "$B"
+cp out info.txt
+expect_grep info_step '^step: +4 \(adam_step 4\)' info.txt
+expect_grep info_world_device '^world size: +1' info.txt
+expect_grep info_model '^model: +vocab_size 256, num_layers 3, model_dim 32' info.txt
+expect_grep info_batch '^batch: +train_batch_tokens 256, train_seq_len 16, grad_accum_slots 4' info.txt
+expect_grep info_tensor_row '^/model/blocks\.0\.attn\.c_q\.weight +\[32, 32\] +float32 +4\.0 KiB' info.txt
+expect_grep info_optimizer_row '^/optimizer/tok_emb\.weight/exp_avg_sq +\[256, 32\]' info.txt
+expect_grep info_total '^total: [0-9]+ tensors' info.txt
+
+expect_ok verify_all "$CTRAIN" ckpt verify "$A" "$B" "$U"
+expect_grep verify_says_valid "step_00000004.h5: valid \(step 4, [0-9]+ tensors" out
+
+expect_ok diff_same "$CTRAIN" ckpt diff --exact "$B" again/checkpoints/step_00000004.h5
+expect_grep diff_same_identical '^identical: yes' out
+expect_grep diff_same_bitwise '^tensors: all [0-9]+ bitwise equal' out
+expect_ok diff_steps "$CTRAIN" ckpt diff "$A" "$B"
+cp out diff.txt
+expect_grep diff_steps_not_identical '^identical: no' diff.txt
+expect_grep diff_steps_position 'position differs: step 2 vs 4' diff.txt
+expect_grep diff_steps_row '^/model/blocks\.0\.attn\.c_q\.weight +\[32, 32\] +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]+/1024' diff.txt
+"$CTRAIN" ckpt diff --exact "$A" "$B" >/dev/null 2>&1
+rc=$?
+[ $rc = 1 ] && pass diff_exact_differs || fail diff_exact_differs "diff --exact of different checkpoints exited $rc, expected 1"
+expect_ok diff_untied "$CTRAIN" ckpt diff "$B" "$U"
+expect_grep diff_untied_only_in_b '^/model/lm_head\.weight .*only in B' out
+expect_grep diff_untied_config 'config differs: tie_embeddings 1 vs 0' out
+
+# damage: a flipped byte inside a tensor's data, found with h5py, and a truncated copy
+if need_py verify_flipped_byte; then
+    cp "$B" flipped.h5
+    check find_chunk '
+import h5py, sys
+with h5py.File(sys.argv[1], "r") as f:
+    print(f["/model/blocks.1.mlp.fc.weight"].id.get_chunk_info(0).byte_offset)
+' flipped.h5
+    offset=$(tail -n 1 py.out)
+    "$PY" -c '
+import sys
+path, offset = sys.argv[1], int(sys.argv[2]) + 37
+with open(path, "r+b") as f:
+    f.seek(offset); b = f.read(1); f.seek(offset); f.write(bytes([b[0] ^ 0x01]))
+' flipped.h5 "$offset"
+    expect_fail verify_flipped_byte 1 "/model/blocks\.1\.mlp\.fc\.weight: cannot read the data \(HDF5: .*[Ff]letcher32" \
+        "$CTRAIN" ckpt verify flipped.h5
+    expect_grep verify_flipped_says_invalid 'flipped.h5: INVALID' out
+fi
+cp "$B" truncated.h5
+truncate -s 60000 truncated.h5
+expect_fail verify_truncated 1 "truncated.h5.*truncated" "$CTRAIN" ckpt verify truncated.h5
+
+# ---- HDF5_USE_FILE_LOCKING=FALSE (NFS / Lustre without flock) ----
+expect_ok nolock_train env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" train "${small[@]}" iterations=2 out_dir=nolock
+expect_ok nolock_verify env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" ckpt verify nolock/checkpoints/step_00000002.h5
+
+# ---- docs/checkpoint-format.md lists exactly the keys that must match on resume ----
+doc_keys=$(awk '/<!-- shape-keys:begin -->/{on=1; next} /<!-- shape-keys:end -->/{on=0} on' \
+    "$CT_ROOT/docs/checkpoint-format.md" | grep -oE '`[a-z0-9_]+`' | tr -d '`' | sort)
+table_keys=$("$CTRAIN" train --help-markdown | grep '| must match |' | grep -oE '^\| `[a-z0-9_]+`' | tr -d '|` ' | sort)
+if [ -n "$table_keys" ] && [ "$doc_keys" = "$table_keys" ]; then pass doc_lists_shape_keys
+else fail doc_lists_shape_keys "docs/checkpoint-format.md: $(echo $doc_keys) vs key table: $(echo $table_keys)"; fi

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# test_resume.sh — interrupted runs resume exactly. A reference run goes uninterrupted; the same
+# run is then stopped and killed at several points (SIGTERM mid-accumulation, SIGKILL
+# mid-accumulation, SIGKILL half-way through a checkpoint write, SIGTERM from outside at an
+# arbitrary moment, a stop right at a data-file boundary and after the stream wrapped around),
+# resumed each time with the same command, and must end with bitwise identical per-step losses
+# and final checkpoint tensors. Also: corrupt newest checkpoint -> fallback; refused resumes
+# leave the old checkpoints untouched; metrics.jsonl continues without gaps or duplicates.
+source "$CT_ROOT/tests/cli/lib.sh"
+
+# Two small files (2 200 tokens in all): one step takes 8 * (32 + 1) = 264 tokens, so the
+# stream crosses the file boundary during step 5 and wraps around during step 9.
+head -c 1300 /usr/share/common-licenses/GPL-3 >a.txt
+tail -c 900 /usr/share/common-licenses/GPL-3 >b.txt
+"$CTRAIN" data from-text --out part_a.h5 a.txt >/dev/null 2>&1 && "$CTRAIN" data from-text --out part_b.h5 b.txt \
+    >/dev/null 2>&1 && "$CTRAIN" data from-text --out val.h5 /usr/share/common-licenses/Apache-2.0 >/dev/null 2>&1 \
+    || { fail make_data "from-text failed"; exit 1; }
+cfg=(train_files="$WORK/part_*.h5" val_files="$WORK/val.h5" vocab_size=256 num_layers=3 model_dim=32 num_heads=4
+     num_kv_heads=2 train_seq_len=32 train_batch_tokens=256 grad_accum_slots=8 val_batch_size=256 iterations=16
+     warmdown_iters=5 muon_momentum_warmup_steps=6 val_loss_every=4 checkpoint_every=2 keep_checkpoints=3
+     train_log_every=1 threads=2)
+
+expect_ok reference "$CTRAIN" train "${cfg[@]}" out_dir=ref
+train_losses() { /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(r["step"], "train" if "train_loss" in r else "val", repr(r.get("train_loss", r.get("val_loss"))))' "$1"; }
+train_losses ref/metrics.jsonl >ref.losses
+
+# run CMD until it exits 0, at most 8 times; records every exit code in codes.txt
+run() { # out_dir, then env assignments for each attempt as separate words "CTRAIN_FAULT=..." or "-"
+    local out=$1; shift
+    : >"$out.codes"
+    for fault in "$@"; do
+        if [ "$fault" = - ]; then "$CTRAIN" train "${cfg[@]}" out_dir="$out" >>"$out.log" 2>&1
+        else env CTRAIN_FAULT="$fault" "$CTRAIN" train "${cfg[@]}" out_dir="$out" >>"$out.log" 2>&1; fi
+        echo $? >>"$out.codes"
+    done
+}
+same_as_reference() { # name, out_dir
+    train_losses "$2/metrics.jsonl" >"$2.losses"
+    if cmp -s ref.losses "$2.losses"; then pass "$1_losses_bitwise"
+    else fail "$1_losses_bitwise" "$(diff ref.losses "$2.losses" | head -6)"; fi
+    if "$CTRAIN" ckpt diff --exact ref/checkpoints/step_00000016.h5 "$2/checkpoints/step_00000016.h5" >"$2.diff" 2>&1
+    then pass "$1_final_tensors_bitwise"; else fail "$1_final_tensors_bitwise" "$(tail -5 "$2.diff")"; fi
+}
+
+# 1. one run interrupted five times, resumed with the same command after each:
+#    SIGTERM mid-accumulation of step 3 -> finishes step 3, checkpoints, exit 75
+#    SIGINT as micro-batch 7 of step 5 crosses the data-file boundary -> checkpoint 5, exit 75
+#    SIGKILL mid-accumulation of step 7 -> exit 137; the last checkpoint is step 6
+#    SIGUSR1 (stop_signal) in step 9, just after the stream wrapped -> checkpoint 9, exit 75
+#    SIGKILL half-way through writing the step-12 checkpoint -> latest stays at step 10
+#    then a clean finish.
+run multi "TERM@3.5" "INT@5.7" "KILL@7.2" "USR1@9.4" "KILL@ckpt:12" "-"
+codes=$(tr '\n' ' ' <multi.codes)
+[ "$codes" = "75 75 137 75 137 0 " ] && pass exit_codes || fail exit_codes "expected 75 75 137 75 137 0, got $codes"
+expect_grep stop_message 'stopped at step 3/16 \(SIGTERM\): checkpoint written; exit 75' multi.log
+expect_grep int_message 'stopped at step 5/16 \(SIGINT\)' multi.log
+expect_grep usr1_message 'stopped at step 9/16 \(SIGUSR1\)' multi.log
+expect_grep resumed_after_kill 'resumed from .*step_00000006.h5: step 6' multi.log
+expect_grep resumed_after_killed_write 'resumed from .*step_00000010.h5: step 10' multi.log
+same_as_reference interrupted multi
+leftovers=$(ls multi/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
+[ -z "$leftovers" ] && pass no_temporary_files_left || fail no_temporary_files_left "$leftovers"
+
+# 2. a SIGTERM from outside at an arbitrary moment
+"$CTRAIN" train "${cfg[@]}" out_dir=outside >outside.log 2>&1 &
+pid=$!
+sleep 0.7
+kill -TERM $pid 2>/dev/null
+wait $pid
+echo "outside first exit: $?" >>outside.log
+"$CTRAIN" train "${cfg[@]}" out_dir=outside >>outside.log 2>&1 || fail outside_resume "$(tail -3 outside.log)"
+same_as_reference outside_signal outside
+
+# 3. metrics.jsonl continues without duplicated or missing steps
+steps=$(grep -c '"train_loss"' multi/metrics.jsonl)
+uniq_steps=$(grep '"train_loss"' multi/metrics.jsonl | sed 's/, .*//' | sort -u | wc -l)
+[ "$steps" = 16 ] && [ "$uniq_steps" = 16 ] && pass metrics_continuous || fail metrics_continuous "$steps lines, $uniq_steps distinct"
+
+# 4. a corrupt newest checkpoint (truncated; or one byte flipped inside a tensor) falls back
+cp -r ref trunc_run
+rm trunc_run/checkpoints/step_00000016.h5 && echo step_00000014.h5 >trunc_run/checkpoints/latest
+head -c 5000 ref/checkpoints/step_00000014.h5 >trunc_run/checkpoints/step_00000014.h5
+/usr/bin/python3 - trunc_run/metrics.jsonl <<'PY'
+import sys
+lines = [l for l in open(sys.argv[1]) if int(l.split(",")[0].split(":")[1]) <= 14]
+open(sys.argv[1], "w").writelines(lines)
+PY
+expect_ok truncated_fallback_runs "$CTRAIN" train "${cfg[@]}" out_dir=trunc_run
+cp "$WORK/err" trunc.err
+expect_grep truncated_warned 'warning: checkpoint .*step_00000014.h5 is not usable' trunc.err
+expect_grep truncated_resumed_previous 'resumed from .*step_00000012.h5' out
+same_as_reference truncated_fallback trunc_run
+
+cp -r ref flip_run
+rm flip_run/checkpoints/step_00000016.h5 && echo step_00000014.h5 >flip_run/checkpoints/latest
+/usr/bin/python3 - flip_run/checkpoints/step_00000014.h5 <<'PY'
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    d = f["model/blocks.1.mlp.fc.weight"]
+    off = d.id.get_chunk_info(0).byte_offset if d.chunks else d.id.get_offset()
+with open(path, "r+b") as f:
+    f.seek(off + 100); b = f.read(1); f.seek(off + 100); f.write(bytes([b[0] ^ 0x10]))
+PY
+expect_ok flipped_fallback_runs "$CTRAIN" train "${cfg[@]}" out_dir=flip_run
+cp "$WORK/err" flip.err
+expect_grep flipped_warned 'step_00000014.h5 is not usable' flip.err
+same_as_reference flipped_fallback flip_run
+
+# 5. refused resumes leave the old checkpoints untouched
+sum_before=$(cd ref && find checkpoints -type f -exec sha256sum {} + | sort)
+expect_fail shape_change_refused 1 'num_layers.*checkpoint.*3.*4|num_layers' \
+    "$CTRAIN" train "${cfg[@]}" num_layers=4 out_dir=ref
+cp part_b.h5 part_c.h5 # same glob, one more file
+expect_fail data_change_refused 1 'part_c.h5' "$CTRAIN" train "${cfg[@]}" out_dir=ref
+rm part_c.h5
+expect_fail resume_none_refused 2 'already holds checkpoints' "$CTRAIN" train "${cfg[@]}" resume=none out_dir=ref
+sum_after=$(cd ref && find checkpoints -type f -exec sha256sum {} + | sort)
+[ "$sum_before" = "$sum_after" ] && pass refused_resumes_touch_nothing || fail refused_resumes_touch_nothing "checkpoints changed"
+expect_ok iterations_may_change "$CTRAIN" train "${cfg[@]}" iterations=18 out_dir=ref
+expect_grep changed_key_reported 'resume: iterations changed from 16 to 18' out
+cp -r ref ow
+expect_ok overwrite_starts_fresh "$CTRAIN" train "${cfg[@]}" resume=none overwrite=1 iterations=2 out_dir=ow
+expect_grep overwrite_moved_aside 'moved the earlier run.s checkpoints to .*checkpoints.replaced-' out
+ls -d ow/checkpoints.replaced-* >/dev/null 2>&1 && [ -f ow/checkpoints/step_00000002.h5 ] && \
+    [ ! -f ow/checkpoints/step_00000016.h5 ] && pass overwrite_keeps_old_aside || fail overwrite_keeps_old_aside "$(ls ow)"
+expect_fail resume_path_missing 1 'nope.h5' "$CTRAIN" train "${cfg[@]}" resume="$WORK/nope.h5" out_dir=other
