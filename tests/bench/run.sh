@@ -21,6 +21,8 @@ echo "== 1. sgemm ceiling"
 "$build/bench/bench_sgemm"
 echo "== 2. op micro-benchmarks"
 for b in "$build"/bench/bench_cpu_*; do [ -x "$b" ] && "$b"; done
+echo "== checkpoint save/load vs raw disk write"
+"$build/bench/bench_checkpoint"
 
 echo "== 3. ctrain vs PyTorch (fp32, $threads threads each)"
 /usr/bin/python3 - "$work/data.h5" <<'PY'

@@ -115,11 +115,13 @@ fi
 # A rank killed with SIGKILL while the others wait for it: the others time out after 5 s,
 # name themselves and the step, and end the step (MPI_Abort / PMI2_Abort), even though srun
 # without --kill-on-bad-exit would let them wait forever.
-killed_rank_ends_job() { # NAME SRUN-ARGS...
-    local name=$1; shift
+killed_rank_ends_job() { # NAME "SRUN ARGS" ["LAUNCH-CHECK ARGS"]
+    local name=$1 srun_args=$2 lc_args=${3:-}
     local err=$WORK/$name.err
     : >"$err"
-    timeout 90 srun "$@" --mpi=pmi2 "$CTRAIN" launch-check --hang-rank 1 --timeout 5 >"$WORK/$name.out" 2>"$err" &
+    # shellcheck disable=SC2086 # word splitting of the argument lists is intended
+    timeout 90 srun $srun_args --mpi=pmi2 "$CTRAIN" launch-check $lc_args --hang-rank 1 --timeout 5 \
+        >"$WORK/$name.out" 2>"$err" &
     local srun_pid=$! pid="" i
     for i in $(seq 1 200); do
         pid=$(sed -n 's/.*hangs now as asked by --hang-rank (pid \([0-9]*\)).*/\1/p' "$err")
@@ -141,14 +143,12 @@ killed_rank_ends_job() { # NAME SRUN-ARGS...
         fail "$name" "no timeout message naming a rank and step :: $(tail -c 600 "$err")"
     else pass "$name"; fi
 }
-killed_rank_ends_job killed_rank_mpi -N 1 -n 4
-killed_rank_ends_job killed_rank_pmi2_kvs -N 2 -n 4 --ntasks-per-node=2 --no-mpi
+killed_rank_ends_job killed_rank_mpi "-N 1 -n 4"
+killed_rank_ends_job killed_rank_pmi2_kvs "-N 2 -n 4 --ntasks-per-node=2" --no-mpi
 grep -h 'timed out' "$WORK"/killed_rank_*.err | head -n 2 | sed 's/^/  example: /'
 
 bash "$here/cluster.sh" stop "$cluster" >"$WORK/stop.log" 2>&1 && pass cluster_stop || fail cluster_stop "$(cat "$WORK/stop.log")"
 trap - EXIT
-if pids=$(cat "$cluster"/run/*.pid 2>/dev/null) && for p in $pids; do kill -0 "$p" 2>/dev/null && exit 1; done; then
-    pass cluster_gone
-else
-    fail cluster_gone "daemons still running after stop: $pids"
-fi
+still=""
+for p in $(cat "$cluster"/run/*.pid 2>/dev/null); do kill -0 "$p" 2>/dev/null && still="$still $p"; done
+if [ -z "$still" ]; then pass cluster_gone; else fail cluster_gone "daemons still running after stop:$still"; fi
