@@ -57,6 +57,11 @@ size_t muon_scratch_floats(int rows, int cols);
 void muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
                          double momentum, int nesterov, int ns_steps, float *scratch);
 
+/* Only the momentum line of muon_compute_update (buf = momentum*buf + grad, same bits), for
+ * ranks that do not compute this matrix's update under Muon sharding but must keep the
+ * buffer every checkpoint saves. */
+void muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum);
+
 /* The all-ranks half: p -= lr * update over n elements (p.add_(update, alpha=-lr); torch's
  * kernel fuses that multiply-add, so this uses fmaf). */
 void muon_apply_update(float *p, const float *update, size_t n, double lr);

@@ -126,6 +126,18 @@ void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, flo
 
 size_t muon_scratch_floats(int rows, int cols) { return newton_schulz5_scratch_floats(rows, cols); }
 
+/* buf.mul_(momentum).add_(grad): two roundings (the add has alpha 1, so fused or not it is one
+ * exact add). One definition for both paths below, so a rank that only advances the buffer
+ * (Muon sharding) produces the same bits as the rank that computes the update. */
+static inline float momentum_step(float buf, float mu, float grad) { return buf * mu + grad; }
+
+void muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum) {
+    assert((grad && momentum_buf) || n == 0);
+    const float mu = (float)momentum;
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++) momentum_buf[i] = momentum_step(momentum_buf[i], mu, grad[i]);
+}
+
 void muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
                          double momentum, int nesterov, int ns_steps, float *scratch) {
     assert(grad && momentum_buf && update && scratch && rows > 0 && cols > 0);
@@ -134,12 +146,11 @@ void muon_compute_update(const float *grad, float *momentum_buf, float *update, 
     /* torch rounds a Python float scalar to the tensor's dtype before an fp32 kernel uses it. */
     const float mu = (float)momentum;
 
-    /* buf.mul_(momentum).add_(grad): two roundings (the add has alpha 1, so fused or not it is
-     * one exact add). grad.add(buf, alpha=momentum): torch's CPU kernel (vec::fmadd) and its
-     * CUDA kernel (contracted a + alpha*b) both fuse it, hence fmaf. */
+    /* grad.add(buf, alpha=momentum): torch's CPU kernel (vec::fmadd) and its CUDA kernel
+     * (contracted a + alpha*b) both fuse it, hence fmaf. */
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
     for (size_t i = 0; i < n; i++) {
-        const float buf = momentum_buf[i] * mu + grad[i];
+        const float buf = momentum_step(momentum_buf[i], mu, grad[i]);
         momentum_buf[i] = buf;
         update[i] = nesterov ? fmaf(buf, mu, grad[i]) : buf;
     }

@@ -7,6 +7,7 @@
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -32,6 +33,12 @@ typedef struct {
     int muon_steps;
     double beta1, beta2, adam_eps;
     double grad_clip_norm; /* 0 = off */
+    /* Muon sharding as train_gpt.py: the update of the i-th matrix is computed only on rank
+     * i % shard_world, and the updates are combined by one sum across ranks (`combine`,
+     * NULL when shard_world is 1) before every rank applies all of them. */
+    int shard_rank, shard_world;
+    int (*combine)(void *ctx, float *buf, size_t n);
+    void *combine_ctx;
 } StepHyper;
 
 typedef struct Backend Backend;

@@ -41,7 +41,9 @@ typedef struct {
     float *attn_scratch, *rope_scratch, *logits_scratch;
     size_t attn_scratch_floats;
     /* optimizer work buffers (backend_cpu_optim.c) */
-    float *muon_update, *muon_scratch;
+    float *muon_updates; /* every matrix's update, flat, in parameter order (for sharding) */
+    size_t muon_update_floats;
+    float *muon_scratch;
     float **clip_grads;
     size_t *clip_counts;
 } CpuBackend;

@@ -14,11 +14,12 @@ void cpu_optimizer_init(CpuBackend *cb) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group != PARAM_MATRIX) continue;
-        if (p->count > update) update = p->count;
+        update += p->count;
         size_t need = muon_scratch_floats((int)p->shape[0], (int)p->shape[1]);
         if (need > scratch) scratch = need;
     }
-    cb->muon_update = ct_calloc(update ? update : 1, sizeof(float), "muon update");
+    cb->muon_update_floats = update;
+    cb->muon_updates = ct_calloc(update ? update : 1, sizeof(float), "muon updates");
     cb->muon_scratch = ct_calloc(scratch ? scratch : 1, sizeof(float), "muon scratch");
     /* one (pointer, count) per parameter, in state_dict order like torch's parameters() */
     cb->clip_grads = ct_calloc((size_t)s->num_params, sizeof(float *), "clip table");
@@ -30,7 +31,7 @@ void cpu_optimizer_init(CpuBackend *cb) {
 }
 
 void cpu_optimizer_free(CpuBackend *cb) {
-    free(cb->muon_update);
+    free(cb->muon_updates);
     free(cb->muon_scratch);
     free(cb->clip_grads);
     free(cb->clip_counts);
@@ -43,15 +44,35 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     *grad_norm = 0;
     if (h->grad_clip_norm > 0)
         *grad_norm = clip_grad_norm(cb->clip_grads, cb->clip_counts, s->num_params, h->grad_clip_norm);
+    /* Muon: this rank's share of the Newton-Schulz work, then one sum combines the updates
+     * (every other entry is +0, so the sum reproduces each update exactly) */
+    int world = h->shard_world > 1 ? h->shard_world : 1;
+    size_t at = 0;
+    int matrix_index = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        float *update = cb->muon_updates + at;
+        if (matrix_index++ % world == h->shard_rank)
+            muon_compute_update(st->grads + p->offset, st->momentum + p->offset, update, (int)p->shape[0],
+                                (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
+        else { /* another rank computes this update; keep our momentum buffer in step with it */
+            muon_momentum_advance(st->grads + p->offset, st->momentum + p->offset, p->count, h->muon_momentum);
+            memset(update, 0, p->count * sizeof(float));
+        }
+        at += p->count;
+    }
+    if (world > 1 && h->combine(h->combine_ctx, cb->muon_updates, cb->muon_update_floats) != 0)
+        return ct_fail_prefix("combining the Muon updates");
     st->adam_step++;
+    at = 0;
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         float *w = st->params + p->offset, *g = st->grads + p->offset;
         switch (p->group) {
         case PARAM_MATRIX:
-            muon_compute_update(g, st->momentum + p->offset, cb->muon_update, (int)p->shape[0], (int)p->shape[1],
-                                h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
-            muon_apply_update(w, cb->muon_update, p->count, h->matrix_lr);
+            muon_apply_update(w, cb->muon_updates + at, p->count, h->matrix_lr);
+            at += p->count;
             break;
         case PARAM_TOKEN_EMBED:
         case PARAM_HEAD:

@@ -9,7 +9,7 @@
  *     unexpected key delimiter"), the task dies with a broken pipe, the step hangs;
  *   MPI_Init then PMI2_Init: slurmstepd "mpi/pmi2: invalid pmi1 command received: 'init'"
  *     (the socket is already in PMI-1 mode) and PMI2_Init never returns.
- * (Under hydra both orders happen to work, but PMI2_Finalize then fails.) So:
+ * (Under hydra, PMI2_Init then MPI_Init happened to work, but PMI2_Finalize failed.) So:
  *   - CPU jobs (use_mpi, world > 1): only MPI. Rank and size from MPI_COMM_WORLD, node-local
  *     ranks from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (MPICH derives it from the same
  *     PMI_process_mapping), host names gathered with MPI_Allgather. The KVS broadcast becomes
@@ -137,10 +137,15 @@ int dist_init(DistInfo *d, int use_mpi, double timeout_s) {
     env_int("PMI_RANK", &env_rank);
     dist_watchdog_identity(env_rank, d->host);
 
-    if (getenv("PMI_FD")) {
+    int env_size = -1;
+    env_int("PMI_SIZE", &env_size);
+    /* One rank needs no PMI: without libpmi2 compiled in it is simply started plainly. */
+    int pmi = getenv("PMI_FD") && !(env_size == 1 && !dist_pmi2_compiled());
+    if (pmi) {
         d->launcher = "pmi2";
-        int env_size = -1;
-        env_int("PMI_SIZE", &env_size);
+        /* Provisional, for messages if the bootstrap fails; the backend sets the real ones. */
+        if (env_rank >= 0) d->rank = env_rank;
+        if (env_size > 0) d->world_size = env_size;
         int rc;
         if (use_mpi && env_size != 1) {
             d->mpi = 1;
@@ -196,6 +201,11 @@ static int no_collectives(const DistInfo *d, const char *op) {
 
 int dist_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size_t n, int root,
                        double timeout_s) {
+    /* Checked in every mode, so that a bad key shows up in a one-rank test too. */
+    size_t klen = key ? strlen(key) : 0;
+    if (klen == 0 || klen > 40 || strpbrk(key, ";= \t\n"))
+        return ct_fail("dist_kvs_broadcast: key '%s' must be 1..40 characters without ';', '=' or spaces",
+                       key ? key : "(null)");
     if (root < 0 || root >= d->world_size)
         return ct_fail("dist_kvs_broadcast('%s'): root %d outside 0..%d", key, root, d->world_size - 1);
     if (d->world_size == 1) return 0;
@@ -280,8 +290,10 @@ void dist_abort(const DistInfo *d, int code, const char *msg) {
     else fprintf(stderr, "ctrain: error: rank %d (%s): %s\n", d->rank, d->host, msg);
     fflush(stderr);
     fflush(stdout);
-    if (dist_mpi_active()) dist_mpi_abort(code);
-    if (dist_pmi2_active()) dist_pmi2_abort(msg);
+    if (d->world_size > 1) { /* with one rank there is nobody to take down: keep the code */
+        if (dist_mpi_active()) dist_mpi_abort(code);
+        if (dist_pmi2_active()) dist_pmi2_abort(msg);
+    }
     exit(code);
 }
 

@@ -47,6 +47,7 @@ int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size
                             double timeout_s);
 int dist_pmi2_max_i32(const DistInfo *d, int *v);
 int dist_pmi2_active(void);
+int dist_pmi2_compiled(void); /* built with libpmi2 */
 void dist_pmi2_abort(const char *msg) __attribute__((noreturn));
 void dist_pmi2_finalize(void);
 

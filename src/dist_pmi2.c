@@ -21,6 +21,7 @@ static unsigned max_seq; /* numbers the keys of dist_pmi2_max_i32 (same on every
 #define PART_BYTES ((PMI2_MAX_VALLEN - 24) / 2)
 
 int dist_pmi2_active(void) { return pmi2_up; }
+int dist_pmi2_compiled(void) { return 1; }
 
 int dist_pmi2_fence(const DistInfo *d, double timeout_s, const char *what) {
     dist_watchdog_arm(timeout_s, "PMI2_KVS_Fence in %s (waiting for all %d ranks)", what, d->world_size);
@@ -39,9 +40,11 @@ static int kvs_put(const DistInfo *d, const char *key, const char *value) {
     return 0;
 }
 
-static int kvs_get(const DistInfo *d, int src, const char *key, char *value, int cap) {
+static int kvs_get(const DistInfo *d, int src, const char *key, char *value, int cap, double timeout_s) {
     int len = 0;
+    dist_watchdog_arm(timeout_s, "PMI2_KVS_Get('%s' from rank %d)", key, src);
     int rc = PMI2_KVS_Get(NULL, src, key, value, cap, &len);
+    dist_watchdog_disarm();
     if (rc != PMI2_SUCCESS)
         return ct_fail("rank %d (%s): PMI2_KVS_Get('%s' from rank %d) failed (PMI2 error %d)", d->rank, d->host,
                        key, src, rc);
@@ -109,7 +112,7 @@ int dist_pmi2_init(DistInfo *d) {
     DistEntry *all = ct_calloc((size_t)size, sizeof *all, "rank map");
     for (int r = 0; r < size; r++) {
         snprintf(key, sizeof key, "ct!host.%d", r);
-        if (kvs_get(d, r, key, value, sizeof value) < 0) {
+        if (kvs_get(d, r, key, value, sizeof value, d->timeout_s) < 0) {
             free(all);
             return -1;
         }
@@ -127,9 +130,6 @@ int dist_pmi2_init(DistInfo *d) {
 
 int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size_t n, int root,
                             double timeout_s) {
-    size_t klen = strlen(key);
-    if (klen == 0 || klen > 40 || strpbrk(key, ";= \t\n"))
-        return ct_fail("dist_kvs_broadcast: key '%s' must be 1..40 characters without ';', '=' or spaces", key);
     size_t parts = n == 0 ? 0 : (n + PART_BYTES - 1) / PART_BYTES;
     char pkey[PMI2_MAX_KEYLEN], value[PMI2_MAX_VALLEN];
     if (d->rank == root) {
@@ -147,7 +147,7 @@ int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size
     for (size_t i = 0; i < parts; i++) {
         size_t off = i * PART_BYTES, len = n - off < PART_BYTES ? n - off : PART_BYTES;
         snprintf(pkey, sizeof pkey, "%s#%zu", key, i);
-        if (kvs_get(d, root, pkey, value, sizeof value) < 0) return -1;
+        if (kvs_get(d, root, pkey, value, sizeof value, timeout_s) < 0) return -1;
         if (dist_hex_decode(value, (unsigned char *)blob + off, len) < 0)
             return ct_fail_prefix("rank %d (%s): dist_kvs_broadcast('%s') part %zu", d->rank, d->host, key, i);
     }
@@ -165,7 +165,7 @@ int dist_pmi2_max_i32(const DistInfo *d, int *v) {
     for (int r = 0; r < d->world_size; r++) {
         if (r == d->rank) continue;
         snprintf(key, sizeof key, "ct!max.%u.%d", seq, r);
-        if (kvs_get(d, r, key, value, sizeof value) < 0) return -1;
+        if (kvs_get(d, r, key, value, sizeof value, d->op_timeout_s) < 0) return -1;
         char *end;
         long x = strtol(value, &end, 10);
         if (*end) return ct_fail("rank %d: rank %d published a malformed value '%s' for max", d->rank, r, value);
@@ -198,6 +198,7 @@ void dist_pmi2_finalize(void) {
 #else /* !CT_HAVE_PMI2 */
 
 int dist_pmi2_active(void) { return 0; }
+int dist_pmi2_compiled(void) { return 0; }
 
 int dist_pmi2_init(DistInfo *d) {
     (void)d;

@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "common.h"
 #include "data.h"
+#include "dist.h"
 #include "train.h"
 #include "version.h"
 
@@ -18,6 +19,7 @@ static void usage(FILE *out) {
             "  train [--config FILE] [key=value ...]   train a model (see `ctrain train --help`)\n"
             "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
             "  ckpt <info|verify|diff> ...              inspect and check HDF5 checkpoints\n"
+            "  launch-check [--timeout S]               check a multi-rank launch (srun/mpiexec)\n"
             "\n"
             "options:\n"
             "  -h, --help      show this help\n"
@@ -44,6 +46,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt")) return ckpt_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "launch-check")) return dist_check_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;

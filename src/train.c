@@ -16,6 +16,7 @@
 #include "config.h"
 #include "cpu_optim.h"
 #include "data.h"
+#include "dist.h"
 #include "fault.h"
 #include "loader.h"
 #include "stop.h"
@@ -56,24 +57,31 @@ static int run_validation(Trainer *t) {
     const Config *cfg = t->cfg;
     t->training_ms += ct_now_ms() - t->t0;
     double vl, vb;
-    if (val_evaluate(t->backend, &t->val, t->rank, t->world, cfg->train_seq_len, &vl, &vb) != 0) return -1;
+    if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0) return -1;
     printf("step %lld/%lld  val_loss %.4f", (long long)t->step, (long long)cfg->iterations, vl);
     if (!isnan(vb)) printf("  val_bpb %.4f", vb);
     printf("  train_time %.0fms\n", t->training_ms);
-    fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)t->step, vl);
-    if (!isnan(vb)) fprintf(t->metrics, ", \"val_bpb\": %.17g", vb);
-    fprintf(t->metrics, ", \"train_time_ms\": %.1f}\n", t->training_ms);
-    fflush(t->metrics);
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)t->step, vl);
+        if (!isnan(vb)) fprintf(t->metrics, ", \"val_bpb\": %.17g", vb);
+        fprintf(t->metrics, ", \"train_time_ms\": %.1f}\n", t->training_ms);
+        fflush(t->metrics);
+    }
     fflush(stdout);
     t->t0 = ct_now_ms();
     return 0;
 }
 
-/* One optimizer step: accumulation over the micro-batches, then the optimizers. */
+static int combine_updates(void *ctx, float *buf, size_t n) { return dist_allreduce_sum_f32(ctx, buf, n); }
+
+/* One optimizer step: accumulation over this rank's micro-batches, one sum of the gradients
+ * across ranks, then the optimizers. */
 static int train_step(Trainer *t, double scale, double *train_loss, double *grad_norm) {
     const Config *cfg = t->cfg;
     Backend *b = t->backend;
-    const float loss_weight = 1.0f / (float)t->accum;
+    /* Each of the grad_accum_slots micro-batches of the step weighs 1/slots, whichever rank
+     * runs it, so the sum across ranks is the mean train_gpt.py's DDP averaging gives. */
+    const float loss_weight = 1.0f / (float)cfg->grad_accum_slots;
     double loss_sum = 0;
     for (int m = 0; m < t->accum; m++) {
         const uint32_t *tokens;
@@ -84,7 +92,12 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
             return ct_fail_prefix("step %lld, micro-batch %d", (long long)t->step + 1, m);
         loss_sum += mean_loss;
     }
-    *train_loss = loss_sum / t->accum;
+    if (t->world > 1) {
+        if (dist_allreduce_sum_f32(t->dist, b->grad_buffer(b), t->st.spec.total_floats) != 0 ||
+            dist_allreduce_sum_f64(t->dist, &loss_sum, 1) != 0)
+            return ct_fail_prefix("step %lld: reducing gradients across %d ranks", (long long)t->step + 1, t->world);
+    }
+    *train_loss = loss_sum / (double)cfg->grad_accum_slots;
     StepHyper h = {
         .token_lr = (cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr) * scale,
         .head_lr = cfg->head_lr * scale,
@@ -97,6 +110,10 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
         .beta2 = cfg->beta2,
         .adam_eps = cfg->adam_eps,
         .grad_clip_norm = cfg->grad_clip_norm,
+        .shard_rank = t->rank,
+        .shard_world = t->world,
+        .combine = t->world > 1 ? combine_updates : NULL,
+        .combine_ctx = t->dist,
     };
     return b->optimizer_step(b, &h, grad_norm);
 }
@@ -105,6 +122,7 @@ static void log_step(Trainer *t, double train_loss, double scale, double step_ms
     const Config *cfg = t->cfg;
     double train_time = t->training_ms + (ct_now_ms() - t->t0);
     double tokens_per_s = (double)cfg->train_batch_tokens / (step_ms / 1000.0);
+    if (!t->metrics) return; /* ranks other than 0 log nothing */
     fprintf(t->metrics,
             "{\"step\": %lld, \"train_loss\": %.17g, \"lr_scale\": %.17g, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
             "\"train_time_ms\": %.1f",
@@ -136,11 +154,16 @@ static int train_loop(Trainer *t) {
         int last = t->step >= cfg->iterations || (stop_after >= 0 && t->step >= stop_after);
         int sig = stop_requested();
         int deadline = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
-        if ((sig || deadline) && !last) {
+        /* every rank stops at the same step: a signal may reach only some of them */
+        int stop = sig || deadline;
+        if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
+        if (stop && !last) {
             if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
             printf("stopped at step %lld/%lld (%s): checkpoint written; exit %d = requeue to continue\n",
                    (long long)t->step, (long long)cfg->iterations,
-                   sig ? signal_name(sig) : "stop_before_job_end: the job's time limit is near", CT_EXIT_REQUEUE);
+                   sig ? signal_name(sig) : deadline ? "stop_before_job_end: the job's time limit is near"
+                                              : "another rank was asked to stop",
+                   CT_EXIT_REQUEUE);
             return CT_EXIT_REQUEUE;
         }
         if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)))
@@ -155,7 +178,10 @@ static int train_loop(Trainer *t) {
         t->step++;
         log_step(t, train_loss, scale, ct_now_ms() - step_start, grad_norm);
         double train_time = t->training_ms + (ct_now_ms() - t->t0);
-        if (max_wallclock_ms > 0 && stop_after < 0 && train_time >= max_wallclock_ms) {
+        int reached_cap = max_wallclock_ms > 0 && train_time >= max_wallclock_ms;
+        if (max_wallclock_ms > 0 && t->world > 1 && dist_allreduce_max_i32(t->dist, &reached_cap) != 0)
+            return CT_EXIT_FAILURE;
+        if (reached_cap && stop_after < 0) {
             stop_after = t->step;
             printf("stopping early: wallclock cap, train_time %.0fms at step %lld/%lld\n", train_time,
                    (long long)t->step, (long long)cfg->iterations);
@@ -171,14 +197,30 @@ static int train_loop(Trainer *t) {
 
 int train_run(const Config *cfg) {
     Trainer t;
+    DistInfo dist;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
-    t.rank = 0; /* single process until the distributed layer assigns them */
-    t.world = 1;
-    t.accum = (int)(cfg->grad_accum_slots / t.world);
+    t.dist = &dist;
     int rc = CT_EXIT_FAILURE;
+    /* CPU jobs reduce over MPI; GPU jobs will use NCCL bootstrapped through the PMI2 KVS */
+    if (dist_init(&dist, !strcmp(cfg->device, "cpu"), 120.0) != 0) dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
+    t.rank = dist.rank;
+    t.world = dist.world_size;
+    if (config_validate(cfg, t.world) != 0) {
+        if (t.rank == 0) ct_print_error();
+        dist_finalize(&dist);
+        return CT_EXIT_USAGE;
+    }
+    t.accum = (int)(cfg->grad_accum_slots / t.world);
+    /* rank 0 speaks for the job; the others report only errors (on stderr) */
+    if (t.rank != 0 && !freopen("/dev/null", "w", stdout)) dist_abort(&dist, 1, "cannot silence stdout");
 
     print_resolved(cfg);
+    if (t.world > 1) {
+        char map[4096];
+        dist_rank_map(&dist, map, sizeof map);
+        printf("%d ranks (%s): %s\n", t.world, dist.launcher, map);
+    }
     char path[4200];
     if (stop_install(cfg->stop_signal) != 0 || fault_init() != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
@@ -208,13 +250,15 @@ int train_run(const Config *cfg) {
     fflush(stdout);
     if (loader_init(&t.loader, &t.train_set, t.rank, t.world, config_local_tokens(cfg), t.start_cursor, 1) != 0)
         goto fail;
-    if (trainer_open_metrics(&t) != 0) goto fail;
+    if (t.rank == 0 && trainer_open_metrics(&t) != 0) goto fail;
     rc = train_loop(&t);
     if (rc == CT_EXIT_FAILURE) goto fail;
     goto out;
 fail:
     rc = CT_EXIT_FAILURE;
 fail_rc:
+    /* with several ranks, the others may be waiting in a collective for this one: end the job */
+    if (t.world > 1) dist_abort(&dist, rc, ct_error());
     ct_print_error();
 out:
     if (t.metrics) fclose(t.metrics);
@@ -224,5 +268,6 @@ out:
     val_free(&t.val);
     data_free_set(&t.train_set);
     data_free_set(&t.val_set);
+    dist_finalize(&dist);
     return rc;
 }

@@ -31,7 +31,8 @@ void val_free(ValData *v) {
     memset(v, 0, sizeof *v);
 }
 
-int val_evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_len, double *val_loss, double *val_bpb) {
+int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb) {
+    int rank = d->rank, world = d->world_size;
     int64_t first = v->num_seqs * rank / world, end = v->num_seqs * (rank + 1) / world;
     double loss_sum = 0, tokens = 0, bytes = 0;
     int batch = b->micro_batch_seqs;
@@ -49,7 +50,10 @@ int val_evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_
             }
         }
     }
-    *val_loss = loss_sum / tokens;
-    *val_bpb = v->base_bytes && bytes > 0 ? (*val_loss / log(2.0)) * (tokens / bytes) : NAN;
+    /* every rank's sums, added in rank order (deterministic) */
+    double sums[3] = {loss_sum, tokens, bytes};
+    if (dist_allreduce_sum_f64(d, sums, 3) != 0) return ct_fail_prefix("validation");
+    *val_loss = sums[0] / sums[1];
+    *val_bpb = v->base_bytes && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
     return 0;
 }

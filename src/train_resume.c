@@ -47,13 +47,10 @@ static int load_from(Trainer *t, const char *path) {
     return rc;
 }
 
-int trainer_resume(Trainer *t, int *exit_code) {
+/* Rank 0's half: which checkpoint to start from (path "" = fresh). */
+static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code) {
     const Config *cfg = t->cfg;
-    snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", cfg->out_dir);
-    t->step = 0;
-    t->training_ms = 0;
-    t->start_cursor = loader_cursor_start();
-    t->last_saved_step = -1;
+    path[0] = '\0';
     *exit_code = CT_EXIT_FAILURE;
     if (!strcmp(cfg->resume, "none")) {
         int has = checkpoint_dir_has_checkpoints(t->ckpt_dir);
@@ -82,17 +79,38 @@ int trainer_resume(Trainer *t, int *exit_code) {
         return 0;
     }
     if (!strcmp(cfg->resume, "auto")) {
-        char path[4400];
-        int found = checkpoint_find_resumable(t->ckpt_dir, path, sizeof path, warn_bad_checkpoint);
+        int found = checkpoint_find_resumable(t->ckpt_dir, path, cap, warn_bad_checkpoint);
         if (found < 0) return ct_fail_prefix("resume = auto");
         if (found == 0) {
+            path[0] = '\0';
             printf("resume: no checkpoint in %s, starting from the initial weights (seed %lld)\n", t->ckpt_dir,
                    (long long)cfg->seed);
-            return 0;
         }
-        return load_from(t, path);
+        return 0;
     }
-    return load_from(t, cfg->resume);
+    snprintf(path, cap, "%s", cfg->resume);
+    return 0;
+}
+
+int trainer_resume(Trainer *t, int *exit_code) {
+    snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", t->cfg->out_dir);
+    t->step = 0;
+    t->training_ms = 0;
+    t->start_cursor = loader_cursor_start();
+    t->last_saved_step = -1;
+    /* Rank 0 decides (it alone may move files aside) and tells the others, so every rank
+     * loads the same file. */
+    struct {
+        int rc, exit_code;
+        char path[4400];
+    } choice;
+    memset(&choice, 0, sizeof choice);
+    if (t->rank == 0) choice.rc = choose_start(t, choice.path, sizeof choice.path, &choice.exit_code);
+    if (dist_bcast(t->dist, &choice, sizeof choice, 0) != 0) return -1;
+    *exit_code = choice.exit_code ? choice.exit_code : CT_EXIT_FAILURE;
+    if (choice.rc != 0) return t->rank == 0 ? -1 : ct_fail("rank 0 could not decide where to start (see its error)");
+    *exit_code = CT_EXIT_FAILURE;
+    return choice.path[0] ? load_from(t, choice.path) : 0;
 }
 
 /* Keep the lines of steps before `step`, and the training line of `step` itself: its
@@ -135,6 +153,14 @@ int trainer_open_metrics(Trainer *t) {
 int trainer_save(Trainer *t) {
     if (t->last_saved_step == t->step) return 0;
     double start = ct_now_ms();
+    if (t->rank != 0) { /* rank 0 writes; wait for its verdict */
+        int rc = 0;
+        if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
+        if (rc != 0) return ct_fail("rank 0 failed to write the checkpoint of step %lld", (long long)t->step);
+        t->last_saved_step = t->step;
+        t->t0 += ct_now_ms() - start;
+        return 0;
+    }
     CheckpointInfo info;
     memset(&info, 0, sizeof info);
     info.step = t->step;
@@ -144,9 +170,12 @@ int trainer_save(Trainer *t) {
     info.training_time_ms = t->training_ms + (start - t->t0);
     info.device = t->backend->name;
     char path[4400];
-    if (checkpoint_save(t->ckpt_dir, t->cfg, &t->st, &info, &t->train_set, (int)t->cfg->keep_checkpoints, path,
-                        sizeof path) != 0)
-        return ct_fail_prefix("checkpoint at step %lld", (long long)t->step);
+    int rc = checkpoint_save(t->ckpt_dir, t->cfg, &t->st, &info, &t->train_set, (int)t->cfg->keep_checkpoints, path,
+                             sizeof path);
+    char saved_error[2048];
+    snprintf(saved_error, sizeof saved_error, "%s", ct_error());
+    if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
+    if (rc != 0) return ct_fail("checkpoint at step %lld: %s", (long long)t->step, saved_error);
     t->last_saved_step = t->step;
     printf("checkpoint: %s (%.0fms)\n", path, ct_now_ms() - start);
     fflush(stdout);

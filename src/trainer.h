@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "config.h"
 #include "data.h"
+#include "dist.h"
 #include "loader.h"
 
 /* Validation data, read once: train_gpt.py's load_validation_tokens keeps
@@ -22,6 +23,7 @@ typedef struct {
 
 typedef struct {
     const Config *cfg;
+    DistInfo *dist;
     int rank, world, accum;
     TokenSet train_set, val_set;
     ValData val;
@@ -40,9 +42,10 @@ typedef struct {
 /* train_eval.c */
 int val_load(const Config *cfg, const TokenSet *set, ValData *v);
 void val_free(ValData *v);
-/* eval_val: mean token loss over this rank's share of the sequences, and bits per byte when
- * the data has the tokenizer tables (NaN otherwise). */
-int val_evaluate(Backend *b, const ValData *v, int rank, int world, int64_t seq_len, double *val_loss, double *val_bpb);
+/* eval_val: each rank evaluates its share of the sequences; the loss, token and byte sums are
+ * added across ranks; mean token loss, and bits per byte when the data has the tokenizer
+ * tables (NaN otherwise). */
+int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb);
 
 /* train_resume.c */
 /* Decide where the run starts (resume = auto | none | PATH) and load the checkpoint if any:
@@ -52,7 +55,8 @@ int trainer_resume(Trainer *t, int *exit_code);
 /* Open metrics.jsonl: fresh, or truncated after the resumed step so that the file continues
  * without duplicated or missing steps. */
 int trainer_open_metrics(Trainer *t);
-/* Write a checkpoint of the current state (no-op if one exists for this step). */
+/* Write a checkpoint of the current state (no-op if one exists for this step). Rank 0 writes;
+ * every rank learns whether it worked before going on. */
 int trainer_save(Trainer *t);
 
 #endif

@@ -77,7 +77,7 @@ stepd_pids() {
     for p in /proc/[0-9]*; do
         [ -r "$p/environ" ] || continue
         [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || continue
-        if tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "$marker"; then
+        if { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "$marker"; then
             echo "${p#/proc/}"
         fi
     done
@@ -91,8 +91,7 @@ do_stop() {
     if [ -f "$conf" ] && [ -f "$pids" ] && alive "$(awk '$1=="slurmctld"{print $2}' "$pids")"; then
         SLURM_CONF=$conf timeout 5 scancel --full --signal=KILL --user=root >/dev/null 2>&1
         SLURM_CONF=$conf timeout 5 scancel --user=root >/dev/null 2>&1
-        local i
-        for i in $(seq 1 20); do
+        for _ in $(seq 1 20); do
             [ -z "$(stepd_pids)" ] && break
             sleep 0.25
         done
@@ -103,9 +102,9 @@ do_stop() {
         tac "$pids" | while read -r name pid; do
             alive "$pid" && kill -TERM "$pid" 2>/dev/null
         done
-        local i
-        for i in $(seq 1 20); do
-            local any=0
+        local any
+        for _ in $(seq 1 20); do
+            any=0
             while read -r name pid; do alive "$pid" && any=1; done <"$pids"
             [ $any = 0 ] && break
             sleep 0.25
@@ -225,11 +224,11 @@ do_start() {
         --log-file="$dir/log/munged.log" \
         --pid-file="$dir/run/munged.pid" \
         --seed-file="$dir/munge/lib/munged.seed" </dev/null >>"$dir/log/munged.out" 2>&1 &
-    echo "munged $!" >>"$pids"
-    local i
-    for i in $(seq 1 40); do
+    local munged_pid=$!
+    echo "munged $munged_pid" >>"$pids"
+    for _ in $(seq 1 40); do
         [ -S "$dir/munge/run/munge.socket" ] && break
-        alive "$!" || break
+        alive "$munged_pid" || break
         sleep 0.25
     done
     if [ ! -S "$dir/munge/run/munge.socket" ]; then

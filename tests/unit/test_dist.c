@@ -78,6 +78,10 @@ static void single_collectives_are_noops(void) {
     CHECK(dist_kvs_broadcast(&d, "nccl-id", blob, sizeof blob, 1, 5) < 0, "root 1 of 1 accepted");
     CHECK(strstr(ct_error(), "root 1"), "message: %s", ct_error());
     CHECK(dist_bcast(&d, blob, sizeof blob, -1) < 0, "root -1 accepted");
+    CHECK(dist_kvs_broadcast(&d, "a=b", blob, sizeof blob, 0, 5) < 0, "key with '=' accepted");
+    CHECK(dist_kvs_broadcast(&d, "", blob, sizeof blob, 0, 5) < 0, "empty key accepted");
+    CHECK(dist_kvs_broadcast(&d, "k123456789012345678901234567890123456789x", blob, 1, 0, 5) < 0,
+          "41-character key accepted");
     dist_finalize(&d);
 }
 

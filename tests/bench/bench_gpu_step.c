@@ -1,0 +1,116 @@
+/* bench_gpu_step.c — full training steps of the CUDA backend (forward + backward over every
+ * micro-batch of a step, then the optimizer), on random tokens, for two shapes:
+ *   small:    the CPU benchmark model (4 x 256, heads 4/2, T 256, vocab 1024, 16384 tokens per
+ *             step in 8 micro-batches), comparable with `make bench`'s ctrain figure;
+ *   baseline: train_gpt.py's model and batch (9 x 512, heads 8/4, T 1024, vocab 1024,
+ *             524288 tokens per step in 8 micro-batches of 64 sequences).
+ * Prints ms per step (median over the timed steps, after one warm-up step), tokens/s, the
+ * model FLOP rate (docs/model.md's count) and the backend's memory report.
+ * Usage: bench_gpu_step [steps] [small|baseline|both]   (defaults 5, both)
+ * Without a CUDA device (or a build without CUDA) it prints SKIP and exits 0. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CT_HAVE_CUDA
+int main(void) {
+    printf("SKIP bench_gpu_step: this build has no CUDA (nvcc was not found)\n");
+    return 0;
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "common.h"
+#include "config.h"
+#include "cpu_optim.h"
+#include "refcheck.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void run(const char *label, const char *const kv[][2], size_t n_kv, int steps) {
+    Config cfg;
+    config_init(&cfg);
+    for (size_t i = 0; i < n_kv; i++)
+        if (config_set(&cfg, kv[i][0], kv[i][1], 2, "bench") != 0) {
+            ct_print_error();
+            exit(1);
+        }
+    config_set(&cfg, "train_files", "unused", 2, "bench");
+    TrainState st;
+    Backend *b = NULL;
+    if (train_state_init(&st, &cfg) != 0 || backend_cuda_create(&b, &cfg, &st) != 0) {
+        fprintf(stderr, "bench_gpu_step (%s): %s\n", label, ct_error());
+        exit(1);
+    }
+    char desc[512];
+    backend_cuda_describe(b, desc, sizeof desc);
+    const int accum = (int)cfg.grad_accum_slots;
+    const size_t span = (size_t)b->micro_batch_seqs * b->seq_len + 1;
+    uint32_t *tok = malloc(span * sizeof(uint32_t));
+    uint64_t rng = 99;
+    double *ms = malloc((size_t)steps * sizeof(double)), loss = 0;
+    for (int s = 0; s <= steps; s++) {
+        const double t0 = ct_now_ms();
+        for (int m = 0; m < accum; m++) {
+            for (size_t i = 0; i < span; i++) tok[i] = (uint32_t)(ref_rand01(&rng) * cfg.vocab_size) % (uint32_t)cfg.vocab_size;
+            if (b->forward_backward(b, tok, 1.0f / accum, &loss) != 0) {
+                fprintf(stderr, "bench_gpu_step (%s): %s\n", label, ct_error());
+                exit(1);
+            }
+        }
+        StepHyper h = {.token_lr = cfg.tied_embed_lr, .head_lr = cfg.head_lr, .matrix_lr = cfg.matrix_lr,
+                       .scalar_lr = cfg.scalar_lr, .muon_momentum = cfg.muon_momentum,
+                       .muon_steps = (int)cfg.muon_backend_steps, .beta1 = cfg.beta1, .beta2 = cfg.beta2,
+                       .adam_eps = cfg.adam_eps, .grad_clip_norm = 0};
+        double gn;
+        if (b->optimizer_step(b, &h, &gn) != 0) {
+            fprintf(stderr, "bench_gpu_step (%s): %s\n", label, ct_error());
+            exit(1);
+        }
+        if (s > 0) ms[s - 1] = ct_now_ms() - t0; /* step 0 warms up */
+    }
+    qsort(ms, (size_t)steps, sizeof(double), cmp_double);
+    const double med = ms[steps / 2];
+    const double tokens = (double)cfg.train_batch_tokens;
+    const double flops = model_train_flops_per_token(&st.spec, (int)cfg.train_seq_len);
+    printf("== %s: %s\n", label, desc);
+    printf("  %.1f ms/step  %.0f tokens/s  %.1f model TFLOP/s  (last loss %.4f, %d timed steps)\n", med,
+           tokens / (med / 1000.0), tokens / (med / 1000.0) * flops * 1e-12, loss, steps);
+    printf("BENCH gpu_%s_step_ms %.2f\n", label, med);
+    printf("BENCH gpu_%s_tokens_per_s %.0f\n", label, tokens / (med / 1000.0));
+    printf("BENCH gpu_%s_model_tflops %.2f\n", label, tokens / (med / 1000.0) * flops * 1e-12);
+    b->destroy(b);
+    train_state_free(&st);
+    config_free(&cfg);
+    free(tok);
+    free(ms);
+}
+
+int main(int argc, char **argv) {
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        printf("SKIP bench_gpu_step: no CUDA device\n");
+        return 0;
+    }
+    int steps = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 5;
+    const char *which = argc > 2 ? argv[2] : "both";
+    static const char *const small[][2] = {{"vocab_size", "1024"},       {"num_layers", "4"},
+                                           {"model_dim", "256"},         {"num_heads", "4"},
+                                           {"num_kv_heads", "2"},        {"train_seq_len", "256"},
+                                           {"train_batch_tokens", "16384"}, {"grad_accum_slots", "8"}};
+    static const char *const baseline[][2] = {{"vocab_size", "1024"}, {"train_batch_tokens", "524288"},
+                                              {"grad_accum_slots", "8"}};
+    if (!strcmp(which, "small") || !strcmp(which, "both")) run("small", small, sizeof small / sizeof small[0], steps);
+    if (!strcmp(which, "baseline") || !strcmp(which, "both"))
+        run("baseline", baseline, sizeof baseline / sizeof baseline[0], steps);
+    return 0;
+}
+
+#endif

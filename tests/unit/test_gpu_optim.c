@@ -1,0 +1,161 @@
+/* test_gpu_optim.c — the CUDA optimizers (cuda_optim.cu) against kernels/cpu_optim.h: Adam over
+ * several steps with a changing lr, the Muon momentum lines, Newton–Schulz + scale in fp32 and
+ * in bf16 (square, tall = transposed, wide), the apply step with its bf16 weight shadow, global
+ * norm clipping, determinism. Rules in test_gpu.h.
+ *
+ * Bounds:
+ *  EXACT_TOL 1e-6 — Adam, the momentum buffer and the apply spell out the CPU's fp32 operations
+ *    with the same roundings (and IEEE sqrt/div), so they are expected to be bitwise equal;
+ *    the bound allows an ulp. CT_TEST_VERBOSE=1 reports whether they were bitwise equal.
+ *  NS_FP32_TOL 1e-4 — fp32 Newton–Schulz with cuBLAS vs the CPU's tiled sgemm: five rounds of
+ *    three products, each ~1e-6 apart, amplified by the quintic (|p'| up to ~3.4).
+ *  NS_BF16_TOL 5e-2 — bf16 Newton–Schulz (train_gpt.py's precision: every X, A and B rounded to
+ *    bf16, 2^-9 relative each) vs the fp32 CPU reference; the quintic does not converge to one
+ *    orthogonal matrix but to singular values in ~[0.7, 1.2], and per-element differences of a
+ *    few 1e-3..1e-2 are what bf16 gives. A wrong transpose/scale/coefficient is O(1).
+ *  NORM_TOL 1e-12 — global norm, double sums in different fixed orders. */
+#include "test_gpu.h"
+
+#ifndef CT_HAVE_CUDA
+GPU_TEST_MAIN_WITHOUT_CUDA()
+#else
+
+#include "cpu_optim.h"
+
+#define EXACT_TOL 1e-6
+#define NS_FP32_TOL 1e-4
+#define NS_BF16_TOL 5e-2
+#define NORM_TOL 1e-12
+
+static void report_bitwise(const char *what, const float *a, const float *b, size_t n) {
+    if (!gpu_verbose()) return;
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    fprintf(stderr, "  %-40s %zu of %zu elements differ bitwise\n", what, diff, n);
+}
+
+static void adam_matches_cpu(void) {
+    REQUIRE_GPU();
+    const size_t n = 100003;
+    uint64_t rng = 61;
+    float *p = random_host(n, -1, 1, &rng), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    float *d_p = dev_floats(p, n), *d_m = dev_floats(m, n), *d_v = dev_floats(v, n);
+    ct_bf16 *d_p16 = dev_alloc(n * 2);
+    float *d_g = dev_alloc(n * sizeof(float));
+    const double lrs[] = {0.05, 0.03, 0.01};
+    for (int step = 1; step <= 3; step++) {
+        float *g = random_host(n, -0.1, 0.1, &rng);
+        adam_step(p, g, m, v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step);
+        dev_put(d_g, g, n * sizeof(float));
+        dev_poison_bf16(d_p16, n);
+        CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step, 0));
+        free(g);
+    }
+    float *g_p = host_from_dev(d_p, n), *g_m = host_from_dev(d_m, n), *g_v = host_from_dev(d_v, n);
+    float *g_p16 = host_from_dev_bf16(d_p16, n);
+    report_bitwise("adam p", g_p, p, n);
+    report_bitwise("adam m", g_m, m, n);
+    report_bitwise("adam v", g_v, v, n);
+    CHECK_REL("adam p (3 steps)", g_p, p, n, EXACT_TOL);
+    CHECK_REL("adam exp_avg", g_m, m, n, EXACT_TOL);
+    CHECK_REL("adam exp_avg_sq", g_v, v, n, EXACT_TOL);
+    CHECK_REL("adam bf16 shadow", g_p16, p, n, 4e-3);
+}
+
+static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n = (size_t)rows * cols;
+    const double momentum = 0.95;
+    float *g = random_host(n, -1, 1, &rng), *buf = random_host(n, -0.5, 0.5, &rng);
+    float *p = random_host(n, -1, 1, &rng);
+    float *ref_buf = copy_host(buf, n), *ref_upd = malloc(n * sizeof(float));
+    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof(float));
+    muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, scratch);
+    float *ref_p = copy_host(p, n);
+    muon_apply_update(ref_p, ref_upd, n, 0.04);
+
+    void *ws = dev_alloc(32 << 20);
+    cublasHandle_t h = NULL;
+    CHECK(cuda_blas_create(&h, 0, ws, 32 << 20) == 0, "cuda_blas_create: %s", ct_error());
+    float *d_g = dev_floats(g, n), *d_buf = dev_floats(buf, n), *d_upd = dev_nan(n), *d_p = dev_floats(p, n);
+    void *d_scr = dev_alloc(cuda_muon_scratch_bytes(rows, cols));
+    double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
+    ct_bf16 *d_p16 = dev_alloc(n * 2);
+    dev_poison_bf16(d_p16, n);
+    CHECK_CUDA_OK(cuda_muon_update(h, d_upd, d_g, d_buf, rows, cols, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    float *g_buf = host_from_dev(d_buf, n), *g_upd = host_from_dev(d_upd, n);
+    char what[96];
+    snprintf(what, sizeof what, "muon momentum buffer %dx%d", rows, cols);
+    report_bitwise(what, g_buf, ref_buf, n);
+    CHECK_REL(what, g_buf, ref_buf, n, EXACT_TOL);
+    snprintf(what, sizeof what, "muon update %dx%d (NS %s)", rows, cols, ns_fp32 ? "fp32" : "bf16");
+    CHECK_REL(what, g_upd, ref_upd, n, ns_fp32 ? NS_FP32_TOL : NS_BF16_TOL);
+    /* apply, from the CPU's update so only the apply is measured */
+    dev_put(d_upd, ref_upd, n * sizeof(float));
+    CHECK_CUDA_OK(cuda_muon_apply(d_p, d_p16, d_upd, n, 0.04, 0));
+    float *g_p = host_from_dev(d_p, n), *g_p16 = host_from_dev_bf16(d_p16, n);
+    report_bitwise("muon apply", g_p, ref_p, n);
+    CHECK_REL("muon apply", g_p, ref_p, n, EXACT_TOL);
+    CHECK_REL("muon apply bf16 shadow", g_p16, ref_p, n, 4e-3);
+    /* determinism of the whole update */
+    dev_put(d_buf, buf, n * sizeof(float));
+    CHECK_CUDA_OK(cuda_muon_update(h, d_upd, d_g, d_buf, rows, cols, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    float *again = host_from_dev(d_upd, n);
+    CHECK(memcmp(again, g_upd, n * sizeof(float)) == 0, "muon update not deterministic");
+    cublasDestroy(h);
+    dev_free(ws);
+}
+
+static void muon_fp32_square(void) {
+    REQUIRE_GPU();
+    check_muon(128, 128, 1, 62);
+}
+static void muon_fp32_tall_transposed(void) {
+    REQUIRE_GPU();
+    check_muon(192, 64, 1, 63);
+}
+static void muon_fp32_wide(void) {
+    REQUIRE_GPU();
+    check_muon(64, 160, 1, 64);
+}
+static void muon_bf16_square(void) {
+    REQUIRE_GPU();
+    check_muon(256, 256, 0, 65);
+}
+static void muon_bf16_tall_transposed(void) {
+    REQUIRE_GPU();
+    check_muon(512, 128, 0, 66);
+}
+
+static void clip_matches_cpu(void) {
+    REQUIRE_GPU();
+    const size_t n = 3000017;
+    uint64_t rng = 67;
+    float *g = random_host(n, -0.01, 0.01, &rng);
+    float *ref = copy_host(g, n);
+    float *ptr[1] = {ref};
+    size_t cnt[1] = {n};
+    const double ref_norm = clip_grad_norm(ptr, cnt, 1, 1.0); /* norm ~ 10 > 1: clips */
+    float *d_g = dev_floats(g, n);
+    double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double)), *d_norm = dev_alloc(sizeof(double));
+    CHECK_CUDA_OK(cuda_clip_grad_norm(d_g, n, 1.0, d_norm, d_part, 0));
+    double norm = 0;
+    dev_get(&norm, d_norm, sizeof norm);
+    if (gpu_verbose()) fprintf(stderr, "  clip norm %.17g vs %.17g\n", norm, ref_norm);
+    CHECK(fabs(norm - ref_norm) <= NORM_TOL * ref_norm, "norm %.17g vs %.17g", norm, ref_norm);
+    float *got = host_from_dev(d_g, n);
+    CHECK_REL("clipped gradients", got, ref, n, EXACT_TOL);
+}
+
+int main(void) {
+    RUN(adam_matches_cpu);
+    RUN(muon_fp32_square);
+    RUN(muon_fp32_tall_transposed);
+    RUN(muon_fp32_wide);
+    RUN(muon_bf16_square);
+    RUN(muon_bf16_tall_transposed);
+    RUN(clip_matches_cpu);
+    TEST_EXIT();
+}
+
+#endif

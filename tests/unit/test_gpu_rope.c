@@ -1,0 +1,101 @@
+/* test_gpu_rope.c — the fused CUDA QK-norm + RoPE + gain (cuda_rope.cu) against
+ * cpu_qk_norm_rope_forward/backward, with and without gain, for head_dim 64, 32 and a
+ * non-power-of-two 24, tokens spanning several sequences. Rules in test_gpu.h.
+ *
+ * Bounds: FWD_TOL 1e-6 (the element operations are the CPU's with the same roundings; the
+ * per-head sum of squares is an fp32 dot on both sides, in a different order, which moves r by
+ * an ulp at most); GRAD_TOL 1e-5 (the same for a second dot product); DGAIN_TOL 1e-5 (a sum over
+ * tokens, double on both sides, of fp32 partials that may differ by an ulp); BF16_TOL 4e-3
+ * (bf16 output rounding, <= 2^-9 per element). */
+#include "test_gpu.h"
+
+#ifndef CT_HAVE_CUDA
+GPU_TEST_MAIN_WITHOUT_CUDA()
+#else
+
+#include "cpu_attention.h"
+
+#define FWD_TOL 1e-6
+#define GRAD_TOL 1e-5
+#define DGAIN_TOL 1e-5
+#define BF16_TOL 4e-3
+
+static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n = (size_t)B * T * H * hd, nt = (size_t)T * (hd / 2);
+    float *cos_t = malloc(nt * sizeof(float)), *sin_t = malloc(nt * sizeof(float));
+    rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
+    float *in = random_host(n, -2, 2, &rng), *dout = random_host(n, -1, 1, &rng);
+    float *gain = with_gain ? random_host(H, 0.5, 2, &rng) : NULL;
+    float *din0 = random_host(n, -1, 1, &rng), *dgain0 = random_host(H, -1, 1, &rng);
+    float *ref = malloc(n * sizeof(float));
+    cpu_qk_norm_rope_forward(ref, in, gain, cos_t, sin_t, B, T, H, hd);
+    float *r_din = copy_host(din0, n), *r_dgain = copy_host(dgain0, H), *r_c = calloc(n, sizeof(float));
+    float *scratch = malloc(cpu_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));
+    cpu_qk_norm_rope_backward(r_din, with_gain ? r_dgain : NULL, dout, in, gain, cos_t, sin_t, B, T, H, hd, scratch);
+    cpu_qk_norm_rope_backward(r_c, NULL, dout, in, gain, cos_t, sin_t, B, T, H, hd, scratch);
+
+    float *d_cos = dev_floats(cos_t, nt), *d_sin = dev_floats(sin_t, nt), *d_in = dev_floats(in, n);
+    float *d_gain = gain ? dev_floats(gain, H) : NULL, *d_out = dev_nan(n), *d_dout = dev_floats(dout, n);
+    float *d_din = dev_floats(din0, n), *d_dgain = dev_floats(dgain0, H);
+    float *d_scr = dev_alloc(cuda_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));
+    double *d_part = dev_alloc(cuda_qk_norm_rope_backward_partials_doubles(B, T, H) * sizeof(double));
+    ct_bf16 *d_din16 = dev_alloc(n * 2);
+    dev_poison_bf16(d_din16, n);
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, d_in, d_gain, d_cos, d_sin, B, T, H, hd, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, gain ? d_dgain : NULL, d_dout, d_in, d_gain, d_cos, d_sin,
+                                             B, T, H, hd, d_scr, d_part, 0));
+    float *out = host_from_dev(d_out, n), *din = host_from_dev(d_din, n), *dgain = host_from_dev(d_dgain, H);
+    float *din16 = host_from_dev_bf16(d_din16, n);
+    char what[96];
+    snprintf(what, sizeof what, "forward hd %d gain %d", hd, with_gain);
+    CHECK_REL(what, out, ref, n, FWD_TOL);
+    snprintf(what, sizeof what, "backward din (+=) hd %d gain %d", hd, with_gain);
+    CHECK_REL(what, din, r_din, n, GRAD_TOL);
+    snprintf(what, sizeof what, "backward din bf16 hd %d gain %d", hd, with_gain);
+    CHECK_REL(what, din16, r_c, n, BF16_TOL);
+    if (with_gain) {
+        snprintf(what, sizeof what, "backward dgain (+=) hd %d", hd);
+        CHECK_REL(what, dgain, r_dgain, H, DGAIN_TOL);
+        /* determinism of the gain reduction */
+        dev_put(d_dgain, dgain0, H * sizeof(float));
+        CHECK_CUDA_OK(cuda_qk_norm_rope_backward(NULL, NULL, d_dgain, d_dout, d_in, d_gain, d_cos, d_sin, B, T, H, hd,
+                                                 d_scr, d_part, 0));
+        float *again = host_from_dev(d_dgain, H);
+        CHECK(memcmp(again, dgain, H * sizeof(float)) == 0, "dgain not deterministic");
+    } else {
+        CHECK(memcmp(dgain, dgain0, H * sizeof(float)) == 0, "dgain touched without a gain");
+    }
+}
+
+static void head_dim_64_with_gain(void) {
+    REQUIRE_GPU();
+    check_shape(3, 150, 4, 64, 1, 21);
+    if (harness_case_failed) return;
+    check_shape(2, 33, 2, 64, 0, 22);
+}
+
+static void head_dim_32(void) {
+    REQUIRE_GPU();
+    check_shape(2, 70, 8, 32, 1, 23);
+}
+
+static void head_dim_24_uneven_lanes(void) {
+    REQUIRE_GPU();
+    check_shape(1, 45, 3, 24, 1, 24);
+}
+
+static void head_dim_128_two_pairs_per_lane(void) {
+    REQUIRE_GPU();
+    check_shape(1, 20, 2, 128, 1, 25);
+}
+
+int main(void) {
+    RUN(head_dim_64_with_gain);
+    RUN(head_dim_32);
+    RUN(head_dim_24_uneven_lanes);
+    RUN(head_dim_128_two_pairs_per_lane);
+    TEST_EXIT();
+}
+
+#endif

@@ -1,0 +1,290 @@
+/* test_gpu_rowops.c — the CUDA row ops (cuda_rowops.cu, cuda_common.cu) against the CPU ops:
+ * RMSNorm, the fused block-input mix + norm and residual + norm forwards, scaled add, residual
+ * mix, relu^2, bf16 conversion and the fixed-order reductions. Rules in test_gpu.h.
+ *
+ * Bounds (relative norm error against the CPU op on the same fp32 inputs):
+ *  F32_TOL 1e-6: these ops do the CPU's fp32 element operations with the same roundings; only
+ *    row sums (in double on both sides, different order) may differ, in the last bit of an
+ *    fp32 result at most: measured errors should be 0 or ~1e-8.
+ *  GRAD_TOL 1e-5: gradients with a per-row dot product (rmsnorm backward) or per-channel sums
+ *    over tokens (double on both sides): a few fp32 ulps.
+ *  BF16_TOL 4e-3: outputs rounded to bf16 (8 significant bits, round to nearest even: relative
+ *    error <= 2^-9 = 1.95e-3 per element, so <= 1.95e-3 norm-wise; 2x margin).
+ * Shapes are deliberately ragged: rows not a multiple of 8 (rows per block), channels not a
+ * multiple of 32, tokens spanning several CUDA_COLSUM_ROWS chunks with a partial last one. */
+#include "test_gpu.h"
+
+#ifndef CT_HAVE_CUDA
+GPU_TEST_MAIN_WITHOUT_CUDA()
+#else
+
+#include <float.h>
+
+#include "cpu_ops.h"
+
+#define F32_TOL 1e-6
+#define GRAD_TOL 1e-5
+#define BF16_TOL 4e-3
+
+enum { N = 611, C = 200 };
+
+static void rmsnorm_forward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 1;
+    const size_t n = (size_t)N * C;
+    float *x = random_host(n, -2, 2, &rng);
+    float *ref = malloc(n * sizeof(float)), *ref_r = malloc(N * sizeof(float));
+    rmsnorm_forward(ref, ref_r, x, N, C, FLT_EPSILON);
+    float *dx = dev_floats(x, n), *dout = dev_nan(n), *dr = dev_nan(N);
+    ct_bf16 *d16 = dev_alloc(n * 2);
+    dev_poison_bf16(d16, n);
+    CHECK_CUDA_OK(cuda_rmsnorm_forward(dout, d16, dr, dx, N, C, FLT_EPSILON, 0));
+    float *out = host_from_dev(dout, n), *r = host_from_dev(dr, N), *o16 = host_from_dev_bf16(d16, n);
+    CHECK_REL("rmsnorm out", out, ref, n, F32_TOL);
+    CHECK_REL("rmsnorm rstd", r, ref_r, N, F32_TOL);
+    CHECK_REL("rmsnorm out bf16", o16, ref, n, BF16_TOL);
+    /* in place (out == x), as the op allows */
+    CHECK_CUDA_OK(cuda_rmsnorm_forward(dx, NULL, NULL, dx, N, C, FLT_EPSILON, 0));
+    float *inplace = host_from_dev(dx, n);
+    CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place rmsnorm differs from out-of-place");
+}
+
+static void rmsnorm_backward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 2;
+    const size_t n = (size_t)N * C;
+    float *x = random_host(n, -2, 2, &rng), *dout = random_host(n, -1, 1, &rng);
+    float *dx0 = random_host(n, -1, 1, &rng); /* accumulate into non-zero */
+    float *y = malloc(n * sizeof(float)), *r = malloc(N * sizeof(float));
+    rmsnorm_forward(y, r, x, N, C, FLT_EPSILON);
+    float *ref = copy_host(dx0, n);
+    rmsnorm_backward(ref, dout, x, r, N, C);
+    float *d_x = dev_floats(x, n), *d_dout = dev_floats(dout, n), *d_r = dev_floats(r, N), *d_dx = dev_floats(dx0, n);
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, d_dout, d_x, d_r, N, C, 0));
+    float *got = host_from_dev(d_dx, n);
+    CHECK_REL("rmsnorm backward dx (+=)", got, ref, n, GRAD_TOL);
+    /* determinism */
+    dev_put(d_dx, dx0, n * sizeof(float));
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, d_dout, d_x, d_r, N, C, 0));
+    float *again = host_from_dev(d_dx, n);
+    CHECK(memcmp(got, again, n * sizeof(float)) == 0, "rmsnorm backward not deterministic");
+}
+
+static void mix_norm_forward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 3;
+    const size_t n = (size_t)N * C;
+    float *x = random_host(n, -2, 2, &rng), *skip = random_host(n, -2, 2, &rng), *x0 = random_host(n, -1, 1, &rng);
+    float *skip_w = random_host(C, 0.5, 1.5, &rng), *mix = random_host(2 * C, -1, 1.5, &rng);
+    for (int with_skip = 0; with_skip < 2; with_skip++) {
+        /* CPU: scaled_add (if skip), residual_mix, rmsnorm */
+        float *x_in = malloc(n * sizeof(float)), *xm = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
+        float *r = malloc(N * sizeof(float));
+        if (with_skip) scaled_add_forward(x_in, x, skip, skip_w, N, C);
+        else memcpy(x_in, x, n * sizeof(float));
+        residual_mix_forward(xm, x_in, x0, mix, N, C);
+        rmsnorm_forward(a, r, xm, N, C, FLT_EPSILON);
+        float *d_x = dev_floats(x, n), *d_skip = dev_floats(skip, n), *d_x0 = dev_floats(x0, n);
+        float *d_sw = dev_floats(skip_w, C), *d_mix = dev_floats(mix, 2 * C);
+        float *d_xin = dev_nan(n), *d_xm = dev_nan(n), *d_r = dev_nan(N);
+        ct_bf16 *d_a = dev_alloc(n * 2);
+        dev_poison_bf16(d_a, n);
+        CHECK_CUDA_OK(cuda_mix_norm_forward(with_skip ? d_xin : NULL, d_xm, d_r, d_a, d_x, with_skip ? d_skip : NULL,
+                                            d_sw, d_x0, d_mix, N, C, FLT_EPSILON, 0));
+        if (with_skip) {
+            float *g_xin = host_from_dev(d_xin, n);
+            CHECK_REL("mix_norm x_in", g_xin, x_in, n, F32_TOL);
+        }
+        float *g_xm = host_from_dev(d_xm, n), *g_r = host_from_dev(d_r, N), *g_a = host_from_dev_bf16(d_a, n);
+        CHECK_REL(with_skip ? "mix_norm xm (skip)" : "mix_norm xm", g_xm, xm, n, F32_TOL);
+        CHECK_REL("mix_norm rstd", g_r, r, N, F32_TOL);
+        CHECK_REL("mix_norm a (bf16)", g_a, a, n, BF16_TOL);
+    }
+}
+
+static void add_norm_forward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 4;
+    const size_t n = (size_t)N * C;
+    float *xm = random_host(n, -2, 2, &rng), *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
+    float *x1 = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *r = malloc(N * sizeof(float));
+    scaled_add_forward(x1, xm, br, sc, N, C);
+    rmsnorm_forward(m, r, x1, N, C, FLT_EPSILON);
+    float *d_xm = dev_floats(xm, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C);
+    float *d_x1 = dev_nan(n), *d_r = dev_nan(N);
+    ct_bf16 *d_m = dev_alloc(n * 2);
+    dev_poison_bf16(d_m, n);
+    CHECK_CUDA_OK(cuda_add_norm_forward(d_x1, d_r, d_m, d_xm, d_br, d_sc, N, C, FLT_EPSILON, 0));
+    float *g_x1 = host_from_dev(d_x1, n), *g_r = host_from_dev(d_r, N), *g_m = host_from_dev_bf16(d_m, n);
+    CHECK_REL("add_norm x1", g_x1, x1, n, F32_TOL);
+    CHECK_REL("add_norm rstd", g_r, r, N, F32_TOL);
+    CHECK_REL("add_norm m (bf16)", g_m, m, n, BF16_TOL);
+}
+
+static void scaled_add_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 5;
+    const size_t n = (size_t)N * C;
+    float *x = random_host(n, -2, 2, &rng), *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
+    float *dout = random_host(n, -1, 1, &rng), *dx0 = random_host(n, -1, 1, &rng), *db0 = random_host(n, -1, 1, &rng);
+    float *ds0 = random_host(C, -1, 1, &rng);
+    /* forward */
+    float *ref = malloc(n * sizeof(float));
+    scaled_add_forward(ref, x, br, sc, N, C);
+    float *d_x = dev_floats(x, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C), *d_out = dev_nan(n);
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br, d_sc, N, C, 0));
+    float *out = host_from_dev(d_out, n);
+    CHECK_REL("scaled_add forward", out, ref, n, F32_TOL);
+    /* backward, all outputs accumulating into non-zero buffers */
+    float *r_dx = copy_host(dx0, n), *r_db = copy_host(db0, n), *r_ds = copy_host(ds0, C);
+    scaled_add_backward(r_dx, r_db, r_ds, dout, br, sc, N, C);
+    float *r_db16 = calloc(n, sizeof(float)), *r_ds16 = calloc(C, sizeof(float));
+    scaled_add_backward(NULL, r_db16, r_ds16, dout, br, sc, N, C); /* the bf16 output is the contribution */
+    float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx0, n), *d_db = dev_floats(db0, n);
+    float *d_ds = dev_floats(ds0, C);
+    ct_bf16 *d_db16 = dev_alloc(n * 2);
+    dev_poison_bf16(d_db16, n);
+    double *partials = dev_alloc(cuda_colsum_doubles(N, C, 1) * sizeof(double));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(d_dx, d_db, d_db16, d_ds, d_dout, d_br, d_sc, N, C, partials, 0));
+    float *g_dx = host_from_dev(d_dx, n), *g_db = host_from_dev(d_db, n), *g_ds = host_from_dev(d_ds, C);
+    float *g_db16 = host_from_dev_bf16(d_db16, n);
+    CHECK_REL("scaled_add backward dx (+=)", g_dx, r_dx, n, F32_TOL);
+    CHECK_REL("scaled_add backward dbranch (+=)", g_db, r_db, n, F32_TOL);
+    CHECK_REL("scaled_add backward dscale (+=)", g_ds, r_ds, C, GRAD_TOL);
+    CHECK_REL("scaled_add backward dbranch bf16", g_db16, r_db16, n, BF16_TOL);
+    /* determinism of the parameter gradient */
+    dev_put(d_ds, ds0, C * sizeof(float));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, d_br, d_sc, N, C, partials, 0));
+    float *again = host_from_dev(d_ds, C);
+    CHECK(memcmp(again, g_ds, C * sizeof(float)) == 0, "dscale not deterministic (or depends on the other outputs)");
+}
+
+static void residual_mix_backward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 6;
+    const size_t n = (size_t)N * C;
+    float *x = random_host(n, -2, 2, &rng), *x0 = random_host(n, -2, 2, &rng), *mix = random_host(2 * C, -1, 1, &rng);
+    float *dout = random_host(n, -1, 1, &rng), *dx_init = random_host(n, -1, 1, &rng);
+    float *dx0_init = random_host(n, -1, 1, &rng), *dmix_init = random_host(2 * C, -1, 1, &rng);
+    float *r_dx = copy_host(dx_init, n), *r_dx0 = copy_host(dx0_init, n), *r_dmix = copy_host(dmix_init, 2 * C);
+    residual_mix_backward(r_dx, r_dx0, r_dmix, dout, x, x0, mix, N, C);
+    float *d_x = dev_floats(x, n), *d_x0 = dev_floats(x0, n), *d_mix = dev_floats(mix, 2 * C);
+    float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx_init, n), *d_dx0 = dev_floats(dx0_init, n);
+    float *d_dmix = dev_floats(dmix_init, 2 * C);
+    double *partials = dev_alloc(cuda_colsum_doubles(N, C, 2) * sizeof(double));
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
+    float *g_dx = host_from_dev(d_dx, n), *g_dx0 = host_from_dev(d_dx0, n), *g_dmix = host_from_dev(d_dmix, 2 * C);
+    CHECK_REL("residual_mix backward dx (+=)", g_dx, r_dx, n, F32_TOL);
+    CHECK_REL("residual_mix backward dx0 (+=)", g_dx0, r_dx0, n, F32_TOL);
+    CHECK_REL("residual_mix backward dmix (+=)", g_dmix, r_dmix, 2 * C, GRAD_TOL);
+    dev_put(d_dmix, dmix_init, 2 * C * sizeof(float));
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
+    float *again = host_from_dev(d_dmix, 2 * C);
+    CHECK(memcmp(again, g_dmix, 2 * C * sizeof(float)) == 0, "dmix not deterministic");
+}
+
+static void relu2_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 7;
+    const size_t n = (size_t)N * C;
+    float *u = random_host(n, -2, 2, &rng), *dh = random_host(n, -1, 1, &rng), *du0 = random_host(n, -1, 1, &rng);
+    float *h = malloc(n * sizeof(float));
+    relu2_forward(h, u, N, C);
+    float *r_du = copy_host(du0, n), *r_c = calloc(n, sizeof(float));
+    relu2_backward(r_du, dh, u, N, C);
+    relu2_backward(r_c, dh, u, N, C);
+    float *d_u = dev_floats(u, n), *d_h = dev_nan(n), *d_dh = dev_floats(dh, n), *d_du = dev_floats(du0, n);
+    ct_bf16 *d_h16 = dev_alloc(n * 2), *d_du16 = dev_alloc(n * 2);
+    dev_poison_bf16(d_h16, n);
+    dev_poison_bf16(d_du16, n);
+    CHECK_CUDA_OK(cuda_relu2_forward(d_h, d_h16, d_u, n, 0));
+    CHECK_CUDA_OK(cuda_relu2_backward(d_du, d_du16, d_dh, d_u, n, 0));
+    float *g_h = host_from_dev(d_h, n), *g_h16 = host_from_dev_bf16(d_h16, n);
+    float *g_du = host_from_dev(d_du, n), *g_du16 = host_from_dev_bf16(d_du16, n);
+    CHECK_REL("relu2 forward", g_h, h, n, F32_TOL);
+    CHECK_REL("relu2 forward bf16", g_h16, h, n, BF16_TOL);
+    CHECK_REL("relu2 backward du (+=)", g_du, r_du, n, F32_TOL);
+    CHECK_REL("relu2 backward du bf16", g_du16, r_c, n, BF16_TOL);
+}
+
+static void bf16_conversion_rounds_to_nearest_even(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 8;
+    const size_t n = 100003;
+    float *x = random_host(n, -3, 3, &rng);
+    /* a few exact ties and specials */
+    const uint32_t ties[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f7fffffu, 0x00000001u, 0x80000000u};
+    for (size_t i = 0; i < sizeof ties / sizeof ties[0]; i++) memcpy(&x[i], &ties[i], 4);
+    float *d_x = dev_floats(x, n);
+    ct_bf16 *d_h = dev_alloc(n * 2);
+    CHECK_CUDA_OK(cuda_f32_to_bf16(d_h, d_x, n, 0));
+    uint16_t *h = malloc(n * 2);
+    dev_get(h, d_h, n * 2);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != host_f32_to_bf16(x[i]);
+    CHECK(bad == 0, "%zu of %zu bf16 conversions differ from round-to-nearest-even", bad, n);
+    float *back = dev_nan(n);
+    CHECK_CUDA_OK(cuda_bf16_to_f32(back, d_h, n, 0));
+    float *g = host_from_dev(back, n);
+    for (size_t i = 0; i < n; i++) CHECK(g[i] == host_bf16_to_f32(h[i]) || (isnan(g[i]) && isnan(host_bf16_to_f32(h[i]))), "bf16 -> f32 at %zu", i);
+}
+
+static void reductions_match_double(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 9;
+    const size_t sizes[] = {1, 1000, 4097, 5000000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        float *x = random_host(n, -1, 2, &rng);
+        double sum = 0, sumsq = 0;
+        for (size_t i = 0; i < n; i++) {
+            sum += x[i];
+            sumsq += (double)x[i] * x[i];
+        }
+        float *d_x = dev_floats(x, n);
+        double *partials = dev_alloc(cuda_reduce_doubles(n) * sizeof(double)), *d_out = dev_alloc(2 * sizeof(double));
+        CHECK_CUDA_OK(cuda_sum(d_out, d_x, n, partials, 0));
+        CHECK_CUDA_OK(cuda_sumsq(d_out + 1, d_x, n, partials, 0));
+        double got[2];
+        dev_get(got, d_out, sizeof got);
+        CHECK(fabs(got[0] - sum) <= 1e-12 * fmax(1.0, fabs(sum)), "sum of %zu: %.17g vs %.17g", n, got[0], sum);
+        CHECK(fabs(got[1] - sumsq) <= 1e-12 * sumsq, "sumsq of %zu: %.17g vs %.17g", n, got[1], sumsq);
+        /* colsum over a [n/C, C] view */
+        if (n >= 1000) {
+            const int rows = (int)(n / 97), cols = 97;
+            float *g0 = random_host(cols, -1, 1, &rng);
+            double *ref = calloc(cols, sizeof(double));
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) ref[c] += x[(size_t)r * cols + c];
+            float *d_g = dev_floats(g0, cols);
+            double *cp = dev_alloc(cuda_colsum_doubles(rows, cols, 1) * sizeof(double));
+            CHECK_CUDA_OK(cuda_colsum(d_g, d_x, NULL, rows, cols, cp, 0));
+            float *g = host_from_dev(d_g, cols);
+            for (int c = 0; c < cols; c++) {
+                const float want = g0[c] + (float)ref[c];
+                CHECK(fabsf(g[c] - want) <= 1e-6f * fmaxf(1.0f, fabsf(want)), "colsum[%d] %.9g vs %.9g", c, g[c], want);
+            }
+            dev_free(cp);
+            dev_free(d_g);
+        }
+        dev_free(partials);
+        dev_free(d_out);
+        dev_free(d_x);
+        free(x);
+    }
+}
+
+int main(void) {
+    RUN(rmsnorm_forward_matches_cpu);
+    RUN(rmsnorm_backward_matches_cpu);
+    RUN(mix_norm_forward_matches_cpu);
+    RUN(add_norm_forward_matches_cpu);
+    RUN(scaled_add_matches_cpu);
+    RUN(residual_mix_backward_matches_cpu);
+    RUN(relu2_matches_cpu);
+    RUN(bf16_conversion_rounds_to_nearest_even);
+    RUN(reductions_match_double);
+    TEST_EXIT();
+}
+
+#endif

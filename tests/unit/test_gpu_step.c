@@ -1,0 +1,361 @@
+/* test_gpu_step.c — the whole CUDA backend against the CPU backend: same configuration, same
+ * initial weights, same tokens; forward/backward, evaluation and several optimizer steps
+ * (accumulation over 2 micro-batches, tied and untied embeddings, with and without clipping),
+ * then every tensor compared. Also: bitwise determinism of two CUDA runs, the grad_buffer
+ * round trip and the state sync. Rules in test_gpu.h.
+ *
+ * The model is small but has every feature: 4 layers (2 encoder, 2 decoder, 2 U-Net skips),
+ * dim 128, 2 query heads / 1 kv head of head_dim 64 (GQA), T = 96 (not a multiple of the 64-row
+ * attention tiles), vocab 128, 3 sequences per micro-batch. The zero-initialised matrices
+ * (attn.proj, mlp.proj, lm_head) get small random values so every gradient is non-zero from
+ * the first step.
+ *
+ * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
+ * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring):
+ *  LOSS_TOL 1e-2   |loss_gpu - loss_cpu| / loss_cpu at every micro-step (expected ~1e-3).
+ *  GRAD_TOL 5e-2   per tensor, ||g_gpu - g_cpu|| / ||g_cpu|| after the first micro-batch, from
+ *                  identical weights (expected ~1e-2: bf16 operands through 4 layers forward and
+ *                  back). A wrong buffer, a missing term or a wrong transpose is O(1).
+ *  EVAL_TOL 1e-2   validation loss sum.
+ *  STATE_TOL 1e-1  per tensor, Adam exp_avg and Muon momentum after 3 steps (gradients from
+ *                  slowly diverging weights accumulate).
+ *  PARAM_TOL 3e-1  per tensor, ||p_gpu - p_cpu|| / ||p_cpu - p_init|| after 3 steps: relative to
+ *                  the CHANGE of the weights. Adam's first steps are close to sign steps, so an
+ *                  element whose gradient is below the bf16 noise may move the other way (2 lr);
+ *                  Newton–Schulz amplifies the small singular directions of the momentum. Both
+ *                  are expected differences of a bf16 run, not errors.
+ * The comparison uses Newton–Schulz in fp32 (backend_cuda_set_ns_fp32) to keep the two runs
+ * close; the determinism case uses the default bf16 Newton–Schulz. CT_TEST_VERBOSE=1 prints
+ * every measured error (worst tensor per quantity). */
+#include "test_gpu.h"
+
+#ifndef CT_HAVE_CUDA
+GPU_TEST_MAIN_WITHOUT_CUDA()
+#else
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "config.h"
+#include "cpu_optim.h"
+
+#define LOSS_TOL 1e-2
+#define GRAD_TOL 5e-2
+#define EVAL_TOL 1e-2
+#define STATE_TOL 1e-1
+#define PARAM_TOL 3e-1
+
+enum { STEPS = 3, ACCUM = 2 };
+
+static void make_config(Config *cfg, int tied, double clip) {
+    config_init(cfg);
+    char clip_text[32];
+    snprintf(clip_text, sizeof clip_text, "%g", clip);
+    const char *kv[][2] = {{"vocab_size", "128"},       {"num_layers", "4"},         {"model_dim", "128"},
+                           {"num_heads", "2"},          {"num_kv_heads", "1"},       {"mlp_mult", "2"},
+                           {"train_seq_len", "96"},     {"train_batch_tokens", "576"}, {"grad_accum_slots", "2"},
+                           {"tie_embeddings", tied ? "1" : "0"}, {"grad_clip_norm", clip_text},
+                           {"train_files", "unused"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (config_set(cfg, kv[i][0], kv[i][1], 2, "test") != 0) {
+            ct_print_error();
+            exit(1);
+        }
+}
+
+/* Two identical states; the zero-initialised matrices get small random values. */
+static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
+    if (train_state_init(a, cfg) != 0 || train_state_init(b, cfg) != 0) {
+        ct_print_error();
+        exit(1);
+    }
+    uint64_t rng = 77;
+    const ModelSpec *s = &a->spec;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head;
+        if (!zero) continue;
+        ref_fill(a->params + p->offset, p->count, -0.02, 0.02, &rng);
+    }
+    memcpy(b->params, a->params, s->total_floats * sizeof(float));
+}
+
+static uint32_t *make_tokens(size_t n, int vocab, uint64_t seed) {
+    uint64_t rng = seed;
+    uint32_t *t = malloc(n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) t[i] = (uint32_t)(ref_rand01(&rng) * vocab) % (uint32_t)vocab;
+    return t;
+}
+
+static StepHyper hyper(const Config *cfg, int64_t step) {
+    StepHyper h = {
+        .token_lr = cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr,
+        .head_lr = cfg->head_lr,
+        .matrix_lr = cfg->matrix_lr,
+        .scalar_lr = cfg->scalar_lr,
+        .muon_momentum = muon_momentum_at(step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
+                                          cfg->muon_momentum_warmup_steps),
+        .muon_steps = (int)cfg->muon_backend_steps,
+        .beta1 = cfg->beta1,
+        .beta2 = cfg->beta2,
+        .adam_eps = cfg->adam_eps,
+        .grad_clip_norm = cfg->grad_clip_norm,
+    };
+    return h;
+}
+
+/* Worst per-tensor relative error of gpu vs cpu (relative to cpu - base when base != NULL). */
+static double worst_tensor(const ModelSpec *s, const float *gpu, const float *cpu, const float *base, const char **name,
+                           int group_filter) {
+    double worst = 0;
+    *name = "-";
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (group_filter >= 0 && (group_filter == PARAM_MATRIX) != (p->group == PARAM_MATRIX)) continue;
+        double num = 0, den = 0;
+        for (size_t j = 0; j < p->count; j++) {
+            const size_t k = p->offset + j;
+            const double d = (double)gpu[k] - cpu[k];
+            const double r = base ? (double)cpu[k] - base[k] : cpu[k];
+            num += d * d;
+            den += r * r;
+        }
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (!(e <= worst)) { /* NaN counts as worst */
+            worst = e;
+            *name = p->name;
+        }
+    }
+    return worst;
+}
+
+static Backend *make_cuda(const Config *cfg, TrainState *st, int ns_fp32) {
+    Backend *b = NULL;
+    if (backend_cuda_create(&b, cfg, st) != 0) {
+        fprintf(stderr, "backend_cuda_create: %s\n", ct_error());
+        return NULL;
+    }
+    backend_cuda_set_ns_fp32(b, ns_fp32);
+    if (gpu_verbose()) {
+        char line[512];
+        backend_cuda_describe(b, line, sizeof line);
+        fprintf(stderr, "  %s\n", line);
+    }
+    return b;
+}
+
+static void compare_with_cpu(int tied, double clip) {
+    Config cfg;
+    make_config(&cfg, tied, clip);
+    TrainState cs, gs;
+    make_states(&cs, &gs, &cfg);
+    const ModelSpec *s = &cs.spec;
+    float *init = copy_host(cs.params, s->total_floats);
+    Backend *cpu = NULL, *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu, "cuda backend: %s", ct_error());
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    CHECK(gpu->micro_batch_seqs == cpu->micro_batch_seqs && gpu->seq_len == cpu->seq_len, "geometry differs");
+    const int B = cpu->micro_batch_seqs, T = cpu->seq_len;
+    const size_t span = (size_t)B * T + 1;
+
+    /* evaluation on identical weights, with a group smaller than the micro-batch */
+    {
+        const int seqs = B + 1;
+        uint32_t *val = make_tokens((size_t)seqs * T + 1, s->vocab, 5);
+        double c_sum = 0, g_sum = 0;
+        CHECK(cpu->evaluate(cpu, val, seqs, &c_sum) == 0, "cpu evaluate: %s", ct_error());
+        CHECK(gpu->evaluate(gpu, val, seqs, &g_sum) == 0, "cuda evaluate: %s", ct_error());
+        const double e = fabs(g_sum - c_sum) / fabs(c_sum);
+        report("evaluate loss sum", e, EVAL_TOL);
+        CHECK(e <= EVAL_TOL, "evaluate: %.9g vs %.9g (rel %.3e)", g_sum, c_sum, e);
+        free(val);
+    }
+
+    for (int step = 0; step < STEPS; step++) {
+        for (int m = 0; m < ACCUM; m++) {
+            uint32_t *tok = make_tokens(span, s->vocab, 1000 + (uint64_t)(step * ACCUM + m));
+            double cl = 0, gl = 0;
+            CHECK(cpu->forward_backward(cpu, tok, 1.0f / ACCUM, &cl) == 0, "cpu fb: %s", ct_error());
+            CHECK(gpu->forward_backward(gpu, tok, 1.0f / ACCUM, &gl) == 0, "cuda fb: %s", ct_error());
+            free(tok);
+            const double e = fabs(gl - cl) / fabs(cl);
+            char what[64];
+            snprintf(what, sizeof what, "loss step %d micro %d", step + 1, m);
+            report(what, e, LOSS_TOL);
+            CHECK(e <= LOSS_TOL, "step %d micro %d: loss %.9g vs cpu %.9g (rel %.3e)", step + 1, m, gl, cl, e);
+            if (step == 0 && m == 0) {
+                CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
+                const char *name;
+                const double ge = worst_tensor(s, gs.grads, cs.grads, NULL, &name, -1);
+                char w2[96];
+                snprintf(w2, sizeof w2, "gradients, worst tensor %s", name);
+                report(w2, ge, GRAD_TOL);
+                CHECK(ge <= GRAD_TOL, "gradient of %s: relative error %.3e > %.1e", name, ge, GRAD_TOL);
+            }
+        }
+        StepHyper h = hyper(&cfg, step);
+        double cn = 0, gn = 0;
+        CHECK(cpu->optimizer_step(cpu, &h, &cn) == 0, "cpu step: %s", ct_error());
+        CHECK(gpu->optimizer_step(gpu, &h, &gn) == 0, "cuda step: %s", ct_error());
+        if (clip > 0) {
+            const double e = fabs(gn - cn) / cn;
+            report("grad norm", e, GRAD_TOL);
+            CHECK(e <= GRAD_TOL, "grad norm %.9g vs %.9g", gn, cn);
+        }
+        CHECK(gs.adam_step == cs.adam_step, "adam_step %lld vs %lld", (long long)gs.adam_step, (long long)cs.adam_step);
+    }
+    CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
+    const char *name;
+    double e = worst_tensor(s, gs.params, cs.params, init, &name, -1);
+    char what[128];
+    snprintf(what, sizeof what, "params after %d steps (vs change), worst %s", STEPS, name);
+    report(what, e, PARAM_TOL);
+    CHECK(e <= PARAM_TOL, "params of %s after %d steps: %.3e of their change > %.1e", name, STEPS, e, PARAM_TOL);
+    e = worst_tensor(s, gs.exp_avg, cs.exp_avg, NULL, &name, PARAM_SCALAR /* = every non-matrix */);
+    snprintf(what, sizeof what, "Adam exp_avg, worst %s", name);
+    report(what, e, STATE_TOL);
+    CHECK(e <= STATE_TOL, "exp_avg of %s: %.3e", name, e);
+    e = worst_tensor(s, gs.exp_avg_sq, cs.exp_avg_sq, NULL, &name, PARAM_SCALAR);
+    snprintf(what, sizeof what, "Adam exp_avg_sq, worst %s", name);
+    report(what, e, STATE_TOL);
+    CHECK(e <= STATE_TOL, "exp_avg_sq of %s: %.3e", name, e);
+    e = worst_tensor(s, gs.momentum, cs.momentum, NULL, &name, PARAM_MATRIX);
+    snprintf(what, sizeof what, "Muon momentum, worst %s", name);
+    report(what, e, STATE_TOL);
+    CHECK(e <= STATE_TOL, "momentum of %s: %.3e", name, e);
+    /* the gradients were zeroed by the step on both sides */
+    for (size_t i = 0; i < s->total_floats; i++) CHECK(gs.grads[i] == 0.0f, "gradient %zu not zeroed after the step", i);
+
+    cpu->destroy(cpu);
+    gpu->destroy(gpu);
+    train_state_free(&cs);
+    train_state_free(&gs);
+    config_free(&cfg);
+    free(init);
+}
+
+static void tied_matches_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0);
+}
+
+static void untied_clipped_matches_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.5);
+}
+
+/* Two CUDA runs from the same state: bitwise identical losses and state (bf16 Newton–Schulz). */
+static void two_runs_bitwise_identical(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 1.0);
+    TrainState sa, sb;
+    make_states(&sa, &sb, &cfg);
+    const ModelSpec *s = &sa.spec;
+    Backend *a = make_cuda(&cfg, &sa, 0);
+    CHECK(a, "cuda backend: %s", ct_error());
+    Backend *b = make_cuda(&cfg, &sb, 0);
+    CHECK(b, "cuda backend: %s", ct_error());
+    const size_t span = (size_t)a->micro_batch_seqs * a->seq_len + 1;
+    for (int step = 0; step < STEPS; step++) {
+        for (int m = 0; m < ACCUM; m++) {
+            uint32_t *tok = make_tokens(span, s->vocab, 2000 + (uint64_t)(step * ACCUM + m));
+            double la = 0, lb = 0;
+            CHECK(a->forward_backward(a, tok, 0.5f, &la) == 0, "fb: %s", ct_error());
+            CHECK(b->forward_backward(b, tok, 0.5f, &lb) == 0, "fb: %s", ct_error());
+            free(tok);
+            CHECK(memcmp(&la, &lb, sizeof la) == 0, "step %d micro %d: losses %.17g vs %.17g", step + 1, m, la, lb);
+        }
+        StepHyper h = hyper(&cfg, step);
+        double na = 0, nb = 0;
+        CHECK(a->optimizer_step(a, &h, &na) == 0 && b->optimizer_step(b, &h, &nb) == 0, "step: %s", ct_error());
+        CHECK(memcmp(&na, &nb, sizeof na) == 0, "grad norms %.17g vs %.17g", na, nb);
+    }
+    CHECK(backend_cuda_sync_to_host(a) == 0 && backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
+    const size_t bytes = s->total_floats * sizeof(float);
+    CHECK(memcmp(sa.params, sb.params, bytes) == 0, "params differ between two identical runs");
+    CHECK(memcmp(sa.exp_avg, sb.exp_avg, bytes) == 0, "exp_avg differs between two identical runs");
+    CHECK(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, bytes) == 0, "exp_avg_sq differs between two identical runs");
+    CHECK(memcmp(sa.momentum, sb.momentum, bytes) == 0, "momentum differs between two identical runs");
+    a->destroy(a);
+    b->destroy(b);
+    train_state_free(&sa);
+    train_state_free(&sb);
+    config_free(&cfg);
+}
+
+/* grad_buffer hands out host gradients; an unchanged round trip must not change the result,
+ * and sync_from_host must restore a state exactly. */
+static void grad_buffer_and_sync_round_trip(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    TrainState sa, sb;
+    make_states(&sa, &sb, &cfg);
+    const ModelSpec *s = &sa.spec;
+    Backend *a = make_cuda(&cfg, &sa, 0);
+    CHECK(a, "cuda backend: %s", ct_error());
+    Backend *b = make_cuda(&cfg, &sb, 0);
+    CHECK(b, "cuda backend: %s", ct_error());
+    const size_t span = (size_t)a->micro_batch_seqs * a->seq_len + 1;
+    uint32_t *tok = make_tokens(span, s->vocab, 3000);
+    double la, lb, na, nb;
+    CHECK(a->forward_backward(a, tok, 1.0f, &la) == 0 && b->forward_backward(b, tok, 1.0f, &lb) == 0, "fb: %s",
+          ct_error());
+    float *g = a->grad_buffer(a);
+    CHECK(g == sa.grads, "grad_buffer must return the host gradient buffer (%s)", ct_error());
+    CHECK(backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
+    CHECK(memcmp(sa.grads, sb.grads, s->total_floats * sizeof(float)) == 0, "downloaded gradients differ");
+    StepHyper h = hyper(&cfg, 0);
+    CHECK(a->optimizer_step(a, &h, &na) == 0 && b->optimizer_step(b, &h, &nb) == 0, "step: %s", ct_error());
+    CHECK(backend_cuda_sync_to_host(a) == 0 && backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
+    CHECK(memcmp(sa.params, sb.params, s->total_floats * sizeof(float)) == 0, "grad_buffer round trip changed the step");
+    /* sync_from_host: perturb the host copy, upload, download again */
+    for (size_t i = 0; i < s->total_floats; i++) sa.params[i] *= 0.5f;
+    float *want = copy_host(sa.params, s->total_floats);
+    CHECK(backend_cuda_sync_from_host(a) == 0, "sync_from_host: %s", ct_error());
+    memset(sa.params, 0, s->total_floats * sizeof(float));
+    CHECK(backend_cuda_sync_to_host(a) == 0, "sync: %s", ct_error());
+    CHECK(memcmp(sa.params, want, s->total_floats * sizeof(float)) == 0, "sync_from_host/sync_to_host not exact");
+    /* and the forward uses the uploaded weights (bf16 shadows refreshed): loss changes */
+    double lc;
+    CHECK(a->forward_backward(a, tok, 1.0f, &lc) == 0, "fb: %s", ct_error());
+    CHECK(lc != la, "the loss did not change after uploading different weights");
+    free(tok);
+    free(want);
+    a->destroy(a);
+    b->destroy(b);
+    train_state_free(&sa);
+    train_state_free(&sb);
+    config_free(&cfg);
+}
+
+static void creation_reports_memory(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    TrainState st;
+    CHECK(train_state_init(&st, &cfg) == 0, "state: %s", ct_error());
+    Backend *b = make_cuda(&cfg, &st, 0);
+    CHECK(b, "cuda backend: %s", ct_error());
+    CudaMemoryReport r;
+    CHECK(backend_cuda_memory(b, &r) == 0, "memory report");
+    CHECK(r.arena_bytes >= r.state_bytes + r.activation_bytes + r.work_bytes - 1 && r.state_bytes >= 5 * st.spec.total_floats * sizeof(float),
+          "memory accounting inconsistent: arena %zu state %zu act %zu work %zu", r.arena_bytes, r.state_bytes,
+          r.activation_bytes, r.work_bytes);
+    CHECK(r.device_used_bytes >= r.arena_bytes, "cudaMemGetInfo delta %zu < arena %zu", r.device_used_bytes,
+          r.arena_bytes);
+    b->destroy(b);
+    train_state_free(&st);
+    config_free(&cfg);
+}
+
+int main(void) {
+    RUN(tied_matches_cpu);
+    RUN(untied_clipped_matches_cpu);
+    RUN(two_runs_bitwise_identical);
+    RUN(grad_buffer_and_sync_round_trip);
+    RUN(creation_reports_memory);
+    TEST_EXIT();
+}
+
+#endif
