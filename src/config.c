@@ -273,6 +273,8 @@ int config_validate(const Config *c, int world_size) {
             c->stop_before_job_end);
     REQUIRE(!strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"), "device = '%s': expected cpu or cuda",
             c->device);
+    REQUIRE(c->collective_timeout >= 0, "collective_timeout = %g: expected >= 0 seconds (0 = wait forever)",
+            c->collective_timeout);
     REQUIRE(c->threads >= 0 && c->threads <= 4096, "threads = %lld: expected in [0, 4096] (0 = all cores)",
             (long long)c->threads);
     return 0;

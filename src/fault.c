@@ -29,13 +29,23 @@ static int parse_signal(const char *s, size_t n) {
     return -1;
 }
 
-int fault_init(void) {
+int fault_init(int rank) {
     const char *spec = getenv("CTRAIN_FAULT");
     num_faults = 0;
     if (!spec || !*spec) return 0;
     char buf[512];
     snprintf(buf, sizeof buf, "%s", spec);
     for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        /* "%R" at the end: this entry is for rank R only */
+        char *only = strrchr(item, '%');
+        if (only) {
+            long long r;
+            int used = 0;
+            if (sscanf(only + 1, "%lld%n", &r, &used) != 1 || only[1 + used] != '\0')
+                return ct_fail("CTRAIN_FAULT: bad rank in '%s'", item);
+            *only = '\0';
+            if (r != rank) continue;
+        }
         char *at = strchr(item, '@');
         if (num_faults == MAX_FAULTS) return ct_fail("CTRAIN_FAULT: more than %d entries", MAX_FAULTS);
         Fault f = {0, 0, 0, 0};

@@ -5,6 +5,7 @@
  *   CTRAIN_FAULT="TERM@4.3"        SIGTERM while step 4 (1-based) runs micro-batch 3 (0-based)
  *   CTRAIN_FAULT="KILL@7.0"        SIGKILL at micro-batch 0 of step 7
  *   CTRAIN_FAULT="KILL@ckpt:10"    SIGKILL half-way through writing the step-10 checkpoint
+ *   CTRAIN_FAULT="KILL@3.1%2"      only on rank 2 (multi-rank tests: one rank dies)
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H
@@ -12,8 +13,8 @@
 
 #include <stdint.h>
 
-/* Parse CTRAIN_FAULT; fails naming the bad entry. */
-int fault_init(void);
+/* Parse CTRAIN_FAULT for this rank; fails naming the bad entry. */
+int fault_init(int rank);
 /* Called before each micro-batch; step is 1-based (the step being computed). */
 void fault_point_micro(int64_t step, int micro);
 /* Called by the checkpoint writer after the data is written but before the file is renamed

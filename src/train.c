@@ -206,6 +206,7 @@ int train_run(const Config *cfg) {
     if (dist_init(&dist, !strcmp(cfg->device, "cpu"), 120.0) != 0) dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
     t.rank = dist.rank;
     t.world = dist.world_size;
+    dist.op_timeout_s = cfg->collective_timeout;
     if (config_validate(cfg, t.world) != 0) {
         if (t.rank == 0) ct_print_error();
         dist_finalize(&dist);
@@ -222,7 +223,7 @@ int train_run(const Config *cfg) {
         printf("%d ranks (%s): %s\n", t.world, dist.launcher, map);
     }
     char path[4200];
-    if (stop_install(cfg->stop_signal) != 0 || fault_init() != 0) goto fail;
+    if (stop_install(cfg->stop_signal) != 0 || fault_init(t.rank) != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
     if (train_open_data(cfg, &t.train_set, &t.val_set) != 0) goto fail;
     printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", t.train_set.num_files,
@@ -238,7 +239,7 @@ int train_run(const Config *cfg) {
     /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
      * the earlier run's files as they were */
     snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);
-    if (config_write_file(cfg, path) != 0) goto fail;
+    if (t.rank == 0 && config_write_file(cfg, path) != 0) goto fail;
     if (backend_create(&t.backend, cfg, &t.st) != 0) goto fail;
     printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
            "%d x %d sequences of %lld\n",

@@ -1,0 +1,85 @@
+# lib.sh — shared by ctrain's sbatch scripts: runs the training job step so that a
+# preempted, signalled or time-limited job checkpoints and comes back.
+#
+#   ctrain_train_step [srun options --] ctrain-train-arguments...
+#
+# What it does, and why:
+#  - The step runs in the background and the batch shell waits for it, so the shell can receive
+#    the warning signal (#SBATCH --signal=B:USR1@120) while ctrain trains.
+#  - A warning signal (CTRAIN_STOP_SIGNAL, default USR1) or SIGTERM reaching the batch shell is
+#    forwarded to the step (srun passes it on to every task); ctrain finishes its step, writes a
+#    checkpoint and exits 75. Preemption (PreemptMode=REQUEUE) sends the same signals.
+#  - Exit 75 means "checkpointed, requeue me": unless Slurm is already requeueing the job
+#    (preemption), `scontrol requeue` puts it back in the queue while SLURM_RESTART_COUNT is
+#    below CTRAIN_MAX_REQUEUES (default 50). The requeued job runs the same script and ctrain
+#    resumes from out_dir's newest checkpoint (resume=auto).
+#  - Every decision is logged with a "ctrain-slurm:" prefix; --open-mode=append keeps the logs
+#    of all restarts in one file.
+# Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain), CTRAIN_HOME (default
+# $SLURM_SUBMIT_DIR), CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_SRUN_OPTS (extra srun
+# options), CTRAIN_LAUNCH_CHECK=0 to skip the launch check.
+
+ctrain_log() { echo "ctrain-slurm: $(date -u +%FT%TZ) job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0}: $*"; }
+
+ctrain_setup() {
+    CTRAIN_HOME=${CTRAIN_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}
+    CTRAIN=${CTRAIN:-$CTRAIN_HOME/build/ctrain}
+    CTRAIN_STOP_SIGNAL=${CTRAIN_STOP_SIGNAL:-USR1}
+    CTRAIN_MAX_REQUEUES=${CTRAIN_MAX_REQUEUES:-50}
+    if [ ! -x "$CTRAIN" ]; then
+        ctrain_log "error: $CTRAIN is not an executable (build it with make, or set CTRAIN / CTRAIN_HOME)"
+        exit 1
+    fi
+    cd "$CTRAIN_HOME" || exit 1
+}
+
+# Forward a signal to the running step once; srun passes it on to every task.
+_ctrain_forward() {
+    local sig=$1
+    ctrain_log "received SIG$sig: asking ctrain to checkpoint and stop"
+    [ -n "${_ctrain_step_pid:-}" ] && kill -s "$sig" "$_ctrain_step_pid" 2>/dev/null
+}
+
+ctrain_train_step() {
+    local srun_opts=()
+    if [[ " $* " == *" -- "* ]]; then
+        while [ "$1" != "--" ]; do srun_opts+=("$1"); shift; done
+        shift
+    fi
+    ctrain_setup
+    # shellcheck disable=SC2206
+    local extra=(${CTRAIN_SRUN_OPTS:-})
+    if [ "${CTRAIN_LAUNCH_CHECK:-1}" != 0 ]; then
+        if ! srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" launch-check --timeout 120; then
+            ctrain_log "error: launch-check failed; not starting training"
+            exit 1
+        fi
+    fi
+    trap '_ctrain_forward '"$CTRAIN_STOP_SIGNAL" "$CTRAIN_STOP_SIGNAL"
+    trap '_ctrain_forward TERM' TERM
+    ctrain_log "starting: $CTRAIN train $*"
+    srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" train "$@" stop_signal="$CTRAIN_STOP_SIGNAL" &
+    _ctrain_step_pid=$!
+    local rc
+    # `wait` returns early whenever a trapped signal arrives; keep waiting for the step itself.
+    while :; do
+        wait "$_ctrain_step_pid"
+        rc=$?
+        kill -0 "$_ctrain_step_pid" 2>/dev/null || break
+    done
+    case $rc in
+        0) ctrain_log "training finished (exit 0)" ;;
+        75)
+            if [ "${SLURM_RESTART_COUNT:-0}" -ge "$CTRAIN_MAX_REQUEUES" ]; then
+                ctrain_log "stopped with a checkpoint (exit 75), but already restarted ${SLURM_RESTART_COUNT} times (CTRAIN_MAX_REQUEUES=$CTRAIN_MAX_REQUEUES): not requeueing"
+                exit 75
+            fi
+            ctrain_log "stopped with a checkpoint (exit 75): requeueing"
+            # Preemption requeues the job by itself; then this call fails harmlessly.
+            scontrol requeue "$SLURM_JOB_ID" 2>&1 | sed 's/^/ctrain-slurm: scontrol: /'
+            exit 0 ;;
+        2) ctrain_log "error: usage or configuration error (exit 2); see the message above" ;;
+        *) ctrain_log "error: training failed (exit $rc); not requeueing" ;;
+    esac
+    exit "$rc"
+}
