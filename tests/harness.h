@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int harness_failures;
 static int harness_case_failed;
@@ -62,6 +63,20 @@ static inline void harness_run(const char *program, const char *name, void (*fn)
 
 #ifndef TEST_PROGRAM
 #define TEST_PROGRAM __FILE__
+/* "<scratch dir>/<name>"; the last 64 results stay valid. */
+static inline char *test_path(const char *name) {
+    static char paths[64][700];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, sizeof paths[0], "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
+static inline int test_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
 #endif
 #define RUN(fn) harness_run(TEST_PROGRAM, #fn, fn)
 #define TEST_EXIT() return harness_failures ? 1 : 0
@@ -78,6 +93,20 @@ static inline const char *test_tmpdir(void) {
         }
     }
     return dir;
+}
+
+/* "<scratch dir>/<name>"; the last 64 results stay valid. */
+static inline char *test_path(const char *name) {
+    static char paths[64][700];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, sizeof paths[0], "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
+static inline int test_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
 }
 
 #endif

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* xorshift64* — deterministic test inputs, independent of libc. */
 static inline double ref_rand01(uint64_t *state) {
@@ -27,6 +28,28 @@ static inline void ref_fill(float *x, size_t n, double lo, double hi, uint64_t *
 
 static inline void ref_to_double(const float *x, double *y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = x[i];
+}
+
+/* Test buffers; the tests free them with free(). */
+static inline float *ref_new_floats(size_t n) {
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    if (!x) abort();
+    return x;
+}
+static inline double *ref_new_doubles(size_t n) {
+    double *x = calloc(n ? n : 1, sizeof(double));
+    if (!x) abort();
+    return x;
+}
+static inline float *ref_random_floats(size_t n, double lo, double hi, uint64_t *state) {
+    float *x = ref_new_floats(n);
+    ref_fill(x, n, lo, hi, state);
+    return x;
+}
+static inline double *ref_doubles_of(const float *x, size_t n) {
+    double *y = ref_new_doubles(n);
+    ref_to_double(x, y, n);
+    return y;
 }
 
 /* ||a - b|| / ||b|| with a in fp32 and b in double. */

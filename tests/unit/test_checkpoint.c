@@ -24,19 +24,6 @@
 
 /* ---- helpers ---- */
 
-static char *tmp_path(const char *name) {
-    static char paths[64][700];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, sizeof paths[0], "%s/%s", test_tmpdir(), name);
-    return p;
-}
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 static int error_has(const char *needle) { return strstr(ct_error(), needle) != NULL; }
 
 static int copy_file(const char *from, const char *to) {
@@ -236,7 +223,7 @@ static int flip_byte(const char *path, long long offset) {
 
 /* Run ckpt_main with stdout and stderr captured into *out; returns its exit code. */
 static int run_ckpt(char *out, size_t cap, int argc, const char **argv) {
-    char *capture = tmp_path("ckpt_main.out");
+    char *capture = test_path("ckpt_main.out");
     fflush(stdout);
     fflush(stderr);
     int saved_out = dup(1), saved_err = dup(2);
@@ -261,7 +248,7 @@ static void roundtrip(int tied, int num_layers) {
     Fixture f;
     fixture_init(&f, tied, num_layers);
     char dir[700], path[1024];
-    snprintf(dir, sizeof dir, "%s", tmp_path(tied ? (num_layers == 1 ? "rt_one_layer" : "rt_tied") : "rt_untied"));
+    snprintf(dir, sizeof dir, "%s", test_path(tied ? (num_layers == 1 ? "rt_one_layer" : "rt_tied") : "rt_untied"));
     int rc = save_step(&f, dir, 5, 3, path, sizeof path);
     if (rc != 0) fixture_free(&f);
     CHECK(rc == 0, "save failed: %.300s", ct_error());
@@ -317,7 +304,7 @@ static void info_round_trips_cursor_in_second_file(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
     char dir[700], path[1024];
-    snprintf(dir, sizeof dir, "%s", tmp_path("second_file"));
+    snprintf(dir, sizeof dir, "%s", test_path("second_file"));
     int rc = save_step(&f, dir, 101, 1, path, sizeof path); /* 3434 tokens: past the first file */
     TrainState fresh;
     train_state_init(&fresh, &f.cfg);
@@ -336,26 +323,26 @@ static void prune_keeps_newest(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
     char dir[700], path[1024], name[800];
-    snprintf(dir, sizeof dir, "%s", tmp_path("prune"));
+    snprintf(dir, sizeof dir, "%s", test_path("prune"));
     int rc = 0;
     for (int step = 1; step <= 5 && rc == 0; step++) rc = save_step(&f, dir, step * 10, 2, path, sizeof path);
     CHECK(rc == 0, "%.400s", ct_error());
     for (int step = 1; step <= 5; step++) {
         snprintf(name, sizeof name, "%s/step_%08d.h5", dir, step * 10);
         int want = step >= 4;
-        if (file_exists(name) != want) fixture_free(&f);
-        CHECK(file_exists(name) == want, "%.300s %s", name, want ? "was deleted" : "was kept");
+        if (test_file_exists(name) != want) fixture_free(&f);
+        CHECK(test_file_exists(name) == want, "%.300s %s", name, want ? "was deleted" : "was kept");
     }
     /* Saving an older step (a run resumed from an earlier checkpoint) never deletes the file
      * just written, even when keep newer ones are there. */
     rc = save_step(&f, dir, 5, 1, path, sizeof path);
     fixture_free(&f);
     CHECK(rc == 0, "%.400s", ct_error());
-    CHECK(file_exists(path), "the checkpoint just written was pruned");
+    CHECK(test_file_exists(path), "the checkpoint just written was pruned");
     snprintf(name, sizeof name, "%s/step_00000050.h5", dir);
-    CHECK(file_exists(name), "newest kept by keep=1 was deleted");
+    CHECK(test_file_exists(name), "newest kept by keep=1 was deleted");
     snprintf(name, sizeof name, "%s/step_00000040.h5", dir);
-    CHECK(!file_exists(name), "step 40 beyond keep=1 was kept");
+    CHECK(!test_file_exists(name), "step 40 beyond keep=1 was kept");
     char latest[256];
     snprintf(name, sizeof name, "%s/latest", dir);
     read_text(name, latest, sizeof latest);
@@ -367,7 +354,7 @@ static void same_step_replaced_atomically(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
     char dir[700], path[1024];
-    snprintf(dir, sizeof dir, "%s", tmp_path("same_step"));
+    snprintf(dir, sizeof dir, "%s", test_path("same_step"));
     int rc = save_step(&f, dir, 3, 2, path, sizeof path);
     f.st.params[0] += 1.0f;
     if (rc == 0) rc = save_step(&f, dir, 3, 2, path, sizeof path);
@@ -384,8 +371,8 @@ static void same_step_replaced_atomically(void) {
 }
 
 static void dir_has_checkpoints_cases(void) {
-    CHECK(checkpoint_dir_has_checkpoints(tmp_path("no_such_dir")) == 0, "missing dir should hold none");
-    char *empty = tmp_path("empty_dir");
+    CHECK(checkpoint_dir_has_checkpoints(test_path("no_such_dir")) == 0, "missing dir should hold none");
+    char *empty = test_path("empty_dir");
     mkdir(empty, 0777);
     char other[800];
     snprintf(other, sizeof other, "%s/step_1.h5.tmp.99", empty); /* a leftover temporary is not a checkpoint */
@@ -394,7 +381,7 @@ static void dir_has_checkpoints_cases(void) {
     char path[1024];
     CHECK(checkpoint_find_resumable(empty, path, sizeof path, NULL) == 0, "find_resumable on an empty dir: %s",
           ct_error());
-    CHECK(checkpoint_find_resumable(tmp_path("no_such_dir"), path, sizeof path, NULL) == 0,
+    CHECK(checkpoint_find_resumable(test_path("no_such_dir"), path, sizeof path, NULL) == 0,
           "find_resumable on a missing dir");
 }
 
@@ -406,7 +393,7 @@ static const char *good_checkpoint(void) {
     if (!path[0]) {
         Fixture f;
         fixture_init(&f, 1, 2);
-        if (save_step(&f, tmp_path("good"), 9, 3, path, sizeof path) != 0) {
+        if (save_step(&f, test_path("good"), 9, 3, path, sizeof path) != 0) {
             ct_print_error();
             exit(1);
         }
@@ -416,7 +403,7 @@ static const char *good_checkpoint(void) {
 }
 
 static void verify_detects_truncation(void) {
-    char *copy = tmp_path("truncated.h5");
+    char *copy = test_path("truncated.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     struct stat st;
     stat(copy, &st);
@@ -427,7 +414,7 @@ static void verify_detects_truncation(void) {
 
 static void verify_detects_flipped_tensor_byte(void) {
     const char *tensor = "/model/blocks.0.attn.c_q.weight";
-    char *copy = tmp_path("flipped.h5");
+    char *copy = test_path("flipped.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     long long offset = data_offset(copy, tensor);
     CHECK(offset > 0, "no data offset for %s", tensor);
@@ -439,7 +426,7 @@ static void verify_detects_flipped_tensor_byte(void) {
 
 static void verify_detects_flipped_optimizer_byte(void) {
     const char *tensor = "/optimizer/tok_emb.weight/exp_avg_sq";
-    char *copy = tmp_path("flipped_opt.h5");
+    char *copy = test_path("flipped_opt.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     long long offset = data_offset(copy, tensor);
     CHECK(offset > 0 && flip_byte(copy, offset + 100) == 0, "flip failed");
@@ -448,7 +435,7 @@ static void verify_detects_flipped_optimizer_byte(void) {
 }
 
 static void verify_detects_missing_tensor(void) {
-    char *copy = tmp_path("missing.h5");
+    char *copy = test_path("missing.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     hid_t f = open_rw(copy);
     ct_hdf5_lock();
@@ -461,7 +448,7 @@ static void verify_detects_missing_tensor(void) {
 }
 
 static void verify_detects_wrong_format(void) {
-    char *copy = tmp_path("format.h5");
+    char *copy = test_path("format.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     hid_t f = open_rw(copy);
     ct_hdf5_lock();
@@ -476,7 +463,7 @@ static void verify_detects_wrong_format(void) {
 
 /* An attribute edited to another plausible value: only the content checksum can tell. */
 static void verify_detects_edited_attribute(void) {
-    char *copy = tmp_path("edited.h5");
+    char *copy = test_path("edited.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     hid_t f = open_rw(copy);
     ct_hdf5_lock();
@@ -492,7 +479,7 @@ static void verify_detects_edited_attribute(void) {
 }
 
 static void verify_detects_unexpected_object(void) {
-    char *copy = tmp_path("extra.h5");
+    char *copy = test_path("extra.h5");
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     hid_t f = open_rw(copy);
     ct_hdf5_lock();
@@ -505,8 +492,8 @@ static void verify_detects_unexpected_object(void) {
 }
 
 static void verify_rejects_non_checkpoints(void) {
-    CHECK(checkpoint_verify(tmp_path("nothing.h5")) != 0 && error_has("No such file"), "%.400s", ct_error());
-    char *text = tmp_path("text.h5");
+    CHECK(checkpoint_verify(test_path("nothing.h5")) != 0 && error_has("No such file"), "%.400s", ct_error());
+    char *text = test_path("text.h5");
     FILE *t = fopen(text, "w");
     fputs("hello\n", t);
     fclose(t);
@@ -616,7 +603,7 @@ static void find_resumable_falls_back(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
     char dir[700], p1[1024], p2[1024], found[1024];
-    snprintf(dir, sizeof dir, "%s", tmp_path("fallback"));
+    snprintf(dir, sizeof dir, "%s", test_path("fallback"));
     int rc = save_step(&f, dir, 1, 3, p1, sizeof p1);
     if (rc == 0) rc = save_step(&f, dir, 2, 3, p2, sizeof p2);
     fixture_free(&f);
@@ -672,7 +659,7 @@ static void failed_save_keeps_previous(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
     char dir[700], path[1024], blocker[800];
-    snprintf(dir, sizeof dir, "%s", tmp_path("failing"));
+    snprintf(dir, sizeof dir, "%s", test_path("failing"));
     int rc = save_step(&f, dir, 1, 3, path, sizeof path);
     CHECK(rc == 0, "%.400s", ct_error());
     /* the final name is taken by a non-empty directory: everything is written, the rename fails */
@@ -743,7 +730,7 @@ static void killed_while_pruning(void) { killed_at("pruning", "step_00000002.h5"
 /* HDF5 reads the variable when the library initialises, so each case runs in a fresh process:
  * this program re-executed as `--verify-under-flock FILE` or `--fixture DIR`. */
 static int run_self(const char *locking, const char *mode, const char *arg, char *out, size_t cap) {
-    char exe[1024], cmd[4096], *log = tmp_path("self.log");
+    char exe[1024], cmd[4096], *log = test_path("self.log");
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return -1;
     exe[n] = '\0';
@@ -777,10 +764,10 @@ static void file_locking_env_honoured(void) {
     int unlocked = run_self("FALSE", "--verify-under-flock", good, out, sizeof out);
     CHECK(unlocked == 0, "HDF5_USE_FILE_LOCKING=FALSE was not honoured (exit %d: %.300s)", unlocked, out);
     /* a whole save with locking off, then verified here */
-    int fixture = run_self("FALSE", "--fixture", tmp_path("nolock"), out, sizeof out);
+    int fixture = run_self("FALSE", "--fixture", test_path("nolock"), out, sizeof out);
     CHECK(fixture == 0, "saving with HDF5_USE_FILE_LOCKING=FALSE failed (exit %d: %.300s)", fixture, out);
     char path[1024];
-    snprintf(path, sizeof path, "%s/run/checkpoints/step_00000003.h5", tmp_path("nolock"));
+    snprintf(path, sizeof path, "%s/run/checkpoints/step_00000003.h5", test_path("nolock"));
     CHECK(checkpoint_verify(path) == 0, "%.400s", ct_error());
 }
 
@@ -789,7 +776,7 @@ static void file_locking_env_honoured(void) {
 static void ckpt_command_exit_codes(void) {
     static char out[65536];
     const char *good = good_checkpoint();
-    char *flipped = tmp_path("cmd_flipped.h5");
+    char *flipped = test_path("cmd_flipped.h5");
     CHECK(copy_file(good, flipped) == 0 && flip_byte(flipped, data_offset(flipped, "/model/skip_weights") + 2) == 0,
           "flip failed");
     const char *info[] = {"ckpt", "info", good};

@@ -26,20 +26,6 @@
         if (harness_case_failed) return;                                                          \
     } while (0)
 
-static float *new_floats(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
-static double *new_doubles(size_t n) { return malloc((n ? n : 1) * sizeof(double)); }
-
-static float *random_floats(size_t n, double lo, double hi, uint64_t *rng) {
-    float *x = new_floats(n);
-    ref_fill(x, n, lo, hi, rng);
-    return x;
-}
-
-static double *to_doubles(const float *x, size_t n) {
-    double *y = new_doubles(n);
-    ref_to_double(x, y, n);
-    return y;
-}
 
 /* ---- double references ---------------------------------------------------------------------- */
 
@@ -109,7 +95,7 @@ static size_t kv_count(const RefShape *s) { return (size_t)s->B * s->T * s->KV *
 /* L(in, gain) for the QK-norm op; x = [in | gain]. */
 static double qk_loss(const double *x, void *ctx) {
     const RefShape *s = ctx;
-    double *out = new_doubles(q_count(s));
+    double *out = ref_new_doubles(q_count(s));
     ref_qk_norm_rope(out, x, s->has_gain ? x + q_count(s) : NULL, s);
     double loss = weighted_sum(out, s->R, q_count(s));
     free(out);
@@ -119,7 +105,7 @@ static double qk_loss(const double *x, void *ctx) {
 /* L(q, k, v) for attention; x = [q | k | v]. */
 static double attention_loss(const double *x, void *ctx) {
     const RefShape *s = ctx;
-    double *y = new_doubles(q_count(s));
+    double *y = ref_new_doubles(q_count(s));
     ref_attention(y, x, x + q_count(s), x + q_count(s) + kv_count(s), s);
     double loss = weighted_sum(y, s->R, q_count(s));
     free(y);
@@ -130,7 +116,7 @@ static double attention_loss(const double *x, void *ctx) {
 static double block_loss(const double *x, void *ctx) {
     const RefShape *s = ctx;
     size_t nq = q_count(s), nkv = kv_count(s);
-    double *q = new_doubles(nq), *k = new_doubles(nkv), *y = new_doubles(nq);
+    double *q = ref_new_doubles(nq), *k = ref_new_doubles(nkv), *y = ref_new_doubles(nq);
     RefShape ks = *s;
     ks.H = s->KV;
     ref_qk_norm_rope(q, x, x + nq + 2 * nkv, s);
@@ -145,7 +131,7 @@ static double block_loss(const double *x, void *ctx) {
 
 static void check_rope_tables(int T, int hd, float base) {
     int half = hd / 2;
-    float *cos_t = new_floats((size_t)T * half), *sin_t = new_floats((size_t)T * half);
+    float *cos_t = ref_new_floats((size_t)T * half), *sin_t = ref_new_floats((size_t)T * half);
     ref_poison(cos_t, (size_t)T * half);
     ref_poison(sin_t, (size_t)T * half);
     rope_tables_init(cos_t, sin_t, T, hd, base);
@@ -192,15 +178,15 @@ static QkCase qk_case_new(int B, int T, int H, int hd, int with_gain, double in_
     uint64_t rng = seed;
     int half = hd / 2;
     size_t n = (size_t)B * T * H * hd;
-    c.in = random_floats(n, -in_scale, in_scale, &rng);
-    c.gain = with_gain ? random_floats((size_t)H, 0.5, 2.0, &rng) : NULL;
-    c.R = random_floats(n, -1, 1, &rng);
-    c.cos_t = new_floats((size_t)T * half);
-    c.sin_t = new_floats((size_t)T * half);
+    c.in = ref_random_floats(n, -in_scale, in_scale, &rng);
+    c.gain = with_gain ? ref_random_floats((size_t)H, 0.5, 2.0, &rng) : NULL;
+    c.R = ref_random_floats(n, -1, 1, &rng);
+    c.cos_t = ref_new_floats((size_t)T * half);
+    c.sin_t = ref_new_floats((size_t)T * half);
     rope_tables_init(c.cos_t, c.sin_t, T, hd, ROPE_BASE);
-    c.cos_d = to_doubles(c.cos_t, (size_t)T * half);
-    c.sin_d = to_doubles(c.sin_t, (size_t)T * half);
-    c.R_d = to_doubles(c.R, n);
+    c.cos_d = ref_doubles_of(c.cos_t, (size_t)T * half);
+    c.sin_d = ref_doubles_of(c.sin_t, (size_t)T * half);
+    c.R_d = ref_doubles_of(c.R, n);
     c.s = (RefShape){.B = B, .T = T, .H = H, .KV = H, .hd = hd, .cos_table = c.cos_d,
                      .sin_table = c.sin_d, .R = c.R_d, .has_gain = with_gain};
     return c;
@@ -214,11 +200,11 @@ static void qk_case_free(QkCase *c) {
 static void check_qk_forward(int B, int T, int H, int hd, int with_gain, double in_scale) {
     QkCase c = qk_case_new(B, T, H, hd, with_gain, in_scale, 0x1234 + T);
     size_t n = q_count(&c.s);
-    float *out = new_floats(n);
+    float *out = ref_new_floats(n);
     ref_poison(out, n);
     cpu_qk_norm_rope_forward(out, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd);
-    double *in_d = to_doubles(c.in, n), *gain_d = with_gain ? to_doubles(c.gain, H) : NULL;
-    double *ref = new_doubles(n);
+    double *in_d = ref_doubles_of(c.in, n), *gain_d = with_gain ? ref_doubles_of(c.gain, H) : NULL;
+    double *ref = ref_new_doubles(n);
     ref_qk_norm_rope(ref, in_d, gain_d, &c.s);
     double err = ref_rel_err(out, ref, n);
     printf("  qk_norm_rope fwd B=%d T=%d H=%d hd=%d gain=%d |x|<%g: rel err %.2e\n", B, T, H, hd,
@@ -239,12 +225,12 @@ static void test_qk_norm_rope_forward(void) {
 static void check_qk_backward(int B, int T, int H, int hd, int with_gain, double in_scale) {
     QkCase c = qk_case_new(B, T, H, hd, with_gain, in_scale, 0x5678 + T);
     size_t n = q_count(&c.s), n_x = n + (with_gain ? H : 0);
-    float *din = new_floats(n_x), *dgain = with_gain ? din + n : NULL;
-    float *scratch = new_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, H));
+    float *din = ref_new_floats(n_x), *dgain = with_gain ? din + n : NULL;
+    float *scratch = ref_new_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, H));
     memset(din, 0, n_x * sizeof(float));
     cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd,
                               scratch);
-    double *x = new_doubles(n_x), *num = new_doubles(n_x);
+    double *x = ref_new_doubles(n_x), *num = ref_new_doubles(n_x);
     ref_to_double(c.in, x, n);
     if (with_gain) ref_to_double(c.gain, x + n, H);
     ref_numgrad(qk_loss, x, n_x, &c.s, FD_EPS * fmin(1.0, in_scale), num);
@@ -269,9 +255,9 @@ static void test_qk_norm_rope_backward_accumulates(void) {
     QkCase c = qk_case_new(2, 9, 4, 16, 1, 2.0, 0x9abc);
     size_t n = q_count(&c.s);
     float *din = calloc(n + 4, sizeof(float)), *dgain = din + n;
-    float *scratch = new_floats(cpu_qk_norm_rope_backward_scratch_floats(2, 9, 4));
+    float *scratch = ref_new_floats(cpu_qk_norm_rope_backward_scratch_floats(2, 9, 4));
     cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, scratch);
-    double *twice = new_doubles(n + 4);
+    double *twice = ref_new_doubles(n + 4);
     for (size_t i = 0; i < n + 4; i++) twice[i] = 2.0 * din[i];
     cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, scratch);
     double err = ref_rel_err(din, twice, n + 4);
@@ -292,11 +278,11 @@ static AttnCase attn_case_new(int B, int T, int H, int KV, int hd, uint64_t seed
     AttnCase c = {0};
     uint64_t rng = seed;
     c.s = (RefShape){.B = B, .T = T, .H = H, .KV = KV, .hd = hd};
-    c.q = random_floats(q_count(&c.s), -2, 2, &rng);
-    c.k = random_floats(kv_count(&c.s), -2, 2, &rng);
-    c.v = random_floats(kv_count(&c.s), -1, 1, &rng);
-    c.R = random_floats(q_count(&c.s), -1, 1, &rng);
-    c.R_d = to_doubles(c.R, q_count(&c.s));
+    c.q = ref_random_floats(q_count(&c.s), -2, 2, &rng);
+    c.k = ref_random_floats(kv_count(&c.s), -2, 2, &rng);
+    c.v = ref_random_floats(kv_count(&c.s), -1, 1, &rng);
+    c.R = ref_random_floats(q_count(&c.s), -1, 1, &rng);
+    c.R_d = ref_doubles_of(c.R, q_count(&c.s));
     c.s.R = c.R_d;
     return c;
 }
@@ -308,7 +294,7 @@ static void run_attention_forward(float *y, float *stats, const AttnCase *c) {
     const RefShape *s = &c->s;
     size_t n_scratch = cpu_attention_forward_scratch_floats(s->B, s->T, s->H, s->KV, s->hd,
                                                            omp_get_max_threads());
-    float *scratch = new_floats(n_scratch);
+    float *scratch = ref_new_floats(n_scratch);
     ref_poison(y, q_count(s));
     if (stats) ref_poison(stats, cpu_attention_stats_floats(s->B, s->T, s->H));
     cpu_attention_forward(y, stats, c->q, c->k, c->v, s->B, s->T, s->H, s->KV, s->hd, scratch,
@@ -321,7 +307,7 @@ static void run_attention_backward(float *dq, float *dk, float *dv, const float 
     const RefShape *s = &c->s;
     size_t n_scratch = cpu_attention_backward_scratch_floats(s->B, s->T, s->H, s->KV, s->hd,
                                                             omp_get_max_threads());
-    float *scratch = new_floats(n_scratch);
+    float *scratch = ref_new_floats(n_scratch);
     ref_poison(scratch, n_scratch);
     cpu_attention_backward(dq, dk, dv, dy, c->q, c->k, c->v, stats, s->B, s->T, s->H, s->KV,
                            s->hd, scratch, n_scratch);
@@ -331,12 +317,12 @@ static void run_attention_backward(float *dq, float *dk, float *dv, const float 
 static void check_attention_forward(int B, int T, int H, int KV, int hd) {
     AttnCase c = attn_case_new(B, T, H, KV, hd, 0x2468 + T * 7 + KV);
     size_t nq = q_count(&c.s), nkv = kv_count(&c.s);
-    float *y = new_floats(nq), *y_no_stats = new_floats(nq);
-    float *stats = new_floats(cpu_attention_stats_floats(B, T, H));
+    float *y = ref_new_floats(nq), *y_no_stats = ref_new_floats(nq);
+    float *stats = ref_new_floats(cpu_attention_stats_floats(B, T, H));
     run_attention_forward(y, stats, &c);
     run_attention_forward(y_no_stats, NULL, &c);
-    double *q = to_doubles(c.q, nq), *k = to_doubles(c.k, nkv), *v = to_doubles(c.v, nkv);
-    double *ref = new_doubles(nq);
+    double *q = ref_doubles_of(c.q, nq), *k = ref_doubles_of(c.k, nkv), *v = ref_doubles_of(c.v, nkv);
+    double *ref = ref_new_doubles(nq);
     ref_attention(ref, q, k, v, &c.s);
     double err = ref_rel_err(y, ref, nq);
     printf("  attention fwd B=%d T=%d H=%d KV=%d hd=%d: rel err %.2e\n", B, T, H, KV, hd, err);
@@ -361,11 +347,11 @@ static void test_attention_forward(void) {
 static void check_attention_backward(int B, int T, int H, int KV, int hd) {
     AttnCase c = attn_case_new(B, T, H, KV, hd, 0x1357 + T * 7 + KV);
     size_t nq = q_count(&c.s), nkv = kv_count(&c.s), n_x = nq + 2 * nkv;
-    float *y = new_floats(nq), *stats = new_floats(cpu_attention_stats_floats(B, T, H));
+    float *y = ref_new_floats(nq), *stats = ref_new_floats(cpu_attention_stats_floats(B, T, H));
     float *grads = calloc(n_x, sizeof(float));
     run_attention_forward(y, stats, &c);
     run_attention_backward(grads, grads + nq, grads + nq + nkv, c.R, stats, &c);
-    double *x = new_doubles(n_x), *num = new_doubles(n_x);
+    double *x = ref_new_doubles(n_x), *num = ref_new_doubles(n_x);
     ref_to_double(c.q, x, nq);
     ref_to_double(c.k, x + nq, nkv);
     ref_to_double(c.v, x + nq + nkv, nkv);
@@ -395,11 +381,11 @@ static void test_attention_backward(void) {
 static void check_attention_accumulates(int KV) {
     AttnCase c = attn_case_new(2, 11, 4, KV, 8, 0xfeed + KV);
     size_t nq = q_count(&c.s), nkv = kv_count(&c.s), n_x = nq + 2 * nkv;
-    float *y = new_floats(nq), *stats = new_floats(cpu_attention_stats_floats(2, 11, 4));
+    float *y = ref_new_floats(nq), *stats = ref_new_floats(cpu_attention_stats_floats(2, 11, 4));
     float *grads = calloc(n_x, sizeof(float));
     run_attention_forward(y, stats, &c);
     run_attention_backward(grads, grads + nq, grads + nq + nkv, c.R, stats, &c);
-    double *twice = new_doubles(n_x);
+    double *twice = ref_new_doubles(n_x);
     for (size_t i = 0; i < n_x; i++) twice[i] = 2.0 * grads[i];
     run_attention_backward(grads, grads + nq, grads + nq + nkv, c.R, stats, &c);
     double err = ref_rel_err(grads, twice, n_x);
@@ -431,15 +417,15 @@ static ChainResult run_chain(const AttnCase *c, const float *gain, const float *
     size_t nq = q_count(s), nkv = kv_count(s);
     ChainResult r;
     r.n_grads = nq + 2 * nkv + s->H;
-    r.q_rot = new_floats(nq), r.k_rot = new_floats(nkv), r.y = new_floats(nq);
-    r.stats = new_floats(cpu_attention_stats_floats(s->B, s->T, s->H));
+    r.q_rot = ref_new_floats(nq), r.k_rot = ref_new_floats(nkv), r.y = ref_new_floats(nq);
+    r.stats = ref_new_floats(cpu_attention_stats_floats(s->B, s->T, s->H));
     r.grads = calloc(r.n_grads, sizeof(float));
     float *dq = r.grads, *dk = dq + nq, *dv = dk + nkv, *dgain = dv + nkv;
     float *dq_rot = calloc(nq, sizeof(float)), *dk_rot = calloc(nkv, sizeof(float));
     size_t n_fwd = cpu_attention_forward_scratch_floats(s->B, s->T, s->H, s->KV, s->hd, scratch_threads);
     size_t n_bwd = cpu_attention_backward_scratch_floats(s->B, s->T, s->H, s->KV, s->hd, scratch_threads);
     size_t n_qk = cpu_qk_norm_rope_backward_scratch_floats(s->B, s->T, s->H);
-    float *scratch = new_floats(n_bwd > n_fwd ? (n_bwd > n_qk ? n_bwd : n_qk) : n_fwd);
+    float *scratch = ref_new_floats(n_bwd > n_fwd ? (n_bwd > n_qk ? n_bwd : n_qk) : n_fwd);
     ref_poison(r.q_rot, nq), ref_poison(r.k_rot, nkv), ref_poison(r.y, nq);
 
     cpu_qk_norm_rope_forward(r.q_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H, s->hd);
@@ -462,21 +448,21 @@ static void test_attention_chain_matches_reference(void) {
     const int B = 2, T = 7, H = 4, KV = 2, hd = 8, half = hd / 2;
     AttnCase c = attn_case_new(B, T, H, KV, hd, 0xc0ffee);
     uint64_t rng = 99;
-    float *gain = random_floats(H, 0.5, 2.0, &rng);
-    float *cos_t = new_floats(T * half), *sin_t = new_floats(T * half);
+    float *gain = ref_random_floats(H, 0.5, 2.0, &rng);
+    float *cos_t = ref_new_floats(T * half), *sin_t = ref_new_floats(T * half);
     rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
     ChainResult r = run_chain(&c, gain, cos_t, sin_t, omp_get_max_threads());
 
     size_t nq = q_count(&c.s), nkv = kv_count(&c.s);
-    double *cos_d = to_doubles(cos_t, T * half), *sin_d = to_doubles(sin_t, T * half);
+    double *cos_d = ref_doubles_of(cos_t, T * half), *sin_d = ref_doubles_of(sin_t, T * half);
     c.s.cos_table = cos_d, c.s.sin_table = sin_d, c.s.has_gain = 1;
-    double *x = new_doubles(r.n_grads), *num = new_doubles(r.n_grads), *y_ref = new_doubles(nq);
+    double *x = ref_new_doubles(r.n_grads), *num = ref_new_doubles(r.n_grads), *y_ref = ref_new_doubles(nq);
     ref_to_double(c.q, x, nq);
     ref_to_double(c.k, x + nq, nkv);
     ref_to_double(c.v, x + nq + nkv, nkv);
     ref_to_double(gain, x + nq + 2 * nkv, H);
     /* The chain's double forward, for the forward check (block_loss only returns the loss). */
-    double *q_d = new_doubles(nq), *k_d = new_doubles(nkv);
+    double *q_d = ref_new_doubles(nq), *k_d = ref_new_doubles(nkv);
     RefShape ks = c.s;
     ks.H = KV;
     ref_qk_norm_rope(q_d, x, x + nq + 2 * nkv, &c.s);
@@ -512,8 +498,8 @@ static void check_thread_invariance(int KV) {
     const int B = 2, T = 150, H = 4, hd = 16, half = hd / 2;
     AttnCase c = attn_case_new(B, T, H, KV, hd, 0xdead + KV);
     uint64_t rng = 7;
-    float *gain = random_floats(H, 0.5, 2.0, &rng);
-    float *cos_t = new_floats(T * half), *sin_t = new_floats(T * half);
+    float *gain = ref_random_floats(H, 0.5, 2.0, &rng);
+    float *cos_t = ref_new_floats(T * half), *sin_t = ref_new_floats(T * half);
     rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
     int saved_threads = omp_get_max_threads();
 

@@ -31,24 +31,10 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-static float *floats(size_t n) { return ct_malloc(n * sizeof(float), "test buffer"); }
 static float *zeros(size_t n) { return ct_calloc(n, sizeof(float), "test buffer"); }
-static double *doubles(size_t n) { return ct_calloc(n, sizeof(double), "test buffer"); }
-
-static float *random_floats(size_t n, double lo, double hi, uint64_t *rng) {
-    float *x = floats(n);
-    ref_fill(x, n, lo, hi, rng);
-    return x;
-}
-
-static double *as_doubles(const float *x, size_t n) {
-    double *y = doubles(n);
-    ref_to_double(x, y, n);
-    return y;
-}
 
 static float *copy_floats(const float *x, size_t n) {
-    float *y = floats(n);
+    float *y = ref_new_floats(n);
     memcpy(y, x, n * sizeof(float));
     return y;
 }
@@ -108,7 +94,7 @@ static void embedding_ref(const EmbeddingRef *p, double *out) {
 static double embedding_loss(const double *unused, void *ctx) {
     (void)unused;
     const EmbeddingRef *p = ctx;
-    double *out = doubles((size_t)p->N * p->C);
+    double *out = ref_new_doubles((size_t)p->N * p->C);
     embedding_ref(p, out);
     double L = dot(out, p->R, (size_t)p->N * p->C);
     free(out);
@@ -120,12 +106,12 @@ static void test_embedding(void) {
     const int N = 23, V = 11, C = 19; /* N > V: ids repeat, so the scatter must add up collisions */
     const size_t nout = (size_t)N * C, nw = (size_t)V * C;
     int32_t *ids = random_ids(N, V, &rng);
-    float *wte = random_floats(nw, -1, 1, &rng), *R = random_floats(nout, -1, 1, &rng);
-    float *out = floats(nout), *dwte = zeros(nw);
+    float *wte = ref_random_floats(nw, -1, 1, &rng), *R = ref_random_floats(nout, -1, 1, &rng);
+    float *out = ref_new_floats(nout), *dwte = zeros(nw);
     ref_poison(out, nout);
     CHECK(embedding_forward(out, ids, wte, N, V, C) == 0, "forward failed: %s", ct_error());
 
-    double *wte_d = as_doubles(wte, nw), *R_d = as_doubles(R, nout), *ref = doubles(nout), *num = doubles(nw);
+    double *wte_d = ref_doubles_of(wte, nw), *R_d = ref_doubles_of(R, nout), *ref = ref_new_doubles(nout), *num = ref_new_doubles(nw);
     EmbeddingRef p = {N, V, C, ids, wte_d, R_d};
     embedding_ref(&p, ref);
     CHECK_ERR("embedding forward", ref_rel_err(out, ref, nout), FORWARD_TOL);
@@ -172,7 +158,7 @@ static void rmsnorm_ref(const RmsnormRef *p, double *out, double *rstd) {
 static double rmsnorm_loss(const double *unused, void *ctx) {
     (void)unused;
     const RmsnormRef *p = ctx;
-    double *out = doubles((size_t)p->N * p->C);
+    double *out = ref_new_doubles((size_t)p->N * p->C);
     rmsnorm_ref(p, out, NULL);
     double L = dot(out, p->R, (size_t)p->N * p->C);
     free(out);
@@ -184,14 +170,14 @@ static void check_rmsnorm(int N, int C, double x_scale, uint64_t seed) {
     uint64_t rng = seed;
     const size_t n = (size_t)N * C;
     const float eps = FLT_EPSILON; /* what F.rms_norm(eps=None) uses for fp32 */
-    float *x = random_floats(n, -x_scale, x_scale, &rng), *R = random_floats(n, -1, 1, &rng);
-    float *out = floats(n), *rstd = floats((size_t)N), *dx = zeros(n);
+    float *x = ref_random_floats(n, -x_scale, x_scale, &rng), *R = ref_random_floats(n, -1, 1, &rng);
+    float *out = ref_new_floats(n), *rstd = ref_new_floats((size_t)N), *dx = zeros(n);
     ref_poison(out, n);
     ref_poison(rstd, (size_t)N);
     rmsnorm_forward(out, rstd, x, N, C, eps);
 
-    double *x_d = as_doubles(x, n), *R_d = as_doubles(R, n), *ref = doubles(n), *ref_rstd = doubles((size_t)N);
-    double *num = doubles(n);
+    double *x_d = ref_doubles_of(x, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *ref_rstd = ref_new_doubles((size_t)N);
+    double *num = ref_new_doubles(n);
     RmsnormRef p = {N, C, eps, x_d, R_d};
     rmsnorm_ref(&p, ref, ref_rstd);
     char label[64];
@@ -241,7 +227,7 @@ static void linear_ref(const LinearRef *p, double *y) {
 static double linear_loss(const double *unused, void *ctx) {
     (void)unused;
     const LinearRef *p = ctx;
-    double *y = doubles((size_t)p->N * p->out);
+    double *y = ref_new_doubles((size_t)p->N * p->out);
     linear_ref(p, y);
     double L = dot(y, p->R, (size_t)p->N * p->out);
     free(y);
@@ -252,13 +238,13 @@ static void test_linear(void) {
     uint64_t rng = 31;
     const int N = 13, in = 17, out = 11;
     const size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
-    float *x = random_floats(nx, -1, 1, &rng), *W = random_floats(nw, -1, 1, &rng);
-    float *R = random_floats(ny, -1, 1, &rng), *y = floats(ny), *dx = zeros(nx), *dW = zeros(nw);
+    float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -1, 1, &rng);
+    float *R = ref_random_floats(ny, -1, 1, &rng), *y = ref_new_floats(ny), *dx = zeros(nx), *dW = zeros(nw);
     ref_poison(y, ny);
     linear_forward(y, x, W, N, in, out);
 
-    double *x_d = as_doubles(x, nx), *W_d = as_doubles(W, nw), *R_d = as_doubles(R, ny);
-    double *ref = doubles(ny), *num_x = doubles(nx), *num_W = doubles(nw);
+    double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *R_d = ref_doubles_of(R, ny);
+    double *ref = ref_new_doubles(ny), *num_x = ref_new_doubles(nx), *num_W = ref_new_doubles(nw);
     LinearRef p = {N, in, out, x_d, W_d, R_d};
     linear_ref(&p, ref);
     CHECK_ERR("linear forward", ref_rel_err(y, ref, ny), FORWARD_TOL);
@@ -284,14 +270,14 @@ static void test_linear_tiled_shapes(void) {
     uint64_t rng = 32;
     const int N = 700, in = 45, out = 260;
     const size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
-    float *x = random_floats(nx, -1, 1, &rng), *W = random_floats(nw, -1, 1, &rng);
-    float *R = random_floats(ny, -1, 1, &rng), *y = floats(ny), *dx = zeros(nx), *dW = zeros(nw);
+    float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -1, 1, &rng);
+    float *R = ref_random_floats(ny, -1, 1, &rng), *y = ref_new_floats(ny), *dx = zeros(nx), *dW = zeros(nw);
     ref_poison(y, ny);
     linear_forward(y, x, W, N, in, out);
     linear_backward(dx, dW, R, x, W, N, in, out);
 
-    double *x_d = as_doubles(x, nx), *W_d = as_doubles(W, nw), *R_d = as_doubles(R, ny);
-    double *ref = doubles(ny), *ref_dx = doubles(nx), *ref_dW = doubles(nw);
+    double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *R_d = ref_doubles_of(R, ny);
+    double *ref = ref_new_doubles(ny), *ref_dx = ref_new_doubles(nx), *ref_dW = ref_new_doubles(nw);
     LinearRef p = {N, in, out, x_d, W_d, R_d};
     linear_ref(&p, ref);
     for (int n = 0; n < N; n++)
@@ -328,15 +314,15 @@ static void test_relu2(void) {
     uint64_t rng = 41;
     const int N = 9, C = 23;
     const size_t n = (size_t)N * C;
-    float *u = random_floats(n, -1, 1, &rng), *R = random_floats(n, -1, 1, &rng);
+    float *u = ref_random_floats(n, -1, 1, &rng), *R = ref_random_floats(n, -1, 1, &rng);
     /* Keep inputs off the kink so the finite differences never straddle it. */
     for (size_t i = 0; i < n; i++)
         if (fabsf(u[i]) < 0.01f) u[i] = u[i] < 0 ? -0.02f : 0.02f;
-    float *h = floats(n), *du = zeros(n);
+    float *h = ref_new_floats(n), *du = zeros(n);
     ref_poison(h, n);
     relu2_forward(h, u, N, C);
 
-    double *u_d = as_doubles(u, n), *R_d = as_doubles(R, n), *ref = doubles(n), *num = doubles(n);
+    double *u_d = ref_doubles_of(u, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *num = ref_new_doubles(n);
     for (size_t i = 0; i < n; i++) ref[i] = u_d[i] > 0 ? u_d[i] * u_d[i] : 0;
     CHECK_ERR("relu2 forward", ref_rel_err(h, ref, n), FORWARD_TOL);
     float *inplace = copy_floats(u, n);
@@ -373,7 +359,7 @@ static void residual_mix_ref(const ResidualMixRef *p, double *out) {
 static double residual_mix_loss(const double *unused, void *ctx) {
     (void)unused;
     const ResidualMixRef *p = ctx;
-    double *out = doubles((size_t)p->N * p->C);
+    double *out = ref_new_doubles((size_t)p->N * p->C);
     residual_mix_ref(p, out);
     double L = dot(out, p->R, (size_t)p->N * p->C);
     free(out);
@@ -384,15 +370,15 @@ static void test_residual_mix(void) {
     uint64_t rng = 51;
     const int N = 11, C = 19; /* two channel blocks, the second ragged */
     const size_t n = (size_t)N * C, nm = 2 * (size_t)C;
-    float *x = random_floats(n, -1, 1, &rng), *x0 = random_floats(n, -1, 1, &rng);
-    float *mix = random_floats(nm, 0.2, 1.5, &rng), *R = random_floats(n, -1, 1, &rng);
-    float *out = floats(n), *dx = zeros(n), *dx0 = zeros(n), *dmix = zeros(nm);
+    float *x = ref_random_floats(n, -1, 1, &rng), *x0 = ref_random_floats(n, -1, 1, &rng);
+    float *mix = ref_random_floats(nm, 0.2, 1.5, &rng), *R = ref_random_floats(n, -1, 1, &rng);
+    float *out = ref_new_floats(n), *dx = zeros(n), *dx0 = zeros(n), *dmix = zeros(nm);
     ref_poison(out, n);
     residual_mix_forward(out, x, x0, mix, N, C);
 
-    double *x_d = as_doubles(x, n), *x0_d = as_doubles(x0, n), *mix_d = as_doubles(mix, nm);
-    double *R_d = as_doubles(R, n), *ref = doubles(n);
-    double *num_x = doubles(n), *num_x0 = doubles(n), *num_mix = doubles(nm);
+    double *x_d = ref_doubles_of(x, n), *x0_d = ref_doubles_of(x0, n), *mix_d = ref_doubles_of(mix, nm);
+    double *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n);
+    double *num_x = ref_new_doubles(n), *num_x0 = ref_new_doubles(n), *num_mix = ref_new_doubles(nm);
     ResidualMixRef p = {N, C, x_d, x0_d, mix_d, R_d};
     residual_mix_ref(&p, ref);
     CHECK_ERR("residual_mix forward", ref_rel_err(out, ref, n), FORWARD_TOL);
@@ -436,7 +422,7 @@ static void scaled_add_ref(const ScaledAddRef *p, double *out) {
 static double scaled_add_loss(const double *unused, void *ctx) {
     (void)unused;
     const ScaledAddRef *p = ctx;
-    double *out = doubles((size_t)p->N * p->C);
+    double *out = ref_new_doubles((size_t)p->N * p->C);
     scaled_add_ref(p, out);
     double L = dot(out, p->R, (size_t)p->N * p->C);
     free(out);
@@ -447,15 +433,15 @@ static void test_scaled_add(void) {
     uint64_t rng = 61;
     const int N = 15, C = 21;
     const size_t n = (size_t)N * C;
-    float *x = random_floats(n, -1, 1, &rng), *branch = random_floats(n, -1, 1, &rng);
-    float *scale = random_floats((size_t)C, 0.2, 1.5, &rng), *R = random_floats(n, -1, 1, &rng);
-    float *out = floats(n), *dx = zeros(n), *dbranch = zeros(n), *dscale = zeros((size_t)C);
+    float *x = ref_random_floats(n, -1, 1, &rng), *branch = ref_random_floats(n, -1, 1, &rng);
+    float *scale = ref_random_floats((size_t)C, 0.2, 1.5, &rng), *R = ref_random_floats(n, -1, 1, &rng);
+    float *out = ref_new_floats(n), *dx = zeros(n), *dbranch = zeros(n), *dscale = zeros((size_t)C);
     ref_poison(out, n);
     scaled_add_forward(out, x, branch, scale, N, C);
 
-    double *x_d = as_doubles(x, n), *b_d = as_doubles(branch, n), *s_d = as_doubles(scale, (size_t)C);
-    double *R_d = as_doubles(R, n), *ref = doubles(n);
-    double *num_x = doubles(n), *num_b = doubles(n), *num_s = doubles((size_t)C);
+    double *x_d = ref_doubles_of(x, n), *b_d = ref_doubles_of(branch, n), *s_d = ref_doubles_of(scale, (size_t)C);
+    double *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n);
+    double *num_x = ref_new_doubles(n), *num_b = ref_new_doubles(n), *num_s = ref_new_doubles((size_t)C);
     ScaledAddRef p = {N, C, x_d, b_d, s_d, R_d};
     scaled_add_ref(&p, ref);
     CHECK_ERR("scaled_add forward", ref_rel_err(out, ref, n), FORWARD_TOL);
@@ -498,7 +484,7 @@ typedef struct {
 
 /* Per-token losses in double; returns loss_weight * mean. */
 static double logits_ref(const LogitsRef *p, double *losses) {
-    double *s = doubles((size_t)p->V), total = 0;
+    double *s = ref_new_doubles((size_t)p->V), total = 0;
     for (int n = 0; n < p->N; n++) {
         double max_s = -INFINITY, sum = 0;
         for (int v = 0; v < p->V; v++) {
@@ -525,16 +511,16 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     const float loss_weight = 0.5f;
     const size_t nx = (size_t)N * C, nw = (size_t)V * C;
     int32_t *targets = random_ids(N, V, &rng);
-    float *x = random_floats(nx, -1, 1, &rng), *W = random_floats(nw, -w_scale, w_scale, &rng);
-    float *losses = floats((size_t)N), *dx = zeros(nx), *dW = zeros(nw), *scratch = floats((size_t)chunk * V);
+    float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -w_scale, w_scale, &rng);
+    float *losses = ref_new_floats((size_t)N), *dx = zeros(nx), *dW = zeros(nw), *scratch = ref_new_floats((size_t)chunk * V);
     ref_poison(losses, (size_t)N);
     ref_poison(scratch, (size_t)chunk * V);
     double mean = NAN;
     CHECK(logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
                                      chunk) == 0, "forward_backward failed: %s", ct_error());
 
-    double *x_d = as_doubles(x, nx), *W_d = as_doubles(W, nw), *ref = doubles((size_t)N);
-    double *num_x = doubles(nx), *num_W = doubles(nw);
+    double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *ref = ref_new_doubles((size_t)N);
+    double *num_x = ref_new_doubles(nx), *num_W = ref_new_doubles(nw);
     LogitsRef p = {N, C, V, softcap, loss_weight, targets, x_d, W_d};
     double ref_weighted_mean = logits_ref(&p, ref);
     char label[64];
@@ -557,7 +543,7 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     CHECK_ERR("logits dW accumulates", doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
 
     /* Validation variant: the same losses and sum, with or without the per-token buffer. */
-    float *val_losses = floats((size_t)N);
+    float *val_losses = ref_new_floats((size_t)N);
     ref_poison(val_losses, (size_t)N);
     double sum = NAN, sum_no_losses = NAN;
     CHECK(logits_ce_forward(val_losses, &sum, x, W, targets, N, C, V, softcap, scratch, chunk) == 0,
@@ -588,13 +574,13 @@ static void test_logits_ce_chunk_sizes(void) {
     const int N = 37, C = 16, V = 29;
     const size_t nx = (size_t)N * C, nw = (size_t)V * C;
     int32_t *targets = random_ids(N, V, &rng);
-    float *x = random_floats(nx, -1, 1, &rng), *W = random_floats(nw, -2, 2, &rng);
-    float *scratch = floats((size_t)N * V), *losses = floats((size_t)N);
+    float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -2, 2, &rng);
+    float *scratch = ref_new_floats((size_t)N * V), *losses = ref_new_floats((size_t)N);
     float *dx_all = zeros(nx), *dW_all = zeros(nw);
     double mean_all;
     CHECK(logits_ce_forward_backward(dx_all, dW_all, losses, &mean_all, x, W, targets, N, C, V, 30.0f, 1.0f,
                                      scratch, N) == 0, "%s", ct_error());
-    double *dx_ref = as_doubles(dx_all, nx), *dW_ref = as_doubles(dW_all, nw);
+    double *dx_ref = ref_doubles_of(dx_all, nx), *dW_ref = ref_doubles_of(dW_all, nw);
     const int chunks[] = {1, 5, 36};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         float *dx = zeros(nx), *dW = zeros(nw);
@@ -613,8 +599,8 @@ static void test_logits_ce_rejects_bad_arguments(void) {
     uint64_t rng = 75;
     const int N = 6, C = 8, V = 11;
     int32_t *targets = random_ids(N, V, &rng);
-    float *x = random_floats((size_t)N * C, -1, 1, &rng), *W = random_floats((size_t)V * C, -1, 1, &rng);
-    float *scratch = floats((size_t)N * V), *losses = floats((size_t)N);
+    float *x = ref_random_floats((size_t)N * C, -1, 1, &rng), *W = ref_random_floats((size_t)V * C, -1, 1, &rng);
+    float *scratch = ref_new_floats((size_t)N * V), *losses = ref_new_floats((size_t)N);
     float *dx = zeros((size_t)N * C), *dW = zeros((size_t)V * C);
     double mean, sum;
     targets[3] = V;
@@ -725,11 +711,11 @@ static void big_init(BigCtx *k, int N, int C, int V, int in, int out, uint64_t *
     const size_t out_act = (size_t)N * max_size((size_t)out, (size_t)C);
     const size_t par = max_size((size_t)V, 2) * max_size((size_t)in, (size_t)C) + (size_t)out * in;
     k->ids = random_ids(N, V > 0 ? V : 1, rng);
-    k->a = random_floats(act, -1, 1, rng), k->b = random_floats(act, -1, 1, rng);
-    k->c = random_floats(act, -1, 1, rng), k->params = random_floats(par, -1, 1, rng);
-    k->R = random_floats(out_act, -1, 1, rng);
-    k->y = floats(out_act), k->y2 = floats(out_act), k->g1 = floats(act), k->g2 = floats(act);
-    k->g3 = floats((size_t)N * max_size((size_t)V, 1)), k->dparams = floats(par);
+    k->a = ref_random_floats(act, -1, 1, rng), k->b = ref_random_floats(act, -1, 1, rng);
+    k->c = ref_random_floats(act, -1, 1, rng), k->params = ref_random_floats(par, -1, 1, rng);
+    k->R = ref_random_floats(out_act, -1, 1, rng);
+    k->y = ref_new_floats(out_act), k->y2 = ref_new_floats(out_act), k->g1 = ref_new_floats(act), k->g2 = ref_new_floats(act);
+    k->g3 = ref_new_floats((size_t)N * max_size((size_t)V, 1)), k->dparams = ref_new_floats(par);
 }
 
 static void free_big(BigCtx *k) {

@@ -12,19 +12,6 @@
 
 /* ---- helpers ---- */
 
-static char *tmp_path(const char *name) {
-    static char paths[64][600];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, sizeof paths[0], "%s/%s", test_tmpdir(), name);
-    return p;
-}
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Deterministic pseudo-random tokens below vocab. */
 static uint32_t token_at(int64_t i, int64_t vocab) { return (uint32_t)((i * 2654435761u + 12345) % (uint64_t)vocab); }
 
@@ -115,11 +102,11 @@ static void roundtrip(int token_bytes, int64_t vocab) {
     const int64_t n = 2 * CT_DATA_CHUNK_TOKENS + 4321; /* three chunks, the last partial */
     char name[64];
     snprintf(name, sizeof name, "roundtrip%d.h5", token_bytes * 8);
-    const char *path = tmp_path(name);
+    const char *path = test_path(name);
     CHECK(write_tokens(path, token_bytes, vocab, n, 0) == 0, "write: %s", ct_error());
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(!file_exists(tmp), "temporary file %s left behind", tmp);
+    CHECK(!test_file_exists(tmp), "temporary file %s left behind", tmp);
 
     TokenFileInfo info;
     CHECK(data_file_info(path, &info) == 0, "info: %s", ct_error());
@@ -142,7 +129,7 @@ static void roundtrip_uint16(void) { roundtrip(2, 1024); }
 static void roundtrip_uint32(void) { roundtrip(4, 100000); }
 
 static void reader_rejects_out_of_range(void) {
-    const char *path = tmp_path("range.h5");
+    const char *path = test_path("range.h5");
     CHECK(write_tokens(path, 2, 50, 100, 0) == 0, "write: %s", ct_error());
     TokenSet set;
     CHECK(data_open_set(path, &set) == 0, "open: %s", ct_error());
@@ -161,7 +148,7 @@ static void reader_rejects_out_of_range(void) {
 
 /* A file shorter than a chunk is one chunk of its own length (no 2 MiB chunk on disk). */
 static void small_file_is_one_short_chunk(void) {
-    const char *path = tmp_path("small.h5");
+    const char *path = test_path("small.h5");
     CHECK(write_tokens(path, 2, 256, 1000, 0) == 0, "write: %s", ct_error());
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t dset = H5Dopen2(file, "tokens", H5P_DEFAULT);
@@ -181,7 +168,7 @@ static void small_file_is_one_short_chunk(void) {
 /* ---- sets ---- */
 
 static void set_is_sorted_and_concatenated(void) {
-    const char *dir = tmp_path("set");
+    const char *dir = test_path("set");
     CHECK(ct_mkdir_p(dir) == 0, "%s", ct_error());
     /* Written out of order; byte-wise order is A < B < a10 < a9 (not numeric, not locale). */
     const char *names[] = {"a9.h5", "A.h5", "a10.h5", "B.h5"};
@@ -224,14 +211,14 @@ static void empty_glob_names_pattern(void) {
 }
 
 static void missing_and_non_hdf5_files(void) {
-    CHECK_OPEN_FAILS(tmp_path("missing.h5"), "missing.h5", "No such file");
-    const char *text = tmp_path("text.h5");
+    CHECK_OPEN_FAILS(test_path("missing.h5"), "missing.h5", "No such file");
+    const char *text = test_path("text.h5");
     FILE *f = fopen(text, "w");
     fputs("not hdf5\n", f);
     fclose(f);
     CHECK_OPEN_FAILS(text, "text.h5", "not an HDF5 file");
     /* An llm.c shard given by mistake gets a hint to convert it. */
-    const char *bin = tmp_path("shard.bin");
+    const char *bin = test_path("shard.bin");
     int32_t header[256] = {20240520, 1, 0};
     f = fopen(bin, "wb");
     fwrite(header, sizeof header, 1, f);
@@ -241,7 +228,7 @@ static void missing_and_non_hdf5_files(void) {
 }
 
 static void vocab_disagreement_names_both_files(void) {
-    const char *dir = tmp_path("vocab");
+    const char *dir = test_path("vocab");
     ct_mkdir_p(dir);
     char a[700], b[700], pattern[700];
     snprintf(a, sizeof a, "%s/a.h5", dir);
@@ -259,13 +246,13 @@ static void wrong_dtypes_rejected(void) {
     float floats[4] = {1, 2, 3, 4};
     int8_t small[4] = {1, 2, 3, 4};
     int32_t signed32[4] = {1, 2, 3, 4};
-    const char *p = tmp_path("float.h5");
+    const char *p = test_path("float.h5");
     write_raw(p, H5T_IEEE_F32LE, 1, &n, floats, 10);
     CHECK_OPEN_FAILS(p, "float.h5", "dtype float32");
-    p = tmp_path("int8.h5");
+    p = test_path("int8.h5");
     write_raw(p, H5T_STD_I8LE, 1, &n, small, 10);
     CHECK_OPEN_FAILS(p, "int8.h5", "dtype int8");
-    p = tmp_path("int32.h5");
+    p = test_path("int32.h5");
     write_raw(p, H5T_STD_I32LE, 1, &n, signed32, 10);
     CHECK_OPEN_FAILS(p, "int32.h5", "dtype int32, expected uint16");
 }
@@ -273,7 +260,7 @@ static void wrong_dtypes_rejected(void) {
 static void big_endian_tokens_accepted(void) {
     hsize_t n = 3;
     uint16_t v[3] = {7, 300, 65535};
-    const char *p = tmp_path("be.h5");
+    const char *p = test_path("be.h5");
     write_raw_converted(p, H5T_STD_U16BE, H5T_NATIVE_UINT16, 1, &n, v, 65536);
     TokenSet set;
     CHECK(data_open_set(p, &set) == 0, "%s", ct_error());
@@ -289,18 +276,18 @@ static void big_endian_tokens_accepted(void) {
 static void bad_shapes_rejected(void) {
     hsize_t dims2[2] = {3, 4}, zero = 0;
     uint16_t grid[12] = {0};
-    const char *p = tmp_path("twod.h5");
+    const char *p = test_path("twod.h5");
     write_raw(p, H5T_STD_U16LE, 2, dims2, grid, 10);
     CHECK_OPEN_FAILS(p, "twod.h5", "2 dimensions [3 x 4]");
-    p = tmp_path("empty.h5");
+    p = test_path("empty.h5");
     write_raw(p, H5T_STD_U16LE, 1, &zero, NULL, 10);
     CHECK_OPEN_FAILS(p, "empty.h5", "empty");
     /* /tokens missing, or a group */
-    p = tmp_path("notokens.h5");
+    p = test_path("notokens.h5");
     hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     H5Fclose(f);
     CHECK_OPEN_FAILS(p, "notokens.h5", "no /tokens dataset");
-    p = tmp_path("group.h5");
+    p = test_path("group.h5");
     f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     H5Gclose(H5Gcreate2(f, "tokens", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     H5Fclose(f);
@@ -310,15 +297,15 @@ static void bad_shapes_rejected(void) {
 static void attribute_problems(void) {
     hsize_t n = 2;
     uint16_t v[2] = {1, 2};
-    const char *p = tmp_path("novocab.h5");
+    const char *p = test_path("novocab.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, -1);
     CHECK_OPEN_FAILS(p, "novocab.h5", "no vocab_size attribute");
-    p = tmp_path("zerovocab.h5");
+    p = test_path("zerovocab.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, 0);
     CHECK_OPEN_FAILS(p, "zerovocab.h5", "vocab_size = 0");
 
     /* vocab_size as a string, and a bos_id outside the vocabulary */
-    p = tmp_path("strvocab.h5");
+    p = test_path("strvocab.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, -1);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT), d = H5Dopen2(f, "tokens", H5P_DEFAULT);
     hid_t st = H5Tcopy(H5T_C_S1), scalar = H5Screate(H5S_SCALAR);
@@ -330,7 +317,7 @@ static void attribute_problems(void) {
     H5Fclose(f);
     CHECK_OPEN_FAILS(p, "strvocab.h5", "vocab_size has type string");
 
-    p = tmp_path("badbos.h5");
+    p = test_path("badbos.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, 10);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     d = H5Dopen2(f, "tokens", H5P_DEFAULT);
@@ -349,7 +336,7 @@ static void attribute_problems(void) {
 static void root_attributes_and_fixed_string(void) {
     hsize_t n = 2;
     uint16_t v[2] = {1, 2};
-    const char *p = tmp_path("rootattrs.h5");
+    const char *p = test_path("rootattrs.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, -1);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t scalar = H5Screate(H5S_SCALAR), st = H5Tcopy(H5T_C_S1);
@@ -375,7 +362,7 @@ static void root_attributes_and_fixed_string(void) {
 static void out_of_range_token_found_by_check(void) {
     hsize_t n = 6;
     uint16_t v[6] = {0, 1, 2, 3, 70, 5};
-    const char *p = tmp_path("oor.h5");
+    const char *p = test_path("oor.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, 64);
     TokenSet set;
     CHECK(data_open_set(p, &set) == 0, "metadata alone should be fine: %s", ct_error());
@@ -391,7 +378,7 @@ static void out_of_range_token_found_by_check(void) {
 /* ---- writer ---- */
 
 static void writer_rejects_bad_tokens_and_arguments(void) {
-    const char *p = tmp_path("reject.h5");
+    const char *p = test_path("reject.h5");
     TokenWriter *w;
     CHECK(token_writer_create(&w, p, 2, 100, -1, "") == 0, "%s", ct_error());
     uint16_t good[3] = {1, 2, 3}, bad[3] = {4, 100, 5};
@@ -400,28 +387,28 @@ static void writer_rejects_bad_tokens_and_arguments(void) {
     int message_ok = error_has("token 4 is 100") && error_has("vocab_size 100");
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
-    int tmp_during = file_exists(tmp), final_during = file_exists(p);
+    int tmp_during = test_file_exists(tmp), final_during = test_file_exists(p);
     token_writer_abort(w);
     CHECK(rc != 0 && message_ok, "rc %d: %s", rc, ct_error());
     CHECK(tmp_during && !final_during, "writing must go to .tmp (tmp %d, final %d)", tmp_during, final_during);
-    CHECK(!file_exists(tmp) && !file_exists(p), "abort left a file behind");
+    CHECK(!test_file_exists(tmp) && !test_file_exists(p), "abort left a file behind");
 
     CHECK(token_writer_create(&w, p, 3, 100, -1, "") != 0, "token width 3 accepted");
     CHECK(token_writer_create(&w, p, 2, 70000, -1, "") != 0, "vocab 70000 accepted for uint16");
     CHECK(token_writer_create(&w, p, 2, 100, 100, "") != 0, "bos_id 100 accepted for vocab 100");
-    CHECK(token_writer_create(&w, tmp_path("no/such/dir/x.h5"), 2, 100, -1, "") != 0 &&
+    CHECK(token_writer_create(&w, test_path("no/such/dir/x.h5"), 2, 100, -1, "") != 0 &&
               error_has("no/such/dir/x.h5.tmp") && error_has("No such file"),
           "missing directory: %s", ct_error());
 }
 
 static void writer_refuses_empty_file(void) {
-    const char *p = tmp_path("nothing.h5");
+    const char *p = test_path("nothing.h5");
     TokenWriter *w;
     CHECK(token_writer_create(&w, p, 2, 100, -1, "") == 0, "%s", ct_error());
     CHECK(token_writer_close(w) != 0 && error_has("no tokens"), "closing an empty writer: %s", ct_error());
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
-    CHECK(!file_exists(p) && !file_exists(tmp), "empty writer left a file");
+    CHECK(!test_file_exists(p) && !test_file_exists(tmp), "empty writer left a file");
 }
 
 /* ---- tokenizer tables ---- */
@@ -449,7 +436,7 @@ static int write_with_luts(const char *path, int64_t vocab, int variant) {
 }
 
 static void luts_round_trip(void) {
-    const char *dir = tmp_path("luts");
+    const char *dir = test_path("luts");
     ct_mkdir_p(dir);
     char a[700], b[700], pattern[700];
     snprintf(a, sizeof a, "%s/a.h5", dir);
@@ -478,7 +465,7 @@ static void luts_round_trip(void) {
 }
 
 static void luts_missing_or_different(void) {
-    const char *dir = tmp_path("luts2");
+    const char *dir = test_path("luts2");
     ct_mkdir_p(dir);
     char a[700], b[700], pattern[700];
     snprintf(a, sizeof a, "%s/a.h5", dir);
@@ -503,7 +490,7 @@ static void luts_missing_or_different(void) {
 }
 
 static void luts_partial_or_wrong_length_rejected(void) {
-    const char *p = tmp_path("partial.h5");
+    const char *p = test_path("partial.h5");
     CHECK(write_tokens(p, 2, 10, 5, 0) == 0, "%s", ct_error());
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t g = H5Gcreate2(f, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -525,7 +512,7 @@ static void luts_partial_or_wrong_length_rejected(void) {
 
 /* numpy bool arrays arrive as an 8-bit enum {FALSE, TRUE}; they must read as 0/1. */
 static void luts_bool_enum_accepted(void) {
-    const char *p = tmp_path("boolenum.h5");
+    const char *p = test_path("boolenum.h5");
     CHECK(write_tokens(p, 2, 4, 5, 0) == 0, "%s", ct_error());
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t g = H5Gcreate2(f, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -593,7 +580,7 @@ static void *reader_thread(void *arg) {
 
 /* A prefetch-style reader thread while the main thread writes other files. */
 static void concurrent_read_and_write(void) {
-    const char *p = tmp_path("concurrent.h5");
+    const char *p = test_path("concurrent.h5");
     CHECK(write_tokens(p, 2, 1000, 300000, 0) == 0, "%s", ct_error());
     TokenSet set;
     CHECK(data_open_set(p, &set) == 0, "%s", ct_error());
@@ -604,7 +591,7 @@ static void concurrent_read_and_write(void) {
     for (int i = 0; i < 8; i++) {
         char name[64];
         snprintf(name, sizeof name, "concurrent_w%d.h5", i);
-        write_errors += write_tokens(tmp_path(name), 4, 5000, 50000, i) != 0;
+        write_errors += write_tokens(test_path(name), 4, 5000, 50000, i) != 0;
     }
     pthread_join(thread, NULL);
     data_free_set(&set);
