@@ -129,7 +129,7 @@ extern "C" size_t cuda_muon_scratch_bytes(int rows, int cols) {
  * holding the result (one of x0 / x1). */
 static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, void *poly, int m, int n, int steps,
                         int type, cudaStream_t stream, int *rc) {
-    const size_t esize = type == CT_BF16 ? 2 : 4;
+    const size_t esize = type == CT_BF16 ? sizeof(__nv_bfloat16) : sizeof(float);
     void *x_cur = x0, *x_next = x1;
     *rc = -1;
     for (int s = 0; s < steps; s++) {

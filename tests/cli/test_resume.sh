@@ -65,6 +65,15 @@ same_as_reference interrupted multi
 leftovers=$(ls multi/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
 [ -z "$leftovers" ] && pass no_temporary_files_left || fail no_temporary_files_left "$leftovers"
 
+# a second SIGINT aborts at once (exit 130) without a checkpoint; the previous one stays valid
+CTRAIN_FAULT="INT@3.1,INT@3.4" "$CTRAIN" train "${cfg[@]}" out_dir=twice >twice.log 2>&1
+rc=$?
+[ $rc = 130 ] && pass second_sigint_aborts || fail second_sigint_aborts "exit $rc"
+expect_grep second_sigint_message 'second interrupt, aborting without a checkpoint' twice.log
+"$CTRAIN" ckpt verify twice/checkpoints/step_00000002.h5 >/dev/null 2>&1 && \
+    [ ! -e twice/checkpoints/step_00000003.h5 ] && pass second_sigint_keeps_previous || \
+    fail second_sigint_keeps_previous "$(ls twice/checkpoints)"
+
 # 2. a SIGTERM from outside at an arbitrary moment
 "$CTRAIN" train "${cfg[@]}" out_dir=outside >outside.log 2>&1 &
 pid=$!

@@ -52,6 +52,46 @@ expect_grep clip_logs_grad_norm '"grad_norm": [0-9.e-]+' clip/metrics.jsonl
 expect_fail nan_stops 1 'training loss is (NaN|[+-]Inf): training diverged' "$CTRAIN" train "${small[@]}" iterations=5 val_loss_every=0 \
     tied_embed_lr=1e38 scalar_lr=1e38 out_dir=nan
 
+[ ! -e nan/checkpoints ] && pass nan_writes_no_checkpoint || fail nan_writes_no_checkpoint "$(ls nan/checkpoints)"
+
+# val_bpb with real tokenizer tables (made with h5py): bytes per target follow train_gpt.py's rule
+# base_bytes[target] + (has_leading_space[target] and not is_boundary_token[previous])
+/usr/bin/python3 - <<'PY' || fail lut_data "h5py could not write the data"
+import h5py, numpy as np
+rng = np.random.default_rng(1)
+for name, n in (("lut_train.h5", 20000), ("lut_val.h5", 3001)):
+    with h5py.File(name, "w") as f:
+        d = f.create_dataset("tokens", data=rng.integers(0, 64, size=n, dtype=np.uint16), chunks=True)
+        d.attrs["vocab_size"] = 64; d.attrs["bos_id"] = -1; d.attrs["tokenizer"] = "synthetic"
+        g = f.create_group("tokenizer")
+        r = np.random.default_rng(7)  # the same tables in both files
+        g["base_bytes"] = r.integers(0, 6, size=64).astype(np.int16)
+        g["has_leading_space"] = (r.random(64) < 0.4).astype(np.uint8)
+        g["is_boundary_token"] = (r.random(64) < 0.1).astype(np.uint8)
+PY
+expect_ok lut_run "$CTRAIN" train train_files=lut_train.h5 val_files=lut_val.h5 vocab_size=64 num_layers=2 \
+    model_dim=32 num_heads=4 num_kv_heads=2 train_seq_len=16 train_batch_tokens=256 val_batch_size=256 iterations=2 \
+    val_loss_every=0 out_dir=lut
+/usr/bin/python3 - lut/metrics.jsonl <<'PY' && pass val_bpb_uses_tokenizer_tables || fail val_bpb_uses_tokenizer_tables "mismatch"
+import h5py, json, math, sys
+import numpy as np
+row = [json.loads(l) for l in open(sys.argv[1]) if '"val_loss"' in l][-1]
+with h5py.File("lut_val.h5") as f:
+    tok = f["tokens"][:].astype(np.int64)
+    bb, ls, bd = (f["tokenizer"][k][:] for k in ("base_bytes", "has_leading_space", "is_boundary_token"))
+T = 16
+n = ((len(tok) - 1) // T) * T
+prev, tgt = tok[:n], tok[1:n + 1]
+nbytes = (bb[tgt].astype(np.int64) + (ls[tgt].astype(bool) & ~bd[prev].astype(bool))).sum()
+expect = row["val_loss"] / math.log(2) * n / nbytes
+assert abs(row["val_bpb"] - expect) <= 1e-12 * expect, (row, expect)
+PY
+
+# max_wallclock_seconds: train_gpt.py's time budget ends the run normally (exit 0), early
+expect_ok wallclock_stops "$CTRAIN" train "${small[@]}" iterations=100000 val_loss_every=0 max_wallclock_seconds=0.5 \
+    out_dir=wall
+expect_grep wallclock_message '^stopping early: wallclock cap' out
+
 expect_fail vocab_mismatch 1 "vocab_size is 256 .*train.h5.* vocab_size = 1024" \
     "$CTRAIN" train "${small[@]}" vocab_size=1024 iterations=1 out_dir=v
 expect_fail too_little_data 1 'fewer than one optimizer step' \

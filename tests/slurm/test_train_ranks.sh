@@ -97,6 +97,16 @@ took=$((SECONDS - start))
 [ $took -lt 30 ] && pass killed_rank_fast || fail killed_rank_fast "took ${took}s"
 expect_grep killed_rank_message 'task 2.*(Killed|signal 9)|rank 2|Killed' killed.log
 
+# ---- stop_before_job_end: a step with a 1-minute limit stops itself 50 s before its end ----
+start=$SECONDS
+timeout 120 srun --mpi=pmi2 -n 2 -c 1 -t 1 "$CTRAIN" train "${cfg[@]}" iterations=1000000 val_loss_every=0 \
+    checkpoint_every=0 stop_before_job_end=50 out_dir=deadline >deadline.log 2>&1
+rc=$?
+[ $rc = 75 ] && [ $((SECONDS - start)) -lt 40 ] && pass deadline_stops_75 \
+    || fail deadline_stops_75 "exit $rc after $((SECONDS - start)) s: $(tail -3 deadline.log)"
+expect_grep deadline_end_time_read '^stop_before_job_end: the job ends at unix time' deadline.log
+expect_grep deadline_message "\(stop_before_job_end: the job's time limit is near\): checkpoint written" deadline.log
+
 # ---- sbatch: preemption and the warning signal, with requeue ----
 # long enough (~5 s) that the signal lands mid-run
 job_cfg=("${cfg[@]/iterations=8/iterations=300}")

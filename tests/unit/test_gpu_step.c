@@ -11,19 +11,25 @@
  * the first step.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
- * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring):
- *  LOSS_TOL 1e-2   |loss_gpu - loss_cpu| / loss_cpu at every micro-step (expected ~1e-3).
- *  GRAD_TOL 5e-2   per tensor, ||g_gpu - g_cpu|| / ||g_cpu|| after the first micro-batch, from
- *                  identical weights (expected ~1e-2: bf16 operands through 4 layers forward and
- *                  back). A wrong buffer, a missing term or a wrong transpose is O(1).
- *  EVAL_TOL 1e-2   validation loss sum.
- *  STATE_TOL 1e-1  per tensor, Adam exp_avg and Muon momentum after 3 steps (gradients from
- *                  slowly diverging weights accumulate).
- *  PARAM_TOL 3e-1  per tensor, ||p_gpu - p_cpu|| / ||p_cpu - p_init|| after 3 steps: relative to
- *                  the CHANGE of the weights. Adam's first steps are close to sign steps, so an
- *                  element whose gradient is below the bf16 noise may move the other way (2 lr);
- *                  Newton–Schulz amplifies the small singular directions of the momentum. Both
- *                  are expected differences of a bf16 run, not errors.
+ * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
+ * Errors are measured per tensor and over all parameters together ("all"):
+ *  LOSS_TOL 1e-2        |loss_gpu - loss_cpu| / loss_cpu at every micro-step.
+ *  GRAD_TOL_ALL 2e-2    ||g_gpu - g_cpu|| / ||g_cpu|| over all gradients after the first
+ *  GRAD_TOL 1.5e-1      micro-batch, from identical weights; and per tensor. A tensor whose
+ *                       gradient is a sum over tokens with much cancellation (q_gain) shows the
+ *                       bf16 noise amplified: 2e-2..5e-2 measured in emulation, every other tensor
+ *                       ~1e-2. A wrong buffer, missing term, sign or factor is O(1).
+ *  EVAL_TOL 1e-2        validation loss sum.
+ *  STATE_TOL_ALL 5e-2   Adam exp_avg / exp_avg_sq and Muon momentum after 3 steps, all and per
+ *  STATE_TOL 5e-1       tensor (q_gain's exp_avg measured at 0.12..0.20).
+ *  PARAM_TOL_ALL 1e-1   ||p_gpu - p_cpu|| / ||p_cpu - p_init|| after 3 steps: relative to the
+ *  PARAM_TOL 5e-1       CHANGE of the weights. Adam's first steps are close to sign steps, so an
+ *                       element whose gradient is below the bf16 noise may move the other way
+ *                       (2 lr); Newton–Schulz amplifies the small singular directions of the
+ *                       momentum. Both are expected differences of a bf16 run, not errors.
+ * Verified in the host emulator (tests/gpu_emu, docs/cuda.md): with bf16 rounding switched off
+ * there, CUDA and CPU backends agree to 7e-7 (gradients) and 1e-8 (losses over 3 steps), so
+ * the wiring itself is exact; the bounds above only absorb bf16 noise.
  * The comparison uses Newton–Schulz in fp32 (backend_cuda_set_ns_fp32) to keep the two runs
  * close; the determinism case uses the default bf16 Newton–Schulz. CT_TEST_VERBOSE=1 prints
  * every measured error (worst tensor per quantity). */
@@ -39,10 +45,13 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #include "cpu_optim.h"
 
 #define LOSS_TOL 1e-2
-#define GRAD_TOL 5e-2
+#define GRAD_TOL_ALL 2e-2
+#define GRAD_TOL 1.5e-1
 #define EVAL_TOL 1e-2
-#define STATE_TOL 1e-1
-#define PARAM_TOL 3e-1
+#define STATE_TOL_ALL 5e-2
+#define STATE_TOL 5e-1
+#define PARAM_TOL_ALL 1e-1
+#define PARAM_TOL 5e-1
 
 enum { STEPS = 3, ACCUM = 2 };
 
@@ -103,10 +112,12 @@ static StepHyper hyper(const Config *cfg, int64_t step) {
     return h;
 }
 
-/* Worst per-tensor relative error of gpu vs cpu (relative to cpu - base when base != NULL). */
+/* Worst per-tensor relative error of gpu vs cpu (relative to cpu - base when base != NULL) and,
+ * in *all, the same measure over every selected tensor together. group_filter: -1 every
+ * tensor, PARAM_MATRIX the Muon matrices, anything else the Adam tensors. */
 static double worst_tensor(const ModelSpec *s, const float *gpu, const float *cpu, const float *base, const char **name,
-                           int group_filter) {
-    double worst = 0;
+                           int group_filter, double *all) {
+    double worst = 0, num_all = 0, den_all = 0;
     *name = "-";
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
@@ -119,14 +130,34 @@ static double worst_tensor(const ModelSpec *s, const float *gpu, const float *cp
             num += d * d;
             den += r * r;
         }
+        num_all += num;
+        den_all += den;
         const double e = den > 0 ? sqrt(num / den) : sqrt(num);
         if (!(e <= worst)) { /* NaN counts as worst */
             worst = e;
             *name = p->name;
         }
     }
+    *all = den_all > 0 ? sqrt(num_all / den_all) : sqrt(num_all);
     return worst;
 }
+
+/* CHECK a quantity's per-tensor worst and all-tensor errors against their bounds. */
+#define CHECK_TENSORS(what, gpu, cpu, base, filter, tol_one, tol_all)                             \
+    do {                                                                                           \
+        const char *name_;                                                                         \
+        double all_;                                                                               \
+        const double one_ = worst_tensor(s, (gpu), (cpu), (base), &name_, (filter), &all_);        \
+        char w_[160];                                                                              \
+        snprintf(w_, sizeof w_, "%s, all tensors", (what));                                        \
+        report(w_, all_, (tol_all));                                                               \
+        snprintf(w_, sizeof w_, "%s, worst: %s", (what), name_);                                   \
+        report(w_, one_, (tol_one));                                                               \
+        CHECK(all_ <= (tol_all), "%s over all tensors: relative error %.3e > %.1e", (what), all_,  \
+              (double)(tol_all));                                                                  \
+        CHECK(one_ <= (tol_one), "%s of %s: relative error %.3e > %.1e", (what), name_, one_,      \
+              (double)(tol_one));                                                                  \
+    } while (0)
 
 static Backend *make_cuda(const Config *cfg, TrainState *st, int ns_fp32) {
     Backend *b = NULL;
@@ -184,12 +215,7 @@ static void compare_with_cpu(int tied, double clip) {
             CHECK(e <= LOSS_TOL, "step %d micro %d: loss %.9g vs cpu %.9g (rel %.3e)", step + 1, m, gl, cl, e);
             if (step == 0 && m == 0) {
                 CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
-                const char *name;
-                const double ge = worst_tensor(s, gs.grads, cs.grads, NULL, &name, -1);
-                char w2[96];
-                snprintf(w2, sizeof w2, "gradients, worst tensor %s", name);
-                report(w2, ge, GRAD_TOL);
-                CHECK(ge <= GRAD_TOL, "gradient of %s: relative error %.3e > %.1e", name, ge, GRAD_TOL);
+                CHECK_TENSORS("gradients after micro-batch 1", gs.grads, cs.grads, NULL, -1, GRAD_TOL, GRAD_TOL_ALL);
             }
         }
         StepHyper h = hyper(&cfg, step);
@@ -198,30 +224,16 @@ static void compare_with_cpu(int tied, double clip) {
         CHECK(gpu->optimizer_step(gpu, &h, &gn) == 0, "cuda step: %s", ct_error());
         if (clip > 0) {
             const double e = fabs(gn - cn) / cn;
-            report("grad norm", e, GRAD_TOL);
-            CHECK(e <= GRAD_TOL, "grad norm %.9g vs %.9g", gn, cn);
+            report("grad norm", e, GRAD_TOL_ALL);
+            CHECK(e <= GRAD_TOL_ALL, "grad norm %.9g vs %.9g", gn, cn);
         }
         CHECK(gs.adam_step == cs.adam_step, "adam_step %lld vs %lld", (long long)gs.adam_step, (long long)cs.adam_step);
     }
     CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
-    const char *name;
-    double e = worst_tensor(s, gs.params, cs.params, init, &name, -1);
-    char what[128];
-    snprintf(what, sizeof what, "params after %d steps (vs change), worst %s", STEPS, name);
-    report(what, e, PARAM_TOL);
-    CHECK(e <= PARAM_TOL, "params of %s after %d steps: %.3e of their change > %.1e", name, STEPS, e, PARAM_TOL);
-    e = worst_tensor(s, gs.exp_avg, cs.exp_avg, NULL, &name, PARAM_SCALAR /* = every non-matrix */);
-    snprintf(what, sizeof what, "Adam exp_avg, worst %s", name);
-    report(what, e, STATE_TOL);
-    CHECK(e <= STATE_TOL, "exp_avg of %s: %.3e", name, e);
-    e = worst_tensor(s, gs.exp_avg_sq, cs.exp_avg_sq, NULL, &name, PARAM_SCALAR);
-    snprintf(what, sizeof what, "Adam exp_avg_sq, worst %s", name);
-    report(what, e, STATE_TOL);
-    CHECK(e <= STATE_TOL, "exp_avg_sq of %s: %.3e", name, e);
-    e = worst_tensor(s, gs.momentum, cs.momentum, NULL, &name, PARAM_MATRIX);
-    snprintf(what, sizeof what, "Muon momentum, worst %s", name);
-    report(what, e, STATE_TOL);
-    CHECK(e <= STATE_TOL, "momentum of %s: %.3e", name, e);
+    CHECK_TENSORS("params after 3 steps (vs change)", gs.params, cs.params, init, -1, PARAM_TOL, PARAM_TOL_ALL);
+    CHECK_TENSORS("Adam exp_avg", gs.exp_avg, cs.exp_avg, NULL, PARAM_SCALAR, STATE_TOL, STATE_TOL_ALL);
+    CHECK_TENSORS("Adam exp_avg_sq", gs.exp_avg_sq, cs.exp_avg_sq, NULL, PARAM_SCALAR, STATE_TOL, STATE_TOL_ALL);
+    CHECK_TENSORS("Muon momentum", gs.momentum, cs.momentum, NULL, PARAM_MATRIX, STATE_TOL, STATE_TOL_ALL);
     /* the gradients were zeroed by the step on both sides */
     for (size_t i = 0; i < s->total_floats; i++) CHECK(gs.grads[i] == 0.0f, "gradient %zu not zeroed after the step", i);
 

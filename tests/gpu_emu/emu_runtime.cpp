@@ -1,0 +1,100 @@
+/* emu_runtime.cpp — host implementations of the CUDA runtime and cuBLAS subset ctrain uses, for
+ * tests/gpu_emu: "device" memory is host memory (filled with 0xA5 garbage on allocation, never
+ * zeros), streams and events are synchronous, cublasGemmEx is a reference column-major GEMM with
+ * fp32 accumulation and cuBLAS's leading-dimension checks. */
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include "cuda_runtime_api.h"
+#include "cublas_v2.h"
+#include "emu_device.h"
+
+static std::map<void *, size_t> allocs;
+static size_t allocated = 0;
+static const size_t TOTAL = (size_t)80 << 30;
+extern "C" {
+cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("EMU_NO_DEVICE") ? 0 : 1; return *n ? cudaSuccess : cudaErrorNoDevice; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
+    memset(p, 0, sizeof *p); strcpy(p->name, "host emulator"); p->major = 9; p->minor = 0; p->totalGlobalMem = TOTAL; p->multiProcessorCount = 1; return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (!bytes) bytes = 1;
+    size_t sz = (bytes + 255) & ~(size_t)255;
+    *p = aligned_alloc(256, sz);
+    if (!*p) return cudaErrorMemoryAllocation;
+    /* poison like fresh device memory could be: garbage, not zeros */
+    memset(*p, 0xA5, sz);
+    allocs[*p] = sz; allocated += sz; return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) { if (!p) return cudaSuccess; auto it = allocs.find(p); if (it == allocs.end()) return cudaErrorInvalidValue; allocated -= it->second; allocs.erase(it); free(p); return cudaSuccess; }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { *p = malloc(bytes ? bytes : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = TOTAL - allocated; *t = TOTAL; return cudaSuccess; }
+struct emu_stream { int dummy; };
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_stream; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { memset(d, v, n); return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+struct emu_event { std::chrono::steady_clock::time_point t; };
+cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new emu_event; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->t = std::chrono::steady_clock::now(); return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count(); return cudaSuccess; }
+
+struct emu_cublas { cudaStream_t s; };
+cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new emu_cublas{nullptr}; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { h->s = s; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t, cublasAtomicsMode_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetPointerMode(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated cuBLAS error"; }
+static float ld(const void *p, cudaDataType_t t, size_t i) {
+    if (t == CUDA_R_16BF) { __nv_bfloat16 h; memcpy(&h, (const char *)p + sizeof h * i, sizeof h); return __bfloat162float(h); }
+    return ((const float *)p)[i];
+}
+static void st(void *p, cudaDataType_t t, size_t i, float v) {
+    if (t == CUDA_R_16BF) { __nv_bfloat16 h = __float2bfloat16_rn(v); memcpy((char *)p + sizeof h * i, &h, sizeof h); }
+    else ((float *)p)[i] = v;
+}
+/* column-major C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, fp32 accumulation (cuBLAS-like),
+ * with the argument checks cuBLAS does. */
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
+                            cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t, cublasGemmAlgo_t) {
+    if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1))) { fprintf(stderr, "emu gemm: bad lda\n"); return CUBLAS_STATUS_INVALID_VALUE; }
+    if (ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1))) { fprintf(stderr, "emu gemm: bad ldb\n"); return CUBLAS_STATUS_INVALID_VALUE; }
+    if (ldc < (m > 1 ? m : 1)) { fprintf(stderr, "emu gemm: bad ldc\n"); return CUBLAS_STATUS_INVALID_VALUE; }
+    if (at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const float a = *(const float *)alpha, b = *(const float *)beta;
+    std::vector<float> out((size_t)m * n);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float acc = 0;
+            for (int p = 0; p < k; p++) {
+                float x = ta == CUBLAS_OP_N ? ld(A, at, (size_t)i + (size_t)p * lda) : ld(A, at, (size_t)p + (size_t)i * lda);
+                float y = tb == CUBLAS_OP_N ? ld(B, bt, (size_t)p + (size_t)j * ldb) : ld(B, bt, (size_t)j + (size_t)p * ldb);
+                acc = fmaf(x, y, acc);
+            }
+            float r = a * acc;
+            if (b != 0.0f) r += b * ld(C, ct, (size_t)i + (size_t)j * ldc);
+            out[(size_t)i + (size_t)j * m] = r;
+        }
+    for (int j = 0; j < n; j++) for (int i = 0; i < m; i++) st(C, ct, (size_t)i + (size_t)j * ldc, out[(size_t)i + (size_t)j * m]);
+    return CUBLAS_STATUS_SUCCESS;
+}
+}

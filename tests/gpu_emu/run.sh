@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# run.sh — runs the CUDA backend's test programs (tests/unit/test_gpu_*.c) on the CPU, through a
+# host emulation of CUDA: the unchanged kernels/cuda_*.cu (launches rewritten by
+# launch_to_cpp.py), src/backend_cuda.c and the tests, compiled with g++/gcc against shim/
+# (CUDA runtime + cuBLAS subset, one std::thread per CUDA thread; see shim/emu_device.h and
+# emu_runtime.cpp). It checks index math, masking, launch shapes, shuffles in uniform control
+# flow, the backend's wiring and the test programs themselves on a machine without a GPU.
+# It does NOT check real-GPU behaviour: the warp/memory model, real cuBLAS, nvcc's code
+# generation (FMA contraction), CUDA's expf/tanhf, performance. docs/cuda.md has the results.
+#
+# Usage: tests/gpu_emu/run.sh [--exact-bf16] [program ...]
+#   program: rowops embedding rope gemm logits optim attention step (default: all)
+#   --exact-bf16: "bf16" keeps fp32 values (isolates the backend's wiring from bf16 rounding;
+#                 meaningful for `step` only, which is then the default)
+# Needs `make` to have built build/libctrain.a (for the CPU reference ops). Slow: every CUDA
+# thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `attention` ~10.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here="$root/tests/gpu_emu"
+exact=0
+if [ "${1:-}" = --exact-bf16 ]; then exact=1; shift; fi
+progs=("$@")
+if [ ${#progs[@]} -eq 0 ]; then
+    if [ $exact = 1 ]; then progs=(step); else progs=(rowops embedding rope gemm logits optim attention step); fi
+fi
+out="$root/build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
+mkdir -p "$out/k" "$out/gen" "$out/obj"
+[ -f "$root/build/libctrain.a" ] || { echo "run.sh: build/libctrain.a missing: run make first" >&2; exit 2; }
+
+cp "$root"/kernels/cuda_ops.h "$root"/kernels/cuda_common.cuh "$out/k/"
+defs=(-DCT_HAVE_CUDA=1)
+if [ $exact = 1 ]; then
+    sed -i 's/typedef uint16_t ct_bf16;/typedef uint32_t ct_bf16;/' "$out/k/cuda_ops.h"
+    defs+=(-DEMU_EXACT_BF16=1)
+fi
+inc=(-I"$here/shim" -I"$out/k" -I"$root/src" -I"$root/kernels" -I"$root/tests" -I"$root/checkpoint")
+libs=$(cd "$root" && make -s flags | sed -n 's/^LDLIBS=//p' | tr ' ' '\n' |
+       grep -vE '^-l(cublasLt|cublas|cudart|nccl)$|cuda' | tr '\n' ' ')
+
+objs=()
+for cu in "$root"/kernels/cuda_*.cu; do
+    name=$(basename "$cu" .cu)
+    python3 "$here/launch_to_cpp.py" "$cu" "$out/gen/$name.cpp"
+    g++ -std=c++20 -O2 -fopenmp -w "${defs[@]}" "${inc[@]}" -c "$out/gen/$name.cpp" -o "$out/obj/$name.o"
+    objs+=("$out/obj/$name.o")
+done
+g++ -std=c++20 -O2 -w "${defs[@]}" -I"$here/shim" -c "$here/emu_runtime.cpp" -o "$out/obj/emu_runtime.o"
+gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp -Wall -Wextra "${defs[@]}" "${inc[@]}" -c "$root/src/backend_cuda.c" \
+    -o "$out/obj/backend_cuda.o"
+objs+=("$out/obj/emu_runtime.o" "$out/obj/backend_cuda.o")
+
+status=0
+for p in "${progs[@]}"; do
+    src="$root/tests/unit/test_gpu_$p.c"
+    [ -f "$src" ] || { echo "run.sh: no $src" >&2; exit 2; }
+    gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp "${defs[@]}" -DTEST_PROGRAM="\"test_gpu_$p\"" "${inc[@]}" -c "$src" \
+        -o "$out/obj/test_gpu_$p.o"
+    # shellcheck disable=SC2086
+    g++ -fopenmp "$out/obj/test_gpu_$p.o" "${objs[@]}" "$root/build/libctrain.a" $libs -lpthread -o "$out/test_gpu_$p"
+    echo "== emulated test_gpu_$p$([ $exact = 1 ] && echo ' (exact bf16)' || true)"
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} "$out/test_gpu_$p" || status=1
+done
+exit $status

@@ -1,0 +1,3 @@
+#pragma once
+#include "cuda_runtime_api.h"
+#include "emu_device.h"
