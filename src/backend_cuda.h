@@ -41,8 +41,9 @@ void backend_cuda_set_ns_fp32(Backend *b, int on);
 
 /* The device gradient buffer (fp32, flat layout, total_floats) for a device-side collective
  * (NCCL all-reduce on the backend's stream, see backend_cuda_stream). The Backend.grad_buffer
- * hook instead downloads the gradients to the host TrainState and returns that buffer; the next
- * optimizer_step then uploads the (possibly reduced) host gradients before stepping. */
+ * hook instead downloads the gradients to the host TrainState and returns that buffer (NULL,
+ * with ct_error() set, if the download fails); the next forward_backward or optimizer_step then
+ * uploads the (possibly reduced) host gradients before using them. */
 float *backend_cuda_device_grads(Backend *b);
 /* The cudaStream_t every kernel of the backend runs on, as void*. */
 void *backend_cuda_stream(Backend *b);

@@ -18,7 +18,9 @@ export OMP_NUM_THREADS=$threads
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads"
 echo "== 1. sgemm ceiling"
-"$build/bench/bench_sgemm"
+"$build/bench/bench_sgemm" | tee "$work/sgemm.txt"
+# the ceiling is the best rate measured (the largest is the least disturbed by other load)
+ceiling=$(awk '/^BENCH sgemm_ceiling_/{ if ($3 > m) m = $3 } END { print m }' "$work/sgemm.txt")
 echo "== 2. op micro-benchmarks"
 for b in "$build"/bench/bench_cpu_*; do [ -x "$b" ] && "$b"; done
 echo "== checkpoint save/load vs raw disk write"
@@ -50,7 +52,6 @@ flops=$("$build/ctrain" train "${cfg[@]}" train_files=x --print-flops-per-token 
 /usr/bin/python3 "$root/tests/bench/torch_bench.py" "$work/data.h5" "$steps" "$threads" "${cfg[@]}" >"$work/torch.txt"
 t_tps=$(awk '/BENCH torch_tokens_per_s/{print $3}' "$work/torch.txt")
 t_ms=$(awk '/BENCH torch_step_ms/{print $3}' "$work/torch.txt")
-ceiling=$("$build/bench/bench_sgemm" | awk '/BENCH sgemm_ceiling_n2048_gflops/{print $3}')
 /usr/bin/python3 - "$c_tps" "$c_ms" "$t_tps" "$t_ms" "$flops" "$ceiling" <<'PY'
 import sys
 c_tps, c_ms, t_tps, t_ms, flops, ceiling = map(float, sys.argv[1:])

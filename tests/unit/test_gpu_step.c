@@ -20,13 +20,18 @@
  *                       bf16 noise amplified: 2e-2..5e-2 measured in emulation, every other tensor
  *                       ~1e-2. A wrong buffer, missing term, sign or factor is O(1).
  *  EVAL_TOL 1e-2        validation loss sum.
- *  STATE_TOL_ALL 5e-2   Adam exp_avg / exp_avg_sq and Muon momentum after 3 steps, all and per
- *  STATE_TOL 5e-1       tensor (q_gain's exp_avg measured at 0.12..0.20).
- *  PARAM_TOL_ALL 1e-1   ||p_gpu - p_cpu|| / ||p_cpu - p_init|| after 3 steps: relative to the
- *  PARAM_TOL 5e-1       CHANGE of the weights. Adam's first steps are close to sign steps, so an
- *                       element whose gradient is below the bf16 noise may move the other way
- *                       (2 lr); Newton–Schulz amplifies the small singular directions of the
- *                       momentum. Both are expected differences of a bf16 run, not errors.
+ *  STATE1_TOL_ALL 2e-2  Adam exp_avg / exp_avg_sq and Muon momentum after the FIRST step (made
+ *                       from gradients at identical weights: the gradient bounds apply; measured
+ *                       ~2e-3..4e-3 all, per tensor GRAD_TOL).
+ *  STATE_TOL_ALL 1.5e-1 the same after 3 steps, all and per tensor: from the second step on the
+ *  STATE_TOL 5e-1       two runs' weights differ (below), so their gradients drift apart too
+ *                       (measured 2e-2..5e-2 all; q_gain's exp_avg 0.12..0.20).
+ *  PARAM_TOL_ALL 2.5e-1 ||p_gpu - p_cpu|| / ||p_cpu - p_init|| after 3 steps: relative to the
+ *  PARAM_TOL 5e-1       CHANGE of the weights (measured 3e-2..7.5e-2 all, 0.18 worst). Adam's first
+ *                       steps are close to sign steps, so an element whose gradient is below the
+ *                       bf16 noise may move the other way (2 lr); Newton–Schulz amplifies the small
+ *                       singular directions of the momentum. Both are expected differences of a
+ *                       bf16 run, not errors.
  * Verified in the host emulator (tests/gpu_emu, docs/cuda.md): with bf16 rounding switched off
  * there, CUDA and CPU backends agree to 7e-7 (gradients) and 1e-8 (losses over 3 steps), so
  * the wiring itself is exact; the bounds above only absorb bf16 noise.
@@ -48,9 +53,10 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #define GRAD_TOL_ALL 2e-2
 #define GRAD_TOL 1.5e-1
 #define EVAL_TOL 1e-2
-#define STATE_TOL_ALL 5e-2
+#define STATE1_TOL_ALL 2e-2
+#define STATE_TOL_ALL 1.5e-1
 #define STATE_TOL 5e-1
-#define PARAM_TOL_ALL 1e-1
+#define PARAM_TOL_ALL 2.5e-1
 #define PARAM_TOL 5e-1
 
 enum { STEPS = 3, ACCUM = 2 };
@@ -228,6 +234,15 @@ static void compare_with_cpu(int tied, double clip) {
             CHECK(e <= GRAD_TOL_ALL, "grad norm %.9g vs %.9g", gn, cn);
         }
         CHECK(gs.adam_step == cs.adam_step, "adam_step %lld vs %lld", (long long)gs.adam_step, (long long)cs.adam_step);
+        if (step == 0) {
+            CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
+            CHECK_TENSORS("Adam exp_avg after step 1", gs.exp_avg, cs.exp_avg, NULL, PARAM_SCALAR, GRAD_TOL,
+                          STATE1_TOL_ALL);
+            CHECK_TENSORS("Adam exp_avg_sq after step 1", gs.exp_avg_sq, cs.exp_avg_sq, NULL, PARAM_SCALAR, 2 * GRAD_TOL,
+                          STATE1_TOL_ALL);
+            CHECK_TENSORS("Muon momentum after step 1", gs.momentum, cs.momentum, NULL, PARAM_MATRIX, GRAD_TOL,
+                          STATE1_TOL_ALL);
+        }
     }
     CHECK(backend_cuda_sync_to_host(gpu) == 0, "sync: %s", ct_error());
     CHECK_TENSORS("params after 3 steps (vs change)", gs.params, cs.params, init, -1, PARAM_TOL, PARAM_TOL_ALL);
