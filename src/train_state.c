@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_cuda.h"
 #include "common.h"
 
 int train_state_init(TrainState *st, const Config *cfg) {
@@ -30,7 +31,6 @@ void train_state_free(TrainState *st) {
 
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
-    if (!strcmp(cfg->device, "cuda"))
-        return ct_fail("device = cuda: the CUDA backend is not available in this build yet; use device=cpu");
+    if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);
     return ct_fail("device = '%s': expected cpu or cuda", cfg->device);
 }
