@@ -3,6 +3,7 @@
  * mask, fp32 softmax, and P recomputed in the backward from saved row statistics. See
  * cpu_attention.h for the layouts, the memory trade-off and the determinism guarantees. */
 #include "cpu_attention.h"
+#include "cpu_vecmath.h"
 
 #include <assert.h>
 #include <cblas.h>
@@ -84,44 +85,6 @@ static void block_scores(float *scores, const float *q_bh, const float *k_bg, in
                 scores, n_keys);
 }
 
-static inline float bits_to_float(int32_t bits) {
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static inline int32_t float_to_bits(float f) {
-    int32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-}
-
-/* exp(x) for x <= 0, in plain fp32 arithmetic that the compiler vectorises: glibc's expf is a
- * scalar call and was about half of the attention time. Deterministic: the same operations in
- * the same order on every thread. Method: n = round(x / ln2) (by the 1.5*2^23 trick),
- * r = x - n*ln2 with ln2 split in two so the reduction is exact to fp32, e^r by its degree-7
- * Taylor polynomial (|r| <= ln2/2, truncation < 1e-8 relative), times 2^n built directly in the
- * exponent bits. Error about 2 ulp. Below -87 (2^n would leave the normal range) it returns 0:
- * a weight under e^-87 is negligible next to the row max's weight of 1. A NaN stays NaN. The range test is a bit mask rather than a branch or ?: because GCC refuses to
- * vectorise the loop otherwise. */
-static inline float exp_nonpositive(float x) {
-    const float log2e = 1.44269504f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23 */
-    const int32_t in_range = -(int32_t)!(x < -87.0f); /* all ones, or 0 below -87 */
-    float clamped = bits_to_float((float_to_bits(x) & in_range) | (float_to_bits(-87.0f) & ~in_range));
-    float n = (clamped * log2e + round_magic) - round_magic;
-    float r = (clamped - n * ln2_hi) - n * ln2_lo;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    return p * bits_to_float((((int32_t)n + 127) << 23) & in_range);
-}
-
 /* In-place causal softmax of a score tile (row r is position t0 + r and sees keys 0..t0+r);
  * masked entries become exactly 0 so that the following P V product can use the whole tile.
  * Writes (row max, 1/row sum) per row to stats when non-NULL. */
@@ -130,7 +93,7 @@ static void block_softmax(float *tile, float *stats, int t0, int rows, int n_key
         float *p = tile + (size_t)r * n_keys;
         int visible = t0 + r + 1;
         float row_max = cpu_attn_max(p, visible);
-        for (int s = 0; s < visible; s++) p[s] = exp_nonpositive(p[s] - row_max);
+        for (int s = 0; s < visible; s++) p[s] = vec_expf(p[s] - row_max);
         float inv_sum = 1.0f / cpu_attn_sum(p, visible);
         for (int s = 0; s < visible; s++) p[s] *= inv_sum;
         memset(p + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
@@ -148,7 +111,7 @@ static void block_probs_from_stats(float *tile, const float *stats, int t0, int 
         float *p = tile + (size_t)r * n_keys;
         int visible = t0 + r + 1;
         float row_max = stats[2 * (size_t)(t0 + r)], inv_sum = stats[2 * (size_t)(t0 + r) + 1];
-        for (int s = 0; s < visible; s++) p[s] = exp_nonpositive(p[s] - row_max) * inv_sum;
+        for (int s = 0; s < visible; s++) p[s] = vec_expf(p[s] - row_max) * inv_sum;
         memset(p + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
     }
 }

@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "cpu_ops.h"
+#include "cpu_vecmath.h"
 
 static int check_arguments(const int32_t *targets, int N, int V, float softcap, int chunk) {
     if (!(softcap > 0.0f)) return ct_fail("logits: softcap must be positive, got %g", (double)softcap);
@@ -20,29 +21,46 @@ static int check_arguments(const int32_t *targets, int N, int V, float softcap, 
 /* Softcapped logit from the stored tanh value; one expression so both passes agree bit for bit. */
 static inline float capped(float softcap, float tanh_value) { return softcap * tanh_value; }
 
+/* Lanes of the per-row reductions: the max and the sum of exponentials are taken in ROW_LANES
+ * interleaved partial results (element j goes to lane j % ROW_LANES), combined in lane order at
+ * the end. The order is fixed by the code, not by threads, and lets GCC vectorize the loops. */
+enum { ROW_LANES = 8 };
+
 /* One row: raw logits z[V] in, cross-entropy against `target` out. The row is overwritten with
  * tanh(z/softcap); with grad_scale != 0 it is then overwritten again with
  * d(grad_scale * loss)/dz = grad_scale * (softmax(s) - onehot(target)) * (1 - tanh^2). */
 static double softcap_ce_row(float *row, int V, int target, float softcap, int want_grad, float grad_scale) {
-    float max_s = -INFINITY;
-    for (int j = 0; j < V; j++) {
-        row[j] = tanhf(row[j] / softcap);
-        const float s = capped(softcap, row[j]);
-        if (s > max_s) max_s = s;
-    }
+    for (int j = 0; j < V; j++) row[j] = vec_tanhf(row[j] / softcap);
+    /* max_j softcap * t_j = softcap * max_j t_j: multiplying by a positive constant is monotone,
+     * rounding included. A NaN never wins a comparison, but it still poisons the sum below. */
+    const int whole = V - V % ROW_LANES;
+    float lane_max[ROW_LANES];
+    for (int k = 0; k < ROW_LANES; k++) lane_max[k] = -INFINITY;
+    for (int j = 0; j < whole; j += ROW_LANES)
+        for (int k = 0; k < ROW_LANES; k++) lane_max[k] = row[j + k] > lane_max[k] ? row[j + k] : lane_max[k];
+    float max_t = -INFINITY;
+    for (int k = 0; k < ROW_LANES; k++) max_t = lane_max[k] > max_t ? lane_max[k] : max_t;
+    for (int j = whole; j < V; j++) max_t = row[j] > max_t ? row[j] : max_t;
+    const float max_s = capped(softcap, max_t);
+    double lane_sum[ROW_LANES] = {0};
+    for (int j = 0; j < whole; j += ROW_LANES)
+        for (int k = 0; k < ROW_LANES; k++) lane_sum[k] += vec_expf(capped(softcap, row[j + k]) - max_s);
     double sum_exp = 0.0;
-    for (int j = 0; j < V; j++) sum_exp += expf(capped(softcap, row[j]) - max_s);
+    for (int k = 0; k < ROW_LANES; k++) sum_exp += lane_sum[k];
+    for (int j = whole; j < V; j++) sum_exp += vec_expf(capped(softcap, row[j]) - max_s);
     const double loss = (double)max_s + log(sum_exp) - (double)capped(softcap, row[target]);
     if (want_grad) {
         /* Recompute the exponentials rather than keep a second row: they are cheap next to the
          * C*V multiply-adds per row of the three matrix products. */
         const float inv_sum = (float)(1.0 / sum_exp);
+        const float t_target = row[target];
         for (int j = 0; j < V; j++) {
             const float t = row[j];
-            const float prob = expf(capped(softcap, t) - max_s) * inv_sum;
-            const float ds = j == target ? prob - 1.0f : prob;
-            row[j] = grad_scale * ds * (1.0f - t * t);
+            const float prob = vec_expf(capped(softcap, t) - max_s) * inv_sum;
+            row[j] = grad_scale * prob * (1.0f - t * t);
         }
+        const float prob_target = vec_expf(capped(softcap, t_target) - max_s) * inv_sum;
+        row[target] = grad_scale * (prob_target - 1.0f) * (1.0f - t_target * t_target);
     }
     return loss;
 }

@@ -25,6 +25,7 @@
 #ifndef CT_CPU_OPS_H
 #define CT_CPU_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Width of the channel blocks that parameter-gradient reductions over tokens are split into:
@@ -35,13 +36,27 @@
 
 /* Row-major C[M,N] = alpha * op(A) @ op(B) + beta * C, with op(A) [M,K] and op(B) [K,N]
  * (trans_a: A is stored [K,M]; trans_b: B is stored [N,K]). beta 0 overwrites C (what it held,
- * even NaN, is ignored), beta 1 accumulates. The output is cut into a fixed grid of 128x128 tiles that
- * OpenMP threads share; each tile is one single-threaded cblas_sgemm call (OpenBLAS runs
- * single-threaded inside a parallel region). The bits therefore depend on the shapes only, never
- * on the thread count. Call it from serial code: inside a caller's parallel region it is still
+ * even NaN, is ignored), beta 1 accumulates. The output is cut into a grid of tiles chosen from
+ * M and N alone (cpu_gemm.c says how) that OpenMP threads share; each tile is one
+ * single-threaded cblas_sgemm call (OpenBLAS runs single-threaded inside a parallel region). The
+ * bits therefore depend on the shapes only, never on the thread count. Call it from serial code: inside a caller's parallel region it is still
  * correct and deterministic but its tiles run on the calling thread only. */
 void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+/* The same for a product the caller knows to be symmetric (M == N, e.g. X X^T, or A A with A
+ * symmetric): C[M,M] = alpha * A[M,K] @ op(B) + beta * C, op(B) [K,M]. Only the tiles on and
+ * below the diagonal are computed; the upper triangle is a copy, so C is exactly symmetric. */
+void cpu_sgemm_symmetric(int trans_b, int M, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                         float beta, float *C, int ldc);
+
+/* ---- whole-buffer passes (cpu_buffer.c), threaded, element-wise ------------------------- */
+
+/* x[0..n) = 0 */
+void cpu_zero(float *x, size_t n);
+/* dst[0..n) = src[0..n); the buffers may not overlap */
+void cpu_copy(float *dst, const float *src, size_t n);
+/* dst[i] += src[i] for i in [0, n) */
+void cpu_add_into(float *dst, const float *src, size_t n);
 
 /* ---- token embedding: out[n,:] = wte[ids[n],:] ---------------------------------------------- */
 
@@ -100,7 +115,8 @@ void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *
  *   z = x @ W^T,  s = softcap * tanh(z / softcap),  loss[n] = logsumexp(s[n,:]) - s[n,target[n]].
  * The [N,V] logits never exist at once: tokens are processed in chunks of `chunk` rows through a
  * caller-given scratch of chunk*V floats. Softmax is fp32 with max subtraction; the row sum of
- * exponentials is accumulated in double. The result bits depend on `chunk` (it sets the matrix
+ * exponentials is accumulated in double, in 8 interleaved partial sums added in a fixed order;
+ * tanh and exp are cpu_vecmath.h's. The result bits depend on `chunk` (it sets the matrix
  * shapes and the order in which dW's token partials are added) but never on the thread count.
  * Both return -1 (ct_error names the position) if a target is outside [0, V), or if
  * softcap <= 0 or chunk < 1; they check everything before writing anything. */

@@ -1,66 +1,19 @@
 /* cpu_optim_ns.c — fp32 Newton–Schulz orthogonalisation and the Muon update (CPU backend).
  *
- * Why the matrix products are tiled here instead of handing whole matrices to a threaded
- * cblas_sgemm: OpenBLAS's threaded GEMM driver cuts K into blocks differently from its
- * single-threaded driver (0.3.21: level3_thread.c halves the remaining K, level3.c rounds it to
- * the unroll width), and every K block adds a separately rounded partial sum into C. So the same
- * product can round differently with 1 thread and with 2 — the CPU backend must not. We cut C
- * into tiles whose shape depends only on the matrix sizes and compute each tile with one
- * cblas_sgemm call from inside our own OpenMP loop; OpenBLAS (OpenMP build) runs single-threaded
- * inside an active parallel region and when the thread limit is 1, so each tile is computed the
- * same way whichever thread takes it and however many there are. */
+ * The matrix products go through cpu_sgemm / cpu_sgemm_symmetric (cpu_gemm.c), whose tiling
+ * depends on the shapes only, so the result bits do not depend on the thread count: OpenBLAS's
+ * threaded driver cuts K into blocks differently from its single-threaded one (0.3.21:
+ * level3_thread.c halves the remaining K, level3.c rounds it to the unroll width), and every K
+ * block adds a separately rounded partial sum into C. */
 #include "cpu_optim.h"
+#include "cpu_ops.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-/* Tile shape of the products. 128 rows x 256 columns amortises OpenBLAS's packing of the A rows
- * and B columns of a tile (about 2*128*256/(128+256) = 170 flops per packed float) while still
- * giving a 512 x 512 product 8 tiles to share between threads. Symmetric products use square
- * tiles so that "the lower triangle of tiles" is well defined. Changing these changes the bits
- * of the results (not their accuracy), so they are fixed constants, never derived from the
- * thread count. */
-enum { TILE_ROWS = 128, TILE_COLS = 256, SYM_TILE = 128 };
-
 /* Element-wise loops below this size are not worth waking the thread team for. */
 enum { PARALLEL_MIN_ELEMS = 1 << 15 };
-
-/* C[M x N] = alpha * A[M x K] * op(B) + beta * C, row-major with dense leading dimensions,
- * op(B) = B[K x N] or, with transpose_b, B[N x K] transposed.
- * With symmetric_result the caller promises C is symmetric (M == N): only the tiles on and below
- * the diagonal are computed and the strict upper triangle is then copied from the lower one, which
- * halves the work and leaves C exactly symmetric. */
-static void gemm_fixed_tiles(int M, int N, int K, float alpha, const float *A, const float *B,
-                             int transpose_b, float beta, float *C, int symmetric_result) {
-    const int tile_rows = symmetric_result ? SYM_TILE : TILE_ROWS;
-    const int tile_cols = symmetric_result ? SYM_TILE : TILE_COLS;
-    const int tiles_down = (M + tile_rows - 1) / tile_rows;
-    const int tiles_across = (N + tile_cols - 1) / tile_cols;
-    const int n_tiles = tiles_down * tiles_across;
-    const int lda = K, ldb = transpose_b ? K : N, ldc = N;
-
-    /* dynamic: the lower-triangle case skips tiles, and edge tiles are smaller. */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int t = 0; t < n_tiles; t++) {
-        const int ti = t / tiles_across, tj = t % tiles_across;
-        if (symmetric_result && tj > ti) continue;
-        const int row0 = ti * tile_rows, col0 = tj * tile_cols;
-        const int rows = M - row0 < tile_rows ? M - row0 : tile_rows;
-        const int cols = N - col0 < tile_cols ? N - col0 : tile_cols;
-        const float *b_tile = transpose_b ? B + (size_t)col0 * ldb : B + col0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows,
-                    cols, K, alpha, A + (size_t)row0 * lda, lda, b_tile, ldb, beta,
-                    C + (size_t)row0 * ldc + col0, ldc);
-    }
-
-    if (symmetric_result) {
-#pragma omp parallel for schedule(static) if ((size_t)M * M >= PARALLEL_MIN_ELEMS)
-        for (int i = 0; i < M; i++)
-            for (int j = i + 1; j < M; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
-    }
-}
 
 size_t newton_schulz5_scratch_floats(int rows, int cols) {
     assert(rows > 0 && cols > 0);
@@ -104,14 +57,14 @@ void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, flo
 
     for (int s = 0; s < steps; s++) {
         /* A = X X^T */
-        gemm_fixed_tiles(m, m, n, 1.0f, x_cur, x_cur, 1, 0.0f, gram, 1);
+        cpu_sgemm_symmetric(1, m, n, 1.0f, x_cur, n, x_cur, n, 0.0f, gram, m);
         /* B = b*A + c*(A A): start from A and let sgemm's beta apply b. A A is symmetric because
          * A is exactly symmetric. */
         memcpy(poly, gram, mm * sizeof *poly);
-        gemm_fixed_tiles(m, m, m, NS5_C, gram, gram, 0, NS5_B, poly, 1);
+        cpu_sgemm_symmetric(0, m, m, NS5_C, gram, m, gram, m, NS5_B, poly, m);
         /* X = a*X + B X */
         memcpy(x_next, x_cur, mn * sizeof *x_next);
-        gemm_fixed_tiles(m, n, m, 1.0f, poly, x_cur, 0, NS5_A, x_next, 0);
+        cpu_sgemm(0, 0, m, n, m, 1.0f, poly, m, x_cur, n, NS5_A, x_next, n);
         float *swap = x_cur;
         x_cur = x_next;
         x_next = swap;

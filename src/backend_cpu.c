@@ -6,7 +6,6 @@
 #include <float.h>
 #include <omp.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend.h"
 #include "backend_cpu.h"
@@ -142,7 +141,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
             /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec) */
             scaled_add_forward(a->x_in, x, cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
         } else {
-            memcpy(a->x_in, x, (size_t)N * D * sizeof(float));
+            cpu_copy(a->x_in, x, (size_t)N * D);
         }
         residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
         rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
@@ -192,8 +191,6 @@ int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_
     return 0;
 }
 
-static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
-
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
     CpuBackend *cb = (CpuBackend *)b;
     TrainState *st = b->state;
@@ -205,7 +202,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
 
     /* loss and its gradient w.r.t. the final normed x (dD1) and the output matrix */
     float *dW_out = st->grads + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
-    zero(cb->dD1, ND);
+    cpu_zero(cb->dD1, ND);
     if (logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
@@ -215,10 +212,10 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
                        isnan(*mean_loss) ? "NaN" : *mean_loss > 0 ? "+Inf" : "-Inf");
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
-    zero(dx, ND);
+    cpu_zero(dx, ND);
     rmsnorm_backward(dx, cb->dD1, cb->layers[s->num_layers - 1].x_out, cb->rstdf, N, D);
-    zero(cb->dx0, ND);
-    for (int j = 0; j < s->num_skip; j++) zero(cb->dskip[j], ND);
+    cpu_zero(cb->dx0, ND);
+    for (int j = 0; j < s->num_skip; j++) cpu_zero(cb->dskip[j], ND);
     float *dskip_w = st->grads + s->params[s->skip_weights].offset;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
 
@@ -227,42 +224,41 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         /* dx holds dL/d(x_out). An encoder block whose output fed a skip also gets that path. */
         int skip_user = s->num_encoder - 1 - l; /* decoder index that popped this block's output */
         if (l < s->num_encoder && skip_user < s->num_skip) {
-            const float *ds = cb->dskip[skip_user];
-            for (size_t i = 0; i < ND; i++) dx[i] += ds[i];
+            cpu_add_into(dx, cb->dskip[skip_user], ND);
         }
         /* x_out = x1 + mlp_scale * mo; dx keeps being dL/d(x1) for the residual path */
-        zero(cb->dD1, ND);
+        cpu_zero(cb->dD1, ND);
         scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
-        zero(cb->dH1, (size_t)N * HID);
+        cpu_zero(cb->dH1, (size_t)N * HID);
         linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
-        zero(cb->dH2, (size_t)N * HID);
+        cpu_zero(cb->dH2, (size_t)N * HID);
         relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
-        zero(cb->dD2, ND);
+        cpu_zero(cb->dD2, ND);
         linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
         rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
         /* x1 = xm + attn_scale * ao */
-        zero(cb->dD1, ND);
+        cpu_zero(cb->dD1, ND);
         scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
-        zero(cb->dD2, ND);
+        cpu_zero(cb->dD2, ND);
         linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y, P(cb, l, BLK_PROJ), N, D, D);
-        zero(cb->dq, ND);
-        zero(cb->dk, (size_t)N * KV);
-        zero(cb->dv, (size_t)N * KV);
+        cpu_zero(cb->dq, ND);
+        cpu_zero(cb->dk, (size_t)N * KV);
+        cpu_zero(cb->dv, (size_t)N * KV);
         cpu_attention_backward(cb->dq, cb->dk, cb->dv, cb->dD2, a->q, a->k, a->v, a->stats, B, T, s->num_heads,
                                s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
-        zero(cb->dD1, ND); /* dq_raw */
+        cpu_zero(cb->dD1, ND); /* dq_raw */
         cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,
                                   cb->rope_sin, B, T, s->num_heads, s->head_dim, cb->rope_scratch);
-        zero(cb->dk_raw, (size_t)N * KV);
+        cpu_zero(cb->dk_raw, (size_t)N * KV);
         cpu_qk_norm_rope_backward(cb->dk_raw, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
                                   s->num_kv_heads, s->head_dim, cb->rope_scratch);
-        zero(cb->dD2, ND); /* d a_in */
+        cpu_zero(cb->dD2, ND); /* d a_in */
         linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
         linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
         linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
         rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
         /* xm = mix[0] * x_in + mix[1] * x0 */
-        zero(dx_alt, ND);
+        cpu_zero(dx_alt, ND);
         residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N,
                               D);
         float *t = dx;
@@ -275,8 +271,8 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
                                 cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
     }
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
-    for (size_t i = 0; i < ND; i++) dx[i] += cb->dx0[i];
-    zero(cb->dD1, ND);
+    cpu_add_into(dx, cb->dx0, ND);
+    cpu_zero(cb->dD1, ND);
     rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
     embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
     return 0;

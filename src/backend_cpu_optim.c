@@ -2,10 +2,10 @@
  * then Adam on tok_emb / lm_head / control tensors and Muon on the block matrices
  * (kernels/cpu_optim), then zeroing the gradients for the next step. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend_cpu.h"
 #include "common.h"
+#include "cpu_ops.h"
 #include "cpu_optim.h"
 
 void cpu_optimizer_init(CpuBackend *cb) {
@@ -58,7 +58,7 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
                                 (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
         else { /* another rank computes this update; keep our momentum buffer in step with it */
             muon_momentum_advance(st->grads + p->offset, st->momentum + p->offset, p->count, h->muon_momentum);
-            memset(update, 0, p->count * sizeof(float));
+            cpu_zero(update, p->count);
         }
         at += p->count;
     }
@@ -84,6 +84,6 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
         }
         }
     }
-    memset(st->grads, 0, s->total_floats * sizeof(float));
+    cpu_zero(st->grads, s->total_floats);
     return 0;
 }

@@ -263,7 +263,7 @@ static void test_linear(void) {
     free(x_d), free(W_d), free(R_d), free(ref), free(num_x), free(num_W);
 }
 
-/* Shapes spanning several 128x128 tiles of cpu_sgemm with ragged edges, and a token count
+/* Shapes spanning several tiles of cpu_sgemm with ragged edges, and a token count
  * beyond OpenBLAS's K block. The op is linear, so the exact gradients are products in double:
  * dx = R @ W, dW = R^T @ x. */
 static void test_linear_tiled_shapes(void) {
@@ -293,6 +293,57 @@ static void test_linear_tiled_shapes(void) {
     CHECK_ERR("linear 700x45->260 dW exact", ref_rel_err(dW, ref_dW, nw), GRADIENT_TOL);
     free(x), free(W), free(R), free(y), free(dx), free(dW);
     free(x_d), free(W_d), free(R_d), free(ref), free(ref_dx), free(ref_dW);
+}
+
+/* cpu_sgemm directly: every transpose combination, beta 0 (over NaN-poisoned C) and beta 1, on
+ * shapes that give several ragged tiles in both directions (N > the 512-column tile) and that
+ * take the tile-height halving for small M; then the same products with 1, 2 and 3 threads
+ * must give the same bits. */
+static void sgemm_ref(int ta, int tb, int M, int N, int K, const float *A, const float *B, double beta,
+                      const float *C0, double *out) {
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                       (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            out[(size_t)i * N + j] = acc + (beta != 0 ? beta * C0[(size_t)i * N + j] : 0);
+        }
+}
+
+static void test_sgemm_tiles(void) {
+    uint64_t rng = 33;
+    const int shapes[][3] = {{300, 1100, 70}, {70, 45, 600}, {1, 513, 9}};
+    const int saved_threads = omp_get_max_threads();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+        float *A = ref_random_floats(na, -1, 1, &rng), *B = ref_random_floats(nb, -1, 1, &rng);
+        float *C0 = ref_random_floats(nc, -1, 1, &rng), *C = ref_new_floats(nc), *first = ref_new_floats(nc);
+        double *ref = ref_new_doubles(nc);
+        for (int combo = 0; combo < 8; combo++) {
+            const int ta = combo & 1, tb = (combo >> 1) & 1, beta = combo >> 2;
+            const int lda = ta ? M : K, ldb = tb ? K : N;
+            char label[80];
+            snprintf(label, sizeof label, "sgemm %dx%dx%d ta%d tb%d beta%d", M, N, K, ta, tb, beta);
+            sgemm_ref(ta, tb, M, N, K, A, B, beta, C0, ref);
+            for (int t = 1; t <= 3; t++) {
+                omp_set_num_threads(t);
+                if (beta) memcpy(C, C0, nc * sizeof(float));
+                else ref_poison(C, nc);
+                cpu_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, (float)beta, C, N);
+                if (t == 1) {
+                    CHECK_ERR(label, ref_rel_err(C, ref, nc), FORWARD_TOL);
+                    memcpy(first, C, nc * sizeof(float));
+                } else {
+                    CHECK(memcmp(first, C, nc * sizeof(float)) == 0, "%s: 1 and %d threads differ", label, t);
+                }
+            }
+        }
+        free(A), free(B), free(C0), free(C), free(first), free(ref);
+    }
+    omp_set_num_threads(saved_threads);
 }
 
 /* ---- relu^2 ------------------------------------------------------------------------------ */
@@ -339,6 +390,20 @@ static void test_relu2(void) {
     CHECK_ERR("relu2 du accumulates", doubling_err(once, du, n), ACCUMULATE_TOL);
     free(u), free(R), free(h), free(du), free(inplace), free(once);
     free(u_d), free(R_d), free(ref), free(num);
+
+    /* Special inputs: the vectorized select must keep relu's semantics exactly. relu(NaN) = 0
+     * (a NaN is not > 0), -0 and -Inf give +0, and a NaN or Inf gradient arriving where u <= 0
+     * leaves du untouched. */
+    const float su[6] = {NAN, -0.0f, -INFINITY, INFINITY, 3.0f, -2.0f};
+    const float sdh[6] = {1.0f, NAN, INFINITY, 1.0f, 0.5f, NAN};
+    float sh[6], sdu[6] = {0};
+    relu2_forward(sh, su, 1, 6);
+    relu2_backward(sdu, sdh, su, 1, 6);
+    const float want_h[6] = {0.0f, 0.0f, 0.0f, INFINITY, 9.0f, 0.0f}, want_du[6] = {0, 0, 0, INFINITY, 3.0f, 0};
+    CHECK(memcmp(sh, want_h, sizeof sh) == 0, "relu2 forward of NaN/-0/-Inf/Inf/3/-2 = %g %g %g %g %g %g", (double)sh[0],
+          (double)sh[1], (double)sh[2], (double)sh[3], (double)sh[4], (double)sh[5]);
+    CHECK(memcmp(sdu, want_du, sizeof sdu) == 0, "relu2 backward of special values = %g %g %g %g %g %g", (double)sdu[0],
+          (double)sdu[1], (double)sdu[2], (double)sdu[3], (double)sdu[4], (double)sdu[5]);
 }
 
 /* ---- residual mix ------------------------------------------------------------------------ */
@@ -810,6 +875,7 @@ int main(void) {
     RUN(test_rmsnorm);
     RUN(test_linear);
     RUN(test_linear_tiled_shapes);
+    RUN(test_sgemm_tiles);
     RUN(test_relu2);
     RUN(test_residual_mix);
     RUN(test_scaled_add);
