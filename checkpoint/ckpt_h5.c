@@ -1,11 +1,9 @@
 /* ckpt_h5.c — the HDF5 calls the checkpoint files share: file access properties, opening a
  * checkpoint for reading with messages a user can act on, and typed scalar attributes.
  * Every function here runs with ct_hdf5_lock() held by its caller. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ckpt_internal.h"
 #include "common.h"
@@ -24,36 +22,10 @@ hid_t ckpt_fapl(void) {
 }
 
 hid_t ckpt_open_read(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        ct_fail("cannot open checkpoint '%s': %s", path, strerror(errno));
-        return H5I_INVALID_HID;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        ct_fail("checkpoint '%s' is a directory, expected a file such as %s/step_00001000.h5", path, path);
-        return H5I_INVALID_HID;
-    }
-#if H5_VERSION_GE(1, 12, 0)
-    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
-#else
-    htri_t is_hdf5 = H5Fis_hdf5(path);
-#endif
-    if (is_hdf5 <= 0) {
-        if (is_hdf5 < 0) ct_h5_fail("cannot read checkpoint '%s'", path);
-        else if (st.st_size == 0) ct_fail("checkpoint '%s' is empty (0 bytes)", path);
-        else ct_fail("checkpoint '%s' is not an HDF5 file (damaged, or not a checkpoint)", path);
-        return H5I_INVALID_HID;
-    }
+    static const CtH5OpenTerms terms = {"checkpoint", "step_00001000.h5", "damaged, or not a checkpoint"};
     hid_t fapl = ckpt_fapl();
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    /* before H5Pclose, which clears the error stack the message is taken from */
-    if (file < 0) ct_h5_fail("cannot open checkpoint '%s' (%lld bytes)", path, (long long)st.st_size);
+    hid_t file = ct_h5_open_read(path, fapl, &terms, NULL);
     H5Pclose(fapl);
-    if (file < 0 && strstr(ct_error(), "truncated file")) {
-        char message[1024];
-        snprintf(message, sizeof message, "%s", ct_error());
-        ct_fail("%s; the file is shorter than when it was written (an interrupted copy, or a full disk)", message);
-    }
     return file;
 }
 

@@ -71,34 +71,14 @@ static int looks_like_bin_shard(const char *path) {
 
 /* Open a data file read-only with errors a user can act on. Lock held. */
 static hid_t open_data_file(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        ct_fail("cannot open data file '%s': %s", path, strerror(errno));
-        return H5I_INVALID_HID;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        ct_fail("data file '%s' is a directory; give a glob such as '%s/*.h5'", path, path);
-        return H5I_INVALID_HID;
-    }
-#if H5_VERSION_GE(1, 12, 0)
-    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
-#else
-    htri_t is_hdf5 = H5Fis_hdf5(path);
-#endif
-    if (is_hdf5 <= 0) {
-        if (is_hdf5 < 0) ct_h5_fail("cannot read data file '%s'", path);
-        else if (looks_like_bin_shard(path))
-            ct_fail("data file '%s' is an llm.c/parameter-golf .bin shard, not HDF5; convert it with "
-                    "`ctrain data import-bin`", path);
-        else
-            ct_fail("data file '%s' is not an HDF5 file (see docs/data-format.md)", path);
-        return H5I_INVALID_HID;
-    }
+    static const CtH5OpenTerms terms = {"data file", "*.h5", "see docs/data-format.md"};
     hid_t fapl = ct_h5_file_access_plist();
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    /* the message first: closing the property list clears HDF5's error stack */
-    if (file < 0) ct_h5_fail("cannot open data file '%s'", path);
+    CtH5OpenStatus status;
+    hid_t file = ct_h5_open_read(path, fapl, &terms, &status);
     H5Pclose(fapl);
+    if (status == CT_H5_NOT_HDF5 && looks_like_bin_shard(path))
+        ct_fail("data file '%s' is an llm.c/parameter-golf .bin shard, not HDF5; convert it with "
+                "`ctrain data import-bin`", path);
     return file;
 }
 

@@ -2,9 +2,11 @@
  * data.c unchanged so that both report HDF5 failures in the same words. */
 #include "h5util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common.h"
 
@@ -55,4 +57,50 @@ hid_t ct_h5_file_access_plist(void) {
     if (fapl >= 0) H5Pset_file_locking(fapl, 1, 1);
 #endif
     return fapl;
+}
+
+hid_t ct_h5_open_read(const char *path, hid_t fapl, const CtH5OpenTerms *terms, CtH5OpenStatus *status) {
+    CtH5OpenStatus ignored;
+    if (!status) status = &ignored;
+    *status = CT_H5_UNREADABLE;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        *status = CT_H5_MISSING;
+        ct_fail("cannot open %s '%s': %s", terms->what, path, strerror(errno));
+        return H5I_INVALID_HID;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        *status = CT_H5_DIRECTORY;
+        ct_fail("%s '%s' is a directory; expected a file, such as '%s/%s'", terms->what, path, path,
+                terms->directory_example);
+        return H5I_INVALID_HID;
+    }
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
+#else
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
+    if (is_hdf5 < 0) {
+        ct_h5_fail("cannot read %s '%s'", terms->what, path);
+        return H5I_INVALID_HID;
+    }
+    if (is_hdf5 == 0) {
+        *status = CT_H5_NOT_HDF5;
+        if (st.st_size == 0) ct_fail("%s '%s' is empty (0 bytes)", terms->what, path);
+        else ct_fail("%s '%s' is not an HDF5 file (%s)", terms->what, path, terms->not_hdf5_hint);
+        return H5I_INVALID_HID;
+    }
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (file < 0) {
+        /* taken at once: any further HDF5 call (even closing fapl) clears the error stack */
+        ct_h5_fail("cannot open %s '%s' (%lld bytes)", terms->what, path, (long long)st.st_size);
+        if (strstr(ct_error(), "truncated file")) {
+            char message[1024];
+            snprintf(message, sizeof message, "%s", ct_error());
+            ct_fail("%s; the file is shorter than when it was written (an interrupted copy, or a full disk)", message);
+        }
+        return H5I_INVALID_HID;
+    }
+    *status = CT_H5_OPENED;
+    return file;
 }

@@ -21,4 +21,19 @@ void ct_h5_describe_type(hid_t type, char *buf, size_t cap);
  * locking off entirely (HDF5 >= 1.10.7 reads it at every open, overriding this list). */
 hid_t ct_h5_file_access_plist(void);
 
+/* How ct_h5_open_read names the file in its messages. */
+typedef struct {
+    const char *what;              /* "checkpoint", "data file" */
+    const char *directory_example; /* given a directory: "expected a file, such as 'DIR/<this>'" */
+    const char *not_hdf5_hint;     /* given another kind of file: "is not an HDF5 file (<this>)" */
+} CtH5OpenTerms;
+
+typedef enum { CT_H5_OPENED, CT_H5_MISSING, CT_H5_DIRECTORY, CT_H5_NOT_HDF5, CT_H5_UNREADABLE } CtH5OpenStatus;
+
+/* Open an existing HDF5 file read-only with the caller's file-access list (not closed here).
+ * On failure: H5I_INVALID_HID, and a ct_fail message naming the file in the caller's terms and
+ * what is wrong with it (missing or unreadable, a directory, empty, not HDF5, truncated, or
+ * HDF5's own reason); *status (may be NULL) tells the caller which, so it can say more. */
+hid_t ct_h5_open_read(const char *path, hid_t fapl, const CtH5OpenTerms *terms, CtH5OpenStatus *status);
+
 #endif
