@@ -21,6 +21,16 @@
  * bits (like any change of summation order), never their independence from the thread count. */
 enum { GEMM_TILE_M = 128, GEMM_TILE_N = 512, GEMM_MIN_TILE_M = 32, GEMM_MIN_TILES = 8 };
 
+void cpu_blas_prepare(void) {
+    /* openblas_get_parallel: 0 single-threaded build, 1 pthreads build, 2 OpenMP build. The
+     * OpenMP build already runs single-threaded inside our parallel loops (and its
+     * openblas_set_num_threads would change OpenMP's own thread count). The pthreads build does
+     * not know about our loops: every tile would start its thread pool on top of ours, measured
+     * 9x slower on 2 cores. Results are the same bits either way: each tile is computed by the
+     * same single-threaded kernel. */
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
+}
+
 void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;

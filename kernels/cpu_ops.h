@@ -43,6 +43,10 @@
  * correct and deterministic but its tiles run on the calling thread only. */
 void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+/* Call once before the first product: with a pthreads build of OpenBLAS (a cluster module,
+ * or Debian's default alternative) it makes OpenBLAS single-threaded, since every product
+ * already runs inside our OpenMP loops. Nothing to do for the OpenMP build. */
+void cpu_blas_prepare(void);
 /* The same for a product the caller knows to be symmetric (M == N, e.g. X X^T, or A A with A
  * symmetric): C[M,M] = alpha * A[M,K] @ op(B) + beta * C, op(B) [K,M]. Only the tiles on and
  * below the diagonal are computed; the upper triangle is a copy, so C is exactly symmetric. */

@@ -10,7 +10,9 @@ set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
             libpmi2-0-dev)
-test_pkgs=(python3 python3-h5py python3-numpy python3-torch slurm-wlm slurmctld slurmd slurm-client munge)
+# libopenblas0-pthread: a test checks that the pthreads OpenBLAS gives the same bits
+test_pkgs=(python3 python3-h5py python3-numpy python3-torch slurm-wlm slurmctld slurmd slurm-client munge
+           libopenblas0-pthread)
 
 want=("${build_pkgs[@]}")
 case "${1:-}" in

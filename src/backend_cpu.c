@@ -19,6 +19,7 @@ static float *alloc_floats(size_t n, const char *what) { return ct_calloc(n ? n 
 
 int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     if (cfg->threads > 0) omp_set_num_threads((int)cfg->threads);
+    cpu_blas_prepare();
     CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
     const ModelSpec *s = &st->spec;
     int T = (int)cfg->train_seq_len;

@@ -1,5 +1,5 @@
-/* h5util.c — HDF5 helpers shared by data.c and checkpoint/ (see h5util.h). Moved here from
- * data.c unchanged so that both report HDF5 failures in the same words. */
+/* h5util.c — HDF5 helpers shared by data.c and checkpoint/ (see h5util.h), so that both report
+ * HDF5 failures, and files that are not what they should be, in the same words. */
 #include "h5util.h"
 
 #include <errno.h>

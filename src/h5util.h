@@ -1,6 +1,7 @@
 /* h5util.h — small HDF5 helpers shared by the token data files (data.c) and the checkpoints
  * (checkpoint/): turning HDF5's error stack into one readable message, naming a datatype the
- * way a numpy user would, and the file-access properties every open uses.
+ * way a numpy user would, the file-access properties every open uses, and opening a file for
+ * reading with messages that say what is wrong with it.
  * Call all of them with ct_hdf5_lock() held (data.h). */
 #ifndef CT_H5UTIL_H
 #define CT_H5UTIL_H

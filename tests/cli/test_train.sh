@@ -37,6 +37,24 @@ expect_ok run_c "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_
 if [ "$(losses a/metrics.jsonl)" = "$(losses c/metrics.jsonl)" ]; then pass bitwise_across_runs
 else fail bitwise_across_runs "$(diff <(losses a/metrics.jsonl) <(losses c/metrics.jsonl) | head -5)"; fi
 
+# A pthreads build of OpenBLAS (Debian's default alternative, and many cluster modules) gives the
+# same bits as the OpenMP build: cpu_blas_prepare makes it single-threaded inside ctrain's own
+# OpenMP loops (left threaded, its driver splits K differently: other bits, and 10x slower).
+# Shapes large enough for OpenBLAS to thread (512-token micro-batches, width 128).
+pthread_blas=/usr/lib/x86_64-linux-gnu/openblas-pthread
+mid=(train_files=train.h5 vocab_size=256 num_layers=2 model_dim=128 num_heads=4 num_kv_heads=2 train_seq_len=64
+     train_batch_tokens=4096 grad_accum_slots=8 iterations=3 val_loss_every=0 threads=2)
+if [ ! -e "$pthread_blas/libopenblas.so.0" ]; then
+    skip pthreads_openblas_same_bits "libopenblas0-pthread not installed (scripts/install-deps.sh --test)"
+elif ! LD_LIBRARY_PATH=$pthread_blas "$CTRAIN" --version | grep -q '^blas: .*(pthreads)$'; then
+    fail pthreads_openblas_same_bits "LD_LIBRARY_PATH=$pthread_blas did not load the pthreads OpenBLAS"
+else
+    expect_ok run_openmp_blas "$CTRAIN" train "${mid[@]}" out_dir=omp
+    expect_ok run_pthreads_blas env LD_LIBRARY_PATH=$pthread_blas "$CTRAIN" train "${mid[@]}" out_dir=pth
+    "$CTRAIN" ckpt diff --exact omp/checkpoints/step_00000003.h5 pth/checkpoints/step_00000003.h5 >blas_diff.txt 2>&1
+    expect_grep pthreads_openblas_same_bits '^identical: yes' blas_diff.txt
+fi
+
 # the loss falls
 /usr/bin/python3 - a/metrics.jsonl <<'PY' && pass loss_falls || fail loss_falls "validation loss did not fall"
 import json, sys
