@@ -22,7 +22,8 @@ hid_t ckpt_fapl(void) {
 }
 
 hid_t ckpt_open_read(const char *path) {
-    static const CtH5OpenTerms terms = {"checkpoint", "step_00001000.h5", "damaged, or not a checkpoint"};
+    static const CtH5OpenTerms terms = {"checkpoint", "expected a file, such as", "step_00001000.h5",
+                                        "damaged, or not a checkpoint"};
     hid_t fapl = ckpt_fapl();
     hid_t file = ct_h5_open_read(path, fapl, &terms, NULL);
     H5Pclose(fapl);

@@ -10,10 +10,11 @@
 #include <cblas.h>
 #include <stddef.h>
 
+#include "cpu_blas.h"
 #include "cpu_ops.h"
 
-/* Tiles are GEMM_TILE_N columns wide (the model's activations are at most a few hundred
- * features: one column of tiles, so each row block of A is packed once) and GEMM_TILE_M rows
+/* Tiles are GEMM_TILE_N columns wide (the model's activations are 128 to 1024 features wide: one
+ * or two columns of tiles, so each row block of A is packed once or twice) and GEMM_TILE_M rows
  * high, halved down to GEMM_MIN_TILE_M while the grid has fewer than GEMM_MIN_TILES tiles so
  * that the small weight-gradient products still occupy several threads. Measured on the
  * benchmark model (2 cores): these train about 10% faster than the former fixed 128x128 tiles,
@@ -22,8 +23,7 @@
 enum { GEMM_TILE_M = 128, GEMM_TILE_N = 512, GEMM_MIN_TILE_M = 32, GEMM_MIN_TILES = 8 };
 
 void cpu_blas_prepare(void) {
-    /* openblas_get_parallel: 0 single-threaded build, 1 pthreads build, 2 OpenMP build. The
-     * OpenMP build already runs single-threaded inside our parallel loops (and its
+    /* The OpenMP build already runs single-threaded inside our parallel loops (and its
      * openblas_set_num_threads would change OpenMP's own thread count). The pthreads build does
      * not know about our loops: every tile would start its thread pool on top of ours, measured
      * 9x slower on 2 cores. Results are the same bits either way: each tile is computed by the

@@ -49,7 +49,8 @@ void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const
 void cpu_blas_prepare(void);
 /* The same for a product the caller knows to be symmetric (M == N, e.g. X X^T, or A A with A
  * symmetric): C[M,M] = alpha * A[M,K] @ op(B) + beta * C, op(B) [K,M]. Only the tiles on and
- * below the diagonal are computed; the upper triangle is a copy, so C is exactly symmetric. */
+ * below the diagonal are computed; the upper triangle is a copy, so C is exactly symmetric.
+ * With beta != 0, C must be symmetric on entry too (its upper triangle is not read). */
 void cpu_sgemm_symmetric(int trans_b, int M, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                          float beta, float *C, int ldc);
 

@@ -10,7 +10,9 @@ set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
             libpmi2-0-dev)
-# libopenblas0-pthread: a test checks that the pthreads OpenBLAS gives the same bits
+# libopenblas0-pthread: a test checks that a pthreads OpenBLAS gives ctrain the same bits. Note
+# that Debian then makes it the default libblas.so.3 for other programs (numpy, PyTorch) by its
+# alternatives priority; ctrain itself always loads the OpenMP build it was linked with (rpath).
 test_pkgs=(python3 python3-h5py python3-numpy python3-torch slurm-wlm slurmctld slurmd slurm-client munge
            libopenblas0-pthread)
 

@@ -71,7 +71,7 @@ static int looks_like_bin_shard(const char *path) {
 
 /* Open a data file read-only with errors a user can act on. Lock held. */
 static hid_t open_data_file(const char *path) {
-    static const CtH5OpenTerms terms = {"data file", "*.h5", "see docs/data-format.md"};
+    static const CtH5OpenTerms terms = {"data file", "give a glob such as", "*.h5", "see docs/data-format.md"};
     hid_t fapl = ct_h5_file_access_plist();
     CtH5OpenStatus status;
     hid_t file = ct_h5_open_read(path, fapl, &terms, &status);

@@ -65,18 +65,18 @@ hid_t ct_h5_open_read(const char *path, hid_t fapl, const CtH5OpenTerms *terms, 
     *status = CT_H5_UNREADABLE;
     struct stat st;
     if (stat(path, &st) != 0) {
-        *status = CT_H5_MISSING;
+        *status = CT_H5_NO_ACCESS;
         ct_fail("cannot open %s '%s': %s", terms->what, path, strerror(errno));
         return H5I_INVALID_HID;
     }
     if (S_ISDIR(st.st_mode)) {
         *status = CT_H5_DIRECTORY;
-        ct_fail("%s '%s' is a directory; expected a file, such as '%s/%s'", terms->what, path, path,
+        ct_fail("%s '%s' is a directory; %s '%s/%s'", terms->what, path, terms->directory_advice, path,
                 terms->directory_example);
         return H5I_INVALID_HID;
     }
 #if H5_VERSION_GE(1, 12, 0)
-    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
+    htri_t is_hdf5 = H5Fis_accessible(path, fapl); /* H5Fis_hdf5 is deprecated there */
 #else
     htri_t is_hdf5 = H5Fis_hdf5(path);
 #endif

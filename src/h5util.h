@@ -25,11 +25,13 @@ hid_t ct_h5_file_access_plist(void);
 /* How ct_h5_open_read names the file in its messages. */
 typedef struct {
     const char *what;              /* "checkpoint", "data file" */
-    const char *directory_example; /* given a directory: "expected a file, such as 'DIR/<this>'" */
+    const char *directory_advice;  /* given a directory: "is a directory; <this> 'DIR/<example>'" */
+    const char *directory_example;
     const char *not_hdf5_hint;     /* given another kind of file: "is not an HDF5 file (<this>)" */
 } CtH5OpenTerms;
 
-typedef enum { CT_H5_OPENED, CT_H5_MISSING, CT_H5_DIRECTORY, CT_H5_NOT_HDF5, CT_H5_UNREADABLE } CtH5OpenStatus;
+/* CT_H5_NO_ACCESS: stat failed (missing, no permission, a path component not a directory). */
+typedef enum { CT_H5_OPENED, CT_H5_NO_ACCESS, CT_H5_DIRECTORY, CT_H5_NOT_HDF5, CT_H5_UNREADABLE } CtH5OpenStatus;
 
 /* Open an existing HDF5 file read-only with the caller's file-access list (not closed here).
  * On failure: H5I_INVALID_HID, and a ct_fail message naming the file in the caller's terms and

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu_blas.h"
 
 #ifdef CT_HAVE_MPI
 #include <mpi.h>
@@ -20,9 +21,6 @@
 #include <nccl.h>
 #endif
 
-/* OpenBLAS exports these; declared here to avoid depending on which cblas.h variant is found. */
-char *openblas_get_config(void);
-int openblas_get_parallel(void);
 
 void version_print(FILE *out) {
     fprintf(out, "ctrain %s\n", CT_VERSION);

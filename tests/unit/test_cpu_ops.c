@@ -396,9 +396,10 @@ static void test_relu2(void) {
      * leaves du untouched. */
     const float su[6] = {NAN, -0.0f, -INFINITY, INFINITY, 3.0f, -2.0f};
     const float sdh[6] = {1.0f, NAN, INFINITY, 1.0f, 0.5f, NAN};
-    float sh[6], sdu[6] = {0};
+    float sh[6], sdu[6] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
     relu2_forward(sh, su, 1, 6);
     relu2_backward(sdu, sdh, su, 1, 6);
+    /* du starts at -0: adding the +0 of an inactive unit gives +0, as `du += 0` always did */
     const float want_h[6] = {0.0f, 0.0f, 0.0f, INFINITY, 9.0f, 0.0f}, want_du[6] = {0, 0, 0, INFINITY, 3.0f, 0};
     CHECK(memcmp(sh, want_h, sizeof sh) == 0, "relu2 forward of NaN/-0/-Inf/Inf/3/-2 = %g %g %g %g %g %g", (double)sh[0],
           (double)sh[1], (double)sh[2], (double)sh[3], (double)sh[4], (double)sh[5]);
