@@ -27,30 +27,26 @@ static double ulp_error(float got, double want) {
     return fabs((double)got - want) / spacing;
 }
 
-/* Every x of [lo, hi) with a step relative to |x| (about 200k points per decade of x). */
-static float next_x(float x) { return x + (fabsf(x) > 1e-6f ? fabsf(x) * 1e-5f : 1e-11f); }
-
-static void test_exp_accuracy(void) {
+/* The worst error of f against its double-precision reference over every x of [lo, hi), with a
+ * step relative to |x| (about 200k points per decade of x); printed with CT_TEST_VERBOSE. */
+static void check_sweep(const char *name, float (*f)(float), double (*ref)(double), float lo, float hi,
+                        double max_ulp) {
     double worst = 0, worst_x = 0;
     long points = 0;
-    for (float x = -87.336f; x < 88.7228f; x = next_x(x), points++) {
-        double e = ulp_error(vec_expf(x), exp((double)x));
+    for (float x = lo; x < hi; x += fabsf(x) > 1e-6f ? fabsf(x) * 1e-5f : 1e-11f, points++) {
+        double e = ulp_error(f(x), ref((double)x));
         if (e > worst) worst = e, worst_x = x;
     }
-    if (verbose) fprintf(stderr, "#   vec_expf worst %.2f ulp at x = %.9g over %ld points\n", worst, worst_x, points);
-    CHECK(worst <= EXP_MAX_ULP, "vec_expf is off by %.2f ulp at x = %.9g (bound %g)", worst, worst_x, EXP_MAX_ULP);
+    if (verbose) fprintf(stderr, "#   %s worst %.2f ulp at x = %.9g over %ld points\n", name, worst, worst_x, points);
+    CHECK(worst <= max_ulp, "%s is off by %.2f ulp at x = %.9g (bound %g)", name, worst, worst_x, max_ulp);
 }
 
-static void test_tanh_accuracy(void) {
-    double worst = 0, worst_x = 0;
-    long points = 0;
-    for (float x = -20.0f; x < 20.0f; x = next_x(x), points++) {
-        double e = ulp_error(vec_tanhf(x), tanh((double)x));
-        if (e > worst) worst = e, worst_x = x;
-    }
-    if (verbose) fprintf(stderr, "#   vec_tanhf worst %.2f ulp at x = %.9g over %ld points\n", worst, worst_x, points);
-    CHECK(worst <= TANH_MAX_ULP, "vec_tanhf is off by %.2f ulp at x = %.9g (bound %g)", worst, worst_x, TANH_MAX_ULP);
-}
+static float vec_expf_fn(float x) { return vec_expf(x); }
+static float vec_tanhf_fn(float x) { return vec_tanhf(x); }
+
+static void test_exp_accuracy(void) { check_sweep("vec_expf", vec_expf_fn, exp, -87.336f, 88.7228f, EXP_MAX_ULP); }
+
+static void test_tanh_accuracy(void) { check_sweep("vec_tanhf", vec_tanhf_fn, tanh, -20.0f, 20.0f, TANH_MAX_ULP); }
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
