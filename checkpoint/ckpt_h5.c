@@ -108,24 +108,22 @@ static hid_t open_scalar(hid_t obj, const char *file, const char *where, const c
     return H5I_INVALID_HID;
 }
 
-int ckpt_attr_read_i64(hid_t obj, const char *file, const char *where, const char *name, int64_t *value) {
-    hid_t attr = open_scalar(obj, file, where, name, H5T_INTEGER, "an integer");
+static int read_scalar(hid_t obj, const char *file, const char *where, const char *name, H5T_class_t want_class,
+                       const char *want_text, hid_t mem_type, void *value) {
+    hid_t attr = open_scalar(obj, file, where, name, want_class, want_text);
     if (attr < 0) return -1;
-    int rc = H5Aread(attr, H5T_NATIVE_INT64, value) < 0
-                 ? ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where)
-                 : 0;
+    int rc = H5Aread(attr, mem_type, value) < 0 ? ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where)
+                                                : 0;
     H5Aclose(attr);
     return rc;
 }
 
+int ckpt_attr_read_i64(hid_t obj, const char *file, const char *where, const char *name, int64_t *value) {
+    return read_scalar(obj, file, where, name, H5T_INTEGER, "an integer", H5T_NATIVE_INT64, value);
+}
+
 int ckpt_attr_read_f64(hid_t obj, const char *file, const char *where, const char *name, double *value) {
-    hid_t attr = open_scalar(obj, file, where, name, H5T_FLOAT, "a float");
-    if (attr < 0) return -1;
-    int rc = H5Aread(attr, H5T_NATIVE_DOUBLE, value) < 0
-                 ? ct_h5_fail("'%s': cannot read attribute %s of %s", file, name, where)
-                 : 0;
-    H5Aclose(attr);
-    return rc;
+    return read_scalar(obj, file, where, name, H5T_FLOAT, "a float", H5T_NATIVE_DOUBLE, value);
 }
 
 /* Fixed-length (numpy bytes) or variable-length (Python str) strings. */

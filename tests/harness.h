@@ -61,22 +61,9 @@ static inline void harness_run(const char *program, const char *name, void (*fn)
     fflush(stdout);
 }
 
+/* The Makefile passes -DTEST_PROGRAM='"test_name"'; a program built by hand names itself by file. */
 #ifndef TEST_PROGRAM
 #define TEST_PROGRAM __FILE__
-/* "<scratch dir>/<name>"; the last 64 results stay valid. */
-static inline char *test_path(const char *name) {
-    static char paths[64][700];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, sizeof paths[0], "%s/%s", test_tmpdir(), name);
-    return p;
-}
-
-static inline int test_file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 #endif
 #define RUN(fn) harness_run(TEST_PROGRAM, #fn, fn)
 #define TEST_EXIT() return harness_failures ? 1 : 0
