@@ -3,13 +3,13 @@
  *   verify FILE...    full verification (checksums, completeness, shapes); exit 1 if invalid
  *   diff A B          per-tensor differences (ckpt_diff.c)
  * Exit codes: 0 success, 1 invalid file or runtime error, 2 usage error. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "ckpt_internal.h"
+#include "cli.h"
 #include "common.h"
 #include "h5util.h"
 
@@ -63,40 +63,6 @@ static const char DIFF_USAGE[] =
     "options:\n"
     "  --exact      exit 1 unless identical (for scripts and tests)\n"
     "  -h, --help   show this help\n";
-
-static int is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
-
-static int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const char *command, const char *fmt, ...) {
-    char message[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ctrain: error: %s\n(see `ctrain ckpt%s%s --help`)\n", message, command ? " " : "",
-            command ? command : "");
-    return CT_EXIT_USAGE;
-}
-
-/* Positional arguments of a subcommand; flag (may be NULL) is set by `flag_name`.
- * Returns 0, -1 after printing help, or CT_EXIT_USAGE after printing the error. */
-static int parse_args(int argc, char **argv, const char *usage, const char *flag_name, int *flag, char ***pos,
-                      int *npos) {
-    *pos = ct_calloc((size_t)argc + 1, sizeof **pos, "arguments");
-    *npos = 0;
-    int options_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (options_done || arg[0] != '-' || !strcmp(arg, "-")) (*pos)[(*npos)++] = argv[i];
-        else if (!strcmp(arg, "--")) options_done = 1;
-        else if (is_help(arg)) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (flag_name && !strcmp(arg, flag_name)) *flag = 1;
-        else return usage_error(argv[0], "unknown option '%s'", arg);
-    }
-    return 0;
-}
 
 void ckpt_format_bytes(double bytes, char *buf, size_t cap) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -206,13 +172,13 @@ static void print_tensors(hid_t file, const CkptMeta *m) {
 
 static int cmd_info(int argc, char **argv) {
     char **pos;
-    int npos, rc = parse_args(argc, argv, INFO_USAGE, NULL, NULL, &pos, &npos);
+    int npos, rc = cli_parse("ckpt", argc, argv, INFO_USAGE, NULL, 0, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
-        if (rc < 0) return CT_EXIT_OK;
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         if (rc) return rc;
-        if (npos == 0) return usage_error("info", "no checkpoint file given");
-        return usage_error("info", "give one checkpoint file (got %d arguments)", npos);
+        if (npos == 0) return cli_usage_error("ckpt", "info", "no checkpoint file given");
+        return cli_usage_error("ckpt", "info", "give one checkpoint file (got %d arguments)", npos);
     }
     const char *path = pos[0];
     CkptMeta m;
@@ -239,11 +205,11 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_verify(int argc, char **argv) {
     char **pos;
-    int npos, rc = parse_args(argc, argv, VERIFY_USAGE, NULL, NULL, &pos, &npos);
+    int npos, rc = cli_parse("ckpt", argc, argv, VERIFY_USAGE, NULL, 0, &pos, &npos);
     if (rc != 0 || npos == 0) {
         free(pos);
-        if (rc < 0) return CT_EXIT_OK;
-        return rc ? rc : usage_error("verify", "no checkpoint file given");
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
+        return rc ? rc : cli_usage_error("ckpt", "verify", "no checkpoint file given");
     }
     int bad = 0;
     for (int i = 0; i < npos; i++) {
@@ -278,11 +244,13 @@ static int cmd_verify(int argc, char **argv) {
 
 static int cmd_diff(int argc, char **argv) {
     char **pos;
-    int npos, exact = 0, rc = parse_args(argc, argv, DIFF_USAGE, "--exact", &exact, &pos, &npos);
+    int exact = 0;
+    const CliOption options[] = {{"--exact", NULL, &exact}};
+    int npos, rc = cli_parse("ckpt", argc, argv, DIFF_USAGE, options, 1, &pos, &npos);
     if (rc != 0 || npos != 2) {
         free(pos);
-        if (rc < 0) return CT_EXIT_OK;
-        return rc ? rc : usage_error("diff", "give two checkpoint files (got %d)", npos);
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
+        return rc ? rc : cli_usage_error("ckpt", "diff", "give two checkpoint files (got %d)", npos);
     }
     rc = ckpt_diff_run(pos[0], pos[1], exact);
     free(pos);
@@ -290,19 +258,6 @@ static int cmd_diff(int argc, char **argv) {
 }
 
 int ckpt_main(int argc, char **argv) {
-    if (argc < 2) {
-        fputs(CKPT_USAGE, stderr);
-        return CT_EXIT_USAGE;
-    }
-    const char *cmd = argv[1];
-    if (is_help(cmd) || !strcmp(cmd, "help")) {
-        fputs(CKPT_USAGE, stdout);
-        return CT_EXIT_OK;
-    }
-    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
-    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
-    if (!strcmp(cmd, "diff")) return cmd_diff(argc - 1, argv + 1);
-    fprintf(stderr, "ctrain: error: unknown ckpt command '%s'\n\n", cmd);
-    fputs(CKPT_USAGE, stderr);
-    return CT_EXIT_USAGE;
+    static const CliCommand commands[] = {{"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}};
+    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 3);
 }

@@ -5,12 +5,12 @@
  * Exit codes: 0 success, 1 bad data or I/O failure, 2 usage error. */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "common.h"
 #include "data.h"
 #include "progress.h"
@@ -78,85 +78,11 @@ static const char INFO_USAGE[] =
 
 /* ---- argument handling ---- */
 
-/* Print "ctrain: error: <message>" plus where to find help; returns the usage exit code. */
-static int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const char *command, const char *fmt, ...) {
-    char message[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ctrain: error: %s\n(see `ctrain data%s%s --help`)\n", message, command ? " " : "",
-            command ? command : "");
-    return CT_EXIT_USAGE;
-}
-
-static int is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
-
-/* If argv[*i] is option `name` ("--name value" or "--name=value"), set *value and return 1
- * (advancing *i past a separate value); 0 if it is another argument; -1 if the value is
- * missing. */
-static int take_option(int argc, char **argv, int *i, const char *name, const char **value) {
-    const char *arg = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(arg, name, n) != 0) return 0;
-    if (arg[n] == '=') {
-        *value = arg + n + 1;
-        return 1;
-    }
-    if (arg[n] != '\0') return 0;
-    if (*i + 1 >= argc) return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
-/* Options shared by the parsers below: a table of names and where their values go. */
-typedef struct {
-    const char *name;
-    const char **value;
-} OptionSpec;
-
-/* parse_arguments result when --help was printed (the command then exits 0). */
-#define ARGS_HELP_SHOWN (-1)
-
-/* Split argv (argv[0] is the subcommand) into the listed options and positional arguments.
- * Returns 0, ARGS_HELP_SHOWN, or CT_EXIT_USAGE after printing the error. */
-static int parse_arguments(int argc, char **argv, const char *usage, OptionSpec *options, int num_options,
-                           char ***positional, int *num_positional) {
-    const char *command = argv[0];
-    *positional = ct_calloc((size_t)argc, sizeof(char *), "argument list");
-    *num_positional = 0;
-    int options_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (options_done || arg[0] != '-' || !strcmp(arg, "-")) {
-            (*positional)[(*num_positional)++] = argv[i];
-            continue;
-        }
-        if (!strcmp(arg, "--")) {
-            options_done = 1;
-            continue;
-        }
-        if (is_help(arg)) {
-            fputs(usage, stdout);
-            return ARGS_HELP_SHOWN;
-        }
-        int matched = 0;
-        for (int k = 0; k < num_options && !matched; k++) {
-            int r = take_option(argc, argv, &i, options[k].name, options[k].value);
-            if (r < 0) return usage_error(command, "option %s needs a value", options[k].name);
-            matched = r;
-        }
-        if (!matched) return usage_error(command, "unknown option '%s'", arg);
-    }
-    return 0;
-}
-
 /* Parse an integer option value within [min, max]; prints a usage error on failure. */
 static int parse_int_option(const char *command, const char *name, const char *text, int64_t min, int64_t max,
                             int64_t *out) {
     if (ct_parse_int64(text, out) != 0 || *out < min || *out > max) {
-        usage_error(command, "%s '%s' is not an integer in %lld..%lld", name, text, (long long)min, (long long)max);
+        cli_usage_error("data", command, "%s '%s' is not an integer in %lld..%lld", name, text, (long long)min, (long long)max);
         return -1;
     }
     return 0;
@@ -283,13 +209,16 @@ static int convert_shard(const char *shard, FILE *f, int64_t num_tokens, const c
 
 static int import_bin_main(int argc, char **argv) {
     const char *out = NULL, *vocab_text = "1024", *bos_text = "-1", *tokenizer = "", *luts = NULL;
-    OptionSpec options[] = {{"--out", &out},           {"--vocab-size", &vocab_text}, {"--bos-id", &bos_text},
-                            {"--tokenizer", &tokenizer}, {"--luts", &luts}};
+    const CliOption options[] = {{"--out", &out, NULL},
+                                 {"--vocab-size", &vocab_text, NULL},
+                                 {"--bos-id", &bos_text, NULL},
+                                 {"--tokenizer", &tokenizer, NULL},
+                                 {"--luts", &luts, NULL}};
     char **shards;
-    int num_shards, rc = parse_arguments(argc, argv, IMPORT_USAGE, options, 5, &shards, &num_shards);
+    int num_shards, rc = cli_parse("data", argc, argv, IMPORT_USAGE, options, 5, &shards, &num_shards);
     if (rc != 0) {
         free(shards);
-        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
     const char *cmd = "import-bin";
     ImportSettings settings = {.tokenizer = tokenizer};
@@ -300,11 +229,11 @@ static int import_bin_main(int argc, char **argv) {
     uint8_t *has_leading_space = NULL, *is_boundary_token = NULL;
     rc = CT_EXIT_USAGE;
     if (num_shards == 0) {
-        usage_error(cmd, "no shards given");
+        cli_usage_error("data", cmd, "no shards given");
         goto done;
     }
     if (!out) {
-        usage_error(cmd, "--out is required (a directory, or a .h5 file path for a single shard)");
+        cli_usage_error("data", cmd, "--out is required (a directory, or a .h5 file path for a single shard)");
         goto done;
     }
     if (parse_int_option(cmd, "--vocab-size", vocab_text, 1, 65536, &settings.vocab_size) != 0 ||
@@ -312,7 +241,7 @@ static int import_bin_main(int argc, char **argv) {
         goto done;
     int out_is_file = !is_directory(out) && (ends_with(out, ".h5") || ends_with(out, ".hdf5"));
     if (out_is_file && num_shards > 1) {
-        usage_error(cmd, "--out '%s' names one file but %d shards were given; give a directory", out, num_shards);
+        cli_usage_error("data", cmd, "--out '%s' names one file but %d shards were given; give a directory", out, num_shards);
         goto done;
     }
     out_paths = ct_calloc((size_t)num_shards, sizeof(char *), "output paths");
@@ -320,7 +249,7 @@ static int import_bin_main(int argc, char **argv) {
         out_paths[i] = out_is_file ? ct_strdup(out) : output_path_in_dir(out, shards[i]);
         for (int j = 0; j < i; j++)
             if (!strcmp(out_paths[i], out_paths[j])) {
-                usage_error(cmd, "shards '%s' and '%s' would both be written to '%s'", shards[j], shards[i],
+                cli_usage_error("data", cmd, "shards '%s' and '%s' would both be written to '%s'", shards[j], shards[i],
                             out_paths[i]);
                 goto done;
             }
@@ -435,35 +364,36 @@ static int copy_text(char **inputs, int num_inputs, TokenWriter *train, TokenWri
 
 static int from_text_main(int argc, char **argv) {
     const char *out = NULL, *val_out = NULL, *fraction_text = NULL;
-    OptionSpec options[] = {{"--out", &out}, {"--val-out", &val_out}, {"--val-fraction", &fraction_text}};
+    const CliOption options[] = {
+        {"--out", &out, NULL}, {"--val-out", &val_out, NULL}, {"--val-fraction", &fraction_text, NULL}};
     char **inputs;
-    int num_inputs, rc = parse_arguments(argc, argv, FROM_TEXT_USAGE, options, 3, &inputs, &num_inputs);
+    int num_inputs, rc = cli_parse("data", argc, argv, FROM_TEXT_USAGE, options, 3, &inputs, &num_inputs);
     if (rc != 0) {
         free(inputs);
-        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
     const char *cmd = "from-text";
     TokenWriter *train = NULL, *val = NULL;
     double fraction = 0.1;
     rc = CT_EXIT_USAGE;
     if (num_inputs == 0) {
-        usage_error(cmd, "no text files given");
+        cli_usage_error("data", cmd, "no text files given");
         goto done;
     }
     if (!out) {
-        usage_error(cmd, "--out FILE.h5 is required");
+        cli_usage_error("data", cmd, "--out FILE.h5 is required");
         goto done;
     }
     if (fraction_text && !val_out) {
-        usage_error(cmd, "--val-fraction needs --val-out FILE.h5");
+        cli_usage_error("data", cmd, "--val-fraction needs --val-out FILE.h5");
         goto done;
     }
     if (fraction_text && (ct_parse_double(fraction_text, &fraction) != 0 || !(fraction > 0 && fraction < 1))) {
-        usage_error(cmd, "--val-fraction '%s' is not a number between 0 and 1 (exclusive)", fraction_text);
+        cli_usage_error("data", cmd, "--val-fraction '%s' is not a number between 0 and 1 (exclusive)", fraction_text);
         goto done;
     }
     if (val_out && !strcmp(val_out, out)) {
-        usage_error(cmd, "--out and --val-out are the same file '%s'", out);
+        cli_usage_error("data", cmd, "--out and --val-out are the same file '%s'", out);
         goto done;
     }
 
@@ -585,14 +515,14 @@ static int info_one(const char *pattern) {
 
 static int info_main(int argc, char **argv) {
     char **patterns;
-    int num_patterns, rc = parse_arguments(argc, argv, INFO_USAGE, NULL, 0, &patterns, &num_patterns);
+    int num_patterns, rc = cli_parse("data", argc, argv, INFO_USAGE, NULL, 0, &patterns, &num_patterns);
     if (rc != 0) {
         free(patterns);
-        return rc == ARGS_HELP_SHOWN ? CT_EXIT_OK : rc;
+        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
     if (num_patterns == 0) {
         free(patterns);
-        return usage_error("info", "no file or glob given");
+        return cli_usage_error("data", "info", "no file or glob given");
     }
     rc = CT_EXIT_OK;
     for (int i = 0; i < num_patterns; i++) {
@@ -610,17 +540,7 @@ static int info_main(int argc, char **argv) {
 /* ---- dispatch ---- */
 
 int data_main(int argc, char **argv) {
-    if (argc < 2) {
-        fputs(DATA_USAGE, stderr);
-        return CT_EXIT_USAGE;
-    }
-    const char *cmd = argv[1];
-    if (is_help(cmd) || !strcmp(cmd, "help")) {
-        fputs(DATA_USAGE, stdout);
-        return CT_EXIT_OK;
-    }
-    if (!strcmp(cmd, "import-bin")) return import_bin_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "from-text")) return from_text_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "info")) return info_main(argc - 1, argv + 1);
-    return usage_error(NULL, "unknown data command '%s' (expected import-bin, from-text or info)", cmd);
+    static const CliCommand commands[] = {
+        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", info_main}};
+    return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 3);
 }

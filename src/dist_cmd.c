@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "common.h"
 #include "dist.h"
 
@@ -106,7 +107,7 @@ int dist_check_main(int argc, char **argv) {
     int no_mpi = 0, hang_rank = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (cli_is_help(a)) {
             usage(stdout);
             return CT_EXIT_OK;
         } else if (!strcmp(a, "--timeout") && i + 1 < argc) {

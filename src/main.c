@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "cli.h"
 #include "common.h"
 #include "data.h"
 #include "dist.h"
@@ -35,7 +36,7 @@ int main(int argc, char **argv) {
         return CT_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
         usage(stdout);
         return CT_EXIT_OK;
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "common.h"
 #include "config.h"
 #include "data.h"
@@ -83,7 +84,7 @@ int train_main(int argc, char **argv) {
     int num_pairs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (cli_is_help(a)) {
             train_usage(stdout);
             rc = CT_EXIT_OK;
             goto done;

@@ -1,0 +1,44 @@
+/* cli.h — the argument handling the `ctrain data` and `ctrain ckpt` command groups share: help
+ * flags, usage errors that say where the help is, options (with a value, or flags), positional
+ * arguments, and dispatch of a group's subcommands. */
+#ifndef CT_CLI_H
+#define CT_CLI_H
+
+/* "-h" or "--help" */
+int cli_is_help(const char *arg);
+
+/* Prints "ctrain: error: <message>" and "(see `ctrain <group>[ <command>] --help`)" to stderr;
+ * returns CT_EXIT_USAGE. command may be NULL (an error about the group itself). */
+int cli_usage_error(const char *group, const char *command, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* One option of a subcommand: either `value` is set from "--name VALUE" or "--name=VALUE", or
+ * `flag` is set to 1 by a bare "--name". */
+typedef struct {
+    const char *name;
+    const char **value;
+    int *flag;
+} CliOption;
+
+/* cli_parse's result when it printed the usage because of -h/--help (the command exits 0). */
+#define CLI_HELP_SHOWN (-1)
+
+/* Splits argv (argv[0] is the subcommand's name) into the given options and the positional
+ * arguments ("--" ends the options; "-" is positional). *positional is allocated in every case
+ * (the caller frees it). Returns 0, CLI_HELP_SHOWN after printing usage to stdout, or
+ * CT_EXIT_USAGE after printing what is wrong (unknown option, option without its value). */
+int cli_parse(const char *group, int argc, char **argv, const char *usage, const CliOption *options, int num_options,
+              char ***positional, int *num_positional);
+
+/* One subcommand of a group: its name and its main (argv[0] is the subcommand's name). */
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} CliCommand;
+
+/* argv[0] is the group's name: runs the subcommand named by argv[1]. No subcommand: usage to
+ * stderr, exit code 2; help / -h / --help: usage to stdout, 0; an unknown name: an error that
+ * lists the known ones, 2. */
+int cli_dispatch(const char *group, int argc, char **argv, const char *usage, const CliCommand *commands,
+                 int num_commands);
+
+#endif
