@@ -41,6 +41,11 @@ typedef struct {
     void *combine_ctx;
 } StepHyper;
 
+/* The step's hyperparameters from the configuration: learning rates times lr_scale (the
+ * schedule's factor), Muon momentum at `step` (its warmup), the rest as configured. One rank:
+ * shard_world 1, no combine; a distributed caller fills those in. */
+StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scale);
+
 typedef struct Backend Backend;
 struct Backend {
     const char *name;

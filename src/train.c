@@ -98,23 +98,11 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
             return ct_fail_prefix("step %lld: reducing gradients across %d ranks", (long long)t->step + 1, t->world);
     }
     *train_loss = loss_sum / (double)cfg->grad_accum_slots;
-    StepHyper h = {
-        .token_lr = (cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr) * scale,
-        .head_lr = cfg->head_lr * scale,
-        .matrix_lr = cfg->matrix_lr * scale,
-        .scalar_lr = cfg->scalar_lr * scale,
-        .muon_momentum = muon_momentum_at(t->step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
-                                          cfg->muon_momentum_warmup_steps),
-        .muon_steps = (int)cfg->muon_backend_steps,
-        .beta1 = cfg->beta1,
-        .beta2 = cfg->beta2,
-        .adam_eps = cfg->adam_eps,
-        .grad_clip_norm = cfg->grad_clip_norm,
-        .shard_rank = t->rank,
-        .shard_world = t->world,
-        .combine = t->world > 1 ? combine_updates : NULL,
-        .combine_ctx = t->dist,
-    };
+    StepHyper h = step_hyper_from_config(cfg, t->step, scale);
+    h.shard_rank = t->rank;
+    h.shard_world = t->world;
+    h.combine = t->world > 1 ? combine_updates : NULL;
+    h.combine_ctx = t->dist;
     return b->optimizer_step(b, &h, grad_norm);
 }
 

@@ -1,10 +1,12 @@
-/* train_state.c — allocation of the host training state and backend selection. */
+/* train_state.c — allocation of the host training state, backend selection, and the
+ * optimizer hyperparameters of a step. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "backend_cuda.h"
 #include "common.h"
+#include "cpu_optim.h"
 
 int train_state_init(TrainState *st, const Config *cfg) {
     memset(st, 0, sizeof *st);
@@ -33,4 +35,25 @@ int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);
     return ct_fail("device = '%s': expected cpu or cuda", cfg->device);
+}
+
+StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scale) {
+    StepHyper h = {
+        .token_lr = (cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr) * lr_scale,
+        .head_lr = cfg->head_lr * lr_scale,
+        .matrix_lr = cfg->matrix_lr * lr_scale,
+        .scalar_lr = cfg->scalar_lr * lr_scale,
+        .muon_momentum = muon_momentum_at(step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
+                                          cfg->muon_momentum_warmup_steps),
+        .muon_steps = (int)cfg->muon_backend_steps,
+        .beta1 = cfg->beta1,
+        .beta2 = cfg->beta2,
+        .adam_eps = cfg->adam_eps,
+        .grad_clip_norm = cfg->grad_clip_norm,
+        .shard_rank = 0,
+        .shard_world = 1,
+        .combine = NULL,
+        .combine_ctx = NULL,
+    };
+    return h;
 }

@@ -47,7 +47,6 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #include "backend.h"
 #include "backend_cuda.h"
 #include "config.h"
-#include "cpu_optim.h"
 
 #define LOSS_TOL 1e-2
 #define GRAD_TOL_ALL 2e-2
@@ -99,23 +98,6 @@ static uint32_t *make_tokens(size_t n, int vocab, uint64_t seed) {
     uint32_t *t = malloc(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) t[i] = (uint32_t)(ref_rand01(&rng) * vocab) % (uint32_t)vocab;
     return t;
-}
-
-static StepHyper hyper(const Config *cfg, int64_t step) {
-    StepHyper h = {
-        .token_lr = cfg->tie_embeddings ? cfg->tied_embed_lr : cfg->embed_lr,
-        .head_lr = cfg->head_lr,
-        .matrix_lr = cfg->matrix_lr,
-        .scalar_lr = cfg->scalar_lr,
-        .muon_momentum = muon_momentum_at(step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
-                                          cfg->muon_momentum_warmup_steps),
-        .muon_steps = (int)cfg->muon_backend_steps,
-        .beta1 = cfg->beta1,
-        .beta2 = cfg->beta2,
-        .adam_eps = cfg->adam_eps,
-        .grad_clip_norm = cfg->grad_clip_norm,
-    };
-    return h;
 }
 
 /* Worst per-tensor relative error of gpu vs cpu (relative to cpu - base when base != NULL) and,
@@ -224,7 +206,7 @@ static void compare_with_cpu(int tied, double clip) {
                 CHECK_TENSORS("gradients after micro-batch 1", gs.grads, cs.grads, NULL, -1, GRAD_TOL, GRAD_TOL_ALL);
             }
         }
-        StepHyper h = hyper(&cfg, step);
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
         double cn = 0, gn = 0;
         CHECK(cpu->optimizer_step(cpu, &h, &cn) == 0, "cpu step: %s", ct_error());
         CHECK(gpu->optimizer_step(gpu, &h, &gn) == 0, "cuda step: %s", ct_error());
@@ -292,7 +274,7 @@ static void two_runs_bitwise_identical(void) {
             free(tok);
             CHECK(memcmp(&la, &lb, sizeof la) == 0, "step %d micro %d: losses %.17g vs %.17g", step + 1, m, la, lb);
         }
-        StepHyper h = hyper(&cfg, step);
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
         double na = 0, nb = 0;
         CHECK(a->optimizer_step(a, &h, &na) == 0 && b->optimizer_step(b, &h, &nb) == 0, "step: %s", ct_error());
         CHECK(memcmp(&na, &nb, sizeof na) == 0, "grad norms %.17g vs %.17g", na, nb);
@@ -332,7 +314,7 @@ static void grad_buffer_and_sync_round_trip(void) {
     CHECK(g == sa.grads, "grad_buffer must return the host gradient buffer (%s)", ct_error());
     CHECK(backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
     CHECK(memcmp(sa.grads, sb.grads, s->total_floats * sizeof(float)) == 0, "downloaded gradients differ");
-    StepHyper h = hyper(&cfg, 0);
+    StepHyper h = step_hyper_from_config(&cfg, 0, 1.0);
     CHECK(a->optimizer_step(a, &h, &na) == 0 && b->optimizer_step(b, &h, &nb) == 0, "step: %s", ct_error());
     CHECK(backend_cuda_sync_to_host(a) == 0 && backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
     CHECK(memcmp(sa.params, sb.params, s->total_floats * sizeof(float)) == 0, "grad_buffer round trip changed the step");
