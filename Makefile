@@ -16,8 +16,12 @@ CFLAGS ?= $(OPT)
 # not depend on -march or the compiler (GCC's ISO mode implies it, clang's default does not).
 # -fno-trapping-math changes no value (nothing here reads floating-point exception flags); it
 # lets GCC turn `c ? a*b : 0` into a vector blend.
+# Source folders (docs/architecture.md): every one is on the include path for now.
+SRC_DIRS := src/base kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend checkpoint \
+            src/train src/cli
+ALL_INC := $(addprefix -I,$(SRC_DIRS))
 override CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-trapping-math -Wall -Wextra -fopenmp -MMD -MP \
-                   -Isrc -Ikernels -Icheckpoint
+                   $(ALL_INC)
 LDFLAGS ?=
 LDLIBS := -fopenmp -lpthread -lm
 
@@ -79,7 +83,7 @@ ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
 CUDA_CFLAGS += -DCT_HAVE_NCCL=1
 CUDA_LIBS += -lnccl
 endif
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra $(ALL_INC)
 # nvcc splits -D values at commas (CT_CUDA_ARCHS=sm_90,sm_80 would also define sm_80, which
 # breaks <nv/target>), so .cu files get the CUDA flags without it (they use __CUDA_ARCH_LIST__).
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
@@ -89,9 +93,9 @@ override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(
 LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 # ---- sources ----
-LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/*.c) $(wildcard checkpoint/*.c)
+LIB_SRCS := $(filter-out src/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-CU_SRCS := $(if $(NVCC),$(wildcard kernels/*.cu),)
+CU_SRCS := $(if $(NVCC),$(wildcard kernels/cuda/*.cu),)
 CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -120,7 +124,7 @@ $(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/ctrain: $(BUILD)/obj/src/main.o $(BUILD)/libctrain.a
+$(BUILD)/ctrain: $(BUILD)/obj/src/cli/main.o $(BUILD)/libctrain.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libctrain.a tests/harness.h
@@ -154,12 +158,13 @@ bench:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/obj/src/main.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/obj/src/cli/main.d
 
 # For engineers compiling one file by hand: prints the flags the build uses.
 .PHONY: flags
 flags:
 	@echo "CFLAGS=$(CFLAGS)"
+	@echo "INCLUDES=$(ALL_INC)"
 	@echo "LDLIBS=$(LDLIBS)"
 
 # Regenerate the generated parts of docs/ from the code (tests/cli/test_docs.sh checks they match).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gen-docs.sh — rewrites the generated block of docs/configuration.md (between the
 # "keys:begin" and "keys:end" markers) from `ctrain train --help-markdown`, the key table
-# in src/config_keys.h. Usage: scripts/gen-docs.sh [path/to/ctrain]
+# in src/config/config_keys.h. Usage: scripts/gen-docs.sh [path/to/ctrain]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 ctrain=${1:-$root/build/ctrain}

@@ -1,4 +1,4 @@
-/* bench_cpu_attention.c — times the CPU attention ops (kernels/cpu_attention.h) on one
+/* bench_cpu_attention.c — times the CPU attention ops (kernels/cpu/cpu_attention.h) on one
  * baseline-sized shape and prints ms per call and GFLOP/s.
  * Usage: bench_cpu_attention [repeats]   (threads: OMP_NUM_THREADS)
  *

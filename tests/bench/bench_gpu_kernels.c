@@ -1,4 +1,4 @@
-/* bench_gpu_kernels.c — times the CUDA ops (kernels/cuda_ops.h) on the baseline model's shapes
+/* bench_gpu_kernels.c — times the CUDA ops (kernels/cuda/cuda_ops.h) on the baseline model's shapes
  * (dim 512, 8 heads / 4 kv heads of 64, MLP 1024, T 1024, vocab 1024) for a micro-batch of
  * 8 sequences (8192 tokens), and prints per-op time with the achieved FLOP rate (matrix and
  * attention ops) or memory bandwidth (element-wise and row ops).

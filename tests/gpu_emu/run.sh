@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — runs the CUDA backend's test programs (tests/unit/test_gpu_*.c) on the CPU, through a
-# host emulation of CUDA: the unchanged kernels/cuda_*.cu (launches rewritten by
-# launch_to_cpp.py), src/backend_cuda.c and the tests, compiled with g++/gcc against shim/
+# host emulation of CUDA: the unchanged kernels/cuda/cuda_*.cu (launches rewritten by
+# launch_to_cpp.py), src/backend/backend_cuda.c and the tests, compiled with g++/gcc against shim/
 # (CUDA runtime + cuBLAS subset, one std::thread per CUDA thread; see shim/emu_device.h and
 # emu_runtime.cpp). It checks index math, masking, launch shapes, shuffles in uniform control
 # flow, the backend's wiring and the test programs themselves on a machine without a GPU.
@@ -27,25 +27,26 @@ out="$root/build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
 mkdir -p "$out/k" "$out/gen" "$out/obj"
 [ -f "$root/build/libctrain.a" ] || { echo "run.sh: build/libctrain.a missing: run make first" >&2; exit 2; }
 
-cp "$root"/kernels/cuda_ops.h "$root"/kernels/cuda_common.cuh "$out/k/"
+cp "$root"/kernels/cuda/cuda_ops.h "$root"/kernels/cuda/cuda_common.cuh "$out/k/"
 defs=(-DCT_HAVE_CUDA=1)
 if [ $exact = 1 ]; then
     sed -i 's/typedef uint16_t ct_bf16;/typedef uint32_t ct_bf16;/' "$out/k/cuda_ops.h"
     defs+=(-DEMU_EXACT_BF16=1)
 fi
-inc=(-I"$here/shim" -I"$out/k" -I"$root/src" -I"$root/kernels" -I"$root/tests" -I"$root/checkpoint")
+# The build's include folders (make flags), after the copies above so that those are found first.
+inc=(-I"$here/shim" -I"$out/k" $(cd "$root" && make -s flags | sed -n 's/^INCLUDES=//p' | sed "s#-I#-I$root/#g") -I"$root/tests")
 libs=$(cd "$root" && make -s flags | sed -n 's/^LDLIBS=//p' | tr ' ' '\n' |
        grep -vE '^-l(cublasLt|cublas|cudart|nccl)$|cuda' | tr '\n' ' ')
 
 objs=()
-for cu in "$root"/kernels/cuda_*.cu; do
+for cu in "$root"/kernels/cuda/cuda_*.cu; do
     name=$(basename "$cu" .cu)
     python3 "$here/launch_to_cpp.py" "$cu" "$out/gen/$name.cpp"
     g++ -std=c++20 -O2 -fopenmp -w "${defs[@]}" "${inc[@]}" -c "$out/gen/$name.cpp" -o "$out/obj/$name.o"
     objs+=("$out/obj/$name.o")
 done
 g++ -std=c++20 -O2 -w "${defs[@]}" -I"$here/shim" -c "$here/emu_runtime.cpp" -o "$out/obj/emu_runtime.o"
-gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp -Wall -Wextra "${defs[@]}" "${inc[@]}" -c "$root/src/backend_cuda.c" \
+gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp -Wall -Wextra "${defs[@]}" "${inc[@]}" -c "$root/src/backend/backend_cuda.c" \
     -o "$out/obj/backend_cuda.o"
 objs+=("$out/obj/emu_runtime.o" "$out/obj/backend_cuda.o")
 

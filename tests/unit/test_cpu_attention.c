@@ -1,4 +1,4 @@
-/* test_cpu_attention.c — reference tests of the CPU attention ops (kernels/cpu_attention.h):
+/* test_cpu_attention.c — reference tests of the CPU attention ops (kernels/cpu/cpu_attention.h):
  * RoPE tables, QK-norm + RoPE + gain, causal GQA attention, and the two chained as in
  * train_gpt.py's CausalSelfAttention.
  *

@@ -1,4 +1,4 @@
-/* test_cpu_ops.c — reference tests of the CPU math ops (kernels/cpu_ops.h), as tests/refcheck.h
+/* test_cpu_ops.c — reference tests of the CPU math ops (kernels/cpu/cpu_ops.h), as tests/refcheck.h
  * describes: fp32 forward vs a double-precision reference, fp32 backward vs central finite
  * differences of the double reference of L = sum(out * R), the += semantics of every backward,
  * and bitwise-identical results with 1, 2 and 3 OpenMP threads.

@@ -1,4 +1,4 @@
-/* test_cpu_optim.c — checks the CPU optimizer math (kernels/cpu_optim.h) against plain
+/* test_cpu_optim.c — checks the CPU optimizer math (kernels/cpu/cpu_optim.h) against plain
  * double-precision references of the same formulas, the schedules against hand-computed values,
  * and that results are bitwise independent of the OpenMP thread count.
  *

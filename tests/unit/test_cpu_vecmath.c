@@ -1,6 +1,6 @@
-/* test_cpu_vecmath.c — the vectorizable exp and tanh of kernels/cpu_vecmath.h against double
+/* test_cpu_vecmath.c — the vectorizable exp and tanh of kernels/cpu/cpu_vecmath.h against double
  * precision libm over dense sweeps (error in units in the last place of the fp32 result), their
- * special values, and the threaded whole-buffer passes of kernels/cpu_buffer.c.
+ * special values, and the threaded whole-buffer passes of kernels/cpu/cpu_buffer.c.
  * CT_TEST_VERBOSE=1 prints the measured worst errors. */
 #include <math.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* test_data.c — HDF5 token files (src/data.c): writer/reader round trips, set resolution,
+/* test_data.c — HDF5 token files (src/data/data.c): writer/reader round trips, set resolution,
  * tokenizer tables, the HDF5 lock under a concurrent reader, and every kind of bad input
  * (files made with the C writer or with raw HDF5 calls, as other tools would make them). */
 #include <hdf5.h>

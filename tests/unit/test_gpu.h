@@ -7,7 +7,7 @@
  *    "SKIP <program>/<case>: no CUDA device" and the program exits 0 (`make test` on a machine
  *    without a GPU); `make test-gpu` (CT_REQUIRE_GPU=1) turns those skips into failures;
  *  - inputs are random (never all zeros), outputs are poisoned with NaN before each call, every
- *    result is compared with the CPU op (kernels/cpu_*.h) by ||gpu - cpu|| / ||cpu||, and the
+ *    result is compared with the CPU op (kernels/cpu/cpu_*.h) by ||gpu - cpu|| / ||cpu||, and the
  *    determinism of each op is checked by running it twice and comparing the bytes.
  * CT_TEST_VERBOSE=1 prints every measured error to stderr. */
 #ifndef CT_TEST_GPU_H

@@ -1,4 +1,4 @@
-/* test_gpu_optim.c — the CUDA optimizers (cuda_optim.cu) against kernels/cpu_optim.h: Adam over
+/* test_gpu_optim.c — the CUDA optimizers (cuda_optim.cu) against kernels/cpu/cpu_optim.h: Adam over
  * several steps with a changing lr, the Muon momentum lines, Newton–Schulz + scale in fp32 and
  * in bf16 (square, tall = transposed, wide), the apply step with its bf16 weight shadow, global
  * norm clipping, determinism. Rules in test_gpu.h.

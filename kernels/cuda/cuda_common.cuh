@@ -1,4 +1,4 @@
-/* cuda_common.cuh — device helpers shared by the kernels/cuda_*.cu files: bf16 conversion,
+/* cuda_common.cuh — device helpers shared by the kernels/cuda/cuda_*.cu files: bf16 conversion,
  * deterministic warp/block reductions, launch checking. Private to the CUDA sources. */
 #ifndef CT_CUDA_COMMON_CUH
 #define CT_CUDA_COMMON_CUH

@@ -1,5 +1,5 @@
 /* backend_cpu.c — the CPU backend's forward and backward pass through the parameter-golf GPT
- * (fp32, kernels/cpu_*). Activations of one micro-batch are allocated once, at creation;
+ * (fp32, kernels/cpu/cpu_*). Activations of one micro-batch are allocated once, at creation;
  * nothing is allocated per step. Forward order and the saved tensors follow train_gpt.py's
  * GPT.forward; the backward walks the same graph in reverse (docs/model.md). */
 #include <math.h>

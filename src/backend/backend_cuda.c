@@ -1,6 +1,6 @@
 /* backend_cuda.c — the CUDA backend's host orchestration: device selection, the one device
  * allocation, token upload, the forward and backward through the parameter-golf GPT and the
- * optimizer step, all on one stream (kernels in kernels/cuda_*.cu, declared in cuda_ops.h).
+ * optimizer step, all on one stream (kernels in kernels/cuda/cuda_*.cu, declared in cuda_ops.h).
  *
  * The graph, the saved activations and the backward order are the CPU backend's
  * (backend_cpu.c); the differences are the precision policy (bf16 operands of every matrix

@@ -1,5 +1,5 @@
-/* cuda_ops.h — the CUDA math ops of ctrain (kernels/cuda_*.cu), C-callable, llm.c style. Each op
- * mirrors a CPU op of kernels/cpu_ops.h / cpu_attention.h / cpu_optim.h (same math, same layout)
+/* cuda_ops.h — the CUDA math ops of ctrain (kernels/cuda/cuda_*.cu), C-callable, llm.c style. Each op
+ * mirrors a CPU op of kernels/cpu/cpu_ops.h / cpu_attention.h / cpu_optim.h (same math, same layout)
  * and is tested against it in tests/unit/test_gpu_*.c. docs/cuda.md has the overview.
  *
  * Conventions (the CPU ones, plus the precision policy):

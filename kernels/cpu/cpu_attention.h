@@ -112,7 +112,7 @@ void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, co
                             int n_heads, int n_kv_heads, int head_dim, float *scratch,
                             size_t scratch_floats);
 
-/* ---- internal: fp32 reductions shared by kernels/cpu_attn*.c (cpu_attn_vec.c) ----------------
+/* ---- internal: fp32 reductions shared by kernels/cpu/cpu_attn*.c (cpu_attn_vec.c) ----------------
  * Vectorised, and a fixed function of (x, n): the same bits on every thread. */
 float cpu_attn_sum(const float *x, int n);
 float cpu_attn_dot(const float *x, const float *y, int n);

@@ -1,4 +1,4 @@
-/* backend_cuda.h — the CUDA backend (backend_cuda.c, kernels/cuda_*.cu): the same model, graph
+/* backend_cuda.h — the CUDA backend (backend_cuda.c, kernels/cuda/cuda_*.cu): the same model, graph
  * and optimizers as the CPU backend, on one NVIDIA GPU, with bf16 matrix products (fp32
  * accumulation) and fp32 everything else (docs/cuda.md).
  *

@@ -1,6 +1,6 @@
 /* backend_cpu_optim.c — the CPU backend's optimizer step: optional global gradient clipping,
  * then Adam on tok_emb / lm_head / control tensors and Muon on the block matrices
- * (kernels/cpu_optim), then zeroing the gradients for the next step. */
+ * (kernels/cpu/cpu_optim), then zeroing the gradients for the next step. */
 #include <stdlib.h>
 
 #include "backend_cpu.h"
