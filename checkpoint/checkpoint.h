@@ -1,5 +1,5 @@
-/* checkpoint.h — HDF5 checkpoints of a training run (format: docs/checkpoint-format.md) and the
- * `ctrain ckpt` tools.
+/* checkpoint.h — HDF5 checkpoints of a training run (format: docs/checkpoint-format.md) and what
+ * the `ctrain ckpt` tools show of them.
  *
  * A checkpoint is <dir>/step_NNNNNNNN.h5: the fp32 master weights under /model (names and
  * shapes of train_gpt.py's state_dict), the optimizer state under /optimizer, the loader
@@ -21,10 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "config.h"
 #include "data.h"
 #include "loader.h"
+#include "train_state.h"
 
 /* The run position saved beside the tensors. */
 typedef struct {
@@ -50,11 +50,19 @@ typedef struct {
 int checkpoint_save(const char *dir, const Config *cfg, const TrainState *st, const CheckpointInfo *info,
                     const TokenSet *train_set, int keep, char *path_out, size_t path_cap);
 
+/* What a verified checkpoint holds, in brief. */
+typedef struct {
+    int64_t step;
+    int num_tensors;
+    uint32_t content_crc32;
+} CheckpointSummary;
+
 /* Fully verify a file without needing a configuration: the format attributes, that every
  * object the model described by the file's own /config needs is present with the right type
  * and shape (and nothing else is), the loader cursor against the recorded file list, the
- * Fletcher32 checksum of every chunk of every dataset, and the content checksum. */
-int checkpoint_verify(const char *path);
+ * Fletcher32 checksum of every chunk of every dataset, and the content checksum. summary (may
+ * be NULL) is filled when the file is valid. */
+int checkpoint_verify(const char *path, CheckpointSummary *summary);
 
 /* Resume: verify the file, then check it against cfg: every SHAPE key of the key table must be
  * equal (the message lists each differing key with the checkpoint's and the configured
@@ -82,8 +90,13 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
  * dir cannot be read (resume=none refuses to overwrite an existing run). */
 int checkpoint_dir_has_checkpoints(const char *dir);
 
-/* `ctrain ckpt info|verify|diff ...`; argv[0] is "ckpt". Returns the process exit code:
- * 0 success, 1 invalid file / runtime error (diff --exact: files differ), 2 usage error. */
-int ckpt_main(int argc, char **argv);
+/* `ctrain ckpt info`: print what the file holds (position, configuration summary, tensor table)
+ * from its metadata, without verifying the tensors. */
+int checkpoint_print_info(const char *path);
+
+/* `ctrain ckpt diff`: print how two readable checkpoints differ (position, configuration,
+ * per-tensor differences). Returns the exit code: 0, or 1 with exact when they are not
+ * identical, 1 on errors (printed). */
+int checkpoint_diff(const char *a, const char *b, int exact);
 
 #endif

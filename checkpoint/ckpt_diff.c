@@ -172,7 +172,7 @@ static void diff_other(const CkptMeta *a, const CkptMeta *b) {
     }
 }
 
-int ckpt_diff_run(const char *path_a, const char *path_b, int exact) {
+int checkpoint_diff(const char *path_a, const char *path_b, int exact) {
     Side a, b;
     memset(&b, 0, sizeof b);
     b.file = H5I_INVALID_HID;

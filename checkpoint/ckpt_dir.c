@@ -211,7 +211,7 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
     char first_reason[1024] = "";
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, order[i]);
-        if (checkpoint_verify(path) == 0) {
+        if (checkpoint_verify(path, NULL) == 0) {
             if (strlen(path) >= cap) rc = ct_fail("buffer of %zu bytes too small for '%s'", cap, path);
             else {
                 snprintf(path_out, cap, "%s", path);

@@ -153,11 +153,8 @@ int ckpt_read_latest(const char *dir, char *name, size_t cap);
  * names, and leftover temporary files of interrupted saves. Failures print a warning. */
 void ckpt_prune(const char *dir, int keep, const char *protect);
 
-/* ---- commands (ckpt_cmd.c dispatches) ---- */
+/* ---- printing (ckpt_info.c) ---- */
 
-/* `ctrain ckpt diff`: compare two readable files; returns the exit code (0, or 1 with exact when
- * they are not identical, 1 on errors). */
-int ckpt_diff_run(const char *a, const char *b, int exact);
 /* "12.0 KiB" */
 void ckpt_format_bytes(double bytes, char *buf, size_t cap);
 

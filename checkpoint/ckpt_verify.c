@@ -134,7 +134,7 @@ int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m) {
     return rc;
 }
 
-int checkpoint_verify(const char *path) {
+int checkpoint_verify(const char *path, CheckpointSummary *summary) {
     ct_hdf5_lock();
     CkptMeta m;
     memset(&m, 0, sizeof m);
@@ -143,6 +143,13 @@ int checkpoint_verify(const char *path) {
     if (file >= 0) {
         rc = ckpt_verify_open(file, path, &m);
         H5Fclose(file);
+    }
+    if (rc == 0 && summary) {
+        CkptTensor *list;
+        summary->step = m.step;
+        summary->content_crc32 = m.content_crc32;
+        ckpt_tensor_list(&m.spec, &list, &summary->num_tensors);
+        free(list);
     }
     ckpt_meta_free(&m);
     ct_hdf5_unlock();

@@ -15,12 +15,6 @@
 #include "fault.h"
 #include "h5util.h"
 
-void (*ckpt_test_stage_hook)(const char *stage);
-
-void ckpt_stage(const char *stage) {
-    if (ckpt_test_stage_hook) ckpt_test_stage_hook(stage);
-}
-
 /* ---- writing the file (lock held) ---- */
 
 /* Creation properties without modification times, so the file's bytes depend only on what is

@@ -1,8 +1,8 @@
 /* backend.h — the math a training step needs, behind one interface so the training loop,
  * loader, checkpointing and distributed layer are shared by device=cpu and device=cuda.
  *
- * The training state (fp32 master weights, gradients, optimizer state) lives in TrainState on
- * the host for the CPU backend; the CUDA backend keeps device copies and syncs them to the
+ * The training state (fp32 master weights, gradients, optimizer state, train_state.h) lives in
+ * TrainState on the host for the CPU backend; the CUDA backend keeps device copies and syncs them to the
  * host TrainState on request (checkpoints, parity tests). */
 #ifndef CT_BACKEND_H
 #define CT_BACKEND_H
@@ -12,19 +12,7 @@
 
 #include "config.h"
 #include "model.h"
-
-typedef struct {
-    ModelSpec spec;
-    float *params;     /* [spec.total_floats] fp32 master weights */
-    float *grads;      /* [spec.total_floats] accumulated over the micro-steps of one step */
-    float *exp_avg;    /* Adam first moment (entries of Adam-managed parameters) */
-    float *exp_avg_sq; /* Adam second moment */
-    float *momentum;   /* Muon momentum buffers (entries of Muon-managed parameters) */
-    int64_t adam_step; /* Adam steps taken (torch's per-parameter "step", equal for all) */
-} TrainState;
-
-int train_state_init(TrainState *st, const Config *cfg);
-void train_state_free(TrainState *st);
+#include "train_state.h"
 
 /* Hyperparameters of one optimizer step (already scaled by the schedule). */
 typedef struct {
@@ -62,6 +50,9 @@ struct Backend {
     /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.
      * *grad_norm gets the global gradient norm when clipping is on (else 0). */
     int (*optimizer_step)(Backend *b, const StepHyper *h, double *grad_norm);
+    /* (optional, NULL when the state's host buffers are always current) Bring the TrainState's
+     * host buffers up to date from the backend's own copy, before a checkpoint is written. */
+    int (*sync_to_host)(Backend *b);
     void (*destroy)(Backend *b);
     int micro_batch_seqs, seq_len; /* B and T of forward_backward */
 };

@@ -622,16 +622,6 @@ static void cuda_destroy(Backend *b) {
     free(cb);
 }
 
-static int env_int(const char *name, int *value) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 20) return 0;
-    *value = (int)x;
-    return 1;
-}
-
 static int select_device(int *device) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -639,10 +629,10 @@ static int select_device(int *device) {
         return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
     if (count <= 0) return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: 0 devices)");
     int d = 0;
-    if (env_int("CT_CUDA_DEVICE", &d)) {
+    if (ct_env_nonneg_int("CT_CUDA_DEVICE", &d) == 0) {
         if (d >= count)
             return ct_fail("device = cuda: CT_CUDA_DEVICE=%d but only %d CUDA device(s) are visible", d, count);
-    } else if (env_int("LOCAL_RANK", &d) || env_int("SLURM_LOCALID", &d)) {
+    } else if (ct_env_nonneg_int("LOCAL_RANK", &d) == 0 || ct_env_nonneg_int("SLURM_LOCALID", &d) == 0) {
         d %= count;
     }
     *device = d;
@@ -676,6 +666,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.evaluate = cuda_evaluate;
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
+    cb->base.sync_to_host = backend_cuda_sync_to_host;
     cb->base.destroy = cuda_destroy;
     cb->B = B;
     cb->T = T;
@@ -691,7 +682,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->device = device;
     {
         int ns = 0;
-        cb->ns_fp32 = env_int("CT_CUDA_NS_FP32", &ns) && ns == 1;
+        cb->ns_fp32 = ct_env_nonneg_int("CT_CUDA_NS_FP32", &ns) == 0 && ns == 1;
     }
     long long chunk = LOGITS_Z_TARGET_FLOATS / cb->V;
     if (chunk < 64) chunk = 64;

@@ -1,7 +1,9 @@
 /* common.c — error reporting, checked allocation, number parsing and small OS helpers. */
 #include "common.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,6 +116,18 @@ int ct_parse_double(const char *s, double *out) {
     double v = strtod(buf, &end);
     if (errno != 0 || end == buf || *end != '\0' || !isfinite(v)) return -1;
     *out = v;
+    return 0;
+}
+
+int ct_env_nonneg_int(const char *name, int *out) {
+    const char *s = getenv(name);
+    if (!s || !*s) return -1;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p)) return -1;
+    errno = 0;
+    long v = strtol(s, NULL, 10);
+    if (errno || v > INT_MAX) return -1;
+    *out = (int)v;
     return 0;
 }
 

@@ -47,6 +47,10 @@ double ct_now_ms(void);
 int ct_parse_int64(const char *s, int64_t *out);
 int ct_parse_double(const char *s, double *out);
 
+/* An environment variable holding a whole non-negative decimal that fits an int (digits only:
+ * no sign, no spaces); returns -1 (no message) if it is unset, empty or anything else. */
+int ct_env_nonneg_int(const char *name, int *out);
+
 /* Create a directory and its parents (mkdir -p); returns -1 with a message on failure. */
 int ct_mkdir_p(const char *path);
 

@@ -3,12 +3,35 @@
 #include "h5util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "common.h"
+
+/* ---- the process-wide HDF5 lock ---- */
+
+static pthread_mutex_t hdf5_mutex;
+static pthread_once_t hdf5_mutex_once = PTHREAD_ONCE_INIT;
+
+static void hdf5_mutex_init(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&hdf5_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void ct_hdf5_lock(void) {
+    pthread_once(&hdf5_mutex_once, hdf5_mutex_init);
+    pthread_mutex_lock(&hdf5_mutex);
+    /* Per thread in threadsafe builds, so it is repeated for whichever thread takes the lock. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
 
 /* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
  * says that its plugin directory does not exist; the line above names the filter). */

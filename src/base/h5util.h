@@ -2,12 +2,20 @@
  * (checkpoint/): turning HDF5's error stack into one readable message, naming a datatype the
  * way a numpy user would, the file-access properties every open uses, and opening a file for
  * reading with messages that say what is wrong with it.
- * Call all of them with ct_hdf5_lock() held (data.h). */
+ * Call all of them with ct_hdf5_lock() held (below). */
 #ifndef CT_H5UTIL_H
 #define CT_H5UTIL_H
 
 #include <hdf5.h>
 #include <stddef.h>
+
+/* The process-wide lock that serialises every HDF5 call: clusters often have HDF5 builds that
+ * are not threadsafe, and the loader's prefetch thread reads while the main thread writes
+ * checkpoints. Every HDF5 call of ctrain holds it (data files and checkpoints). It is
+ * recursive, so a holder may call code that takes it again. Taking it also turns off HDF5's own
+ * error-stack printing for the calling thread: failures are reported through ct_error(). */
+void ct_hdf5_lock(void);
+void ct_hdf5_unlock(void);
 
 /* ct_fail with the most specific message of the calling thread's HDF5 error stack appended,
  * e.g. "cannot open 'x.h5' (HDF5: file signature not found)"; clears the stack; returns -1. */

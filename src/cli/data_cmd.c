@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "common.h"
 #include "data.h"
 #include "progress.h"

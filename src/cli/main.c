@@ -4,13 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "checkpoint.h"
 #include "cli.h"
+#include "commands.h"
 #include "common.h"
-#include "data.h"
-#include "dist.h"
-#include "train.h"
-#include "version.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -47,7 +43,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt")) return ckpt_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "launch-check")) return dist_check_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "launch-check")) return launch_check_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;

@@ -1,6 +1,6 @@
 /* version.c — reports the build's parts and their library versions for `ctrain --version`,
  * queried from the libraries actually loaded (not only the headers built against). */
-#include "version.h"
+#include "commands.h"
 
 #include <hdf5.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * glob expansion into a split, chunked hyperslab reads through a small cache of open handles,
  * the tokenizer byte-count tables, and the atomic (write to .tmp, rename) writer.
  *
- * Every HDF5 call here runs under ct_hdf5_lock(). HDF5 failures are turned into our own
+ * Every HDF5 call here runs under ct_hdf5_lock() (h5util.h). HDF5 failures are turned into our own
  * messages naming the file and object, with the most specific line of HDF5's error stack
  * appended, because HDF5's own printed stack is unreadable for users. */
 #include "data.h"
@@ -32,28 +32,6 @@
 #define BIN_SHARD_MAGIC 20240520
 
 static const char *const LUT_NAMES[3] = {"base_bytes", "has_leading_space", "is_boundary_token"};
-
-/* ---- the process-wide HDF5 lock ---- */
-
-static pthread_mutex_t hdf5_mutex;
-static pthread_once_t hdf5_mutex_once = PTHREAD_ONCE_INIT;
-
-static void hdf5_mutex_init(void) {
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&hdf5_mutex, &attr);
-    pthread_mutexattr_destroy(&attr);
-}
-
-void ct_hdf5_lock(void) {
-    pthread_once(&hdf5_mutex_once, hdf5_mutex_init);
-    pthread_mutex_lock(&hdf5_mutex);
-    /* Per thread in threadsafe builds, so it is repeated for whichever thread takes the lock. */
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
 
 /* ---- opening files ---- */
 

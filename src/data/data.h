@@ -88,15 +88,4 @@ int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_byt
 /* /tokens chunk length of files written by TokenWriter (docs/data-format.md says why). */
 #define CT_DATA_CHUNK_TOKENS ((int64_t)1 << 20)
 
-/* The process-wide lock that serialises every HDF5 call: clusters often have HDF5 builds that
- * are not threadsafe, and the loader's prefetch thread reads while the main thread writes
- * checkpoints. Code outside data.c that calls HDF5 (checkpoints) must hold it too. It is
- * recursive, so a holder may call the functions above. Taking it also turns off HDF5's own
- * error-stack printing for the calling thread: failures are reported through ct_error(). */
-void ct_hdf5_lock(void);
-void ct_hdf5_unlock(void);
-
-/* `ctrain data ...` subcommands (data_cmd.c); returns the process exit code. */
-int data_main(int argc, char **argv);
-
 #endif

@@ -28,17 +28,7 @@
 #include "dist.h"
 #include "dist_internal.h"
 
-static DistEntry *g_map;   /* rank 0: every rank's entry */
-static int g_map_n;
 static unsigned g_seq;     /* numbers the internal KVS keys of dist_bcast (same on every rank) */
-
-void dist_store_rank_map(DistEntry *e, int n) {
-    free(g_map);
-    g_map = e;
-    g_map_n = n;
-}
-
-static int env_int(const char *name, int *out) { return dist_parse_nonneg(getenv(name), out); }
 
 /* MPICH's mpiexec (hydra) started this process: it sets these for its ranks. Inside an
  * allocation hydra starts its proxies with srun and the ranks inherit the proxies' SLURM_*
@@ -61,36 +51,6 @@ static int started_by_srun(void) {
         if (!pmi_size || strcmp(pmi_size, getenv("SLURM_STEP_NUM_TASKS")) != 0) return 0;
     }
     return 1;
-}
-
-int dist_layout_from_slurm_env(DistInfo *d, int set_rank) {
-    int procid, ntasks, localid, nodeid, nnodes;
-    if (env_int("SLURM_PROCID", &procid) < 0 || env_int("SLURM_STEP_NUM_TASKS", &ntasks) < 0 ||
-        env_int("SLURM_LOCALID", &localid) < 0 || env_int("SLURM_NODEID", &nodeid) < 0 ||
-        env_int("SLURM_STEP_NUM_NODES", &nnodes) < 0)
-        return ct_fail("srun task without complete SLURM_* layout (SLURM_PROCID=%s SLURM_STEP_NUM_TASKS=%s "
-                       "SLURM_LOCALID=%s SLURM_NODEID=%s SLURM_STEP_NUM_NODES=%s)",
-                       getenv("SLURM_PROCID") ? getenv("SLURM_PROCID") : "(unset)",
-                       getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : "(unset)",
-                       getenv("SLURM_LOCALID") ? getenv("SLURM_LOCALID") : "(unset)",
-                       getenv("SLURM_NODEID") ? getenv("SLURM_NODEID") : "(unset)",
-                       getenv("SLURM_STEP_NUM_NODES") ? getenv("SLURM_STEP_NUM_NODES") : "(unset)");
-    const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
-    int local_size = dist_tasks_on_node(tpn, nodeid);
-    if (local_size < 0) return ct_fail_prefix("SLURM_STEP_TASKS_PER_NODE");
-    if (procid >= ntasks || nodeid >= nnodes || localid >= local_size)
-        return ct_fail("inconsistent SLURM_* layout: SLURM_PROCID=%d of SLURM_STEP_NUM_TASKS=%d, SLURM_NODEID=%d "
-                       "of SLURM_STEP_NUM_NODES=%d, SLURM_LOCALID=%d of %d",
-                       procid, ntasks, nodeid, nnodes, localid, local_size);
-    if (set_rank) {
-        d->rank = procid;
-        d->world_size = ntasks;
-    }
-    d->local_rank = localid;
-    d->local_size = local_size;
-    d->node_index = nodeid;
-    d->num_nodes = nnodes;
-    return 0;
 }
 
 /* The launcher's view must agree with srun's: a disagreement means GPUs, data shards or
@@ -126,19 +86,28 @@ static void store_own_entry(const DistInfo *d) {
     dist_store_rank_map(e, 1);
 }
 
+/* The watchdog's way to end the whole job from its thread (registered in dist_init): MPI_Abort
+ * or PMI2_Abort where that is possible from here, else _exit(1). The message is printed. */
+static void abort_job_now(const char *msg) {
+    if (dist_mpi_can_abort_async()) dist_mpi_abort(1);
+    if (dist_pmi2_active()) dist_pmi2_abort(msg);
+    _exit(CT_EXIT_FAILURE);
+}
+
 int dist_init(DistInfo *d, int use_mpi, double timeout_s) {
     memset(d, 0, sizeof *d);
     d->world_size = d->local_size = d->num_nodes = 1;
     d->launcher = "single";
     d->timeout_s = timeout_s;
+    dist_watchdog_on_timeout(abort_job_now);
     set_host(d);
     d->srun = started_by_srun();
     int env_rank = -1;
-    env_int("PMI_RANK", &env_rank);
+    ct_env_nonneg_int("PMI_RANK", &env_rank);
     dist_watchdog_identity(env_rank, d->host);
 
     int env_size = -1;
-    env_int("PMI_SIZE", &env_size);
+    ct_env_nonneg_int("PMI_SIZE", &env_size);
     /* One rank needs no PMI: without libpmi2 compiled in it is simply started plainly. */
     int pmi = getenv("PMI_FD") && !(env_size == 1 && !dist_pmi2_compiled());
     if (pmi) {
@@ -175,7 +144,7 @@ int dist_init(DistInfo *d, int use_mpi, double timeout_s) {
     /* A plain start. In a batch script SLURM_NTASKS says how many tasks the job asked for,
      * but they only exist when srun starts them. */
     int ntasks = 0;
-    if (getenv("SLURM_JOB_ID") && env_int("SLURM_NTASKS", &ntasks) == 0 && ntasks > 1)
+    if (getenv("SLURM_JOB_ID") && ct_env_nonneg_int("SLURM_NTASKS", &ntasks) == 0 && ntasks > 1)
         fprintf(stderr, "ctrain: warning: SLURM_NTASKS=%d but this process was not started by srun: "
                         "running as a single process (start it with srun --mpi=pmi2)\n", ntasks);
     dist_watchdog_identity(0, d->host);
@@ -184,7 +153,9 @@ int dist_init(DistInfo *d, int use_mpi, double timeout_s) {
 }
 
 int dist_rank_map(const DistInfo *d, char *buf, size_t cap) {
-    if (d->rank == 0 && g_map) return dist_format_rank_map(g_map, g_map_n, buf, cap);
+    int n;
+    const DistEntry *map = dist_stored_rank_map(&n);
+    if (d->rank == 0 && map) return dist_format_rank_map(map, n, buf, cap);
     DistEntry self;
     dist_entry_set(&self, d->rank, d->local_rank, d->host);
     return dist_format_rank_map(&self, 1, buf, cap);
@@ -276,12 +247,6 @@ int dist_barrier(const DistInfo *d) {
     }
     if (dist_pmi2_active()) return dist_pmi2_fence(d, d->op_timeout_s, "dist_barrier");
     return no_collectives(d, "dist_barrier");
-}
-
-void dist_abort_job_now(const char *msg) {
-    if (dist_mpi_can_abort_async()) dist_mpi_abort(1);
-    if (dist_pmi2_active()) dist_pmi2_abort(msg);
-    _exit(CT_EXIT_FAILURE);
 }
 
 void dist_abort(const DistInfo *d, int code, const char *msg) {

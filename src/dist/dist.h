@@ -74,9 +74,6 @@ void dist_abort(const DistInfo *d, int code, const char *msg) __attribute__((nor
 /* Finalise MPI / PMI2. Safe to call twice, or after a failed dist_init. */
 void dist_finalize(DistInfo *d);
 
-/* `ctrain launch-check` (src/cli/dist_cmd.c); argv[0] is "launch-check". Returns the exit code. */
-int dist_check_main(int argc, char **argv);
-
 /* ---- helpers, exposed for tests ---- */
 
 /* Parse a PMI_process_mapping value "(vector,(start,nodes,ppn),...)" into node_of_rank[0..world)

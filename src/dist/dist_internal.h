@@ -15,26 +15,25 @@ typedef struct {
 
 /* dist_util.c: "rank map (rank=host/local_rank): 0=n1/0 ..." from n entries, cut to cap. */
 int dist_format_rank_map(const DistEntry *e, int n, char *buf, size_t cap);
-/* Parse a whole non-negative decimal int; -1 if s is NULL, empty, signed or has garbage. */
-int dist_parse_nonneg(const char *s, int *out);
 
 /* dist_util.c: copy host into an entry's host field, keeping only [A-Za-z0-9._-] (the
  * entries travel as PMI values, where ';' and '=' are separators). */
 void dist_entry_set(DistEntry *e, int rank, int local_rank, const char *host);
 
-/* dist.c: rank 0 keeps every rank's entry for dist_rank_map (takes ownership of e). */
+/* dist_layout.c: rank 0 keeps every rank's entry for dist_rank_map (takes ownership of e;
+ * NULL frees it); the stored entries (NULL if none) and their count. */
 void dist_store_rank_map(DistEntry *e, int n);
-/* dist.c: layout (local rank/size, node index, count) from SLURM_* of an srun task; with
+const DistEntry *dist_stored_rank_map(int *n);
+/* dist_layout.c: layout (local rank/size, node index, count) from SLURM_* of an srun task; with
  * set_rank also rank and world size. -1 with a message if a variable is missing or bad. */
 int dist_layout_from_slurm_env(DistInfo *d, int set_rank);
-/* dist.c: end the whole job from any thread (the watchdog): MPI_Abort or PMI2_Abort where that
- * is possible from here, else _exit(1). The message has already been printed. */
-void dist_abort_job_now(const char *msg) __attribute__((noreturn));
 
 /* dist_watchdog.c: a thread that ends the job when one blocking step outlasts its timeout.
  * arm() names what the caller is about to wait for; with timeout_s <= 0 it does nothing.
  * When it fires it prints "ctrain: error: rank R (host): timed out after S s in WHAT ..." and
- * calls dist_abort_job_now(). Arm/disarm pairs do not nest. */
+ * ends the job with the function given to dist_watchdog_on_timeout (dist.c gives one that
+ * aborts through MPI or PMI2), then _exit(1). Arm/disarm pairs do not nest. */
+void dist_watchdog_on_timeout(void (*end_job)(const char *msg));
 void dist_watchdog_identity(int rank, const char *host);
 void dist_watchdog_arm(double timeout_s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dist_watchdog_disarm(void);

@@ -12,17 +12,6 @@
 #include "dist.h"
 #include "dist_internal.h"
 
-int dist_parse_nonneg(const char *s, int *out) {
-    if (!s || !*s) return -1;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p)) return -1;
-    errno = 0;
-    long v = strtol(s, NULL, 10);
-    if (errno || v > INT_MAX) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* ---- PMI_process_mapping ---- */
 
 typedef struct {

@@ -3,7 +3,7 @@
  * forever, and srun (without --kill-on-bad-exit) lets them. Before such a call the caller arms
  * this watchdog with what it waits for; a background thread prints
  *   ctrain: error: rank 2 (n1): timed out after 30 s in PMI2_KVS_Fence (...)
- * when the deadline passes and ends the whole job (dist_abort_job_now). One thread per process,
+ * when the deadline passes and ends the whole job (dist_watchdog_on_timeout). One thread per process,
  * started on first use, sleeping on a condition variable in between. */
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "dist_internal.h"
@@ -24,6 +25,13 @@ static double wd_timeout_s;
 static char wd_what[384];
 static int wd_rank = -1;
 static char wd_host[64] = "?";
+static void (*wd_end_job)(const char *msg);
+
+void dist_watchdog_on_timeout(void (*end_job)(const char *msg)) {
+    pthread_mutex_lock(&wd_mu);
+    wd_end_job = end_job;
+    pthread_mutex_unlock(&wd_mu);
+}
 
 void dist_watchdog_identity(int rank, const char *host) {
     pthread_mutex_lock(&wd_mu);
@@ -55,10 +63,12 @@ static void *watchdog_main(void *arg) {
                      "rank %s (%s): timed out after %g s in %s; another rank probably died or hangs, "
                      "ending the job",
                      rank, wd_host, wd_timeout_s, wd_what);
+            void (*end_job)(const char *) = wd_end_job;
             pthread_mutex_unlock(&wd_mu);
             fprintf(stderr, "ctrain: error: %s\n", msg);
             fflush(stderr);
-            dist_abort_job_now(msg);
+            if (end_job) end_job(msg);
+            _exit(CT_EXIT_FAILURE);
         }
         pthread_cond_timedwait(&wd_cv, &wd_mu, &wd_deadline);
     }

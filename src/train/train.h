@@ -1,12 +1,10 @@
-/* train.h — `ctrain train`: command-line handling (train_cmd.c) and the training run. */
+/* train.h — a training run (the loop in train.c) and the data it reads (train_data.c); the
+ * command line of `ctrain train` is src/cli/train_cmd.c. */
 #ifndef CT_TRAIN_H
 #define CT_TRAIN_H
 
 #include "config.h"
 #include "data.h"
-
-/* CLI entry; argv[0] is "train". Returns the process exit code. */
-int train_main(int argc, char **argv);
 
 /* Resolve, check and describe the data a configuration names: opens the train (and val) sets,
  * checks vocab_size agreement with the config and that the training split holds at least one

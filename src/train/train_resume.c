@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_cuda.h"
 #include "checkpoint.h"
 #include "common.h"
 #include "trainer.h"
@@ -171,8 +170,8 @@ int trainer_save(Trainer *t) {
     info.training_time_ms = t->training_ms + (start - t->t0);
     info.device = t->backend->name;
     char path[4400];
-    /* the CUDA backend's device copy is authoritative: bring the host state up to date first */
-    if (!strcmp(t->backend->name, "cuda") && backend_cuda_sync_to_host(t->backend) != 0)
+    /* a backend whose own copy is authoritative (CUDA) brings the host state up to date first */
+    if (t->backend->sync_to_host && t->backend->sync_to_host(t->backend) != 0)
         return ct_fail_prefix("checkpoint at step %lld", (long long)t->step);
     int rc = checkpoint_save(t->ckpt_dir, t->cfg, &t->st, &info, &t->train_set, (int)t->cfg->keep_checkpoints, path,
                              sizeof path);

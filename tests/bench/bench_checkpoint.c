@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         t = ct_now_ms() - t;
         if (t < best_save) best_save = t;
         t = ct_now_ms();
-        if (checkpoint_verify(path) != 0) goto fail;
+        if (checkpoint_verify(path, NULL) != 0) goto fail;
         t = ct_now_ms() - t;
         if (t < best_verify) best_verify = t;
         CheckpointInfo back;

@@ -33,7 +33,7 @@ run_ok() {
 }
 
 if ! "$CTRAIN" launch-check --help >/dev/null 2>&1; then
-    fail launch_check_exists "'$CTRAIN launch-check' is not a command (src/cli/main.c must dispatch it to dist_check_main)"
+    fail launch_check_exists "'$CTRAIN launch-check' is not a command (src/cli/main.c must dispatch it to launch_check_main)"
     exit 1
 fi
 

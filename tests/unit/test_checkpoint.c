@@ -17,8 +17,10 @@
 
 #include "checkpoint.h"
 #include "ckpt_internal.h"
+#include "commands.h"
 #include "common.h"
 #include "data.h"
+#include "h5util.h"
 #include "harness.h"
 #include "loader.h"
 
@@ -255,7 +257,7 @@ static void roundtrip(int tied, int num_layers) {
     char want[1024];
     snprintf(want, sizeof want, "%s/step_00000005.h5", dir);
     CHECK(!strcmp(path, want), "path_out = '%.300s', expected '%.300s'", path, want);
-    CHECK(checkpoint_verify(path) == 0, "verify failed: %.300s", ct_error());
+    CHECK(checkpoint_verify(path, NULL) == 0, "verify failed: %.300s", ct_error());
 
     TrainState fresh;
     CHECK(train_state_init(&fresh, &f.cfg) == 0, "%.400s", ct_error());
@@ -408,7 +410,7 @@ static void verify_detects_truncation(void) {
     struct stat st;
     stat(copy, &st);
     CHECK(truncate(copy, st.st_size / 2) == 0, "truncate failed");
-    CHECK(checkpoint_verify(copy) != 0, "a truncated file verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "a truncated file verified");
     CHECK(error_has("truncated.h5") && error_has("truncated"), "message: %.400s", ct_error());
 }
 
@@ -419,7 +421,7 @@ static void verify_detects_flipped_tensor_byte(void) {
     long long offset = data_offset(copy, tensor);
     CHECK(offset > 0, "no data offset for %s", tensor);
     CHECK(flip_byte(copy, offset + 21) == 0, "flip failed");
-    CHECK(checkpoint_verify(copy) != 0, "a flipped byte verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "a flipped byte verified");
     CHECK(error_has(tensor) && error_has("flipped.h5"), "message does not name the tensor: %s", ct_error());
     CHECK(error_has("letcher"), "message does not say the Fletcher32 check failed: %s", ct_error());
 }
@@ -430,7 +432,7 @@ static void verify_detects_flipped_optimizer_byte(void) {
     CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
     long long offset = data_offset(copy, tensor);
     CHECK(offset > 0 && flip_byte(copy, offset + 100) == 0, "flip failed");
-    CHECK(checkpoint_verify(copy) != 0, "a flipped byte verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "a flipped byte verified");
     CHECK(error_has(tensor), "message does not name the tensor: %s", ct_error());
 }
 
@@ -443,7 +445,7 @@ static void verify_detects_missing_tensor(void) {
     H5Fclose(f);
     ct_hdf5_unlock();
     CHECK(e >= 0, "delete failed");
-    CHECK(checkpoint_verify(copy) != 0, "a file without a tensor verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "a file without a tensor verified");
     CHECK(error_has("/model/blocks.1.mlp.fc.weight is missing") && error_has("[32, 16]"), "message: %.400s", ct_error());
 }
 
@@ -457,7 +459,7 @@ static void verify_detects_wrong_format(void) {
     H5Fclose(f);
     ct_hdf5_unlock();
     CHECK(rc == 0, "rewrite failed");
-    CHECK(checkpoint_verify(copy) != 0, "a wrong format verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "a wrong format verified");
     CHECK(error_has("format is 'something-else'") && error_has("not a ctrain checkpoint"), "message: %.400s", ct_error());
 }
 
@@ -474,7 +476,7 @@ static void verify_detects_edited_attribute(void) {
     H5Fclose(f);
     ct_hdf5_unlock();
     CHECK(rc == 0, "rewrite failed");
-    CHECK(checkpoint_verify(copy) != 0, "an edited attribute verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "an edited attribute verified");
     CHECK(error_has("content checksum mismatch"), "message: %.400s", ct_error());
 }
 
@@ -487,22 +489,22 @@ static void verify_detects_unexpected_object(void) {
     H5Gclose(g);
     H5Fclose(f);
     ct_hdf5_unlock();
-    CHECK(checkpoint_verify(copy) != 0, "an unexpected object verified");
+    CHECK(checkpoint_verify(copy, NULL) != 0, "an unexpected object verified");
     CHECK(error_has("unexpected group /model/blocks.7.attn.c_q.weight"), "message: %.400s", ct_error());
 }
 
 static void verify_rejects_non_checkpoints(void) {
-    CHECK(checkpoint_verify(test_path("nothing.h5")) != 0 && error_has("No such file"), "%.400s", ct_error());
+    CHECK(checkpoint_verify(test_path("nothing.h5"), NULL) != 0 && error_has("No such file"), "%.400s", ct_error());
     char *text = test_path("text.h5");
     FILE *t = fopen(text, "w");
     fputs("hello\n", t);
     fclose(t);
-    CHECK(checkpoint_verify(text) != 0 && error_has("not an HDF5 file"), "%.400s", ct_error());
+    CHECK(checkpoint_verify(text, NULL) != 0 && error_has("not an HDF5 file"), "%.400s", ct_error());
     /* an HDF5 file of something else: a token data file */
     char data[800];
     snprintf(data, sizeof data, "%s/data/a.h5", test_tmpdir());
     data_glob();
-    CHECK(checkpoint_verify(data) != 0 && error_has("not a ctrain checkpoint"), "%.400s", ct_error());
+    CHECK(checkpoint_verify(data, NULL) != 0 && error_has("not a ctrain checkpoint"), "%.400s", ct_error());
 }
 
 /* ---- resume checks ---- */
@@ -640,7 +642,7 @@ static int latest_is(const char *dir, const char *want) {
     char name[256], path[1024];
     if (ckpt_read_latest(dir, name, sizeof name) != 1) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return !strcmp(name, want) && checkpoint_verify(path) == 0;
+    return !strcmp(name, want) && checkpoint_verify(path, NULL) == 0;
 }
 
 static int count_tmp_files(const char *dir) {
@@ -749,7 +751,7 @@ static int verify_under_flock(const char *path) {
         perror(path);
         return 2;
     }
-    int rc = checkpoint_verify(path);
+    int rc = checkpoint_verify(path, NULL);
     if (rc != 0) ct_print_error();
     close(fd);
     return rc ? 1 : 0;
@@ -768,7 +770,7 @@ static void file_locking_env_honoured(void) {
     CHECK(fixture == 0, "saving with HDF5_USE_FILE_LOCKING=FALSE failed (exit %d: %.300s)", fixture, out);
     char path[1024];
     snprintf(path, sizeof path, "%s/run/checkpoints/step_00000003.h5", test_path("nolock"));
-    CHECK(checkpoint_verify(path) == 0, "%.400s", ct_error());
+    CHECK(checkpoint_verify(path, NULL) == 0, "%.400s", ct_error());
 }
 
 /* ---- ctrain ckpt ---- */

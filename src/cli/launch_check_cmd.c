@@ -1,4 +1,4 @@
-/* dist_cmd.c — `ctrain launch-check`: a one-second check of a multi-rank launch, meant as the
+/* launch_check_cmd.c — `ctrain launch-check`: a one-second check of a multi-rank launch, meant as the
  * first step of an sbatch script. Every rank starts and finds its rank/node/local rank (rank 0
  * prints the rank map), rank 0's random blob reaches every rank through the KVS broadcast, and
  * the collectives return the exact expected values, bit for bit on every rank. Any failure
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "common.h"
 #include "dist.h"
 
@@ -102,7 +103,7 @@ static long check_sums(const DistInfo *d, size_t n) {
     return bad;
 }
 
-int dist_check_main(int argc, char **argv) {
+int launch_check_main(int argc, char **argv) {
     double timeout = 60;
     int no_mpi = 0, hang_rank = -1;
     for (int i = 1; i < argc; i++) {

@@ -1,0 +1,130 @@
+/* ckpt_info.c — what `ctrain ckpt info` shows: a checkpoint's position, configuration summary
+ * and tensor table, read from its metadata without verifying the tensors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt_internal.h"
+#include "common.h"
+#include "h5util.h"
+
+void ckpt_format_bytes(double bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%.0f B", bytes);
+    else snprintf(buf, cap, "%.1f %s", bytes, units[u]);
+}
+
+static void print_summary(const char *path, const CkptMeta *m) {
+    const Config *c = &m->cfg;
+    struct stat st;
+    char size[32] = "?";
+    if (stat(path, &st) == 0) ckpt_format_bytes((double)st.st_size, size, sizeof size);
+    printf("file:           %s (%s)\n", path, size);
+    printf("format:         %s version %lld, written by ctrain %s at %s\n", CKPT_FORMAT, (long long)m->format_version,
+           m->ctrain_version, m->created);
+    printf("step:           %lld (adam_step %lld)\n", (long long)m->step, (long long)m->adam_step);
+    printf("train tokens:   %lld\n", (long long)m->train_tokens);
+    printf("world size:     %lld\n", (long long)m->world_size);
+    printf("device:         %s\n", m->device);
+    printf("training time:  %.3f s\n", m->training_time_ms / 1000.0);
+    printf("model:          vocab_size %lld, num_layers %lld, model_dim %lld, num_heads %lld, num_kv_heads %lld, "
+           "mlp_mult %lld, %s embeddings; %zu parameters\n",
+           (long long)c->vocab_size, (long long)c->num_layers, (long long)c->model_dim, (long long)c->num_heads,
+           (long long)c->num_kv_heads, (long long)c->mlp_mult, c->tie_embeddings ? "tied" : "untied",
+           m->spec.total_floats);
+    printf("batch:          train_batch_tokens %lld, train_seq_len %lld, grad_accum_slots %lld\n",
+           (long long)c->train_batch_tokens, (long long)c->train_seq_len, (long long)c->grad_accum_slots);
+    printf("schedule:       iterations %lld, warmdown_iters %lld, seed %lld\n", (long long)c->iterations,
+           (long long)c->warmdown_iters, (long long)c->seed);
+    int64_t total = 0;
+    for (int i = 0; i < m->num_files; i++) total += m->file_tokens[i];
+    printf("train data:     %d file(s), %lld tokens (train_files = %s)\n", m->num_files, (long long)total,
+           c->train_files);
+    printf("loader cursor:  file %lld (%s), position %lld, stream_tokens %lld\n", (long long)m->cursor.file_index,
+           m->cursor.file_index >= 0 && m->cursor.file_index < m->num_files ? m->files[m->cursor.file_index] : "?",
+           (long long)m->cursor.position, (long long)m->cursor.stream_tokens);
+    printf("metrics:       ");
+    if (!m->num_extras) printf(" (none)");
+    for (int i = 0; i < m->num_extras; i++) printf(" %s = %.9g%s", m->extra_names[i], m->extra_values[i],
+                                                   i + 1 < m->num_extras ? "," : "");
+    printf("\n");
+    int missing = 0;
+    for (int i = 0; i < ct_config_num_keys; i++) missing += !m->cfg_present[i];
+    if (missing) {
+        printf("config:         %d key(s) absent from /config (default used):", missing);
+        for (int i = 0; i < ct_config_num_keys; i++)
+            if (!m->cfg_present[i]) printf(" %s", ct_config_keys[i].name);
+        printf("\n");
+    }
+    if (m->num_unknown_keys) {
+        printf("config:         %d key(s) this ctrain does not know:", m->num_unknown_keys);
+        for (int i = 0; i < m->num_unknown_keys; i++) printf(" %s", m->unknown_keys[i]);
+        printf("\n");
+    }
+    printf("content_crc32:  0x%08x (not checked here; run `ctrain ckpt verify`)\n", m->content_crc32);
+}
+
+/* The tensor table, in state_dict order, shapes and types as stored. Lock held. */
+static void print_tensors(hid_t file, const CkptMeta *m) {
+    CkptTensor *list;
+    int n;
+    ckpt_tensor_list(&m->spec, &list, &n);
+    int width = 6;
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(list[i].path) > width) width = (int)strlen(list[i].path);
+    printf("\n%-*s  %-14s %-8s %10s\n", width, "tensor", "shape", "dtype", "size");
+    double total = 0;
+    int present = 0;
+    for (int i = 0; i < n; i++) {
+        hid_t dset = H5Dopen2(file, list[i].path, H5P_DEFAULT);
+        if (dset < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            printf("%-*s  (missing)\n", width, list[i].path);
+            continue;
+        }
+        hsize_t dims[8];
+        int64_t d64[8];
+        int rank = ckpt_dataset_shape(dset, dims);
+        hid_t type = H5Dget_type(dset);
+        char type_name[96], shape[96], size[32];
+        ct_h5_describe_type(type, type_name, sizeof type_name);
+        double bytes = (double)H5Tget_size(type);
+        H5Tclose(type);
+        H5Dclose(dset);
+        for (int d = 0; d < rank; d++) {
+            d64[d] = (int64_t)dims[d];
+            bytes *= (double)dims[d];
+        }
+        ckpt_format_shape(rank < 0 ? 0 : rank, d64, shape, sizeof shape);
+        ckpt_format_bytes(bytes, size, sizeof size);
+        printf("%-*s  %-14s %-8s %10s\n", width, list[i].path, shape, type_name, size);
+        total += bytes;
+        present++;
+    }
+    char size[32];
+    ckpt_format_bytes(total, size, sizeof size);
+    printf("\ntotal: %d tensors, %s of tensor data\n", present, size);
+    free(list);
+}
+
+int checkpoint_print_info(const char *path) {
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    ct_hdf5_lock();
+    hid_t file = ckpt_open_read(path);
+    int rc = file < 0 || ckpt_meta_read(file, path, &m) != 0 ? -1 : 0;
+    if (rc == 0) {
+        print_summary(path, &m);
+        print_tensors(file, &m);
+    }
+    if (file >= 0) H5Fclose(file);
+    ct_hdf5_unlock();
+    ckpt_meta_free(&m);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* commands.h — the subcommands of `ctrain` that main.c dispatches to. Each takes argv with
+ * argv[0] the command's name and returns the process exit code (common.h: 0, 1, 2, 75). */
+#ifndef CT_COMMANDS_H
+#define CT_COMMANDS_H
+
+#include <stdio.h>
+
+int train_main(int argc, char **argv);        /* train_cmd.c: `ctrain train` */
+int data_main(int argc, char **argv);         /* data_cmd.c: `ctrain data ...` */
+int ckpt_main(int argc, char **argv);         /* ckpt_cmd.c: `ctrain ckpt ...` */
+int launch_check_main(int argc, char **argv); /* launch_check_cmd.c: `ctrain launch-check` */
+
+/* version.c: the version line and one line per optional part (compiled in or not, and
+ * versions), for `ctrain --version`. */
+void version_print(FILE *out);
+
+#endif
