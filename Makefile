@@ -16,12 +16,31 @@ CFLAGS ?= $(OPT)
 # not depend on -march or the compiler (GCC's ISO mode implies it, clang's default does not).
 # -fno-trapping-math changes no value (nothing here reads floating-point exception flags); it
 # lets GCC turn `c ? a*b : 0` into a vector blend.
-# Source folders (docs/architecture.md): every one is on the include path for now.
-SRC_DIRS := src/base kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend checkpoint \
-            src/train src/cli
+# ---- layers (docs/architecture.md) ----
+# Each source folder and the folders below it that it may include. A file is compiled with -I for
+# its own folder and those only, so an include that runs up a layer (or sideways where the table
+# does not allow it) fails to compile; tests/check_layers.py checks the same table for loops and
+# for calls between files. Order: base -> kernels -> config/model/data -> dist, backend,
+# checkpoint -> train -> cli.
+LAYER_src/base       :=
+LAYER_kernels        :=
+LAYER_kernels/cpu    := src/base kernels
+LAYER_kernels/cuda   := src/base kernels
+LAYER_src/config     := src/base
+LAYER_src/model      := src/base src/config
+LAYER_src/data       := src/base
+LAYER_src/dist       := src/base
+LAYER_src/backend    := src/base kernels kernels/cpu kernels/cuda src/config src/model
+LAYER_checkpoint     := src/base src/config src/model src/data
+LAYER_src/train      := src/base src/config src/model src/data src/dist src/backend checkpoint
+LAYER_src/cli        := src/base kernels kernels/cpu src/config src/model src/data src/dist src/backend \
+                        checkpoint src/train
+SRC_DIRS := src/base kernels kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend \
+            checkpoint src/train src/cli
+layer_inc = $(addprefix -I,$(1) $(LAYER_$(1)))
+# Tests and benchmarks reach every layer.
 ALL_INC := $(addprefix -I,$(SRC_DIRS))
-override CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-trapping-math -Wall -Wextra -fopenmp -MMD -MP \
-                   $(ALL_INC)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-trapping-math -Wall -Wextra -fopenmp -MMD -MP
 LDFLAGS ?=
 LDLIBS := -fopenmp -lpthread -lm
 
@@ -83,7 +102,7 @@ ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
 CUDA_CFLAGS += -DCT_HAVE_NCCL=1
 CUDA_LIBS += -lnccl
 endif
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra $(ALL_INC)
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
 # nvcc splits -D values at commas (CT_CUDA_ARCHS=sm_90,sm_80 would also define sm_80, which
 # breaks <nv/target>), so .cu files get the CUDA flags without it (they use __CUDA_ARCH_LIST__).
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
@@ -103,7 +122,7 @@ BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test test-gpu demo bench clean check-deps
-all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS)
+all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS) $(BUILD)/layers.txt
 
 # Missing required libraries stop the build with one clear message instead of compiler noise.
 check-deps:
@@ -113,27 +132,33 @@ endif
 
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(call layer_inc,$(patsubst %/,%,$(dir $<))) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu | check-deps
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(NVCC_DEFS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(call layer_inc,$(patsubst %/,%,$(dir $<))) $(NVCC_DEFS) -c $< -o $@
 -include $(CU_OBJS:.o=.d)
 
 $(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The layer table and the library's objects, for tests/check_layers.py (tests/cli/test_layers.sh).
+$(BUILD)/layers.txt: Makefile $(BUILD)/libctrain.a
+	@mkdir -p $(dir $@)
+	@( $(foreach d,$(SRC_DIRS),echo 'layer $(d): $(LAYER_$(d))';) \
+	   $(foreach o,$(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/src/cli/main.o,echo 'object $(o)';) ) >$@
+
 $(BUILD)/ctrain: $(BUILD)/obj/src/cli/main.o $(BUILD)/libctrain.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libctrain.a tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -DTEST_PROGRAM='"$*"' $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(ALL_INC) -Itests -DTEST_PROGRAM='"$*"' $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libctrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(ALL_INC) -Itests $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
 
 # `make test` is the one command that runs every test on a fresh machine: it installs what the
 # tests need (quick when present), builds, then runs. Sub-makes re-read the library flags.
@@ -166,6 +191,10 @@ flags:
 	@echo "CFLAGS=$(CFLAGS)"
 	@echo "INCLUDES=$(ALL_INC)"
 	@echo "LDLIBS=$(LDLIBS)"
+# The include flags one source folder is compiled with: make -s layer-flags DIR=src/model
+.PHONY: layer-flags
+layer-flags:
+	@echo "$(call layer_inc,$(DIR))"
 
 # Regenerate the generated parts of docs/ from the code (tests/cli/test_docs.sh checks they match).
 .PHONY: docs

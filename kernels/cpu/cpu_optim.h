@@ -22,14 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- Newton–Schulz ------------------------------------------------------------------------ */
+#include "ns5.h"
 
-/* The quintic iteration's coefficients (train_gpt.py: a, b, c). */
-#define NS5_A 3.4445f
-#define NS5_B (-4.7750f)
-#define NS5_C 2.0315f
-/* Added to ||G||_F before dividing, as train_gpt.py's eps. */
-#define NS5_EPS 1e-7f
+/* ---- Newton–Schulz ------------------------------------------------------------------------ */
 
 /* Floats of scratch newton_schulz5 needs for a rows x cols matrix: 2*m*n + 2*m*m with
  * m = min(rows, cols), n = max(rows, cols). */

@@ -6,7 +6,7 @@
  * device and the kernels that need them read them there. */
 #include <math.h>
 
-#include "cpu_optim.h"
+#include "ns5.h"
 #include "cuda_common.cuh"
 
 /* ---- Adam ---- */
