@@ -33,7 +33,7 @@
  * Rotary (which computes the tables in fp32). The final cos/sin are evaluated in double and
  * rounded once, so they are the correctly rounded values of the fp32 angle (torch's vectorised
  * fp32 cos/sin agree to within 1 ulp). Compute once per (T, head_dim, base). */
-void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base);
+void cpu_rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base);
 
 /* ---- QK-norm + RoPE + gain (fused, per token and head) -------------------------------------
  * For each token n (position t = n % T) and head h, with x = in[n, h*hd : (h+1)*hd]:

@@ -6,7 +6,7 @@
 #include <float.h>
 #include <math.h>
 
-void rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base) {
+void cpu_rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base) {
     assert(T > 0 && head_dim > 0 && head_dim % 2 == 0 && base > 0);
     int half = head_dim / 2;
     for (int i = 0; i < half; i++) {

@@ -5,7 +5,7 @@
 #include "common.h"
 #include "cpu_ops.h"
 
-int embedding_forward(float *out, const int32_t *ids, const float *wte, int N, int V, int C) {
+int cpu_embedding_forward(float *out, const int32_t *ids, const float *wte, int N, int V, int C) {
     /* Check first so that bad data is an error message, not a read outside wte. */
     for (int n = 0; n < N; n++)
         if (ids[n] < 0 || ids[n] >= V)
@@ -17,7 +17,7 @@ int embedding_forward(float *out, const int32_t *ids, const float *wte, int N, i
     return 0;
 }
 
-void embedding_backward(float *dwte, const float *dout, const int32_t *ids, int N, int C) {
+void cpu_embedding_backward(float *dwte, const float *dout, const int32_t *ids, int N, int C) {
     /* Repeated ids make rows of dwte collide, so threads split channels, not tokens: each thread
      * owns whole channel blocks of every row and adds the tokens in order. */
     const int blocks = (C + CPU_CHANNEL_BLOCK - 1) / CPU_CHANNEL_BLOCK;

@@ -1,13 +1,13 @@
 /* cpu_linear.c — bias-free linear layer (torch layout W[out,in]) as cpu_sgemm calls. */
 #include "cpu_ops.h"
 
-void linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features) {
+void cpu_linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features) {
     /* out[N,out] = x[N,in] @ W^T */
     cpu_sgemm(0, 1, N, out_features, in_features, 1.0f, x, in_features, W, in_features, 0.0f, out,
               out_features);
 }
 
-void linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
+void cpu_linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
                      int in_features, int out_features) {
     /* dx[N,in] += dout[N,out] @ W[out,in] */
     cpu_sgemm(0, 0, N, in_features, out_features, 1.0f, dout, out_features, W, in_features, 1.0f, dx,

@@ -95,7 +95,7 @@ static int logits_ce(float *dx, float *dW, float *losses, double *loss_sum, cons
     return 0;
 }
 
-int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
+int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
                                const float *W, const int32_t *targets, int N, int C, int V, float softcap,
                                float loss_weight, float *scratch, int chunk) {
     if (!losses) return ct_fail("logits: the per-token loss buffer is required when training");
@@ -112,7 +112,7 @@ int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean
     return 0;
 }
 
-int logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
+int cpu_logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
                       int N, int C, int V, float softcap, float *scratch, int chunk) {
     return logits_ce(NULL, NULL, losses, loss_sum, x, W, targets, N, C, V, softcap, 0, 0.0f, scratch, chunk);
 }

@@ -67,52 +67,52 @@ void cpu_add_into(float *dst, const float *src, size_t n);
 
 /* ids [N] int32, wte [V,C], out [N,C]. Returns -1 (ct_error names the position) if an id is
  * outside [0, V); nothing is written then. */
-int embedding_forward(float *out, const int32_t *ids, const float *wte, int N, int V, int C);
-/* dwte [V,C] += scatter of dout [N,C] by ids (ids already checked by embedding_forward). Each
+int cpu_embedding_forward(float *out, const int32_t *ids, const float *wte, int N, int V, int C);
+/* dwte [V,C] += scatter of dout [N,C] by ids (ids already checked by cpu_embedding_forward). Each
  * element of dwte receives its tokens' contributions in token order. */
-void embedding_backward(float *dwte, const float *dout, const int32_t *ids, int N, int C);
+void cpu_embedding_backward(float *dwte, const float *dout, const int32_t *ids, int N, int C);
 
 /* ---- RMSNorm without weight: y = x / sqrt(mean(x^2) + eps), per row of C ----------------- */
 
 /* x, out [N,C]; rstd [N] receives 1/sqrt(mean(x^2)+eps) per row for the backward (NULL: not
  * saved). out may equal x. Generic over rows: per-head q/k norm is N*heads rows of head_dim.
  * train_gpt.py uses F.rms_norm(eps=None), which for fp32 is eps = FLT_EPSILON. */
-void rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, float eps);
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, float eps);
 /* dx [N,C] += d/dx given dout [N,C], the forward INPUT x and the saved rstd:
  * dx = rstd * (dout - y * mean(dout * y)) with y = x * rstd. */
-void rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C);
+void cpu_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C);
 
 /* ---- linear without bias, torch layout W [out_features, in_features] --------------------- */
 
 /* out [N,out_features] = x [N,in_features] @ W^T. */
-void linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features);
+void cpu_linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features);
 /* dx [N,in] += dout @ W;  dW [out,in] += dout^T @ x. Needs the forward input x. */
-void linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
+void cpu_linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
                      int in_features, int out_features);
 
 /* ---- relu^2 (the MLP activation): h = relu(u)^2 ------------------------------------------ */
 
 /* u, h [N,C]; h may equal u (but the backward needs u). */
-void relu2_forward(float *h, const float *u, int N, int C);
+void cpu_relu2_forward(float *h, const float *u, int N, int C);
 /* du [N,C] += dh * 2*relu(u). */
-void relu2_backward(float *du, const float *dh, const float *u, int N, int C);
+void cpu_relu2_backward(float *du, const float *dh, const float *u, int N, int C);
 
 /* ---- residual mix (Block input): out = mix[0,c] * x + mix[1,c] * x0 ---------------------- */
 
 /* x, x0, out [N,C]; mix [2,C] (row 0 scales x, row 1 scales x0). out may equal x or x0. */
-void residual_mix_forward(float *out, const float *x, const float *x0, const float *mix, int N, int C);
+void cpu_residual_mix_forward(float *out, const float *x, const float *x0, const float *mix, int N, int C);
 /* dx += mix[0]*dout; dx0 += mix[1]*dout; dmix[0,c] += sum_n dout*x; dmix[1,c] += sum_n dout*x0. */
-void residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
+void cpu_residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
                            const float *x0, const float *mix, int N, int C);
 
 /* ---- scaled residual add: out = x + scale[c] * branch ------------------------------------ */
 /* Used for attn_scale, mlp_scale and the U-net skip_weights[i] (x + skip_weights[i] * skip). */
 
 /* x, branch, out [N,C]; scale [C]. out may equal x (in-place residual update). */
-void scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C);
+void cpu_scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C);
 /* dx += dout; dbranch += scale*dout; dscale[c] += sum_n dout*branch. dx may be NULL when the
  * caller keeps dout itself as the gradient of x (it is identical), which saves a pass. */
-void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
+void cpu_scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
                          const float *branch, const float *scale, int N, int C);
 
 /* ---- logits + softcap + cross-entropy, fused and chunked --------------------------------- */
@@ -130,12 +130,12 @@ void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *
  * mean over this micro-batch's N tokens, summed in double in token order) and ACCUMULATES the
  * gradients of loss_weight * mean_loss: dx [N,C] += and dW [V,C] +=. loss_weight is this
  * micro-batch's share of the step's loss (e.g. 1/grad_accum_steps). */
-int logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
+int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
                                const float *W, const int32_t *targets, int N, int C, int V, float softcap,
                                float loss_weight, float *scratch, int chunk);
 /* Validation: forward only. losses [N] gets the per-token losses (may be NULL); *loss_sum gets
  * their sum in double, in token order (the caller divides by its total token count). */
-int logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
+int cpu_logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
                       int N, int C, int V, float softcap, float *scratch, int chunk);
 
 #endif

@@ -28,7 +28,7 @@ static double block_sumsq(const float *x, size_t n) {
     return low + high;
 }
 
-double sumsq_fixed_order(const float *x, size_t n) {
+double cpu_sumsq_fixed_order(const float *x, size_t n) {
     assert(x || n == 0);
     size_t block = (n + SUMSQ_MAX_BLOCKS - 1) / SUMSQ_MAX_BLOCKS;
     if (block < SUMSQ_MIN_BLOCK) block = SUMSQ_MIN_BLOCK;
@@ -69,7 +69,7 @@ double sumsq_fixed_order(const float *x, size_t n) {
  * and foreach; with v computed unfused, 17% of v and 1.3% of p differed. fmaf is correctly
  * rounded with or without FMA hardware, so this stays machine independent. (train_gpt.py's
  * fused=True CUDA kernel is a different code path; it is not what this mirrors.) */
-void adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
+void cpu_adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
                double beta2, double eps, int64_t step) {
     assert(((p && g && m && v) || n == 0) && step >= 1);
     const double bias_correction1 = 1.0 - pow(beta1, (double)step);
@@ -95,10 +95,10 @@ void adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr
 
 /* ---- gradient clipping ---- */
 
-double grad_global_norm(const float *const *grads, const size_t *counts, int n_tensors) {
+double cpu_grad_global_norm(const float *const *grads, const size_t *counts, int n_tensors) {
     assert((grads && counts) || n_tensors == 0);
     double total = 0.0;
-    for (int t = 0; t < n_tensors; t++) total += sumsq_fixed_order(grads[t], counts[t]);
+    for (int t = 0; t < n_tensors; t++) total += cpu_sumsq_fixed_order(grads[t], counts[t]);
     return sqrt(total);
 }
 
@@ -108,15 +108,15 @@ double grad_global_norm(const float *const *grads, const size_t *counts, int n_t
  *   clip_coef_clamped = torch.clamp(clip_coef, max=1.0)
  * Our norm is summed in double (fixed order) and rounded to fp32 where torch's would be an fp32
  * tensor; from there the fp32 operations are torch's. */
-float clip_grad_coef(double total_norm, double max_norm) {
+float cpu_clip_grad_coef(double total_norm, double max_norm) {
     const float shifted = (float)total_norm + 1e-6f;
     const float coef = (1.0f / shifted) * (float)max_norm;
     return coef > 1.0f ? 1.0f : coef; /* a NaN coefficient stays NaN, as with torch.clamp */
 }
 
-double clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm) {
-    const double total_norm = grad_global_norm((const float *const *)grads, counts, n_tensors);
-    const float coef = clip_grad_coef(total_norm, max_norm);
+double cpu_clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm) {
+    const double total_norm = cpu_grad_global_norm((const float *const *)grads, counts, n_tensors);
+    const float coef = cpu_clip_grad_coef(total_norm, max_norm);
     for (int t = 0; t < n_tensors; t++) {
         float *g = grads[t];
         const size_t n = counts[t];

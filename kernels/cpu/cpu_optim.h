@@ -26,40 +26,40 @@
 
 /* ---- Newton–Schulz ------------------------------------------------------------------------ */
 
-/* Floats of scratch newton_schulz5 needs for a rows x cols matrix: 2*m*n + 2*m*m with
+/* Floats of scratch cpu_newton_schulz5 needs for a rows x cols matrix: 2*m*n + 2*m*m with
  * m = min(rows, cols), n = max(rows, cols). */
-size_t newton_schulz5_scratch_floats(int rows, int cols);
+size_t cpu_newton_schulz5_scratch_floats(int rows, int cols);
 
 /* X = zeropower_via_newtonschulz5(G, steps) in fp32:
  *   X = G / (||G||_F + 1e-7); if rows > cols work on X^T (so the Gram matrix is the small one);
  *   steps times: A = X X^T; B = b*A + c*(A A); X = a*X + B X; transpose back.
  * G and X are rows x cols and may be the same buffer (G is read completely before X is written).
- * scratch holds newton_schulz5_scratch_floats(rows, cols) floats. steps >= 0. */
-void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch);
+ * scratch holds cpu_newton_schulz5_scratch_floats(rows, cols) floats. steps >= 0. */
+void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch);
 
 /* ---- Muon ----------------------------------------------------------------------------------- */
 
-/* Floats of scratch muon_compute_update needs (that of newton_schulz5). */
-size_t muon_scratch_floats(int rows, int cols);
+/* Floats of scratch cpu_muon_compute_update needs (that of cpu_newton_schulz5). */
+size_t cpu_muon_scratch_floats(int rows, int cols);
 
 /* The per-rank half of Muon.step for one matrix parameter of shape rows x cols:
  *   buf = momentum*buf + grad                         (buf.mul_(momentum).add_(grad))
  *   u   = nesterov ? grad + momentum*buf : buf         (grad.add(buf, alpha=momentum))
- *   update = newton_schulz5(u, ns_steps) * sqrt(max(1, rows/cols))
+ *   update = cpu_newton_schulz5(u, ns_steps) * sqrt(max(1, rows/cols))
  * momentum_buf (rows*cols, zero at the first step) is updated in place; update receives
  * rows*cols floats and may not alias grad or momentum_buf. momentum is rounded to fp32 as torch
- * does with a Python float scalar. scratch: muon_scratch_floats(rows, cols) floats. */
-void muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
+ * does with a Python float scalar. scratch: cpu_muon_scratch_floats(rows, cols) floats. */
+void cpu_muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
                          double momentum, int nesterov, int ns_steps, float *scratch);
 
-/* Only the momentum line of muon_compute_update (buf = momentum*buf + grad, same bits), for
+/* Only the momentum line of cpu_muon_compute_update (buf = momentum*buf + grad, same bits), for
  * ranks that do not compute this matrix's update under Muon sharding but must keep the
  * buffer every checkpoint saves. */
-void muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum);
+void cpu_muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum);
 
 /* The all-ranks half: p -= lr * update over n elements (p.add_(update, alpha=-lr); torch's
  * kernel fuses that multiply-add, so this uses fmaf). */
-void muon_apply_update(float *p, const float *update, size_t n, double lr);
+void cpu_muon_apply_update(float *p, const float *update, size_t n, double lr);
 
 /* ---- Adam ----------------------------------------------------------------------------------- */
 
@@ -71,26 +71,26 @@ void muon_apply_update(float *p, const float *update, size_t n, double lr);
  * where torch hands them to an fp32 kernel; the element-wise fp32 operations follow torch 1.13's
  * _single_tensor_adam on CPU (the _multi_tensor_adam CPU path runs the same kernels), see
  * cpu_optim.c. m and v start at zero. */
-void adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
+void cpu_adam_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double beta1,
                double beta2, double eps, int64_t step);
 
 /* ---- gradient clipping ---------------------------------------------------------------------- */
 
 /* Sum of x[i]^2 accumulated in double, in an order fixed by n alone (blocks whose size depends
  * only on n, eight interleaved partial sums per block, blocks added in index order). */
-double sumsq_fixed_order(const float *x, size_t n);
+double cpu_sumsq_fixed_order(const float *x, size_t n);
 
 /* L2 norm of all the tensors together, as if concatenated: sqrt of the sum, in tensor order, of
- * sumsq_fixed_order of each tensor. */
-double grad_global_norm(const float *const *grads, const size_t *counts, int n_tensors);
+ * cpu_sumsq_fixed_order of each tensor. */
+double cpu_grad_global_norm(const float *const *grads, const size_t *counts, int n_tensors);
 
 /* torch 1.13 clip_grad_norm_'s coefficient, in its fp32 operations:
  *   clamp(max_norm / (float(total_norm) + 1e-6), max=1)
  * where Python's `max_norm / tensor` is tensor.reciprocal() * max_norm. NaN stays NaN. */
-float clip_grad_coef(double total_norm, double max_norm);
+float cpu_clip_grad_coef(double total_norm, double max_norm);
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm) for the 2-norm: scales every gradient by
- * clip_grad_coef (also when it is 1, which changes nothing) and returns the total norm. */
-double clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm);
+ * cpu_clip_grad_coef (also when it is 1, which changes nothing) and returns the total norm. */
+double cpu_clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm);
 
 #endif

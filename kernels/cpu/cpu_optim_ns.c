@@ -15,7 +15,7 @@
 /* Element-wise loops below this size are not worth waking the thread team for. */
 enum { PARALLEL_MIN_ELEMS = 1 << 15 };
 
-size_t newton_schulz5_scratch_floats(int rows, int cols) {
+size_t cpu_newton_schulz5_scratch_floats(int rows, int cols) {
     assert(rows > 0 && cols > 0);
     const size_t m = (size_t)(rows < cols ? rows : cols), n = (size_t)(rows < cols ? cols : rows);
     return 2 * m * n + 2 * m * m;
@@ -37,7 +37,7 @@ static void transpose_scaled(const float *src, float *dst, int r, int c, float d
     }
 }
 
-void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch) {
+void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch) {
     assert(G && X && scratch && rows > 0 && cols > 0 && steps >= 0);
     /* Work on the orientation with the short side first: the Gram matrix A is then m x m. */
     const int transposed = rows > cols;
@@ -47,7 +47,7 @@ void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, flo
 
     /* X /= X.norm() + eps: torch gives the norm as an fp32 scalar, adds eps in fp32 and divides
      * element-wise; only the norm's sum is done in double (fixed order) so it is deterministic. */
-    const float divisor = (float)sqrt(sumsq_fixed_order(G, mn)) + NS5_EPS;
+    const float divisor = (float)sqrt(cpu_sumsq_fixed_order(G, mn)) + NS5_EPS;
     if (transposed) {
         transpose_scaled(G, x_cur, rows, cols, divisor);
     } else {
@@ -77,21 +77,21 @@ void newton_schulz5(const float *G, float *X, int rows, int cols, int steps, flo
     }
 }
 
-size_t muon_scratch_floats(int rows, int cols) { return newton_schulz5_scratch_floats(rows, cols); }
+size_t cpu_muon_scratch_floats(int rows, int cols) { return cpu_newton_schulz5_scratch_floats(rows, cols); }
 
 /* buf.mul_(momentum).add_(grad): two roundings (the add has alpha 1, so fused or not it is one
  * exact add). One definition for both paths below, so a rank that only advances the buffer
  * (Muon sharding) produces the same bits as the rank that computes the update. */
 static inline float momentum_step(float buf, float mu, float grad) { return buf * mu + grad; }
 
-void muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum) {
+void cpu_muon_momentum_advance(const float *grad, float *momentum_buf, size_t n, double momentum) {
     assert((grad && momentum_buf) || n == 0);
     const float mu = (float)momentum;
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
     for (size_t i = 0; i < n; i++) momentum_buf[i] = momentum_step(momentum_buf[i], mu, grad[i]);
 }
 
-void muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
+void cpu_muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
                          double momentum, int nesterov, int ns_steps, float *scratch) {
     assert(grad && momentum_buf && update && scratch && rows > 0 && cols > 0);
     assert(update != grad && update != momentum_buf);
@@ -108,7 +108,7 @@ void muon_compute_update(const float *grad, float *momentum_buf, float *update, 
         update[i] = nesterov ? fmaf(buf, mu, grad[i]) : buf;
     }
 
-    newton_schulz5(update, update, rows, cols, ns_steps, scratch);
+    cpu_newton_schulz5(update, update, rows, cols, ns_steps, scratch);
 
     /* g *= max(1, rows/cols) ** 0.5, computed in double like Python, applied as an fp32 scalar. */
     const double aspect = (double)rows / (double)cols;
@@ -119,7 +119,7 @@ void muon_compute_update(const float *grad, float *momentum_buf, float *update, 
     }
 }
 
-void muon_apply_update(float *p, const float *update, size_t n, double lr) {
+void cpu_muon_apply_update(float *p, const float *update, size_t n, double lr) {
     assert((p && update) || n == 0);
     const float neg_lr = (float)-lr;
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)

@@ -9,7 +9,7 @@
 
 #include "cpu_ops.h"
 
-void relu2_forward(float *h, const float *u, int N, int C) {
+void cpu_relu2_forward(float *h, const float *u, int N, int C) {
     const size_t count = (size_t)N * C;
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < count; i++) {
@@ -18,7 +18,7 @@ void relu2_forward(float *h, const float *u, int N, int C) {
     }
 }
 
-void relu2_backward(float *du, const float *dh, const float *u, int N, int C) {
+void cpu_relu2_backward(float *du, const float *dh, const float *u, int N, int C) {
     const size_t count = (size_t)N * C;
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < count; i++) {

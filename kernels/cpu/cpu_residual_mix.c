@@ -4,7 +4,7 @@
 
 #include "cpu_ops.h"
 
-void residual_mix_forward(float *out, const float *x, const float *x0, const float *mix, int N, int C) {
+void cpu_residual_mix_forward(float *out, const float *x, const float *x0, const float *mix, int N, int C) {
     const float *mix_x = mix, *mix_x0 = mix + C;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -13,7 +13,7 @@ void residual_mix_forward(float *out, const float *x, const float *x0, const flo
     }
 }
 
-void residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
+void cpu_residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
                            const float *x0, const float *mix, int N, int C) {
     const float *mix_x = mix, *mix_x0 = mix + C;
     /* Input gradients: independent per element, so rows go to threads. */

@@ -4,7 +4,7 @@
 
 #include "cpu_ops.h"
 
-void rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, float eps) {
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, float eps) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x_row = x + (size_t)n * C;
@@ -18,7 +18,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, int N, int C, floa
     }
 }
 
-void rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
+void cpu_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
     /* With y = x*r and r = (mean(x^2)+eps)^(-1/2): dx_i = r*dout_i - x_i * r^3 * mean(dout*x). */
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {

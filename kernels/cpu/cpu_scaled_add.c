@@ -4,7 +4,7 @@
 
 #include "cpu_ops.h"
 
-void scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C) {
+void cpu_scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * C;
@@ -12,7 +12,7 @@ void scaled_add_forward(float *out, const float *x, const float *branch, const f
     }
 }
 
-void scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
+void cpu_scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
                          const float *branch, const float *scale, int N, int C) {
     /* Input gradients: independent per element, so rows go to threads. */
     #pragma omp parallel for schedule(static)

@@ -121,7 +121,7 @@ void cuda_embedding_index(const int32_t *ids, int N, int V, int32_t *rows, int32
                           int *num_rows);
 /* dwte [V,C] += scatter of dout [N,C] by the index above (device copies of rows, starts,
  * positions): one block owns a (row, channel range) of dwte and adds that row's tokens in token
- * order, in fp32 — no atomics, and bitwise the CPU embedding_backward's order. */
+ * order, in fp32 — no atomics, and bitwise cpu_embedding_backward's order. */
 int cuda_embedding_backward(float *dwte, const float *dout, const int32_t *rows, const int32_t *starts,
                             const int32_t *positions, int num_rows, int C, cudaStream_t stream);
 
@@ -136,14 +136,14 @@ int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float
 int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
                           cudaStream_t stream);
 
-/* Block input, fused (= scaled_add_forward if skip, residual_mix_forward, rmsnorm_forward):
+/* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward):
  *   x_in = skip ? x + skip_w * skip : x       (written to x_in only when skip != NULL)
  *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16(xm * rstd)
  * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. */
 int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x, const float *skip,
                           const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
                           cudaStream_t stream);
-/* Attention residual + MLP norm, fused (= scaled_add_forward, rmsnorm_forward):
+/* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
  *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd). */
 int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const float *branch,
                           const float *scale, int N, int C, float eps, cudaStream_t stream);
@@ -167,7 +167,7 @@ int cuda_relu2_backward(float *du, ct_bf16 *du_bf16, const float *dh, const floa
 
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
- * [heads] or NULL; cos/sin tables [T, hd/2] (rope_tables_init's, uploaded). hd even, <= 256. */
+ * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256. */
 int cuda_qk_norm_rope_forward(float *out, const float *in, const float *gain, const float *cos_table,
                               const float *sin_table, int B, int T, int n_heads, int head_dim, cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
@@ -203,7 +203,7 @@ int cuda_attention_backward(float *dq, float *dk, float *dv, const float *dy, co
 /* ---- tied logits + softcap + cross-entropy, chunked (cuda_logits.cu) --------------------------
  * For chunks of `chunk` tokens: z = x @ W^T (bf16 x [N,C] and W [V,C], fp32 z [chunk,V] in
  * z_scratch), s = softcap*tanh(z/softcap), loss[n] = logsumexp(s) - s[target] (fp32 softmax with
- * max subtraction, row sums in double), as logits_ce_forward(_backward). Training also forms
+ * max subtraction, row sums in double), as cpu_logits_ce_forward(_backward). Training also forms
  * dz = grad_scale * (softmax - onehot) * (1 - tanh^2), grad_scale = (float)(loss_weight / N),
  * as bf16 in dz_scratch [chunk,V], then dx [N,C] += dz @ W and dW [V,C] += dz^T @ x (fp32).
  * targets [N] device int32, checked on the host. losses [N] (fp32, written). The caller sums
@@ -220,14 +220,14 @@ int cuda_logits_ce_forward(cublasHandle_t handle, float *losses, const ct_bf16 *
 
 /* ---- optimizers (cuda_optim.cu) ---------------------------------------------------------------- */
 
-/* adam_step's fp32 operations, element by element (explicit roundings, no contraction other than
+/* cpu_adam_step's fp32 operations, element by element (explicit roundings, no contraction other than
  * the CPU's two fmaf), so from the same inputs p, m, v are bitwise the CPU's. The double
  * scalars (bias corrections, step size) are computed on the host exactly as adam_step does.
  * p_bf16 (may be NULL) receives bf16(new p) (the matrix-product shadow of the weight). */
 int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, double lr, double beta1,
                    double beta2, double eps, int64_t step, cudaStream_t stream);
 
-/* Muon's update of one rows x cols matrix, muon_compute_update's semantics:
+/* Muon's update of one rows x cols matrix, cpu_muon_compute_update's semantics:
  *   buf = buf*mu + g; u = nesterov ? g + mu*buf : buf        (bitwise the CPU's lines)
  *   X = u / (||u||_F + 1e-7) (norm in double, fixed order), transposed when rows > cols
  *   ns_steps x: A = X X^T; B = b*A + c*A A; X = a*X + B X   (cuBLAS; bf16 operands and results
@@ -240,11 +240,11 @@ size_t cuda_muon_scratch_bytes(int rows, int cols);
 int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows, int cols,
                      double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
                      cudaStream_t stream);
-/* p = fmaf(update, -lr, p) (muon_apply_update); p_bf16 (may be NULL) = bf16(new p). */
+/* p = fmaf(update, -lr, p) (cpu_muon_apply_update); p_bf16 (may be NULL) = bf16(new p). */
 int cuda_muon_apply(float *p, ct_bf16 *p_bf16, const float *update, size_t n, double lr, cudaStream_t stream);
 
 /* Global-norm clipping over one contiguous gradient buffer of n floats: norm = sqrt(fixed-order
- * double sum of squares) into *norm (device double), coef = clip_grad_coef(norm, max_norm)
+ * double sum of squares) into *norm (device double), coef = cpu_clip_grad_coef(norm, max_norm)
  * computed on the device in the CPU's fp32 operations, g *= coef. partials:
  * cuda_reduce_doubles(n) + 1 doubles. */
 int cuda_clip_grad_norm(float *g, size_t n, double max_norm, double *norm, double *partials, cudaStream_t stream);

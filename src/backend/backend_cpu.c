@@ -65,7 +65,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     }
     cb->rope_cos = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
     cb->rope_sin = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
-    rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
+    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
 
     /* backward work buffers (one set, reused by every layer) */
     cb->dx = alloc_floats(N * D, "gradients");
@@ -131,8 +131,8 @@ static int forward_blocks(CpuBackend *cb, int B) {
     TrainState *st = cb->base.state;
     const ModelSpec *s = &st->spec;
     int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
-    if (embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
-    rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
+    if (cpu_embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
+    cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
     const float *x = cb->x0;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
     for (int l = 0; l < s->num_layers; l++) {
@@ -140,30 +140,30 @@ static int forward_blocks(CpuBackend *cb, int B) {
         int dec = l - s->num_encoder; /* decoder index, < 0 for encoder blocks */
         if (dec >= 0 && dec < s->num_skip) {
             /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec) */
-            scaled_add_forward(a->x_in, x, cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+            cpu_scaled_add_forward(a->x_in, x, cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
         } else {
             cpu_copy(a->x_in, x, (size_t)N * D);
         }
-        residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
-        rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
-        linear_forward(a->q_raw, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
-        linear_forward(a->k_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
-        linear_forward(a->v, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        cpu_residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
+        cpu_rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
+        cpu_linear_forward(a->q_raw, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
+        cpu_linear_forward(a->k_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
+        cpu_linear_forward(a->v, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
         cpu_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T, s->num_heads,
                                  s->head_dim);
         cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim);
         cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
-        linear_forward(a->ao, a->y, P(cb, l, BLK_PROJ), N, D, D);
-        scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
-        rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
-        linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
-        relu2_forward(a->h, a->u, N, HID);
-        linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
-        scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
+        cpu_linear_forward(a->ao, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        cpu_scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
+        cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
+        cpu_linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
+        cpu_relu2_forward(a->h, a->u, N, HID);
+        cpu_linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
+        cpu_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
         x = a->x_out;
     }
-    rmsnorm_forward(cb->xf, cb->rstdf, x, N, D, FLT_EPSILON);
+    cpu_rmsnorm_forward(cb->xf, cb->rstdf, x, N, D, FLT_EPSILON);
     return 0;
 }
 
@@ -184,7 +184,7 @@ int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_
         if (load_tokens(cb, tokens + (size_t)first * cb->T, N) != 0) return -1;
         if (forward_blocks(cb, B) != 0) return -1;
         double sum = 0;
-        if (logits_ce_forward(NULL, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab, s->softcap,
+        if (cpu_logits_ce_forward(NULL, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab, s->softcap,
                               cb->logits_scratch, LOGITS_CHUNK) != 0)
             return -1;
         *loss_sum += sum;
@@ -204,7 +204,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
     /* loss and its gradient w.r.t. the final normed x (dD1) and the output matrix */
     float *dW_out = st->grads + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
     cpu_zero(cb->dD1, ND);
-    if (logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
+    if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
     if (!isfinite(*mean_loss))
@@ -214,7 +214,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     cpu_zero(dx, ND);
-    rmsnorm_backward(dx, cb->dD1, cb->layers[s->num_layers - 1].x_out, cb->rstdf, N, D);
+    cpu_rmsnorm_backward(dx, cb->dD1, cb->layers[s->num_layers - 1].x_out, cb->rstdf, N, D);
     cpu_zero(cb->dx0, ND);
     for (int j = 0; j < s->num_skip; j++) cpu_zero(cb->dskip[j], ND);
     float *dskip_w = st->grads + s->params[s->skip_weights].offset;
@@ -229,19 +229,19 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         }
         /* x_out = x1 + mlp_scale * mo; dx keeps being dL/d(x1) for the residual path */
         cpu_zero(cb->dD1, ND);
-        scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
+        cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
         cpu_zero(cb->dH1, (size_t)N * HID);
-        linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
+        cpu_linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
         cpu_zero(cb->dH2, (size_t)N * HID);
-        relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
+        cpu_relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
         cpu_zero(cb->dD2, ND);
-        linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
-        rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
+        cpu_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
         /* x1 = xm + attn_scale * ao */
         cpu_zero(cb->dD1, ND);
-        scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
+        cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_zero(cb->dD2, ND);
-        linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y, P(cb, l, BLK_PROJ), N, D, D);
         cpu_zero(cb->dq, ND);
         cpu_zero(cb->dk, (size_t)N * KV);
         cpu_zero(cb->dv, (size_t)N * KV);
@@ -254,13 +254,13 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         cpu_qk_norm_rope_backward(cb->dk_raw, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
                                   s->num_kv_heads, s->head_dim, cb->rope_scratch);
         cpu_zero(cb->dD2, ND); /* d a_in */
-        linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
-        linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
-        linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
-        rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        cpu_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
         /* xm = mix[0] * x_in + mix[1] * x0 */
         cpu_zero(dx_alt, ND);
-        residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N,
+        cpu_residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N,
                               D);
         float *t = dx;
         dx = dx_alt;
@@ -268,14 +268,14 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
         int dec = l - s->num_encoder;
         if (dec >= 0 && dec < s->num_skip)
-            scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
+            cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
                                 cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
     }
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
     cpu_add_into(dx, cb->dx0, ND);
     cpu_zero(cb->dD1, ND);
-    rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
-    embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
+    cpu_rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
+    cpu_embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
     return 0;
 }
 

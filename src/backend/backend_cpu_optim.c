@@ -15,7 +15,7 @@ void cpu_optimizer_init(CpuBackend *cb) {
         const ParamInfo *p = &s->params[i];
         if (p->group != PARAM_MATRIX) continue;
         update += p->count;
-        size_t need = muon_scratch_floats((int)p->shape[0], (int)p->shape[1]);
+        size_t need = cpu_muon_scratch_floats((int)p->shape[0], (int)p->shape[1]);
         if (need > scratch) scratch = need;
     }
     cb->muon_update_floats = update;
@@ -43,7 +43,7 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     const ModelSpec *s = &st->spec;
     *grad_norm = 0;
     if (h->grad_clip_norm > 0)
-        *grad_norm = clip_grad_norm(cb->clip_grads, cb->clip_counts, s->num_params, h->grad_clip_norm);
+        *grad_norm = cpu_clip_grad_norm(cb->clip_grads, cb->clip_counts, s->num_params, h->grad_clip_norm);
     /* Muon: this rank's share of the Newton-Schulz work, then one sum combines the updates
      * (every other entry is +0, so the sum reproduces each update exactly) */
     int world = h->shard_world > 1 ? h->shard_world : 1;
@@ -54,10 +54,10 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
         if (p->group != PARAM_MATRIX) continue;
         float *update = cb->muon_updates + at;
         if (matrix_index++ % world == h->shard_rank)
-            muon_compute_update(st->grads + p->offset, st->momentum + p->offset, update, (int)p->shape[0],
+            cpu_muon_compute_update(st->grads + p->offset, st->momentum + p->offset, update, (int)p->shape[0],
                                 (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
         else { /* another rank computes this update; keep our momentum buffer in step with it */
-            muon_momentum_advance(st->grads + p->offset, st->momentum + p->offset, p->count, h->muon_momentum);
+            cpu_muon_momentum_advance(st->grads + p->offset, st->momentum + p->offset, p->count, h->muon_momentum);
             cpu_zero(update, p->count);
         }
         at += p->count;
@@ -71,14 +71,14 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
         float *w = st->params + p->offset, *g = st->grads + p->offset;
         switch (p->group) {
         case PARAM_MATRIX:
-            muon_apply_update(w, cb->muon_updates + at, p->count, h->matrix_lr);
+            cpu_muon_apply_update(w, cb->muon_updates + at, p->count, h->matrix_lr);
             at += p->count;
             break;
         case PARAM_TOKEN_EMBED:
         case PARAM_HEAD:
         case PARAM_SCALAR: {
             double lr = p->group == PARAM_TOKEN_EMBED ? h->token_lr : p->group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
-            adam_step(w, g, st->exp_avg + p->offset, st->exp_avg_sq + p->offset, p->count, lr, h->beta1, h->beta2,
+            cpu_adam_step(w, g, st->exp_avg + p->offset, st->exp_avg_sq + p->offset, p->count, lr, h->beta1, h->beta2,
                       h->adam_eps, st->adam_step);
             break;
         }

@@ -59,7 +59,7 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "cpu_attention.h" /* rope_tables_init: the tables are computed on the host, as the CPU's */
+#include "cpu_attention.h" /* cpu_rope_tables_init: the tables are computed on the host, as the CPU's */
 #include "cuda_ops.h"
 
 enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, LOGITS_Z_TARGET_FLOATS = 16 << 20 };
@@ -741,7 +741,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     {
         const size_t n = (size_t)T * (size_t)(cb->HD / 2);
         float *tables = ct_malloc(2 * n * sizeof(float), "rope tables");
-        rope_tables_init(tables, tables + n, T, cb->HD, s->rope_base);
+        cpu_rope_tables_init(tables, tables + n, T, cb->HD, s->rope_base);
         int rc = cuda_check(cudaMemcpy(cb->rope_cos, tables, n * sizeof(float), cudaMemcpyHostToDevice),
                             "device = cuda: RoPE table upload");
         if (rc == 0)

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_cpu_attention: out of memory\n");
         return 1;
     }
-    rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
 
     double *t_qk_fwd = malloc(repeats * sizeof(double)), *t_qk_bwd = malloc(repeats * sizeof(double));
     double *t_fwd = malloc(repeats * sizeof(double)), *t_bwd = malloc(repeats * sizeof(double));

@@ -1,7 +1,7 @@
-/* bench_cpu_muon.c — times newton_schulz5 (5 steps, the Muon default) on 512x512 and 1024x512
+/* bench_cpu_muon.c — times cpu_newton_schulz5 (5 steps, the Muon default) on 512x512 and 1024x512
  * and prints ms per call and GFLOP/s, next to the same iteration written with whole-matrix
  * cblas_sgemm calls (OpenBLAS's own threading: faster or slower, but its bits change with the
- * thread count, which is why newton_schulz5 does not do that).
+ * thread count, which is why cpu_newton_schulz5 does not do that).
  * Usage: bench_cpu_muon [repeats]   (threads: OMP_NUM_THREADS)
  *
  * FLOPs counted per Newton–Schulz step, with m = min(rows, cols), n = max(rows, cols):
@@ -9,7 +9,7 @@
  *   A A            [m,m] x [m,m]   2*m*m*m
  *   B X            [m,m] x [m,n]   2*m*m*n
  * i.e. 4*m*m*n + 2*m^3 per step, the products as dense GEMMs (512x512: 0.805 GFLOP per step).
- * newton_schulz5 computes the two symmetric products (X X^T, A A) only on and below the diagonal
+ * cpu_newton_schulz5 computes the two symmetric products (X X^T, A A) only on and below the diagonal
  * and mirrors them, so it executes about (3*m*m*n + m^3) of these; the GFLOP/s printed are
  * "dense-GEMM-equivalent" so that both variants are measured against the same work. The
  * element-wise work (normalisation, copies, transposes: O(m*n) per step) is not counted. */
@@ -82,25 +82,25 @@ static void bench_shape(int rows, int cols, int repeats) {
     ref_fill(G, n, -1, 1, &rng);
     ref_fill(buf, n, -0.1, 0.1, &rng);
     ref_fill(p, n, -0.1, 0.1, &rng);
-    float *scratch = checked_malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof(float));
+    float *scratch = checked_malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof(float));
     double *t_ns = checked_malloc(repeats * sizeof(double));
     double *t_plain = checked_malloc(repeats * sizeof(double));
     double *t_muon = checked_malloc(repeats * sizeof(double));
     for (int r = -2; r < repeats; r++) { /* two untimed warm-up rounds */
         double t0 = now_ms();
-        newton_schulz5(G, X, rows, cols, steps, scratch);
+        cpu_newton_schulz5(G, X, rows, cols, steps, scratch);
         double t1 = now_ms();
         if (rows <= cols) newton_schulz5_plain_blas(G, X, rows, cols, steps, scratch);
         double t2 = now_ms();
-        muon_compute_update(G, buf, X, rows, cols, 0.95, 1, steps, scratch);
-        muon_apply_update(p, X, n, 0.04);
+        cpu_muon_compute_update(G, buf, X, rows, cols, 0.95, 1, steps, scratch);
+        cpu_muon_apply_update(p, X, n, 0.04);
         double t3 = now_ms();
         if (r < 0) continue;
         t_ns[r] = t1 - t0, t_plain[r] = t2 - t1, t_muon[r] = t3 - t2;
     }
     const double ns = median_ms(t_ns, repeats), plain = median_ms(t_plain, repeats);
     const double muon = median_ms(t_muon, repeats);
-    printf("  %4dx%-4d newton_schulz5         %8.3f ms  %7.2f GFLOP/s\n", rows, cols, ns,
+    printf("  %4dx%-4d cpu_newton_schulz5         %8.3f ms  %7.2f GFLOP/s\n", rows, cols, ns,
            flops / ns * 1e-6);
     if (rows <= cols)
         printf("  %4dx%-4d plain cblas_sgemm NS5  %8.3f ms  %7.2f GFLOP/s  (not deterministic)\n",
@@ -112,7 +112,7 @@ static void bench_shape(int rows, int cols, int repeats) {
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : 10;
     if (repeats < 1) repeats = 1;
-    printf("cpu newton_schulz5 steps=5 threads=%d repeats=%d (median)\n", omp_get_max_threads(),
+    printf("cpu cpu_newton_schulz5 steps=5 threads=%d repeats=%d (median)\n", omp_get_max_threads(),
            repeats);
     bench_shape(512, 512, repeats);
     bench_shape(1024, 512, repeats);

@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     attn_scr = dalloc(cuda_attention_backward_scratch_floats(B, T, H) * sizeof(float));
     {
         float *c = malloc((size_t)T * HD / 2 * sizeof(float)), *s = malloc((size_t)T * HD / 2 * sizeof(float));
-        rope_tables_init(c, s, T, HD, 10000.0f);
+        cpu_rope_tables_init(c, s, T, HD, 10000.0f);
         cos_t = dalloc((size_t)T * HD / 2 * sizeof(float));
         sin_t = dalloc((size_t)T * HD / 2 * sizeof(float));
         cudaMemcpy(cos_t, c, (size_t)T * HD / 2 * sizeof(float), cudaMemcpyHostToDevice);

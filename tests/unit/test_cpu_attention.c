@@ -134,7 +134,7 @@ static void check_rope_tables(int T, int hd, float base) {
     float *cos_t = ref_new_floats((size_t)T * half), *sin_t = ref_new_floats((size_t)T * half);
     ref_poison(cos_t, (size_t)T * half);
     ref_poison(sin_t, (size_t)T * half);
-    rope_tables_init(cos_t, sin_t, T, hd, base);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, base);
     /* The tables use fp32 angles (as train_gpt.py does), so vs exact double math they may be off
      * by the angle's rounding: inv_freq carries ~(ln(base) + 3) ulp (exponent rounding
      * amplified by ln(base), powf, division), t * inv_freq one more; plus the final rounding. */
@@ -183,7 +183,7 @@ static QkCase qk_case_new(int B, int T, int H, int hd, int with_gain, double in_
     c.R = ref_random_floats(n, -1, 1, &rng);
     c.cos_t = ref_new_floats((size_t)T * half);
     c.sin_t = ref_new_floats((size_t)T * half);
-    rope_tables_init(c.cos_t, c.sin_t, T, hd, ROPE_BASE);
+    cpu_rope_tables_init(c.cos_t, c.sin_t, T, hd, ROPE_BASE);
     c.cos_d = ref_doubles_of(c.cos_t, (size_t)T * half);
     c.sin_d = ref_doubles_of(c.sin_t, (size_t)T * half);
     c.R_d = ref_doubles_of(c.R, n);
@@ -450,7 +450,7 @@ static void test_attention_chain_matches_reference(void) {
     uint64_t rng = 99;
     float *gain = ref_random_floats(H, 0.5, 2.0, &rng);
     float *cos_t = ref_new_floats(T * half), *sin_t = ref_new_floats(T * half);
-    rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
     ChainResult r = run_chain(&c, gain, cos_t, sin_t, omp_get_max_threads());
 
     size_t nq = q_count(&c.s), nkv = kv_count(&c.s);
@@ -500,7 +500,7 @@ static void check_thread_invariance(int KV) {
     uint64_t rng = 7;
     float *gain = ref_random_floats(H, 0.5, 2.0, &rng);
     float *cos_t = ref_new_floats(T * half), *sin_t = ref_new_floats(T * half);
-    rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
     int saved_threads = omp_get_max_threads();
 
     omp_set_num_threads(1);

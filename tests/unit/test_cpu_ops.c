@@ -109,29 +109,29 @@ static void test_embedding(void) {
     float *wte = ref_random_floats(nw, -1, 1, &rng), *R = ref_random_floats(nout, -1, 1, &rng);
     float *out = ref_new_floats(nout), *dwte = zeros(nw);
     ref_poison(out, nout);
-    CHECK(embedding_forward(out, ids, wte, N, V, C) == 0, "forward failed: %s", ct_error());
+    CHECK(cpu_embedding_forward(out, ids, wte, N, V, C) == 0, "forward failed: %s", ct_error());
 
     double *wte_d = ref_doubles_of(wte, nw), *R_d = ref_doubles_of(R, nout), *ref = ref_new_doubles(nout), *num = ref_new_doubles(nw);
     EmbeddingRef p = {N, V, C, ids, wte_d, R_d};
     embedding_ref(&p, ref);
     CHECK_ERR("embedding forward", ref_rel_err(out, ref, nout), FORWARD_TOL);
 
-    embedding_backward(dwte, R, ids, N, C);
+    cpu_embedding_backward(dwte, R, ids, N, C);
     ref_numgrad(embedding_loss, wte_d, nw, &p, FD_STEP, num);
     CHECK_ERR("embedding dwte vs FD", ref_rel_err(dwte, num, nw), GRADIENT_TOL);
 
     float *once = copy_floats(dwte, nw);
-    embedding_backward(dwte, R, ids, N, C);
+    cpu_embedding_backward(dwte, R, ids, N, C);
     CHECK_ERR("embedding dwte accumulates", doubling_err(once, dwte, nw), ACCUMULATE_TOL);
 
     /* An out-of-range id is an error naming its position, and nothing is written. */
     ref_poison(out, nout);
     ids[5] = V;
-    CHECK(embedding_forward(out, ids, wte, N, V, C) == -1, "id == V accepted");
+    CHECK(cpu_embedding_forward(out, ids, wte, N, V, C) == -1, "id == V accepted");
     CHECK(strstr(ct_error(), "position 5"), "message does not name the position: %s", ct_error());
     CHECK(isnan(out[0]), "forward wrote output before failing");
     ids[5] = -1;
-    CHECK(embedding_forward(out, ids, wte, N, V, C) == -1, "negative id accepted");
+    CHECK(cpu_embedding_forward(out, ids, wte, N, V, C) == -1, "negative id accepted");
     free(ids), free(wte), free(R), free(out), free(dwte), free(once);
     free(wte_d), free(R_d), free(ref), free(num);
 }
@@ -174,7 +174,7 @@ static void check_rmsnorm(int N, int C, double x_scale, uint64_t seed) {
     float *out = ref_new_floats(n), *rstd = ref_new_floats((size_t)N), *dx = zeros(n);
     ref_poison(out, n);
     ref_poison(rstd, (size_t)N);
-    rmsnorm_forward(out, rstd, x, N, C, eps);
+    cpu_rmsnorm_forward(out, rstd, x, N, C, eps);
 
     double *x_d = ref_doubles_of(x, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *ref_rstd = ref_new_doubles((size_t)N);
     double *num = ref_new_doubles(n);
@@ -188,16 +188,16 @@ static void check_rmsnorm(int N, int C, double x_scale, uint64_t seed) {
 
     /* In place (out == x) gives the same bits. */
     float *inplace = copy_floats(x, n);
-    rmsnorm_forward(inplace, NULL, inplace, N, C, eps);
+    cpu_rmsnorm_forward(inplace, NULL, inplace, N, C, eps);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
-    rmsnorm_backward(dx, R, x, rstd, N, C);
+    cpu_rmsnorm_backward(dx, R, x, rstd, N, C);
     ref_numgrad(rmsnorm_loss, x_d, n, &p, FD_STEP * x_scale, num);
     snprintf(label, sizeof label, "rmsnorm %dx%d dx vs FD", N, C);
     CHECK_ERR(label, ref_rel_err(dx, num, n), GRADIENT_TOL);
 
     float *once = copy_floats(dx, n);
-    rmsnorm_backward(dx, R, x, rstd, N, C);
+    cpu_rmsnorm_backward(dx, R, x, rstd, N, C);
     CHECK_ERR("rmsnorm dx accumulates", doubling_err(once, dx, n), ACCUMULATE_TOL);
     free(x), free(R), free(out), free(rstd), free(dx), free(inplace), free(once);
     free(x_d), free(R_d), free(ref), free(ref_rstd), free(num);
@@ -241,7 +241,7 @@ static void test_linear(void) {
     float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -1, 1, &rng);
     float *R = ref_random_floats(ny, -1, 1, &rng), *y = ref_new_floats(ny), *dx = zeros(nx), *dW = zeros(nw);
     ref_poison(y, ny);
-    linear_forward(y, x, W, N, in, out);
+    cpu_linear_forward(y, x, W, N, in, out);
 
     double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *R_d = ref_doubles_of(R, ny);
     double *ref = ref_new_doubles(ny), *num_x = ref_new_doubles(nx), *num_W = ref_new_doubles(nw);
@@ -249,14 +249,14 @@ static void test_linear(void) {
     linear_ref(&p, ref);
     CHECK_ERR("linear forward", ref_rel_err(y, ref, ny), FORWARD_TOL);
 
-    linear_backward(dx, dW, R, x, W, N, in, out);
+    cpu_linear_backward(dx, dW, R, x, W, N, in, out);
     ref_numgrad(linear_loss, x_d, nx, &p, FD_STEP, num_x);
     ref_numgrad(linear_loss, W_d, nw, &p, FD_STEP, num_W);
     CHECK_ERR("linear dx vs FD", ref_rel_err(dx, num_x, nx), GRADIENT_TOL);
     CHECK_ERR("linear dW vs FD", ref_rel_err(dW, num_W, nw), GRADIENT_TOL);
 
     float *dx_once = copy_floats(dx, nx), *dW_once = copy_floats(dW, nw);
-    linear_backward(dx, dW, R, x, W, N, in, out);
+    cpu_linear_backward(dx, dW, R, x, W, N, in, out);
     CHECK_ERR("linear dx accumulates", doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
     CHECK_ERR("linear dW accumulates", doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
     free(x), free(W), free(R), free(y), free(dx), free(dW), free(dx_once), free(dW_once);
@@ -273,8 +273,8 @@ static void test_linear_tiled_shapes(void) {
     float *x = ref_random_floats(nx, -1, 1, &rng), *W = ref_random_floats(nw, -1, 1, &rng);
     float *R = ref_random_floats(ny, -1, 1, &rng), *y = ref_new_floats(ny), *dx = zeros(nx), *dW = zeros(nw);
     ref_poison(y, ny);
-    linear_forward(y, x, W, N, in, out);
-    linear_backward(dx, dW, R, x, W, N, in, out);
+    cpu_linear_forward(y, x, W, N, in, out);
+    cpu_linear_backward(dx, dW, R, x, W, N, in, out);
 
     double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *R_d = ref_doubles_of(R, ny);
     double *ref = ref_new_doubles(ny), *ref_dx = ref_new_doubles(nx), *ref_dW = ref_new_doubles(nw);
@@ -371,22 +371,22 @@ static void test_relu2(void) {
         if (fabsf(u[i]) < 0.01f) u[i] = u[i] < 0 ? -0.02f : 0.02f;
     float *h = ref_new_floats(n), *du = zeros(n);
     ref_poison(h, n);
-    relu2_forward(h, u, N, C);
+    cpu_relu2_forward(h, u, N, C);
 
     double *u_d = ref_doubles_of(u, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *num = ref_new_doubles(n);
     for (size_t i = 0; i < n; i++) ref[i] = u_d[i] > 0 ? u_d[i] * u_d[i] : 0;
     CHECK_ERR("relu2 forward", ref_rel_err(h, ref, n), FORWARD_TOL);
     float *inplace = copy_floats(u, n);
-    relu2_forward(inplace, inplace, N, C);
+    cpu_relu2_forward(inplace, inplace, N, C);
     CHECK(memcmp(inplace, h, n * sizeof(float)) == 0, "in-place forward differs");
 
-    relu2_backward(du, R, u, N, C);
+    cpu_relu2_backward(du, R, u, N, C);
     Relu2Ref p = {n, u_d, R_d};
     ref_numgrad(relu2_loss, u_d, n, &p, FD_STEP, num);
     CHECK_ERR("relu2 du vs FD", ref_rel_err(du, num, n), GRADIENT_TOL);
 
     float *once = copy_floats(du, n);
-    relu2_backward(du, R, u, N, C);
+    cpu_relu2_backward(du, R, u, N, C);
     CHECK_ERR("relu2 du accumulates", doubling_err(once, du, n), ACCUMULATE_TOL);
     free(u), free(R), free(h), free(du), free(inplace), free(once);
     free(u_d), free(R_d), free(ref), free(num);
@@ -397,8 +397,8 @@ static void test_relu2(void) {
     const float su[6] = {NAN, -0.0f, -INFINITY, INFINITY, 3.0f, -2.0f};
     const float sdh[6] = {1.0f, NAN, INFINITY, 1.0f, 0.5f, NAN};
     float sh[6], sdu[6] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
-    relu2_forward(sh, su, 1, 6);
-    relu2_backward(sdu, sdh, su, 1, 6);
+    cpu_relu2_forward(sh, su, 1, 6);
+    cpu_relu2_backward(sdu, sdh, su, 1, 6);
     /* du starts at -0: adding the +0 of an inactive unit gives +0, as `du += 0` always did */
     const float want_h[6] = {0.0f, 0.0f, 0.0f, INFINITY, 9.0f, 0.0f}, want_du[6] = {0, 0, 0, INFINITY, 3.0f, 0};
     CHECK(memcmp(sh, want_h, sizeof sh) == 0, "relu2 forward of NaN/-0/-Inf/Inf/3/-2 = %g %g %g %g %g %g", (double)sh[0],
@@ -440,7 +440,7 @@ static void test_residual_mix(void) {
     float *mix = ref_random_floats(nm, 0.2, 1.5, &rng), *R = ref_random_floats(n, -1, 1, &rng);
     float *out = ref_new_floats(n), *dx = zeros(n), *dx0 = zeros(n), *dmix = zeros(nm);
     ref_poison(out, n);
-    residual_mix_forward(out, x, x0, mix, N, C);
+    cpu_residual_mix_forward(out, x, x0, mix, N, C);
 
     double *x_d = ref_doubles_of(x, n), *x0_d = ref_doubles_of(x0, n), *mix_d = ref_doubles_of(mix, nm);
     double *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n);
@@ -449,10 +449,10 @@ static void test_residual_mix(void) {
     residual_mix_ref(&p, ref);
     CHECK_ERR("residual_mix forward", ref_rel_err(out, ref, n), FORWARD_TOL);
     float *inplace = copy_floats(x, n);
-    residual_mix_forward(inplace, inplace, x0, mix, N, C);
+    cpu_residual_mix_forward(inplace, inplace, x0, mix, N, C);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
-    residual_mix_backward(dx, dx0, dmix, R, x, x0, mix, N, C);
+    cpu_residual_mix_backward(dx, dx0, dmix, R, x, x0, mix, N, C);
     ref_numgrad(residual_mix_loss, x_d, n, &p, FD_STEP, num_x);
     ref_numgrad(residual_mix_loss, x0_d, n, &p, FD_STEP, num_x0);
     ref_numgrad(residual_mix_loss, mix_d, nm, &p, FD_STEP, num_mix);
@@ -461,7 +461,7 @@ static void test_residual_mix(void) {
     CHECK_ERR("residual_mix dmix vs FD", ref_rel_err(dmix, num_mix, nm), GRADIENT_TOL);
 
     float *dx_once = copy_floats(dx, n), *dx0_once = copy_floats(dx0, n), *dmix_once = copy_floats(dmix, nm);
-    residual_mix_backward(dx, dx0, dmix, R, x, x0, mix, N, C);
+    cpu_residual_mix_backward(dx, dx0, dmix, R, x, x0, mix, N, C);
     CHECK_ERR("residual_mix dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
     CHECK_ERR("residual_mix dx0 accumulates", doubling_err(dx0_once, dx0, n), ACCUMULATE_TOL);
     CHECK_ERR("residual_mix dmix accumulates", doubling_err(dmix_once, dmix, nm), ACCUMULATE_TOL);
@@ -503,7 +503,7 @@ static void test_scaled_add(void) {
     float *scale = ref_random_floats((size_t)C, 0.2, 1.5, &rng), *R = ref_random_floats(n, -1, 1, &rng);
     float *out = ref_new_floats(n), *dx = zeros(n), *dbranch = zeros(n), *dscale = zeros((size_t)C);
     ref_poison(out, n);
-    scaled_add_forward(out, x, branch, scale, N, C);
+    cpu_scaled_add_forward(out, x, branch, scale, N, C);
 
     double *x_d = ref_doubles_of(x, n), *b_d = ref_doubles_of(branch, n), *s_d = ref_doubles_of(scale, (size_t)C);
     double *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n);
@@ -512,10 +512,10 @@ static void test_scaled_add(void) {
     scaled_add_ref(&p, ref);
     CHECK_ERR("scaled_add forward", ref_rel_err(out, ref, n), FORWARD_TOL);
     float *inplace = copy_floats(x, n);
-    scaled_add_forward(inplace, inplace, branch, scale, N, C);
+    cpu_scaled_add_forward(inplace, inplace, branch, scale, N, C);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
-    scaled_add_backward(dx, dbranch, dscale, R, branch, scale, N, C);
+    cpu_scaled_add_backward(dx, dbranch, dscale, R, branch, scale, N, C);
     ref_numgrad(scaled_add_loss, x_d, n, &p, FD_STEP, num_x);
     ref_numgrad(scaled_add_loss, b_d, n, &p, FD_STEP, num_b);
     ref_numgrad(scaled_add_loss, s_d, (size_t)C, &p, FD_STEP, num_s);
@@ -524,14 +524,14 @@ static void test_scaled_add(void) {
     CHECK_ERR("scaled_add dscale vs FD", ref_rel_err(dscale, num_s, (size_t)C), GRADIENT_TOL);
 
     float *dx_once = copy_floats(dx, n), *db_once = copy_floats(dbranch, n), *ds_once = copy_floats(dscale, (size_t)C);
-    scaled_add_backward(dx, dbranch, dscale, R, branch, scale, N, C);
+    cpu_scaled_add_backward(dx, dbranch, dscale, R, branch, scale, N, C);
     CHECK_ERR("scaled_add dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
     CHECK_ERR("scaled_add dbranch accumulates", doubling_err(db_once, dbranch, n), ACCUMULATE_TOL);
     CHECK_ERR("scaled_add dscale accumulates", doubling_err(ds_once, dscale, (size_t)C), ACCUMULATE_TOL);
 
     /* dx == NULL skips only dx: the other gradients are the same bits. */
     float *db_null = zeros(n), *ds_null = zeros((size_t)C);
-    scaled_add_backward(NULL, db_null, ds_null, R, branch, scale, N, C);
+    cpu_scaled_add_backward(NULL, db_null, ds_null, R, branch, scale, N, C);
     CHECK(memcmp(db_null, db_once, n * sizeof(float)) == 0, "dbranch differs with dx == NULL");
     CHECK(memcmp(ds_null, ds_once, (size_t)C * sizeof(float)) == 0, "dscale differs with dx == NULL");
     free(x), free(branch), free(scale), free(R), free(out), free(dx), free(dbranch), free(dscale);
@@ -582,7 +582,7 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     ref_poison(losses, (size_t)N);
     ref_poison(scratch, (size_t)chunk * V);
     double mean = NAN;
-    CHECK(logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
+    CHECK(cpu_logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
                                      chunk) == 0, "forward_backward failed: %s", ct_error());
 
     double *x_d = ref_doubles_of(x, nx), *W_d = ref_doubles_of(W, nw), *ref = ref_new_doubles((size_t)N);
@@ -603,7 +603,7 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     CHECK_ERR(label, ref_rel_err(dW, num_W, nw), GRADIENT_TOL);
 
     float *dx_once = copy_floats(dx, nx), *dW_once = copy_floats(dW, nw);
-    CHECK(logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
+    CHECK(cpu_logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
                                      chunk) == 0, "second call failed: %s", ct_error());
     CHECK_ERR("logits dx accumulates", doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
     CHECK_ERR("logits dW accumulates", doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
@@ -612,9 +612,9 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     float *val_losses = ref_new_floats((size_t)N);
     ref_poison(val_losses, (size_t)N);
     double sum = NAN, sum_no_losses = NAN;
-    CHECK(logits_ce_forward(val_losses, &sum, x, W, targets, N, C, V, softcap, scratch, chunk) == 0,
+    CHECK(cpu_logits_ce_forward(val_losses, &sum, x, W, targets, N, C, V, softcap, scratch, chunk) == 0,
           "forward failed: %s", ct_error());
-    CHECK(logits_ce_forward(NULL, &sum_no_losses, x, W, targets, N, C, V, softcap, scratch, chunk) == 0,
+    CHECK(cpu_logits_ce_forward(NULL, &sum_no_losses, x, W, targets, N, C, V, softcap, scratch, chunk) == 0,
           "forward without losses failed: %s", ct_error());
     CHECK(memcmp(val_losses, losses, (size_t)N * sizeof(float)) == 0, "forward-only losses differ");
     CHECK(sum / N == mean && sum_no_losses == sum, "loss sums differ: %.17g %.17g %.17g", sum / N, mean,
@@ -644,14 +644,14 @@ static void test_logits_ce_chunk_sizes(void) {
     float *scratch = ref_new_floats((size_t)N * V), *losses = ref_new_floats((size_t)N);
     float *dx_all = zeros(nx), *dW_all = zeros(nw);
     double mean_all;
-    CHECK(logits_ce_forward_backward(dx_all, dW_all, losses, &mean_all, x, W, targets, N, C, V, 30.0f, 1.0f,
+    CHECK(cpu_logits_ce_forward_backward(dx_all, dW_all, losses, &mean_all, x, W, targets, N, C, V, 30.0f, 1.0f,
                                      scratch, N) == 0, "%s", ct_error());
     double *dx_ref = ref_doubles_of(dx_all, nx), *dW_ref = ref_doubles_of(dW_all, nw);
     const int chunks[] = {1, 5, 36};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         float *dx = zeros(nx), *dW = zeros(nw);
         double mean;
-        CHECK(logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch,
+        CHECK(cpu_logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch,
                                          chunks[k]) == 0, "%s", ct_error());
         CHECK_CLOSE(mean, mean_all, 1e-6);
         CHECK_ERR("logits dx across chunk sizes", ref_rel_err(dx, dx_ref, nx), ACCUMULATE_TOL);
@@ -670,17 +670,17 @@ static void test_logits_ce_rejects_bad_arguments(void) {
     float *dx = zeros((size_t)N * C), *dW = zeros((size_t)V * C);
     double mean, sum;
     targets[3] = V;
-    CHECK(logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch, N) == -1,
+    CHECK(cpu_logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch, N) == -1,
           "target == V accepted");
     CHECK(strstr(ct_error(), "position 3"), "message does not name the position: %s", ct_error());
     for (size_t i = 0; i < (size_t)N * C; i++) CHECK(dx[i] == 0.0f, "dx written before failing");
-    CHECK(logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, N) == -1, "forward took target V");
+    CHECK(cpu_logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, N) == -1, "forward took target V");
     targets[3] = -1;
-    CHECK(logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, N) == -1, "negative target");
+    CHECK(cpu_logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, N) == -1, "negative target");
     targets[3] = 0;
-    CHECK(logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 0.0f, scratch, N) == -1, "softcap 0 accepted");
-    CHECK(logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, 0) == -1, "chunk 0 accepted");
-    CHECK(logits_ce_forward_backward(dx, dW, NULL, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch, N) == -1,
+    CHECK(cpu_logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 0.0f, scratch, N) == -1, "softcap 0 accepted");
+    CHECK(cpu_logits_ce_forward(NULL, &sum, x, W, targets, N, C, V, 30.0f, scratch, 0) == -1, "chunk 0 accepted");
+    CHECK(cpu_logits_ce_forward_backward(dx, dW, NULL, &mean, x, W, targets, N, C, V, 30.0f, 1.0f, scratch, N) == -1,
           "training without a losses buffer accepted");
     free(targets), free(x), free(W), free(scratch), free(losses), free(dx), free(dW);
 }
@@ -708,30 +708,30 @@ typedef struct {
 static void run_embedding(void *p) {
     BigCtx *k = p;
     memset(k->dparams, 0, (size_t)k->V * k->C * sizeof(float));
-    if (embedding_forward(k->y, k->ids, k->params, k->N, k->V, k->C)) abort();
-    embedding_backward(k->dparams, k->R, k->ids, k->N, k->C);
+    if (cpu_embedding_forward(k->y, k->ids, k->params, k->N, k->V, k->C)) abort();
+    cpu_embedding_backward(k->dparams, k->R, k->ids, k->N, k->C);
 }
 
 static void run_rmsnorm(void *p) {
     BigCtx *k = p;
     memcpy(k->g1, k->c, (size_t)k->N * k->C * sizeof(float)); /* nonzero start: += must add */
-    rmsnorm_forward(k->y, k->y2, k->a, k->N, k->C, FLT_EPSILON);
-    rmsnorm_backward(k->g1, k->R, k->a, k->y2, k->N, k->C);
+    cpu_rmsnorm_forward(k->y, k->y2, k->a, k->N, k->C, FLT_EPSILON);
+    cpu_rmsnorm_backward(k->g1, k->R, k->a, k->y2, k->N, k->C);
 }
 
 static void run_linear(void *p) {
     BigCtx *k = p;
     memcpy(k->g1, k->c, (size_t)k->N * k->in * sizeof(float));
     memset(k->dparams, 0, (size_t)k->out * k->in * sizeof(float));
-    linear_forward(k->y, k->a, k->params, k->N, k->in, k->out);
-    linear_backward(k->g1, k->dparams, k->R, k->a, k->params, k->N, k->in, k->out);
+    cpu_linear_forward(k->y, k->a, k->params, k->N, k->in, k->out);
+    cpu_linear_backward(k->g1, k->dparams, k->R, k->a, k->params, k->N, k->in, k->out);
 }
 
 static void run_relu2(void *p) {
     BigCtx *k = p;
     memcpy(k->g1, k->c, (size_t)k->N * k->C * sizeof(float));
-    relu2_forward(k->y, k->a, k->N, k->C);
-    relu2_backward(k->g1, k->R, k->a, k->N, k->C);
+    cpu_relu2_forward(k->y, k->a, k->N, k->C);
+    cpu_relu2_backward(k->g1, k->R, k->a, k->N, k->C);
 }
 
 static void run_residual_mix(void *p) {
@@ -740,8 +740,8 @@ static void run_residual_mix(void *p) {
     memcpy(k->g1, k->c, n * sizeof(float));
     memcpy(k->g2, k->c, n * sizeof(float));
     memcpy(k->dparams, k->c, 2 * (size_t)k->C * sizeof(float));
-    residual_mix_forward(k->y, k->a, k->b, k->params, k->N, k->C);
-    residual_mix_backward(k->g1, k->g2, k->dparams, k->R, k->a, k->b, k->params, k->N, k->C);
+    cpu_residual_mix_forward(k->y, k->a, k->b, k->params, k->N, k->C);
+    cpu_residual_mix_backward(k->g1, k->g2, k->dparams, k->R, k->a, k->b, k->params, k->N, k->C);
 }
 
 static void run_scaled_add(void *p) {
@@ -750,20 +750,20 @@ static void run_scaled_add(void *p) {
     memcpy(k->g1, k->c, n * sizeof(float));
     memcpy(k->g2, k->c, n * sizeof(float));
     memcpy(k->dparams, k->c, (size_t)k->C * sizeof(float));
-    scaled_add_forward(k->y, k->a, k->b, k->params, k->N, k->C);
-    scaled_add_backward(k->g1, k->g2, k->dparams, k->R, k->b, k->params, k->N, k->C);
+    cpu_scaled_add_forward(k->y, k->a, k->b, k->params, k->N, k->C);
+    cpu_scaled_add_backward(k->g1, k->g2, k->dparams, k->R, k->b, k->params, k->N, k->C);
 }
 
 static void run_logits(void *p) {
     BigCtx *k = p;
     memcpy(k->g1, k->c, (size_t)k->N * k->C * sizeof(float));
     memset(k->dparams, 0, (size_t)k->V * k->C * sizeof(float));
-    if (logits_ce_forward_backward(k->g1, k->dparams, k->y, &k->loss, k->a, k->params, k->ids, k->N, k->C, k->V,
+    if (cpu_logits_ce_forward_backward(k->g1, k->dparams, k->y, &k->loss, k->a, k->params, k->ids, k->N, k->C, k->V,
                                    30.0f, 0.25f, k->g3, k->chunk))
         abort();
     k->y2[0] = (float)k->loss; /* so the mean is compared too (as float; bits of the double below) */
     double sum;
-    if (logits_ce_forward(NULL, &sum, k->a, k->params, k->ids, k->N, k->C, k->V, 30.0f, k->g3, k->chunk)) abort();
+    if (cpu_logits_ce_forward(NULL, &sum, k->a, k->params, k->ids, k->N, k->C, k->V, 30.0f, k->g3, k->chunk)) abort();
     memcpy(k->y2 + 1, &sum, sizeof sum);
 }
 

@@ -105,13 +105,13 @@ static float *random_matrix(size_t n, uint64_t seed, double lo, double hi) {
 static double ns5_error_vs_double(int rows, int cols, int steps, uint64_t seed) {
     const size_t n = (size_t)rows * cols;
     float *G = random_matrix(n, seed, -1, 1), *X = malloc(n * sizeof *X);
-    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
     double *ref = malloc(n * sizeof *ref);
     ref_poison(X, n);
-    newton_schulz5(G, X, rows, cols, steps, scratch);
+    cpu_newton_schulz5(G, X, rows, cols, steps, scratch);
     ref_newton_schulz5(G, ref, rows, cols, steps);
     const double err = ref_rel_err(X, ref, n);
-    printf("  newton_schulz5 %dx%d steps=%d: rel err vs double %.3g\n", rows, cols, steps, err);
+    printf("  cpu_newton_schulz5 %dx%d steps=%d: rel err vs double %.3g\n", rows, cols, steps, err);
     free(G), free(X), free(scratch), free(ref);
     return err;
 }
@@ -140,8 +140,8 @@ static void ns5_zero_steps_is_normalisation(void) {
     const int rows = 37, cols = 21;
     const size_t n = (size_t)rows * cols;
     float *G = random_matrix(n, 5, -3, 3), *X = malloc(n * sizeof *X);
-    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
-    newton_schulz5(G, X, rows, cols, 0, scratch);
+    float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    cpu_newton_schulz5(G, X, rows, cols, 0, scratch);
     double sumsq = 0;
     for (size_t i = 0; i < n; i++) sumsq += (double)G[i] * G[i];
     const float divisor = (float)sqrt(sumsq) + 1e-7f;
@@ -159,8 +159,8 @@ static void ns5_singular_values_in_band(void) {
     const int rows = 64, cols = 256;
     const size_t n = (size_t)rows * cols;
     float *G = random_matrix(n, 6, -1, 1), *X = malloc(n * sizeof *X);
-    float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
-    newton_schulz5(G, X, rows, cols, 5, scratch);
+    float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    cpu_newton_schulz5(G, X, rows, cols, 5, scratch);
     double *gram = calloc((size_t)rows * rows, sizeof *gram), *eig = malloc(rows * sizeof *eig);
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < rows; j++)
@@ -187,15 +187,15 @@ static void ns5_bitwise_across_thread_counts(void) {
         const int rows = shapes[s][0], cols = shapes[s][1];
         const size_t n = (size_t)rows * cols;
         float *G = random_matrix(n, 7 + s, -1, 1);
-        float *scratch = malloc(newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+        float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
         float *results[3];
         for (int t = 0; t < 3; t++) {
             omp_set_num_threads(t + 1);
             results[t] = malloc(n * sizeof **results);
-            newton_schulz5(G, results[t], rows, cols, 5, scratch);
+            cpu_newton_schulz5(G, results[t], rows, cols, 5, scratch);
         }
         omp_set_num_threads(2);
-        newton_schulz5(G, G, rows, cols, 5, scratch); /* in place */
+        cpu_newton_schulz5(G, G, rows, cols, 5, scratch); /* in place */
         omp_set_num_threads(saved_threads);
         const int same12 = !memcmp(results[0], results[1], n * sizeof(float));
         const int same13 = !memcmp(results[0], results[2], n * sizeof(float));
@@ -217,7 +217,7 @@ static void muon_steps_vs_double(void) {
     const double momentum = 0.9, lr = 0.04;
     float *p = random_matrix(n, 11, -0.1, 0.1), *buf = calloc(n, sizeof *buf);
     float *update = malloc(n * sizeof *update);
-    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof *scratch);
+    float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof *scratch);
     double *p_ref = malloc(n * sizeof *p_ref), *buf_ref = calloc(n, sizeof *buf_ref);
     double *o_ref = malloc(n * sizeof *o_ref);
     float *u_f = malloc(n * sizeof *u_f);
@@ -225,8 +225,8 @@ static void muon_steps_vs_double(void) {
     double update_err = 0, buf_err = 0, p_err = 0;
     for (int step = 0; step < 2; step++) {
         float *g = random_matrix(n, 20 + step, -1, 1);
-        muon_compute_update(g, buf, update, rows, cols, momentum, 1, steps, scratch);
-        muon_apply_update(p, update, n, lr);
+        cpu_muon_compute_update(g, buf, update, rows, cols, momentum, 1, steps, scratch);
+        cpu_muon_apply_update(p, update, n, lr);
 
         /* Reference: momentum in double; NS in double from the fp32-rounded nesterov update, so
          * the comparison measures our NS, not the (ill-conditioned) rounding of its input. */
@@ -260,14 +260,14 @@ static void muon_plain_momentum_and_apply(void) {
     const size_t n = (size_t)rows * cols;
     float *g = random_matrix(n, 30, -1, 1), *buf = random_matrix(n, 31, -1, 1);
     float *update = malloc(n * sizeof *update), *expected = malloc(n * sizeof *expected);
-    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof *scratch);
+    float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof *scratch);
     for (size_t i = 0; i < n; i++) expected[i] = buf[i] * 0.95f + g[i];
-    muon_compute_update(g, buf, update, rows, cols, 0.95, 0, 3, scratch);
+    cpu_muon_compute_update(g, buf, update, rows, cols, 0.95, 0, 3, scratch);
     const int buf_same = !memcmp(buf, expected, n * sizeof(float));
-    newton_schulz5(expected, expected, rows, cols, 3, scratch);
+    cpu_newton_schulz5(expected, expected, rows, cols, 3, scratch);
     const int update_same = !memcmp(update, expected, n * sizeof(float)); /* wide: scale is 1 */
     float p[3] = {1.0f, -2.0f, 0.5f}, o[3] = {0.25f, 1.0f, -3.0f};
-    muon_apply_update(p, o, 3, 0.5);
+    cpu_muon_apply_update(p, o, 3, 0.5);
     free(g), free(buf), free(update), free(expected), free(scratch);
     CHECK(buf_same, "momentum buffer is not buf*mu + g");
     CHECK(update_same, "non-nesterov update is not NS(buf)");
@@ -292,7 +292,7 @@ static void adam_five_steps_vs_double(void) {
         uint64_t state = 60 + t;
         for (size_t i = 0; i < n; i++) g[i] *= (float)pow(10, -4 * ref_rand01(&state));
         const double lr = 0.01 * t;
-        adam_step(p, g, m, v, n, lr, beta1, beta2, eps, t);
+        cpu_adam_step(p, g, m, v, n, lr, beta1, beta2, eps, t);
         const double bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
         for (size_t i = 0; i < n; i++) {
             m_ref[i] = beta1 * m_ref[i] + (1 - beta1) * g[i];
@@ -322,7 +322,7 @@ static void adam_five_steps_vs_double(void) {
  * lr * g / (|g| + eps) = lr * sign(g) for |g| >> eps. */
 static void adam_first_step_is_sign_step(void) {
     float p[3] = {1.0f, 1.0f, 1.0f}, g[3] = {2.0f, -0.5f, 0.0f}, m[3] = {0}, v[3] = {0};
-    adam_step(p, g, m, v, 3, 0.001, 0.9, 0.95, 1e-8, 1);
+    cpu_adam_step(p, g, m, v, 3, 0.001, 0.9, 0.95, 1e-8, 1);
     CHECK_CLOSE(p[0], 0.999, 1e-6);
     CHECK_CLOSE(p[1], 1.001, 1e-6);
     CHECK(p[2] == 1.0f, "zero gradient moved the parameter to %.9g", p[2]);
@@ -339,29 +339,29 @@ static void clip_grad_norm_matches_torch_formula(void) {
         for (size_t i = 0; i < counts[t]; i++) sumsq += (long double)grads[t][i] * grads[t][i];
     }
     const double exact = sqrtl(sumsq);
-    const double norm = grad_global_norm((const float *const *)grads, counts, 3);
+    const double norm = cpu_grad_global_norm((const float *const *)grads, counts, 3);
     CHECK(fabs(norm - exact) <= 1e-13 * exact, "norm %.17g, exact %.17g", norm, exact);
 
     /* max_norm above the norm: coefficient 1, gradients untouched. */
     float *copy = malloc(counts[1] * sizeof *copy);
     memcpy(copy, grads[1], counts[1] * sizeof *copy);
-    double returned = clip_grad_norm(grads, counts, 3, 2 * exact);
+    double returned = cpu_clip_grad_norm(grads, counts, 3, 2 * exact);
     CHECK(returned == norm, "returned %.17g, expected %.17g", returned, norm);
     CHECK(!memcmp(copy, grads[1], counts[1] * sizeof *copy), "gradients changed without clipping");
 
     /* max_norm = 1: every gradient scaled by the fp32 coefficient, new norm ~1. */
-    const float coef = clip_grad_coef(norm, 1.0);
+    const float coef = cpu_clip_grad_coef(norm, 1.0);
     CHECK_CLOSE(coef, 1.0 / (norm + 1e-6), 1e-6);
-    clip_grad_norm(grads, counts, 3, 1.0);
+    cpu_clip_grad_norm(grads, counts, 3, 1.0);
     size_t mismatches = 0;
     for (size_t i = 0; i < counts[1]; i++) mismatches += grads[1][i] != copy[i] * coef;
     CHECK(mismatches == 0, "%zu gradients are not g * coef", mismatches);
-    const double after = grad_global_norm((const float *const *)grads, counts, 3);
+    const double after = cpu_grad_global_norm((const float *const *)grads, counts, 3);
     CHECK_CLOSE(after, 1.0, 1e-5);
 
     /* torch's edge cases: a zero norm clamps to 1; a NaN norm propagates. */
-    CHECK(clip_grad_coef(0.0, 1.0) == 1.0f, "zero norm gave coef %g", clip_grad_coef(0.0, 1.0));
-    CHECK(isnan(clip_grad_coef(NAN, 1.0)), "NaN norm did not give a NaN coefficient");
+    CHECK(cpu_clip_grad_coef(0.0, 1.0) == 1.0f, "zero norm gave coef %g", cpu_clip_grad_coef(0.0, 1.0));
+    CHECK(isnan(cpu_clip_grad_coef(NAN, 1.0)), "NaN norm did not give a NaN coefficient");
     free(copy);
     for (int t = 0; t < 3; t++) free(grads[t]);
 }
@@ -372,11 +372,11 @@ static void sumsq_bitwise_across_thread_counts(void) {
     float *x = random_matrix(n, 80, -2, 2);
     const int saved_threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const double one = sumsq_fixed_order(x, n);
+    const double one = cpu_sumsq_fixed_order(x, n);
     omp_set_num_threads(2);
-    const double two = sumsq_fixed_order(x, n);
+    const double two = cpu_sumsq_fixed_order(x, n);
     omp_set_num_threads(3);
-    const double three = sumsq_fixed_order(x, n);
+    const double three = cpu_sumsq_fixed_order(x, n);
     omp_set_num_threads(saved_threads);
     long double exact = 0;
     for (size_t i = 0; i < n; i++) exact += (long double)x[i] * x[i];
@@ -384,7 +384,7 @@ static void sumsq_bitwise_across_thread_counts(void) {
     CHECK(memcmp(&one, &two, sizeof one) == 0 && memcmp(&one, &three, sizeof one) == 0,
           "1/2/3 threads: %.17g %.17g %.17g", one, two, three);
     CHECK(fabs(one - (double)exact) <= 1e-13 * (double)exact, "%.17g vs %.17Lg", one, exact);
-    CHECK(sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
+    CHECK(cpu_sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
 }
 
 int main(void) {

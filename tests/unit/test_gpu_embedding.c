@@ -1,6 +1,6 @@
 /* test_gpu_embedding.c — the CUDA token embedding (cuda_embedding.cu) against the CPU op: the
  * gather is a copy (bitwise equal), and the scatter-add backward adds each id's tokens in token
- * order in fp32 exactly as embedding_backward does, so it must be BITWISE equal to the CPU
+ * order in fp32 exactly as cpu_embedding_backward does, so it must be BITWISE equal to the CPU
  * result (no tolerance), including repeated ids and accumulation into a non-zero gradient.
  * The host-side index (counting sort) is checked without a GPU. Rules in test_gpu.h. */
 #include "test_gpu.h"
@@ -54,7 +54,7 @@ static void forward_is_a_copy(void) {
     int32_t *ids = random_ids(N, V, &rng, 0);
     float *wte = random_host((size_t)V * C, -1, 1, &rng);
     float *ref = malloc((size_t)N * C * sizeof(float));
-    CHECK(embedding_forward(ref, ids, wte, N, V, C) == 0, "cpu embedding_forward failed");
+    CHECK(cpu_embedding_forward(ref, ids, wte, N, V, C) == 0, "cpu cpu_embedding_forward failed");
     int32_t *d_ids = dev_upload(ids, N * sizeof(int32_t));
     float *d_wte = dev_floats(wte, (size_t)V * C), *d_out = dev_nan((size_t)N * C);
     CHECK_CUDA_OK(cuda_embedding_forward(d_out, d_ids, d_wte, N, C, 0));
@@ -70,7 +70,7 @@ static void backward_bitwise_equals_cpu(void) {
         float *dout = random_host((size_t)N * C, -1, 1, &rng);
         float *g0 = random_host((size_t)V * C, -1, 1, &rng);
         float *ref = copy_host(g0, (size_t)V * C);
-        embedding_backward(ref, dout, ids, N, C);
+        cpu_embedding_backward(ref, dout, ids, N, C);
         int32_t *rows = malloc(V * sizeof(int32_t)), *starts = malloc((V + 1) * sizeof(int32_t));
         int32_t *pos = malloc(N * sizeof(int32_t));
         int num_rows = 0;

@@ -38,9 +38,9 @@ static void linear_forward_backward_match_cpu(void) {
     host_round_bf16(W, (size_t)OUT * IN);
     host_round_bf16(dout, (size_t)N * OUT);
     float *ref = malloc((size_t)N * OUT * sizeof(float));
-    linear_forward(ref, x, W, N, IN, OUT);
+    cpu_linear_forward(ref, x, W, N, IN, OUT);
     float *r_dx = calloc((size_t)N * IN, sizeof(float)), *r_dW = calloc((size_t)OUT * IN, sizeof(float));
-    linear_backward(r_dx, r_dW, dout, x, W, N, IN, OUT);
+    cpu_linear_backward(r_dx, r_dW, dout, x, W, N, IN, OUT);
 
     void *ws = dev_alloc(32 << 20);
     cublasHandle_t h = make_handle(ws, 32 << 20);

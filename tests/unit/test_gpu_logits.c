@@ -1,5 +1,5 @@
 /* test_gpu_logits.c — the chunked CUDA logits + softcap + cross-entropy (cuda_logits.cu) against
- * logits_ce_forward_backward / logits_ce_forward fed the same bf16-rounded x and W: per-token
+ * cpu_logits_ce_forward_backward / cpu_logits_ce_forward fed the same bf16-rounded x and W: per-token
  * losses, dx and dW (accumulated into non-zero buffers), chunk sizes that do and do not divide
  * N, the forward-only path, determinism. Rules in test_gpu.h.
  *
@@ -34,7 +34,7 @@ static void check_logits(int N, int C, int V, int chunk, uint64_t seed) {
     float *r_dx = calloc((size_t)N * C, sizeof(float)), *r_dW = calloc((size_t)V * C, sizeof(float));
     float *scratch = malloc((size_t)256 * V * sizeof(float));
     double mean = 0;
-    CHECK(logits_ce_forward_backward(r_dx, r_dW, r_loss, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
+    CHECK(cpu_logits_ce_forward_backward(r_dx, r_dW, r_loss, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
                                      256) == 0,
           "cpu logits failed: %s", ct_error());
 

@@ -45,7 +45,7 @@ static void adam_matches_cpu(void) {
     const double lrs[] = {0.05, 0.03, 0.01};
     for (int step = 1; step <= 3; step++) {
         float *g = random_host(n, -0.1, 0.1, &rng);
-        adam_step(p, g, m, v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step);
+        cpu_adam_step(p, g, m, v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step);
         dev_put(d_g, g, n * sizeof(float));
         dev_poison_bf16(d_p16, n);
         CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step, 0));
@@ -69,10 +69,10 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     float *g = random_host(n, -1, 1, &rng), *buf = random_host(n, -0.5, 0.5, &rng);
     float *p = random_host(n, -1, 1, &rng);
     float *ref_buf = copy_host(buf, n), *ref_upd = malloc(n * sizeof(float));
-    float *scratch = malloc(muon_scratch_floats(rows, cols) * sizeof(float));
-    muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, scratch);
+    float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof(float));
+    cpu_muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, scratch);
     float *ref_p = copy_host(p, n);
-    muon_apply_update(ref_p, ref_upd, n, 0.04);
+    cpu_muon_apply_update(ref_p, ref_upd, n, 0.04);
 
     void *ws = dev_alloc(32 << 20);
     cublasHandle_t h = NULL;
@@ -135,7 +135,7 @@ static void clip_matches_cpu(void) {
     float *ref = copy_host(g, n);
     float *ptr[1] = {ref};
     size_t cnt[1] = {n};
-    const double ref_norm = clip_grad_norm(ptr, cnt, 1, 1.0); /* norm ~ 10 > 1: clips */
+    const double ref_norm = cpu_clip_grad_norm(ptr, cnt, 1, 1.0); /* norm ~ 10 > 1: clips */
     float *d_g = dev_floats(g, n);
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double)), *d_norm = dev_alloc(sizeof(double));
     CHECK_CUDA_OK(cuda_clip_grad_norm(d_g, n, 1.0, d_norm, d_part, 0));

@@ -24,7 +24,7 @@ static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t see
     uint64_t rng = seed;
     const size_t n = (size_t)B * T * H * hd, nt = (size_t)T * (hd / 2);
     float *cos_t = malloc(nt * sizeof(float)), *sin_t = malloc(nt * sizeof(float));
-    rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
     float *in = random_host(n, -2, 2, &rng), *dout = random_host(n, -1, 1, &rng);
     float *gain = with_gain ? random_host(H, 0.5, 2, &rng) : NULL;
     float *din0 = random_host(n, -1, 1, &rng), *dgain0 = random_host(H, -1, 1, &rng);

@@ -34,7 +34,7 @@ static void rmsnorm_forward_matches_cpu(void) {
     const size_t n = (size_t)N * C;
     float *x = random_host(n, -2, 2, &rng);
     float *ref = malloc(n * sizeof(float)), *ref_r = malloc(N * sizeof(float));
-    rmsnorm_forward(ref, ref_r, x, N, C, FLT_EPSILON);
+    cpu_rmsnorm_forward(ref, ref_r, x, N, C, FLT_EPSILON);
     float *dx = dev_floats(x, n), *dout = dev_nan(n), *dr = dev_nan(N);
     ct_bf16 *d16 = dev_alloc(n * 2);
     dev_poison_bf16(d16, n);
@@ -56,9 +56,9 @@ static void rmsnorm_backward_matches_cpu(void) {
     float *x = random_host(n, -2, 2, &rng), *dout = random_host(n, -1, 1, &rng);
     float *dx0 = random_host(n, -1, 1, &rng); /* accumulate into non-zero */
     float *y = malloc(n * sizeof(float)), *r = malloc(N * sizeof(float));
-    rmsnorm_forward(y, r, x, N, C, FLT_EPSILON);
+    cpu_rmsnorm_forward(y, r, x, N, C, FLT_EPSILON);
     float *ref = copy_host(dx0, n);
-    rmsnorm_backward(ref, dout, x, r, N, C);
+    cpu_rmsnorm_backward(ref, dout, x, r, N, C);
     float *d_x = dev_floats(x, n), *d_dout = dev_floats(dout, n), *d_r = dev_floats(r, N), *d_dx = dev_floats(dx0, n);
     CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, d_dout, d_x, d_r, N, C, 0));
     float *got = host_from_dev(d_dx, n);
@@ -80,10 +80,10 @@ static void mix_norm_forward_matches_cpu(void) {
         /* CPU: scaled_add (if skip), residual_mix, rmsnorm */
         float *x_in = malloc(n * sizeof(float)), *xm = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
         float *r = malloc(N * sizeof(float));
-        if (with_skip) scaled_add_forward(x_in, x, skip, skip_w, N, C);
+        if (with_skip) cpu_scaled_add_forward(x_in, x, skip, skip_w, N, C);
         else memcpy(x_in, x, n * sizeof(float));
-        residual_mix_forward(xm, x_in, x0, mix, N, C);
-        rmsnorm_forward(a, r, xm, N, C, FLT_EPSILON);
+        cpu_residual_mix_forward(xm, x_in, x0, mix, N, C);
+        cpu_rmsnorm_forward(a, r, xm, N, C, FLT_EPSILON);
         float *d_x = dev_floats(x, n), *d_skip = dev_floats(skip, n), *d_x0 = dev_floats(x0, n);
         float *d_sw = dev_floats(skip_w, C), *d_mix = dev_floats(mix, 2 * C);
         float *d_xin = dev_nan(n), *d_xm = dev_nan(n), *d_r = dev_nan(N);
@@ -108,8 +108,8 @@ static void add_norm_forward_matches_cpu(void) {
     const size_t n = (size_t)N * C;
     float *xm = random_host(n, -2, 2, &rng), *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
     float *x1 = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *r = malloc(N * sizeof(float));
-    scaled_add_forward(x1, xm, br, sc, N, C);
-    rmsnorm_forward(m, r, x1, N, C, FLT_EPSILON);
+    cpu_scaled_add_forward(x1, xm, br, sc, N, C);
+    cpu_rmsnorm_forward(m, r, x1, N, C, FLT_EPSILON);
     float *d_xm = dev_floats(xm, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C);
     float *d_x1 = dev_nan(n), *d_r = dev_nan(N);
     ct_bf16 *d_m = dev_alloc(n * 2);
@@ -130,16 +130,16 @@ static void scaled_add_matches_cpu(void) {
     float *ds0 = random_host(C, -1, 1, &rng);
     /* forward */
     float *ref = malloc(n * sizeof(float));
-    scaled_add_forward(ref, x, br, sc, N, C);
+    cpu_scaled_add_forward(ref, x, br, sc, N, C);
     float *d_x = dev_floats(x, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C), *d_out = dev_nan(n);
     CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br, d_sc, N, C, 0));
     float *out = host_from_dev(d_out, n);
     CHECK_REL("scaled_add forward", out, ref, n, F32_TOL);
     /* backward, all outputs accumulating into non-zero buffers */
     float *r_dx = copy_host(dx0, n), *r_db = copy_host(db0, n), *r_ds = copy_host(ds0, C);
-    scaled_add_backward(r_dx, r_db, r_ds, dout, br, sc, N, C);
+    cpu_scaled_add_backward(r_dx, r_db, r_ds, dout, br, sc, N, C);
     float *r_db16 = calloc(n, sizeof(float)), *r_ds16 = calloc(C, sizeof(float));
-    scaled_add_backward(NULL, r_db16, r_ds16, dout, br, sc, N, C); /* the bf16 output is the contribution */
+    cpu_scaled_add_backward(NULL, r_db16, r_ds16, dout, br, sc, N, C); /* the bf16 output is the contribution */
     float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx0, n), *d_db = dev_floats(db0, n);
     float *d_ds = dev_floats(ds0, C);
     ct_bf16 *d_db16 = dev_alloc(n * 2);
@@ -167,7 +167,7 @@ static void residual_mix_backward_matches_cpu(void) {
     float *dout = random_host(n, -1, 1, &rng), *dx_init = random_host(n, -1, 1, &rng);
     float *dx0_init = random_host(n, -1, 1, &rng), *dmix_init = random_host(2 * C, -1, 1, &rng);
     float *r_dx = copy_host(dx_init, n), *r_dx0 = copy_host(dx0_init, n), *r_dmix = copy_host(dmix_init, 2 * C);
-    residual_mix_backward(r_dx, r_dx0, r_dmix, dout, x, x0, mix, N, C);
+    cpu_residual_mix_backward(r_dx, r_dx0, r_dmix, dout, x, x0, mix, N, C);
     float *d_x = dev_floats(x, n), *d_x0 = dev_floats(x0, n), *d_mix = dev_floats(mix, 2 * C);
     float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx_init, n), *d_dx0 = dev_floats(dx0_init, n);
     float *d_dmix = dev_floats(dmix_init, 2 * C);
@@ -189,10 +189,10 @@ static void relu2_matches_cpu(void) {
     const size_t n = (size_t)N * C;
     float *u = random_host(n, -2, 2, &rng), *dh = random_host(n, -1, 1, &rng), *du0 = random_host(n, -1, 1, &rng);
     float *h = malloc(n * sizeof(float));
-    relu2_forward(h, u, N, C);
+    cpu_relu2_forward(h, u, N, C);
     float *r_du = copy_host(du0, n), *r_c = calloc(n, sizeof(float));
-    relu2_backward(r_du, dh, u, N, C);
-    relu2_backward(r_c, dh, u, N, C);
+    cpu_relu2_backward(r_du, dh, u, N, C);
+    cpu_relu2_backward(r_c, dh, u, N, C);
     float *d_u = dev_floats(u, n), *d_h = dev_nan(n), *d_dh = dev_floats(dh, n), *d_du = dev_floats(du0, n);
     ct_bf16 *d_h16 = dev_alloc(n * 2), *d_du16 = dev_alloc(n * 2);
     dev_poison_bf16(d_h16, n);
