@@ -176,23 +176,22 @@ static int crc_attribute(hid_t file, const char *path, const Record *rec, uint32
     char type_name[96];
     ct_h5_describe_type(type, type_name, sizeof type_name);
     H5Tclose(type);
-    H5Aclose(attr);
     unsigned char bytes[8];
     if (cls == H5T_INTEGER) {
         int64_t v;
-        if (ckpt_attr_read_i64(obj, path, rec->path, rec->attr, &v) != 0) goto done;
+        if (ct_h5_attr_read_i64(attr, path, rec->path, rec->attr, &v) != 0) goto done;
         put_le64(bytes, (uint64_t)v);
         *crc = ckpt_crc32(*crc, bytes, 8);
     } else if (cls == H5T_FLOAT) {
         double v;
         uint64_t bits;
-        if (ckpt_attr_read_f64(obj, path, rec->path, rec->attr, &v) != 0) goto done;
+        if (ct_h5_attr_read_f64(attr, path, rec->path, rec->attr, &v) != 0) goto done;
         memcpy(&bits, &v, 8);
         put_le64(bytes, bits);
         *crc = ckpt_crc32(*crc, bytes, 8);
     } else if (cls == H5T_STRING) {
         char *s;
-        if (ckpt_attr_read_str(obj, path, rec->path, rec->attr, &s) != 0) goto done;
+        if (ct_h5_attr_read_str(attr, path, rec->path, rec->attr, &s) != 0) goto done;
         *crc = ckpt_crc32(*crc, s, strlen(s) + 1);
         free(s);
     } else {
@@ -202,6 +201,7 @@ static int crc_attribute(hid_t file, const char *path, const Record *rec, uint32
     }
     rc = 0;
 done:
+    if (attr >= 0) H5Aclose(attr);
     H5Oclose(obj);
     return rc;
 }

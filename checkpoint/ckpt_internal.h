@@ -56,14 +56,9 @@ hid_t ckpt_fapl(void);
  * HDF5, truncated). */
 hid_t ckpt_open_read(const char *path);
 
-int ckpt_attr_write_i64(hid_t obj, const char *name, int64_t value);
-int ckpt_attr_write_i32(hid_t obj, const char *name, int32_t value);
-int ckpt_attr_write_u32(hid_t obj, const char *name, uint32_t value);
-int ckpt_attr_write_f64(hid_t obj, const char *name, double value);
-int ckpt_attr_write_str(hid_t obj, const char *name, const char *value);
-
-/* Readers: `file` and `where` ("/loader/train") only name things in messages. A missing
- * attribute, one holding more than one value, or one of another type fails naming it. */
+/* Readers of attributes a checkpoint must have (writers: h5util's ct_h5_attr_write_*): `file`
+ * and `where` ("/loader/train") only name things in messages. A missing attribute, one holding
+ * more than one value, or one of another type fails naming it. */
 int ckpt_attr_read_i64(hid_t obj, const char *file, const char *where, const char *name, int64_t *value);
 int ckpt_attr_read_f64(hid_t obj, const char *file, const char *where, const char *name, double *value);
 int ckpt_attr_read_str(hid_t obj, const char *file, const char *where, const char *name, char **value);
@@ -127,11 +122,6 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
  * failure). Lock held. */
 int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m);
 
-/* A key's value as text ("512", "0.04", "1"; strings as they are): floats in the shortest form
- * that reads back exactly. */
-const char *ckpt_config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap);
-/* Whether two configurations agree on a key. */
-int ckpt_config_value_equal(const Config *a, const Config *b, const ConfigKey *k);
 
 /* ---- directory helpers ---- */
 

@@ -1,6 +1,6 @@
 /* ckpt_layout.c — what a checkpoint of a given model holds: the list of tensors (weights and
  * the optimizer buffer(s) of each parameter, by which optimizer owns it), where each lives in
- * the TrainState, and how configuration values are compared and shown. */
+ * the TrainState, and how shapes are shown. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,38 +54,4 @@ void ckpt_format_shape(int ndim, const int64_t *dims, char *buf, size_t cap) {
     for (int d = 0; d < ndim && used < cap; d++)
         used += (size_t)snprintf(buf + used, cap - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
     if (used < cap) snprintf(buf + used, cap - used, "]");
-}
-
-/* Shortest %g form that parses back to the same double, so messages say 0.04, not
- * 0.040000000000000001. */
-static void format_double(double v, char *buf, size_t cap) {
-    for (int digits = 15; digits <= 17; digits++) {
-        snprintf(buf, cap, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v) return;
-    }
-}
-
-const char *ckpt_config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap) {
-    const void *p = (const char *)cfg + k->offset;
-    switch (k->type) {
-    case CT_KEY_INT:
-    case CT_KEY_BOOL: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); return buf;
-    case CT_KEY_FLOAT: format_double(*(const double *)p, buf, cap); return buf;
-    case CT_KEY_STR: return *(const char *const *)p ? *(const char *const *)p : "";
-    }
-    return "";
-}
-
-int ckpt_config_value_equal(const Config *a, const Config *b, const ConfigKey *k) {
-    const void *pa = (const char *)a + k->offset, *pb = (const char *)b + k->offset;
-    switch (k->type) {
-    case CT_KEY_INT:
-    case CT_KEY_BOOL: return *(const int64_t *)pa == *(const int64_t *)pb;
-    case CT_KEY_FLOAT: return *(const double *)pa == *(const double *)pb;
-    case CT_KEY_STR: {
-        const char *sa = *(const char *const *)pa, *sb = *(const char *const *)pb;
-        return !strcmp(sa ? sa : "", sb ? sb : "");
-    }
-    }
-    return 0;
 }

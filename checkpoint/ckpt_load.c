@@ -17,10 +17,10 @@ static int check_shape_keys(const char *path, const CkptMeta *m, const Config *c
     int bad = 0;
     for (int i = 0; i < ct_config_num_keys; i++) {
         const ConfigKey *k = &ct_config_keys[i];
-        if (k->resume != CT_RESUME_SHAPE || ckpt_config_value_equal(&m->cfg, cfg, k)) continue;
+        if (k->resume != CT_RESUME_SHAPE || config_value_equal(&m->cfg, cfg, k)) continue;
         char a[64], b[64];
-        const char *old_v = ckpt_config_value_text(&m->cfg, k, a, sizeof a);
-        const char *new_v = ckpt_config_value_text(cfg, k, b, sizeof b);
+        const char *old_v = config_value_text(&m->cfg, k, CONFIG_TEXT_SHORT, a, sizeof a);
+        const char *new_v = config_value_text(cfg, k, CONFIG_TEXT_SHORT, b, sizeof b);
         const char *q = k->type == CT_KEY_STR ? "'" : "";
         if (used < sizeof message)
             used += (size_t)snprintf(message + used, sizeof message - used, "%s%s: checkpoint %s%s%s, configured %s%s%s",
@@ -134,9 +134,9 @@ int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const T
         /* Reported only once the load can no longer fail, outside the HDF5 lock. */
         for (int i = 0; report && i < ct_config_num_keys; i++) {
             const ConfigKey *k = &ct_config_keys[i];
-            if (k->resume != CT_RESUME_FREE || !m.cfg_present[i] || ckpt_config_value_equal(&m.cfg, cfg, k)) continue;
+            if (k->resume != CT_RESUME_FREE || !m.cfg_present[i] || config_value_equal(&m.cfg, cfg, k)) continue;
             char a[64], b[64];
-            report(k->name, ckpt_config_value_text(&m.cfg, k, a, sizeof a), ckpt_config_value_text(cfg, k, b, sizeof b));
+            report(k->name, config_value_text(&m.cfg, k, CONFIG_TEXT_SHORT, a, sizeof a), config_value_text(cfg, k, CONFIG_TEXT_SHORT, b, sizeof b));
         }
     }
     ckpt_meta_free(&m);

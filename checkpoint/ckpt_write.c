@@ -74,15 +74,15 @@ static int write_root_attributes(hid_t file, const CheckpointInfo *info) {
     struct tm utc;
     gmtime_r(&now, &utc);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    if (ckpt_attr_write_str(file, "format", CKPT_FORMAT) != 0 ||
-        ckpt_attr_write_i32(file, "format_version", CKPT_FORMAT_VERSION) != 0 ||
-        ckpt_attr_write_i64(file, "step", info->step) != 0 ||
-        ckpt_attr_write_i64(file, "train_tokens", info->train_tokens) != 0 ||
-        ckpt_attr_write_i32(file, "world_size", info->world_size) != 0 ||
-        ckpt_attr_write_str(file, "created", created) != 0 ||
-        ckpt_attr_write_str(file, "ctrain_version", CT_VERSION) != 0 ||
-        ckpt_attr_write_f64(file, "training_time_ms", info->training_time_ms) != 0 ||
-        ckpt_attr_write_str(file, "device", info->device) != 0)
+    if (ct_h5_attr_write_str(file, "format", CKPT_FORMAT) != 0 ||
+        ct_h5_attr_write_i32(file, "format_version", CKPT_FORMAT_VERSION) != 0 ||
+        ct_h5_attr_write_i64(file, "step", info->step) != 0 ||
+        ct_h5_attr_write_i64(file, "train_tokens", info->train_tokens) != 0 ||
+        ct_h5_attr_write_i32(file, "world_size", info->world_size) != 0 ||
+        ct_h5_attr_write_str(file, "created", created) != 0 ||
+        ct_h5_attr_write_str(file, "ctrain_version", CT_VERSION) != 0 ||
+        ct_h5_attr_write_f64(file, "training_time_ms", info->training_time_ms) != 0 ||
+        ct_h5_attr_write_str(file, "device", info->device) != 0)
         return -1;
     return 0;
 }
@@ -96,11 +96,11 @@ static int write_config(hid_t file, const Config *cfg) {
         const void *p = (const char *)cfg + k->offset;
         switch (k->type) {
         case CT_KEY_INT:
-        case CT_KEY_BOOL: rc = ckpt_attr_write_i64(g, k->name, *(const int64_t *)p); break;
-        case CT_KEY_FLOAT: rc = ckpt_attr_write_f64(g, k->name, *(const double *)p); break;
+        case CT_KEY_BOOL: rc = ct_h5_attr_write_i64(g, k->name, *(const int64_t *)p); break;
+        case CT_KEY_FLOAT: rc = ct_h5_attr_write_f64(g, k->name, *(const double *)p); break;
         case CT_KEY_STR: {
             const char *s = *(const char *const *)p;
-            rc = ckpt_attr_write_str(g, k->name, s ? s : "");
+            rc = ct_h5_attr_write_str(g, k->name, s ? s : "");
             break;
         }
         }
@@ -121,7 +121,7 @@ static int write_tensors(hid_t file, const TrainState *st) {
     ckpt_stage("tmp-half-written");
     if (rc != 0) ct_fail_prefix("/model");
     if (rc == 0 && ((optim = create_group(file, "optimizer")) < 0 ||
-                    ckpt_attr_write_i64(optim, "adam_step", st->adam_step) != 0))
+                    ct_h5_attr_write_i64(optim, "adam_step", st->adam_step) != 0))
         rc = -1;
     /* One group per parameter holding its optimizer buffer(s), as torch's state[param]. */
     for (int i = 0; i < n && rc == 0; i++) {
@@ -155,9 +155,9 @@ static int write_loader(hid_t file, const CheckpointInfo *info, const TokenSet *
     H5Gclose(loader);
     if (train < 0) return -1;
     int rc = 0;
-    if (ckpt_attr_write_i64(train, "file_index", info->cursor.file_index) != 0 ||
-        ckpt_attr_write_i64(train, "position", info->cursor.position) != 0 ||
-        ckpt_attr_write_i64(train, "stream_tokens", info->cursor.stream_tokens) != 0)
+    if (ct_h5_attr_write_i64(train, "file_index", info->cursor.file_index) != 0 ||
+        ct_h5_attr_write_i64(train, "position", info->cursor.position) != 0 ||
+        ct_h5_attr_write_i64(train, "stream_tokens", info->cursor.stream_tokens) != 0)
         rc = -1;
     size_t width = 1;
     for (int i = 0; i < set->num_files; i++)
@@ -188,7 +188,7 @@ static int write_metrics(hid_t file, const CheckpointInfo *info) {
     if (g < 0) return -1;
     int rc = 0;
     for (int i = 0; i < info->num_extras && rc == 0; i++)
-        rc = ckpt_attr_write_f64(g, info->extra_names[i], info->extra_values[i]);
+        rc = ct_h5_attr_write_f64(g, info->extra_names[i], info->extra_values[i]);
     H5Gclose(g);
     return rc;
 }
@@ -219,7 +219,7 @@ static int write_file(const char *tmp_path, const Config *cfg, const TrainState 
     if (rc == 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
         rc = ct_h5_fail("'%s': cannot flush", tmp_path);
     if (rc == 0 && ckpt_list_objects(file, tmp_path, &objs) == 0 && ckpt_content_crc(file, tmp_path, &objs, &crc) == 0) {
-        if (ckpt_attr_write_u32(file, "content_crc32", crc) != 0) rc = ct_fail_prefix("'%s'", tmp_path);
+        if (ct_h5_attr_write_u32(file, "content_crc32", crc) != 0) rc = ct_fail_prefix("'%s'", tmp_path);
     } else if (rc == 0) {
         rc = ct_fail_prefix("checksumming the new checkpoint");
     }

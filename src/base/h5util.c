@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include "common.h"
@@ -126,4 +127,125 @@ hid_t ct_h5_open_read(const char *path, hid_t fapl, const CtH5OpenTerms *terms, 
     }
     *status = CT_H5_OPENED;
     return file;
+}
+
+/* ---- attributes ---- */
+
+/* "NAME" or "NAME of WHERE", as messages name an attribute. */
+static const char *attr_label(const char *name, const char *where, char *buf, size_t cap) {
+    if (where) snprintf(buf, cap, "%s of %s", name, where);
+    else snprintf(buf, cap, "%s", name);
+    return buf;
+}
+
+int ct_h5_attr_find(hid_t obj, const char *file, const char *where, const char *name, hid_t *attr) {
+    char label[512];
+    htri_t exists = H5Aexists(obj, name);
+    if (exists < 0)
+        return ct_h5_fail("'%s': cannot look up attribute %s", file, attr_label(name, where, label, sizeof label));
+    if (!exists) return 0;
+    *attr = H5Aopen(obj, name, H5P_DEFAULT);
+    if (*attr < 0)
+        return ct_h5_fail("'%s': cannot open attribute %s", file, attr_label(name, where, label, sizeof label));
+    return 1;
+}
+
+/* The attribute holds one value of class `want`; -1 with a message otherwise. */
+static int check_scalar(hid_t attr, const char *file, const char *label, H5T_class_t want, const char *want_text) {
+    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    H5T_class_t cls = H5Tget_class(type);
+    hssize_t count = H5Sget_simple_extent_npoints(space);
+    char type_name[96];
+    ct_h5_describe_type(type, type_name, sizeof type_name);
+    H5Tclose(type);
+    H5Sclose(space);
+    if (cls != want) return ct_fail("'%s': attribute %s has type %s, expected %s", file, label, type_name, want_text);
+    if (count != 1)
+        return ct_fail("'%s': attribute %s holds %lld values, expected a single value", file, label, (long long)count);
+    return 0;
+}
+
+static int read_scalar(hid_t attr, const char *file, const char *where, const char *name, H5T_class_t want,
+                       const char *want_text, hid_t mem_type, void *value) {
+    char label[512];
+    attr_label(name, where, label, sizeof label);
+    if (check_scalar(attr, file, label, want, want_text) != 0) return -1;
+    if (H5Aread(attr, mem_type, value) < 0) return ct_h5_fail("'%s': cannot read attribute %s", file, label);
+    return 0;
+}
+
+int ct_h5_attr_read_i64(hid_t attr, const char *file, const char *where, const char *name, int64_t *value) {
+    return read_scalar(attr, file, where, name, H5T_INTEGER, "an integer", H5T_NATIVE_INT64, value);
+}
+
+int ct_h5_attr_read_f64(hid_t attr, const char *file, const char *where, const char *name, double *value) {
+    return read_scalar(attr, file, where, name, H5T_FLOAT, "a float", H5T_NATIVE_DOUBLE, value);
+}
+
+int ct_h5_attr_read_str(hid_t attr, const char *file, const char *where, const char *name, char **value) {
+    char label[512];
+    attr_label(name, where, label, sizeof label);
+    *value = NULL;
+    if (check_scalar(attr, file, label, H5T_STRING, "a string") != 0) return -1;
+    hid_t file_type = H5Aget_type(attr);
+    hid_t mem_type = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mem_type, H5Tget_cset(file_type)); /* HDF5 does not convert between charsets */
+    int rc = 0;
+    if (H5Tis_variable_str(file_type) > 0) {
+        char *s = NULL;
+        H5Tset_size(mem_type, H5T_VARIABLE);
+        if (H5Aread(attr, mem_type, &s) < 0) rc = ct_h5_fail("'%s': cannot read attribute %s", file, label);
+        else *value = ct_strdup(s ? s : "");
+        if (s) H5free_memory(s);
+    } else {
+        size_t size = H5Tget_size(file_type);
+        char *s = ct_calloc(size + 1, 1, "string attribute");
+        H5Tset_size(mem_type, size + 1);
+        H5Tset_strpad(mem_type, H5T_STR_NULLTERM);
+        if (H5Aread(attr, mem_type, s) < 0) {
+            rc = ct_h5_fail("'%s': cannot read attribute %s", file, label);
+            free(s);
+        } else {
+            *value = s;
+        }
+    }
+    H5Tclose(mem_type);
+    H5Tclose(file_type);
+    return rc;
+}
+
+/* On failure the message names the attribute and is taken before any further HDF5 call
+ * clears the error stack. */
+static int write_scalar(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = attr < 0 || H5Awrite(attr, mem_type, value) < 0 ? ct_h5_fail("cannot write attribute %s", name) : 0;
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    return rc;
+}
+
+int ct_h5_attr_write_i64(hid_t obj, const char *name, int64_t value) {
+    return write_scalar(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+int ct_h5_attr_write_i32(hid_t obj, const char *name, int32_t value) {
+    return write_scalar(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &value);
+}
+
+int ct_h5_attr_write_u32(hid_t obj, const char *name, uint32_t value) {
+    return write_scalar(obj, name, H5T_STD_U32LE, H5T_NATIVE_UINT32, &value);
+}
+
+int ct_h5_attr_write_f64(hid_t obj, const char *name, double value) {
+    return write_scalar(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+int ct_h5_attr_write_str(hid_t obj, const char *name, const char *value) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    int rc = write_scalar(obj, name, type, type, &value);
+    H5Tclose(type);
+    return rc;
 }

@@ -8,6 +8,7 @@
 
 #include <hdf5.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The process-wide lock that serialises every HDF5 call: clusters often have HDF5 builds that
  * are not threadsafe, and the loader's prefetch thread reads while the main thread writes
@@ -23,6 +24,29 @@ int ct_h5_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "uint16", "float32", "int8", "string", ...: how a user would name the dtype in numpy. */
 void ct_h5_describe_type(hid_t type, char *buf, size_t cap);
+
+/* ---- attributes ----
+ * Messages name the attribute as "'FILE': attribute NAME of WHERE ..." (WHERE, the object that
+ * holds it, e.g. "/loader/train", may be NULL: "'FILE': attribute NAME ..."). */
+
+/* Look up attribute `name` of obj: 1 with *attr open (caller closes it), 0 if obj has none,
+ * -1 with a message if the lookup fails. */
+int ct_h5_attr_find(hid_t obj, const char *file, const char *where, const char *name, hid_t *attr);
+
+/* Read an open attribute that must hold a single value: an integer (any width and sign) as
+ * int64, a float as double, a string (fixed-length numpy bytes or variable-length Python str)
+ * as a new C string. Another type or more than one value fails naming both. */
+int ct_h5_attr_read_i64(hid_t attr, const char *file, const char *where, const char *name, int64_t *value);
+int ct_h5_attr_read_f64(hid_t attr, const char *file, const char *where, const char *name, double *value);
+int ct_h5_attr_read_str(hid_t attr, const char *file, const char *where, const char *name, char **value);
+
+/* Create a scalar attribute of obj in little-endian file types (strings: variable-length UTF-8,
+ * what h5py writes for a Python str); fails naming the attribute. */
+int ct_h5_attr_write_i64(hid_t obj, const char *name, int64_t value);
+int ct_h5_attr_write_i32(hid_t obj, const char *name, int32_t value);
+int ct_h5_attr_write_u32(hid_t obj, const char *name, uint32_t value);
+int ct_h5_attr_write_f64(hid_t obj, const char *name, double value);
+int ct_h5_attr_write_str(hid_t obj, const char *name, const char *value);
 
 /* A new file-access property list (caller closes it). On file systems without flock (some
  * Lustre/NFS mounts) HDF5's file locking fails every open; best effort keeps locking where it

@@ -285,15 +285,40 @@ int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens 
 
 /* ---- printing ---- */
 
-const char *config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap) {
+/* Shortest %g form that parses back to the same double. */
+static void format_double_short(double v, char *buf, size_t cap) {
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+const char *config_value_text(const Config *cfg, const ConfigKey *k, ConfigTextForm form, char *buf, size_t cap) {
     const void *p = cfield(cfg, k);
     switch (k->type) {
     case CT_KEY_INT:
     case CT_KEY_BOOL: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); return buf;
-    case CT_KEY_FLOAT: snprintf(buf, cap, "%.17g", *(const double *)p); return buf;
-    case CT_KEY_STR: return *(const char *const *)p;
+    case CT_KEY_FLOAT:
+        if (form == CONFIG_TEXT_SHORT) format_double_short(*(const double *)p, buf, cap);
+        else snprintf(buf, cap, "%.17g", *(const double *)p);
+        return buf;
+    case CT_KEY_STR: return *(const char *const *)p ? *(const char *const *)p : "";
     }
     return "";
+}
+
+int config_value_equal(const Config *a, const Config *b, const ConfigKey *k) {
+    const void *pa = cfield(a, k), *pb = cfield(b, k);
+    switch (k->type) {
+    case CT_KEY_INT:
+    case CT_KEY_BOOL: return *(const int64_t *)pa == *(const int64_t *)pb;
+    case CT_KEY_FLOAT: return *(const double *)pa == *(const double *)pb;
+    case CT_KEY_STR: {
+        const char *sa = *(const char *const *)pa, *sb = *(const char *const *)pb;
+        return !strcmp(sa ? sa : "", sb ? sb : "");
+    }
+    }
+    return 0;
 }
 
 /* Strings are quoted when they would not survive an unquoted round trip. */
@@ -308,7 +333,7 @@ int config_write(const Config *cfg, FILE *out) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         const ConfigKey *k = &ct_config_keys[i];
         char buf[64];
-        const char *v = config_value_text(cfg, k, buf, sizeof buf);
+        const char *v = config_value_text(cfg, k, CONFIG_TEXT_EXACT, buf, sizeof buf);
         if (k->type == CT_KEY_STR && needs_quotes(v)) {
             char q = strchr(v, '"') ? '\'' : '"';
             fprintf(out, "%s = %c%s%c\n", k->name, q, v, q);

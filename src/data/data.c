@@ -94,84 +94,8 @@ static hid_t open_tokens_dataset(hid_t file, const char *path) {
 /* Attributes live on /tokens; the root group is accepted too, as h5py users often write
  * f.attrs[...]. Returns 1 with *attr open, 0 if absent, -1 on error. Lock held. */
 static int open_attribute(hid_t dset, hid_t file, const char *path, const char *name, hid_t *attr) {
-    hid_t owners[2] = {dset, file};
-    for (int i = 0; i < 2; i++) {
-        htri_t exists = H5Aexists(owners[i], name);
-        if (exists < 0) return ct_h5_fail("'%s': cannot look up attribute %s", path, name);
-        if (exists) {
-            *attr = H5Aopen(owners[i], name, H5P_DEFAULT);
-            if (*attr < 0) return ct_h5_fail("'%s': cannot open attribute %s", path, name);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The attribute must hold exactly one value; -1 with a message otherwise. Lock held. */
-static int check_single_value(hid_t attr, const char *path, const char *name) {
-    hid_t space = H5Aget_space(attr);
-    hssize_t count = H5Sget_simple_extent_npoints(space);
-    H5Sclose(space);
-    if (count != 1)
-        return ct_fail("'%s': attribute %s holds %lld values, expected a single value", path, name,
-                       (long long)count);
-    return 0;
-}
-
-static int read_int64_attribute(hid_t attr, const char *path, const char *name, int64_t *value) {
-    hid_t type = H5Aget_type(attr);
-    char type_name[96];
-    ct_h5_describe_type(type, type_name, sizeof type_name);
-    H5T_class_t cls = H5Tget_class(type);
-    H5Tclose(type);
-    if (cls != H5T_INTEGER)
-        return ct_fail("'%s': attribute %s has type %s, expected an integer (int64)", path, name, type_name);
-    if (check_single_value(attr, path, name) != 0) return -1;
-    if (H5Aread(attr, H5T_NATIVE_INT64, value) < 0) return ct_h5_fail("'%s': cannot read attribute %s", path, name);
-    return 0;
-}
-
-/* Fixed-length (numpy bytes) or variable-length (Python str via h5py) string into a new
- * C string. Lock held. */
-static int read_string_attribute(hid_t attr, const char *path, const char *name, char **value) {
-    hid_t file_type = H5Aget_type(attr);
-    int rc = -1;
-    hid_t mem_type = H5I_INVALID_HID;
-    if (H5Tget_class(file_type) != H5T_STRING) {
-        char type_name[96];
-        ct_h5_describe_type(file_type, type_name, sizeof type_name);
-        ct_fail("'%s': attribute %s has type %s, expected a string", path, name, type_name);
-        goto done;
-    }
-    if (check_single_value(attr, path, name) != 0) goto done;
-    mem_type = H5Tcopy(H5T_C_S1);
-    H5Tset_cset(mem_type, H5Tget_cset(file_type)); /* HDF5 does not convert between charsets */
-    if (H5Tis_variable_str(file_type) > 0) {
-        char *s = NULL;
-        H5Tset_size(mem_type, H5T_VARIABLE);
-        if (H5Aread(attr, mem_type, &s) < 0) {
-            ct_h5_fail("'%s': cannot read attribute %s", path, name);
-            goto done;
-        }
-        *value = ct_strdup(s ? s : "");
-        H5free_memory(s);
-    } else {
-        size_t size = H5Tget_size(file_type);
-        char *s = ct_calloc(size + 1, 1, "string attribute");
-        H5Tset_size(mem_type, size + 1);
-        H5Tset_strpad(mem_type, H5T_STR_NULLTERM);
-        if (H5Aread(attr, mem_type, s) < 0) {
-            free(s);
-            ct_h5_fail("'%s': cannot read attribute %s", path, name);
-            goto done;
-        }
-        *value = s;
-    }
-    rc = 0;
-done:
-    if (mem_type >= 0) H5Tclose(mem_type);
-    H5Tclose(file_type);
-    return rc;
+    int found = ct_h5_attr_find(dset, path, NULL, name, attr);
+    return found == 0 ? ct_h5_attr_find(file, path, NULL, name, attr) : found;
 }
 
 /* Check one /tokenizer table: 1-D, vocab_size entries, a usable dtype. Lock held. */
@@ -281,7 +205,7 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
                 "f['tokens'].attrs['vocab_size'] = 1024)", path);
         goto done;
     }
-    if (read_int64_attribute(attr, path, "vocab_size", &info->vocab_size) != 0) goto done;
+    if (ct_h5_attr_read_i64(attr, path, NULL, "vocab_size", &info->vocab_size) != 0) goto done;
     H5Aclose(attr);
     attr = H5I_INVALID_HID;
     if (info->vocab_size < 1 || info->vocab_size > ((int64_t)1 << 32)) {
@@ -292,7 +216,7 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
     info->bos_id = -1; /* optional: no BOS token */
     if ((found = open_attribute(dset, file, path, "bos_id", &attr)) < 0) goto done;
     if (found) {
-        if (read_int64_attribute(attr, path, "bos_id", &info->bos_id) != 0) goto done;
+        if (ct_h5_attr_read_i64(attr, path, NULL, "bos_id", &info->bos_id) != 0) goto done;
         H5Aclose(attr);
         attr = H5I_INVALID_HID;
         if (info->bos_id < -1 || info->bos_id >= info->vocab_size) {
@@ -304,7 +228,7 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
 
     if ((found = open_attribute(dset, file, path, "tokenizer", &attr)) < 0) goto done;
     if (found) {
-        if (read_string_attribute(attr, path, "tokenizer", &info->tokenizer) != 0) goto done;
+        if (ct_h5_attr_read_str(attr, path, NULL, "tokenizer", &info->tokenizer) != 0) goto done;
         H5Aclose(attr);
         attr = H5I_INVALID_HID;
     } else {
@@ -712,29 +636,6 @@ struct TokenWriter {
     int64_t buffered, written;
 };
 
-static int write_int64_attribute(hid_t owner, const char *name, int64_t value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = H5Acreate2(owner, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = attr < 0 || H5Awrite(attr, H5T_NATIVE_INT64, &value) < 0 ? -1 : 0;
-    if (attr >= 0) H5Aclose(attr);
-    H5Sclose(space);
-    return rc;
-}
-
-/* Variable-length UTF-8, the same type h5py gives a Python str attribute. */
-static int write_string_attribute(hid_t owner, const char *name, const char *value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = H5Acreate2(owner, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = attr < 0 || H5Awrite(attr, type, &value) < 0 ? -1 : 0;
-    if (attr >= 0) H5Aclose(attr);
-    H5Sclose(space);
-    H5Tclose(type);
-    return rc;
-}
-
 /* Create the extendible /tokens dataset and its attributes. A file shorter than one chunk
  * gets a single chunk of exactly its length, so a tiny file does not occupy a whole 2 MiB
  * chunk on disk. Lock held. */
@@ -748,10 +649,10 @@ static int create_tokens_dataset(TokenWriter *w, int64_t chunk_tokens) {
     H5Pclose(dcpl);
     H5Sclose(space);
     if (w->dset < 0) return ct_h5_fail("'%s': cannot create /tokens", w->tmp_path);
-    if (write_int64_attribute(w->dset, "vocab_size", w->vocab_size) != 0 ||
-        write_int64_attribute(w->dset, "bos_id", w->bos_id) != 0 ||
-        write_string_attribute(w->dset, "tokenizer", w->tokenizer) != 0)
-        return ct_h5_fail("'%s': cannot write the attributes of /tokens", w->tmp_path);
+    if (ct_h5_attr_write_i64(w->dset, "vocab_size", w->vocab_size) != 0 ||
+        ct_h5_attr_write_i64(w->dset, "bos_id", w->bos_id) != 0 ||
+        ct_h5_attr_write_str(w->dset, "tokenizer", w->tokenizer) != 0)
+        return ct_fail_prefix("'%s': /tokens", w->tmp_path);
     return 0;
 }
 

@@ -455,7 +455,7 @@ static void verify_detects_wrong_format(void) {
     hid_t f = open_rw(copy);
     ct_hdf5_lock();
     H5Adelete(f, "format");
-    int rc = ckpt_attr_write_str(f, "format", "something-else");
+    int rc = ct_h5_attr_write_str(f, "format", "something-else");
     H5Fclose(f);
     ct_hdf5_unlock();
     CHECK(rc == 0, "rewrite failed");
@@ -471,7 +471,7 @@ static void verify_detects_edited_attribute(void) {
     ct_hdf5_lock();
     hid_t g = H5Gopen2(f, "/config", H5P_DEFAULT);
     H5Adelete(g, "matrix_lr");
-    int rc = ckpt_attr_write_f64(g, "matrix_lr", 0.5);
+    int rc = ct_h5_attr_write_f64(g, "matrix_lr", 0.5);
     H5Gclose(g);
     H5Fclose(f);
     ct_hdf5_unlock();
