@@ -15,7 +15,60 @@
 
 enum { LOGITS_CHUNK = 256 };
 
-static float *alloc_floats(size_t n, const char *what) { return ct_calloc(n ? n : 1, sizeof(float), what); }
+/* Every activation and work buffer, in one list (backend_common.h: sized, then carved). */
+static void layout(CpuBackend *cb, BackendArena *a) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int B = cb->B, T = cb->T;
+    const size_t N = (size_t)B * T, D = (size_t)s->dim, KV = (size_t)s->kv_dim, HID = (size_t)s->hidden;
+    cb->emb = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->x0 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->rstd0 = BACKEND_TAKE_FLOATS(a, N, NULL);
+    cb->xf = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->rstdf = BACKEND_TAKE_FLOATS(a, N, NULL);
+    cb->losses = BACKEND_TAKE_FLOATS(a, N, NULL);
+    const size_t stats = cpu_attention_stats_floats(B, T, s->num_heads);
+    for (int l = 0; l < s->num_layers; l++) {
+        CpuLayerActs *y = &cb->layers[l];
+        y->x_in = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->xm = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->rstd_attn = BACKEND_TAKE_FLOATS(a, N, NULL);
+        y->a_in = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->q_raw = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->k_raw = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+        y->v = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+        y->q = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->k = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+        y->y = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->stats = BACKEND_TAKE_FLOATS(a, stats, NULL);
+        y->ao = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->x1 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->rstd_mlp = BACKEND_TAKE_FLOATS(a, N, NULL);
+        y->m_in = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->u = BACKEND_TAKE_FLOATS(a, N * HID, NULL);
+        y->h = BACKEND_TAKE_FLOATS(a, N * HID, NULL);
+        y->mo = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->x_out = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    }
+    cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->head_dim / 2), NULL);
+    cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->head_dim / 2), NULL);
+
+    /* backward work buffers (one set, reused by every layer) */
+    cb->dx = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dx_alt = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dx0 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dD1 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dD2 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dH1 = BACKEND_TAKE_FLOATS(a, N * HID, NULL);
+    cb->dH2 = BACKEND_TAKE_FLOATS(a, N * HID, NULL);
+    cb->dq = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->dk = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+    cb->dv = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+    cb->dk_raw = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    cb->attn_scratch = BACKEND_TAKE_FLOATS(a, cb->attn_scratch_floats, NULL);
+    cb->rope_scratch = BACKEND_TAKE_FLOATS(a, cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), NULL);
+    cb->logits_scratch = BACKEND_TAKE_FLOATS(a, (size_t)LOGITS_CHUNK * (size_t)s->vocab, NULL);
+}
 
 int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     if (cfg->threads > 0) omp_set_num_threads((int)cfg->threads);
@@ -24,7 +77,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     const ModelSpec *s = &st->spec;
     int T = (int)cfg->train_seq_len;
     int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
-    size_t N = (size_t)B * T, D = (size_t)s->dim, KV = (size_t)s->kv_dim, HID = (size_t)s->hidden;
+    size_t N = (size_t)B * T;
     cb->base.name = "cpu";
     cb->base.state = st;
     cb->base.micro_batch_seqs = B;
@@ -33,63 +86,20 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->T = T;
     cb->ids = ct_calloc(N, sizeof(int32_t), "token ids");
     cb->targets = ct_calloc(N, sizeof(int32_t), "targets");
-    cb->emb = alloc_floats(N * D, "activations");
-    cb->x0 = alloc_floats(N * D, "activations");
-    cb->rstd0 = alloc_floats(N, "activations");
-    cb->xf = alloc_floats(N * D, "activations");
-    cb->rstdf = alloc_floats(N, "activations");
-    cb->losses = alloc_floats(N, "activations");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
-    size_t stats = cpu_attention_stats_floats(B, T, s->num_heads);
-    for (int l = 0; l < s->num_layers; l++) {
-        CpuLayerActs *a = &cb->layers[l];
-        a->x_in = alloc_floats(N * D, "activations");
-        a->xm = alloc_floats(N * D, "activations");
-        a->rstd_attn = alloc_floats(N, "activations");
-        a->a_in = alloc_floats(N * D, "activations");
-        a->q_raw = alloc_floats(N * D, "activations");
-        a->k_raw = alloc_floats(N * KV, "activations");
-        a->v = alloc_floats(N * KV, "activations");
-        a->q = alloc_floats(N * D, "activations");
-        a->k = alloc_floats(N * KV, "activations");
-        a->y = alloc_floats(N * D, "activations");
-        a->stats = alloc_floats(stats, "activations");
-        a->ao = alloc_floats(N * D, "activations");
-        a->x1 = alloc_floats(N * D, "activations");
-        a->rstd_mlp = alloc_floats(N, "activations");
-        a->m_in = alloc_floats(N * D, "activations");
-        a->u = alloc_floats(N * HID, "activations");
-        a->h = alloc_floats(N * HID, "activations");
-        a->mo = alloc_floats(N * D, "activations");
-        a->x_out = alloc_floats(N * D, "activations");
-    }
-    cb->rope_cos = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
-    cb->rope_sin = alloc_floats((size_t)T * (size_t)(s->head_dim / 2), "rope tables");
-    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
-
-    /* backward work buffers (one set, reused by every layer) */
-    cb->dx = alloc_floats(N * D, "gradients");
-    cb->dx_alt = alloc_floats(N * D, "gradients");
-    cb->dx0 = alloc_floats(N * D, "gradients");
-    cb->dD1 = alloc_floats(N * D, "gradients");
-    cb->dD2 = alloc_floats(N * D, "gradients");
-    cb->dH1 = alloc_floats(N * HID, "gradients");
-    cb->dH2 = alloc_floats(N * HID, "gradients");
-    cb->dq = alloc_floats(N * D, "gradients");
-    cb->dk = alloc_floats(N * KV, "gradients");
-    cb->dv = alloc_floats(N * KV, "gradients");
-    cb->dk_raw = alloc_floats(N * KV, "gradients");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
-    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = alloc_floats(N * D, "skip gradients");
-
     int threads = omp_get_max_threads();
     cb->attn_scratch_floats = cpu_attention_backward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                                                                     threads);
     size_t fwd = cpu_attention_forward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim, threads);
     if (fwd > cb->attn_scratch_floats) cb->attn_scratch_floats = fwd;
-    cb->attn_scratch = alloc_floats(cb->attn_scratch_floats, "attention scratch");
-    cb->rope_scratch = alloc_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), "rope scratch");
-    cb->logits_scratch = alloc_floats((size_t)LOGITS_CHUNK * (size_t)s->vocab, "logits scratch");
+
+    BackendArena plan = {NULL, 0};
+    layout(cb, &plan);
+    cb->arena = ct_calloc(plan.used, 1, "activations");
+    BackendArena real = {cb->arena, 0};
+    layout(cb, &real);
+    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
     cpu_optimizer_init(cb);
 
     cb->base.forward_backward = cpu_forward_backward;
@@ -103,13 +113,9 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
 
 float *cpu_grad_buffer(Backend *b) { return b->state->grads; }
 
-/* Split the span into int32 inputs and targets, checking ids against the vocabulary (the data
- * was checked when opened, but a checkpoint or a file changed underneath must not index out of
- * bounds). */
+/* Split the span into int32 inputs and targets, checking ids against the vocabulary. */
 static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
-    uint32_t V = (uint32_t)cb->base.state->spec.vocab;
-    for (size_t i = 0; i <= N; i++)
-        if (tokens[i] >= V) return ct_fail("token id %u at position %zu of the micro-batch is >= vocab_size %u", tokens[i], i, V);
+    if (backend_check_tokens(tokens, N + 1, cb->base.state->spec.vocab) != 0) return -1;
     for (size_t i = 0; i < N; i++) {
         cb->ids[i] = (int32_t)tokens[i];
         cb->targets[i] = (int32_t)tokens[i + 1];
@@ -207,10 +213,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
     if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
-    if (!isfinite(*mean_loss))
-        return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "
-                       "grad_clip_norm); no checkpoint is written from this state",
-                       isnan(*mean_loss) ? "NaN" : *mean_loss > 0 ? "+Inf" : "-Inf");
+    if (backend_check_loss(*mean_loss) != 0) return -1;
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     cpu_zero(dx, ND);
@@ -281,19 +284,8 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
 
 void cpu_destroy(Backend *b) {
     CpuBackend *cb = (CpuBackend *)b;
-    const ModelSpec *s = &b->state->spec;
-    for (int l = 0; l < s->num_layers; l++) {
-        CpuLayerActs *a = &cb->layers[l];
-        float *bufs[] = {a->x_in, a->xm, a->rstd_attn, a->a_in, a->q_raw, a->k_raw, a->v, a->q, a->k, a->y,
-                         a->stats, a->ao, a->x1, a->rstd_mlp, a->m_in, a->u, a->h, a->mo, a->x_out};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    }
-    for (int j = 0; j < s->num_skip; j++) free(cb->dskip[j]);
-    float *bufs[] = {cb->emb, cb->x0, cb->rstd0, cb->xf, cb->rstdf, cb->losses, cb->rope_cos, cb->rope_sin, cb->dx,
-                     cb->dx_alt, cb->dx0, cb->dD1, cb->dD2, cb->dH1, cb->dH2, cb->dq, cb->dk, cb->dv, cb->dk_raw,
-                     cb->attn_scratch, cb->rope_scratch, cb->logits_scratch};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     cpu_optimizer_free(cb);
+    free(cb->arena);
     free(cb->dskip);
     free(cb->layers);
     free(cb->ids);

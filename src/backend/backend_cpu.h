@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "backend_common.h"
 
 /* Saved activations of one block (N = B*T rows). */
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
 typedef struct {
     Backend base;
     int B, T;
+    void *arena; /* every buffer below (but the optimizer's) is carved from it */
     int32_t *ids, *targets;
     float *emb, *x0, *rstd0, *xf, *rstdf, *losses;
     CpuLayerActs *layers;

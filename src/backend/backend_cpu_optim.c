@@ -77,9 +77,8 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
         case PARAM_TOKEN_EMBED:
         case PARAM_HEAD:
         case PARAM_SCALAR: {
-            double lr = p->group == PARAM_TOKEN_EMBED ? h->token_lr : p->group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
-            cpu_adam_step(w, g, st->exp_avg + p->offset, st->exp_avg_sq + p->offset, p->count, lr, h->beta1, h->beta2,
-                      h->adam_eps, st->adam_step);
+            cpu_adam_step(w, g, st->exp_avg + p->offset, st->exp_avg_sq + p->offset, p->count,
+                          backend_adam_lr(p->group, h), h->beta1, h->beta2, h->adam_eps, st->adam_step);
             break;
         }
         }

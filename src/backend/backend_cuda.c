@@ -62,6 +62,8 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
 #include "cpu_attention.h" /* cpu_rope_tables_init: the tables are computed on the host, as the CPU's */
 #include "cuda_ops.h"
 
+#include "backend_common.h"
+
 enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, LOGITS_Z_TARGET_FLOATS = 16 << 20 };
 
 /* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16. */
@@ -137,24 +139,11 @@ typedef struct {
         if ((x) != 0) return -1;                                                                   \
     } while (0)
 
-static size_t align_up(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Carves the arena: a first pass with base NULL only counts. */
-typedef struct {
-    char *base;
-    size_t used;
-} Arena;
-static void *take(Arena *a, size_t bytes, size_t *tally) {
-    const size_t size = align_up(bytes ? bytes : 1);
-    void *p = a->base ? a->base + a->used : NULL;
-    a->used += size;
-    if (tally) *tally += size;
-    return p;
-}
-#define TAKE_F(a, n, t) ((float *)take((a), (size_t)(n) * sizeof(float), (t)))
-#define TAKE_H(a, n, t) ((ct_bf16 *)take((a), (size_t)(n) * sizeof(ct_bf16), (t)))
-#define TAKE_D(a, n, t) ((double *)take((a), (size_t)(n) * sizeof(double), (t)))
+#define TAKE_F(a, n, t) BACKEND_TAKE_FLOATS(a, n, t)
+#define TAKE_D(a, n, t) BACKEND_TAKE_DOUBLES(a, n, t)
+#define TAKE_H(a, n, t) ((ct_bf16 *)backend_arena_take((a), (size_t)(n) * sizeof(ct_bf16), (t)))
 
 static int uses_bf16_shadow(const ModelSpec *s, int i) {
     const ParamInfo *p = &s->params[i];
@@ -162,7 +151,7 @@ static int uses_bf16_shadow(const ModelSpec *s, int i) {
     return i == s->tok_emb ? s->tied : i == s->lm_head;
 }
 
-static void layout(CudaBackend *cb, Arena *a) {
+static void layout(CudaBackend *cb, BackendArena *a) {
     const ModelSpec *s = &cb->base.state->spec;
     const size_t N = (size_t)cb->N, D = (size_t)cb->D, KV = (size_t)cb->KV, HID = (size_t)cb->HID;
     const size_t total = s->total_floats;
@@ -176,9 +165,9 @@ static void layout(CudaBackend *cb, Arena *a) {
     cb->d_momentum = TAKE_F(a, total, st);
     for (int i = 0; i < s->num_params; i++)
         cb->w16[i] = uses_bf16_shadow(s, i) ? TAKE_H(a, s->params[i].count, st) : NULL;
-    cb->cublas_ws = take(a, CUBLAS_WORKSPACE_BYTES, wk);
+    cb->cublas_ws = backend_arena_take(a, CUBLAS_WORKSPACE_BYTES, wk);
 
-    cb->d_tok = (int32_t *)take(a, cb->tok_count * sizeof(int32_t), wk);
+    cb->d_tok = (int32_t *)backend_arena_take(a, cb->tok_count * sizeof(int32_t), wk);
     cb->d_scalars = TAKE_D(a, 4, wk);
 
     cb->emb = TAKE_F(a, N * D, act);
@@ -248,7 +237,7 @@ static void layout(CudaBackend *cb, Arena *a) {
         reduce = max_size(reduce, cuda_reduce_doubles(p->count));
     }
     cb->muon_update = TAKE_F(a, update, wk);
-    cb->muon_scratch = take(a, scratch, wk);
+    cb->muon_scratch = backend_arena_take(a, scratch, wk);
     cb->red_partials = TAKE_D(a, reduce + 1, wk);
 }
 
@@ -284,10 +273,7 @@ static int sync_stream(CudaBackend *cb, const char *what) {
 /* Checks ids like the CPU backend, fills the pinned staging buffer (with the embedding
  * backward's index when with_index) and uploads it. N = tokens of this call. */
 static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_index) {
-    const uint32_t V = (uint32_t)cb->V;
-    for (size_t i = 0; i <= (size_t)N; i++)
-        if (tokens[i] >= V)
-            return ct_fail("token id %u at position %zu of the micro-batch is >= vocab_size %u", tokens[i], i, V);
+    TRY(backend_check_tokens(tokens, (size_t)N + 1, cb->V));
     /* the previous upload from the staging buffer must be done before it is rewritten */
     TRY(sync_stream(cb, "cuda: waiting for the previous token upload"));
     int32_t *ids = cb->h_tok, *targets = ids + cb->N, *positions = targets + cb->N;
@@ -472,10 +458,7 @@ static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_
     TRY(backward_blocks(cb));
     TRY(sync_stream(cb, "cuda forward_backward"));
     *mean_loss = cb->h_scalars[0] / N;
-    if (!isfinite(*mean_loss))
-        return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "
-                       "grad_clip_norm); no checkpoint is written from this state",
-                       isnan(*mean_loss) ? "NaN" : *mean_loss > 0 ? "+Inf" : "-Inf");
+    TRY(backend_check_loss(*mean_loss));
     return 0;
 }
 
@@ -528,10 +511,9 @@ static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm
         case PARAM_TOKEN_EMBED:
         case PARAM_HEAD:
         case PARAM_SCALAR: {
-            const double lr =
-                p->group == PARAM_TOKEN_EMBED ? h->token_lr : p->group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
-            if (cuda_adam_step(w, cb->w16[i], g, cb->d_exp_avg + p->offset, cb->d_exp_avg_sq + p->offset, p->count, lr,
-                               h->beta1, h->beta2, h->adam_eps, st->adam_step, stream) != 0)
+            if (cuda_adam_step(w, cb->w16[i], g, cb->d_exp_avg + p->offset, cb->d_exp_avg_sq + p->offset, p->count,
+                               backend_adam_lr(p->group, h), h->beta1, h->beta2, h->adam_eps, st->adam_step,
+                               stream) != 0)
                 return ct_fail_prefix("optimizer step, %s", p->name);
             break;
         }
@@ -712,7 +694,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
         cuda_probe_kernels(cb->stream) != 0)
         goto fail;
 
-    Arena plan = {NULL, 0};
+    BackendArena plan = {NULL, 0};
     layout(cb, &plan);
     cb->arena_bytes = plan.used;
     cudaError_t e = cudaMalloc(&cb->arena, cb->arena_bytes);
@@ -726,7 +708,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
                 cb->state_bytes / MiB, cb->act_bytes / MiB, B, T, cb->work_bytes / MiB);
         goto fail;
     }
-    Arena real = {(char *)cb->arena, 0};
+    BackendArena real = {(char *)cb->arena, 0};
     layout(cb, &real);
     if (cuda_check(cudaMallocHost((void **)&cb->h_tok, cb->tok_count * sizeof(int32_t)),
                    "device = cuda: cudaMallocHost (token staging)") != 0 ||

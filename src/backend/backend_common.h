@@ -1,0 +1,39 @@
+/* backend_common.h — what every backend does the same way, so it is written once: the buffer
+ * arena, the token-id check of a micro-batch, the divergence message, and the learning rate of
+ * an optimizer group. Private to src/backend/ (the loop sees only backend.h). */
+#ifndef CT_BACKEND_COMMON_H
+#define CT_BACKEND_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* A backend's buffers are carved from one allocation (host memory for the CPU backend, device
+ * memory for CUDA), made once at creation. The backend writes its list of buffers once, as a
+ * function taking an arena, and calls it twice: with base NULL it only adds up the bytes
+ * (every piece rounded up to 256 bytes, so each starts aligned for vector loads and cuBLAS),
+ * then with base pointing at that many bytes it hands out the pieces. */
+typedef struct {
+    char *base; /* NULL: sizing pass */
+    size_t used;
+} BackendArena;
+
+/* The next piece of `bytes` (at least 1); NULL in the sizing pass. tally (may be NULL) adds
+ * the piece's size, for a memory report by kind. */
+void *backend_arena_take(BackendArena *a, size_t bytes, size_t *tally);
+#define BACKEND_TAKE_FLOATS(a, n, tally) ((float *)backend_arena_take((a), (size_t)(n) * sizeof(float), (tally)))
+#define BACKEND_TAKE_DOUBLES(a, n, tally) ((double *)backend_arena_take((a), (size_t)(n) * sizeof(double), (tally)))
+
+/* Every id of tokens[0..count) is below vocab (the data was checked when opened, but a file
+ * changed underneath must not index out of bounds); -1 naming the first bad id otherwise. */
+int backend_check_tokens(const uint32_t *tokens, size_t count, int64_t vocab);
+
+/* 0 if the micro-batch's mean loss is finite; else -1 with the message that ends a diverged
+ * run (no checkpoint is written from such a state). */
+int backend_check_loss(double mean_loss);
+
+/* The Adam learning rate of a parameter group (token embedding, head, scalars) in a step. */
+double backend_adam_lr(ParamGroup group, const StepHyper *h);
+
+#endif
