@@ -19,3 +19,19 @@ expect_grep ci_runs_make_test '^make test' "$CT_ROOT/.ci/run"
 for doc in data-format.md configuration.md architecture.md; do
     if [ -s "$CT_ROOT/docs/$doc" ]; then pass "doc_exists_$doc"; else fail "doc_exists_$doc" "docs/$doc missing"; fi
 done
+
+# Every source path the docs name exists (globs allowed), so the docs follow the tree.
+python3 - "$CT_ROOT" >paths.txt <<'PY'
+import glob, os, re, sys
+root = sys.argv[1]
+docs = glob.glob(f'{root}/docs/*.md') + [f'{root}/README.md', f'{root}/kernels/README.md', f'{root}/tests/gpu_emu/README.md']
+# (a path followed by "<" is a template such as kernels/cpu/cpu_<family>.c, not a file)
+pat = re.compile(r'(?<![\w./-])((?:src|kernels|checkpoint|tests|scripts|slurm)/[\w./*-]*[\w*])(?![\w./*<-])')
+for doc in docs:
+    for n, line in enumerate(open(doc), 1):
+        for p in pat.findall(line):
+            if not glob.glob(os.path.join(root, p)):
+                print(f'{os.path.relpath(doc, root)}:{n}: {p}')
+PY
+if [ ! -s paths.txt ]; then pass docs_name_existing_paths
+else fail docs_name_existing_paths "$(head -c 800 paths.txt)"; fi
