@@ -79,6 +79,13 @@ static int parse_bool(const char *v, int64_t *out) {
 int config_set(Config *cfg, const char *key, const char *value, int source, const char *origin) {
     const ConfigKey *k = config_find_key(key);
     if (!k) return ct_fail("%s: unknown configuration key '%s' (see `ctrain train --help`)", origin, key);
+    /* A newline or other control byte would break config.txt (one key per line), the printed
+     * configuration and the checkpoint's /config for whoever reads them. */
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return ct_fail("%s: %s has a control character (byte 0x%02x at position %zu of its value); values are "
+                           "one line of printable text",
+                           origin, key, *p, (size_t)(p - (const unsigned char *)value));
     switch (k->type) {
     case CT_KEY_INT:
         if (ct_parse_int64(value, field(cfg, k)) != 0)
@@ -123,17 +130,21 @@ static char *unquote(char *v) {
 int config_load_file(Config *cfg, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return ct_fail("cannot open config file '%s': %s", path, strerror(errno));
-    char line[8192];
+    char buf[8192];
     int lineno = 0;
     int rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    int set_on_line[sizeof cfg->source] = {0}; /* per key: the line that set it, 0 = not yet */
+    while (fgets(buf, sizeof buf, f)) {
         lineno++;
         char origin[4200];
         snprintf(origin, sizeof origin, "%s:%d", path, lineno);
-        if (!strchr(line, '\n') && !feof(f)) {
-            rc = ct_fail("%s: line longer than %zu characters", origin, sizeof line - 2);
+        if (!strchr(buf, '\n') && !feof(f)) {
+            rc = ct_fail("%s: line longer than %zu characters", origin, sizeof buf - 2);
             break;
         }
+        /* Editors on Windows start UTF-8 files with a byte-order mark; it is not part of a key. */
+        char *line = buf;
+        if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3)) line += 3;
         /* '#' starts a comment unless it is inside quotes. */
         char quote = 0;
         for (char *p = line; *p; p++) {
@@ -145,6 +156,10 @@ int config_load_file(Config *cfg, const char *path) {
                 *p = '\0';
                 break;
             }
+        }
+        if (quote) {
+            rc = ct_fail("%s: the %c quote is not closed on this line", origin, quote);
+            break;
         }
         char *s = trim(line);
         if (!*s) continue;
@@ -160,6 +175,13 @@ int config_load_file(Config *cfg, const char *path) {
             rc = ct_fail("%s: missing key before '='", origin);
             break;
         }
+        const ConfigKey *k = config_find_key(key);
+        if (k && set_on_line[k - ct_config_keys]) {
+            rc = ct_fail("%s: %s is set twice in this file (first on line %d); keep one", origin, key,
+                         set_on_line[k - ct_config_keys]);
+            break;
+        }
+        if (k) set_on_line[k - ct_config_keys] = lineno;
         if (config_set(cfg, key, value, 1, origin) != 0) {
             rc = -1;
             break;
@@ -195,8 +217,12 @@ int config_apply_args(Config *cfg, int argc, char **argv) {
 int config_validate(const Config *c, int world_size) {
     REQUIRE(c->vocab_size >= 2 && c->vocab_size <= 2147483647LL,
             "vocab_size = %lld: expected an integer in [2, 2^31-1]", (long long)c->vocab_size);
-    REQUIRE(c->num_layers >= 1, "num_layers = %lld: expected >= 1", (long long)c->num_layers);
-    REQUIRE(c->model_dim >= 2, "model_dim = %lld: expected >= 2", (long long)c->model_dim);
+    /* Upper bounds keep every derived size (widths, per-layer counts, tokens of a micro-batch)
+     * inside the int the kernels index with; they are far above anything trainable. */
+    REQUIRE(c->num_layers >= 1 && c->num_layers <= 4096, "num_layers = %lld: expected in [1, 4096]",
+            (long long)c->num_layers);
+    REQUIRE(c->model_dim >= 2 && c->model_dim <= 1048576, "model_dim = %lld: expected in [2, 2^20]",
+            (long long)c->model_dim);
     REQUIRE(c->num_heads >= 1, "num_heads = %lld: expected >= 1", (long long)c->num_heads);
     REQUIRE(c->num_kv_heads >= 1, "num_kv_heads = %lld: expected >= 1", (long long)c->num_kv_heads);
     REQUIRE(c->model_dim % c->num_heads == 0, "model_dim = %lld is not divisible by num_heads = %lld",
@@ -206,19 +232,21 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE((c->model_dim / c->num_heads) % 2 == 0,
             "head_dim = model_dim / num_heads = %lld / %lld = %lld is odd; RoPE needs an even head_dim",
             (long long)c->model_dim, (long long)c->num_heads, (long long)(c->model_dim / c->num_heads));
-    REQUIRE(c->mlp_mult >= 1, "mlp_mult = %lld: expected >= 1", (long long)c->mlp_mult);
+    REQUIRE(c->mlp_mult >= 1 && c->mlp_mult <= 1024, "mlp_mult = %lld: expected in [1, 1024]", (long long)c->mlp_mult);
     REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);
     REQUIRE(c->logit_softcap > 0, "logit_softcap = %g: expected > 0", c->logit_softcap);
     REQUIRE(c->tied_embed_init_std >= 0, "tied_embed_init_std = %g: expected >= 0", c->tied_embed_init_std);
 
-    REQUIRE(c->grad_accum_slots >= 1, "grad_accum_slots = %lld: expected >= 1", (long long)c->grad_accum_slots);
+    REQUIRE(c->grad_accum_slots >= 1 && c->grad_accum_slots <= 16777216,
+            "grad_accum_slots = %lld: expected in [1, 2^24]", (long long)c->grad_accum_slots);
     REQUIRE(world_size >= 1 && c->grad_accum_slots % world_size == 0,
             "grad_accum_slots = %lld is not divisible by the world size %d (accumulation steps = "
             "grad_accum_slots / world_size must be a whole number)",
             (long long)c->grad_accum_slots, world_size);
-    REQUIRE(c->train_seq_len >= 1, "train_seq_len = %lld: expected >= 1", (long long)c->train_seq_len);
-    REQUIRE(c->train_batch_tokens >= 1, "train_batch_tokens = %lld: expected >= 1",
-            (long long)c->train_batch_tokens);
+    REQUIRE(c->train_seq_len >= 1 && c->train_seq_len <= 16777216, "train_seq_len = %lld: expected in [1, 2^24]",
+            (long long)c->train_seq_len);
+    REQUIRE(c->train_batch_tokens >= 1 && c->train_batch_tokens <= (1LL << 44),
+            "train_batch_tokens = %lld: expected in [1, 2^44]", (long long)c->train_batch_tokens);
     REQUIRE(c->train_batch_tokens % c->grad_accum_slots == 0,
             "train_batch_tokens = %lld is not divisible by grad_accum_slots = %lld",
             (long long)c->train_batch_tokens, (long long)c->grad_accum_slots);
@@ -227,6 +255,10 @@ int config_validate(const Config *c, int world_size) {
             "train_seq_len = %lld does not divide the tokens per micro-batch train_batch_tokens / "
             "grad_accum_slots = %lld / %lld = %lld",
             (long long)c->train_seq_len, (long long)c->train_batch_tokens, (long long)c->grad_accum_slots,
+            (long long)local);
+    REQUIRE(local <= 2147483647LL,
+            "train_batch_tokens / grad_accum_slots = %lld tokens per micro-batch: expected below 2^31 (raise "
+            "grad_accum_slots)",
             (long long)local);
 
     REQUIRE(c->iterations >= 0, "iterations = %lld: expected >= 0", (long long)c->iterations);
@@ -255,6 +287,8 @@ int config_validate(const Config *c, int world_size) {
                                        "e.g. train_files='data/train_*.h5' (see `ctrain data --help`)");
     REQUIRE(c->val_loss_every >= 0, "val_loss_every = %lld: expected >= 0", (long long)c->val_loss_every);
     REQUIRE(c->train_log_every >= 1, "train_log_every = %lld: expected >= 1", (long long)c->train_log_every);
+    REQUIRE(c->val_batch_size >= 0 && c->val_batch_size <= (1LL << 44), "val_batch_size = %lld: expected in [0, 2^44]",
+            (long long)c->val_batch_size);
     if (c->val_files[0]) {
         int64_t val_local = c->val_batch_size / c->grad_accum_slots;
         REQUIRE(val_local >= c->train_seq_len,
@@ -264,7 +298,8 @@ int config_validate(const Config *c, int world_size) {
     }
     REQUIRE(c->out_dir[0] != '\0', "out_dir is empty: expected a directory path");
     REQUIRE(c->checkpoint_every >= 0, "checkpoint_every = %lld: expected >= 0", (long long)c->checkpoint_every);
-    REQUIRE(c->keep_checkpoints >= 1, "keep_checkpoints = %lld: expected >= 1", (long long)c->keep_checkpoints);
+    REQUIRE(c->keep_checkpoints >= 1 && c->keep_checkpoints <= 1000000, "keep_checkpoints = %lld: expected in [1, 10^6]",
+            (long long)c->keep_checkpoints);
     REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
     REQUIRE(stop_signal_number(c->stop_signal) > 0,
             "stop_signal = '%s': expected USR1, USR2, TERM, INT, HUP, QUIT, XCPU or ALRM (with or without SIG)",

@@ -88,6 +88,58 @@ static void bad_values_name_key_and_value(void) {
     config_free(&c);
 }
 
+/* Load `text` as a config file; returns config_load_file's result (message in ct_error()). */
+static int load_text(const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/syntax.conf", test_tmpdir());
+    write_file(path, text);
+    Config c;
+    config_init(&c);
+    int rc = config_load_file(&c, path);
+    config_free(&c);
+    return rc;
+}
+
+static void file_syntax_errors_name_file_and_line(void) {
+    CHECK(load_text("num_layers = 4\nmodel_dim = 256\nnum_layers = 6\n") != 0, "a key set twice was accepted");
+    CHECK(strstr(ct_error(), "syntax.conf:3") && strstr(ct_error(), "num_layers is set twice") &&
+              strstr(ct_error(), "first on line 1"),
+          "%s", ct_error());
+    CHECK(load_text("num_layers = 4\ntrain_files = \"data/*.h5\n") != 0, "an unclosed quote was accepted");
+    CHECK(strstr(ct_error(), "syntax.conf:2") && strstr(ct_error(), "quote is not closed"), "%s", ct_error());
+    CHECK(load_text("out_dir = 'runs/a\n") != 0 && strstr(ct_error(), "' quote is not closed"), "%s", ct_error());
+    /* quotes that close are fine, also around a '#' */
+    CHECK(load_text("out_dir = 'runs/#1'  # comment\n") == 0, "%s", ct_error());
+
+    /* a UTF-8 byte-order mark before the first key is not part of it */
+    char path[600];
+    snprintf(path, sizeof path, "%s/bom.conf", test_tmpdir());
+    write_file(path, "\xEF\xBB\xBFnum_layers = 3\nmodel_dim = 128\n");
+    Config c;
+    config_init(&c);
+    CHECK(config_load_file(&c, path) == 0, "BOM: %s", ct_error());
+    CHECK(c.num_layers == 3 && c.model_dim == 128, "BOM file values %lld %lld", (long long)c.num_layers,
+          (long long)c.model_dim);
+    config_free(&c);
+
+    /* control characters in a value (a newline would add a line to config.txt) */
+    config_init(&c);
+    char *nl[] = {"out_dir=runs/a\nresume=none"};
+    CHECK(config_apply_args(&c, 1, nl) != 0, "a newline in a value was accepted");
+    CHECK(strstr(ct_error(), "out_dir has a control character (byte 0x0a at position 6"), "%s", ct_error());
+    char *tab[] = {"train_files=a\tb"};
+    CHECK(config_apply_args(&c, 1, tab) != 0 && strstr(ct_error(), "0x09"), "%s", ct_error());
+    config_free(&c);
+    CHECK(load_text("out_dir = runs/\x01x\n") != 0 && strstr(ct_error(), "syntax.conf:1") &&
+              strstr(ct_error(), "0x01"),
+          "%s", ct_error());
+    /* the command line still overrides the file, and a later argument an earlier one */
+    config_init(&c);
+    char *twice[] = {"num_layers=2", "num_layers=5"};
+    CHECK(config_apply_args(&c, 2, twice) == 0 && c.num_layers == 5, "%s", ct_error());
+    config_free(&c);
+}
+
 /* Apply args to a fresh config with train_files set; return validate's result. */
 static int validate_with(const char *arg, int world) {
     Config c;
@@ -115,6 +167,16 @@ static void inconsistent_combinations(void) {
     CHECK(validate_with("device=tpu", 1) != 0 && strstr(ct_error(), "device"), "%s", ct_error());
     CHECK(validate_with("logit_softcap=0", 1) != 0 && strstr(ct_error(), "logit_softcap"), "%s", ct_error());
     CHECK(validate_with("beta2=1", 1) != 0 && strstr(ct_error(), "beta2"), "%s", ct_error());
+    /* sizes that would overflow the kernels' int widths are refused before any allocation */
+    CHECK(validate_with("mlp_mult=4294967296", 1) != 0 && strstr(ct_error(), "mlp_mult = 4294967296"), "%s",
+          ct_error());
+    CHECK(validate_with("num_layers=100000", 1) != 0 && strstr(ct_error(), "num_layers"), "%s", ct_error());
+    CHECK(validate_with("model_dim=4294967296", 1) != 0 && strstr(ct_error(), "model_dim"), "%s", ct_error());
+    CHECK(validate_with("train_seq_len=33554432", 1) != 0 && strstr(ct_error(), "train_seq_len"), "%s", ct_error());
+    CHECK(validate_with("train_batch_tokens=9223372036854775807", 1) != 0 && strstr(ct_error(), "train_batch_tokens"),
+          "%s", ct_error());
+    CHECK(validate_with("keep_checkpoints=9223372036854775807", 1) != 0 && strstr(ct_error(), "keep_checkpoints"),
+          "%s", ct_error());
     Config c;
     config_init(&c);
     CHECK(config_validate(&c, 1) != 0 && strstr(ct_error(), "train_files"), "train_files required: %s", ct_error());
@@ -154,6 +216,7 @@ int main(void) {
     RUN(defaults_follow_train_gpt);
     RUN(file_then_command_line);
     RUN(bad_values_name_key_and_value);
+    RUN(file_syntax_errors_name_file_and_line);
     RUN(inconsistent_combinations);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
