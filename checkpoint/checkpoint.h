@@ -43,8 +43,9 @@ typedef struct {
 
 /* Write dir/step_NNNNNNNN.h5 (created with its parent directories if needed) atomically,
  * point dir/latest at it, then delete the oldest checkpoints so that `keep` (>= 1) remain;
- * the file just written and the one `latest` named before are never deleted. An existing
- * file of the same step is replaced atomically. path_out (may be NULL) receives the final
+ * the file just written and the one `latest` named before are never deleted, nor is a file of
+ * a newer checkpoint format. An existing file of the same step is replaced atomically (one of
+ * a newer format is not: that is an error). path_out (may be NULL) receives the final
  * path. Failing to delete an old checkpoint only prints a warning. st must hold the host copy
  * of the state (the CUDA backend syncs it first). */
 int checkpoint_save(const char *dir, const Config *cfg, const TrainState *st, const CheckpointInfo *info,

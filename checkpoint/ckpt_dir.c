@@ -158,6 +158,14 @@ void ckpt_prune(const char *dir, int keep, const char *protect) {
     if (ckpt_read_latest(dir, latest, sizeof latest) < 0) latest[0] = '\0';
     for (int i = keep; i < count; i++) {
         if (!strcmp(names[i], protect) || !strcmp(names[i], latest)) continue;
+        char path[4400];
+        int64_t version;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (ckpt_newer_format(path, &version)) {
+            fprintf(stderr, "ctrain: warning: not deleting '%s': written by a newer ctrain (format %lld)\n", path,
+                    (long long)version);
+            continue;
+        }
         ckpt_stage("pruning");
         warn_unlink(dir, names[i], "old checkpoint");
     }
@@ -217,6 +225,15 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
                 snprintf(path_out, cap, "%s", path);
                 rc = 1;
             }
+            break;
+        }
+        /* A newer ctrain's checkpoint is not damaged: falling back to an older one would train
+         * from the wrong state and, by pruning, delete the newer run. */
+        int64_t version;
+        if (ckpt_newer_format(path, &version)) {
+            rc = ct_fail("'%s' was written by a newer ctrain (format %lld; this ctrain %s reads format %d): resume "
+                         "it with that ctrain, or move it away (resume=PATH or overwrite=1) to start over",
+                         path, (long long)version, CT_VERSION, CKPT_FORMAT_VERSION);
             break;
         }
         if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", ct_error());

@@ -118,6 +118,11 @@ void ckpt_meta_free(CkptMeta *m);
  * tensors of the right shapes, and the loader cursor against the recorded files. Lock held. */
 int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const CkptObjects *objs);
 
+/* 1 (with *version) if path is a checkpoint of a newer format than this ctrain reads: such a
+ * file is neither resumed from, nor skipped in favour of an older one, nor deleted. 0 for
+ * anything else, including unreadable files (no message). Takes the lock. */
+int ckpt_newer_format(const char *path, int64_t *version);
+
 /* The whole of checkpoint_verify on an open file; fills *m (freed by the caller even on
  * failure). Lock held. */
 int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m);

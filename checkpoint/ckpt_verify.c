@@ -155,3 +155,25 @@ int checkpoint_verify(const char *path, CheckpointSummary *summary) {
     ct_hdf5_unlock();
     return rc;
 }
+
+int ckpt_newer_format(const char *path, int64_t *version) {
+    ct_hdf5_lock();
+    int newer = 0;
+    hid_t fapl = ckpt_fapl();
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (file >= 0) {
+        hid_t attr = H5I_INVALID_HID;
+        int64_t v = 0;
+        if (ct_h5_attr_find(file, path, NULL, "format_version", &attr) == 1 &&
+            ct_h5_attr_read_i64(attr, path, NULL, "format_version", &v) == 0 && v > CKPT_FORMAT_VERSION) {
+            newer = 1;
+            *version = v;
+        }
+        if (attr >= 0) H5Aclose(attr);
+        H5Fclose(file);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    ct_hdf5_unlock();
+    return newer;
+}

@@ -273,6 +273,11 @@ int checkpoint_save(const char *dir, const Config *cfg, const TrainState *st, co
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%ld", final_path, (long)getpid());
     if (path_out && strlen(final_path) >= path_cap)
         return ct_fail("buffer of %zu bytes too small for the checkpoint path '%s'", path_cap, final_path);
+    int64_t newer_version;
+    if (ckpt_newer_format(final_path, &newer_version))
+        return ct_fail("not replacing '%s': it was written by a newer ctrain (format %lld; this ctrain %s writes "
+                       "format %d); use another out_dir",
+                       final_path, (long long)newer_version, CT_VERSION, CKPT_FORMAT_VERSION);
     if (ct_mkdir_p(dir) != 0) return ct_fail_prefix("checkpoint directory");
     /* The directory's own entry must be durable too, or the first checkpoint of a run could
      * vanish with it after a crash. */

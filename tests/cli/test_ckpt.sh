@@ -210,6 +210,42 @@ cp "$B" truncated.h5
 truncate -s 60000 truncated.h5
 expect_fail verify_truncated 1 "truncated.h5.*truncated" "$CTRAIN" ckpt verify truncated.h5
 
+# ---- a checkpoint of a newer format is refused, not skipped, and never deleted ----
+if need_py newer_format_refused; then
+    cp -r tied newer
+    check make_newer_format '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs.modify("format_version", 2)
+' newer/checkpoints/step_00000004.h5
+    expect_fail newer_format_refused 1 "step_00000004.h5' was written by a newer ctrain \(format 2; this ctrain .* reads format 1\)" \
+        "$CTRAIN" train "${small[@]}" iterations=6 out_dir=newer
+    if grep -q 'resuming from' out; then fail newer_format_no_fallback "fell back to an older checkpoint: $(head -c 300 out)"
+    else pass newer_format_no_fallback; fi
+    expect_fail newer_format_verify 1 'written by a newer ctrain' "$CTRAIN" ckpt verify newer/checkpoints/step_00000004.h5
+    # a run that resumes from elsewhere into this directory never replaces it (same step) ...
+    expect_fail newer_format_not_replaced 1 "not replacing '.*step_00000004.h5': it was written by a newer ctrain \(format 2" \
+        "$CTRAIN" train "${small[@]}" iterations=6 out_dir=newer resume="$WORK/$A"
+    check newer_format_still_there '
+import h5py, sys
+with h5py.File(sys.argv[1], "r") as f:
+    assert int(f.attrs["format_version"]) == 2, f.attrs["format_version"]
+' newer/checkpoints/step_00000004.h5
+    # ... and prunes around it, never deletes it
+    cp -r tied newer2
+    check make_newer_format_2 '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs.modify("format_version", 2)
+' newer2/checkpoints/step_00000002.h5
+    expect_ok newer_format_other_resume "$CTRAIN" train "${small[@]}" iterations=8 out_dir=newer2 \
+        resume="$WORK/$B" keep_checkpoints=1
+    if [ -f newer2/checkpoints/step_00000002.h5 ]; then pass newer_format_not_pruned
+    else fail newer_format_not_pruned "the newer-format checkpoint was deleted: $(ls newer2/checkpoints)"; fi
+    expect_grep newer_format_prune_warning "not deleting .*step_00000002.h5': written by a newer ctrain \(format 2\)" err
+fi
+fi
+
 # ---- HDF5_USE_FILE_LOCKING=FALSE (NFS / Lustre without flock) ----
 expect_ok nolock_train env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" train "${small[@]}" iterations=2 out_dir=nolock
 expect_ok nolock_verify env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" ckpt verify nolock/checkpoints/step_00000002.h5
