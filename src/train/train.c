@@ -136,6 +136,16 @@ static int train_loop(Trainer *t) {
         printf(job_end > 0 ? "stop_before_job_end: the job ends at unix time %.0f; stopping %.0fs before\n"
                            : "stop_before_job_end: no Slurm job end time found (not under Slurm?); ignored\n",
                job_end, cfg->stop_before_job_end);
+    /* Stopping before the first step would checkpoint, exit 75 and be requeued into the same
+     * situation forever: with no time to train, the run fails instead. */
+    int no_time = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
+    if (t->world > 1 && dist_allreduce_max_i32(t->dist, &no_time) != 0) return CT_EXIT_FAILURE;
+    if (no_time) {
+        ct_fail("stop_before_job_end = %.0f s, but the job ends in %.0f s: no time to train; lower "
+                "stop_before_job_end or give the job more time (sbatch --time)",
+                cfg->stop_before_job_end, job_end > 0 ? job_end - (double)time(NULL) : 0.0);
+        return CT_EXIT_FAILURE;
+    }
     int64_t stop_after = -1;
     t->t0 = ct_now_ms();
     for (;;) {

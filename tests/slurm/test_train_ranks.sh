@@ -107,6 +107,15 @@ rc=$?
 expect_grep deadline_end_time_read '^stop_before_job_end: the job ends at unix time' deadline.log
 expect_grep deadline_message "\(stop_before_job_end: the job's time limit is near\): checkpoint written" deadline.log
 
+# ---- stop_before_job_end longer than the job has left: a clear failure, not a requeue loop ----
+timeout 120 srun --mpi=pmi2 -n 2 -c 1 -t 1 "$CTRAIN" train "${cfg[@]}" iterations=1000000 val_loss_every=0 \
+    checkpoint_every=0 stop_before_job_end=120 out_dir=no_time >no_time.log 2>&1
+rc=$?
+[ $rc = 1 ] && pass no_time_fails || fail no_time_fails "exit $rc (expected 1): $(tail -3 no_time.log)"
+expect_grep no_time_message 'stop_before_job_end = 120 s, but the job ends in [0-9]+ s: no time to train' no_time.log
+if ls no_time/checkpoints/step_*.h5 >/dev/null 2>&1; then fail no_time_no_checkpoint "$(ls no_time/checkpoints)"
+else pass no_time_no_checkpoint; fi
+
 # ---- sbatch: preemption and the warning signal, with requeue ----
 # long enough (~5 s) that the signal lands mid-run
 job_cfg=("${cfg[@]/iterations=8/iterations=300}")
