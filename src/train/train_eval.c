@@ -18,6 +18,14 @@ int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
     int rc = loader_read_stream(reader, set, loader_cursor_start(), n, v->tokens);
     token_reader_close(reader);
     if (rc != 0) return -1;
+    /* Checked now, not when validation first runs (perhaps only after the last step, which
+     * would then end without its final checkpoint). The stream is the files in order. */
+    for (int64_t i = 0, file_start = 0, f = 0; i < n; i++) {
+        if (v->tokens[i] < (uint64_t)set->vocab_size) continue;
+        while (f + 1 < set->num_files && i >= file_start + set->files[f].num_tokens) file_start += set->files[f++].num_tokens;
+        return ct_fail("val_files: '%s': token %lld of /tokens is %u, which is >= vocab_size %lld", set->files[f].path,
+                       (long long)(i - file_start), v->tokens[i], (long long)set->vocab_size);
+    }
     if (set->has_luts && data_read_luts(set, &v->base_bytes, &v->has_leading_space, &v->is_boundary_token) != 0)
         return -1;
     return 0;

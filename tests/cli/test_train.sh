@@ -110,6 +110,19 @@ expect_ok wallclock_stops "$CTRAIN" train "${small[@]}" iterations=100000 val_lo
     out_dir=wall
 expect_grep wallclock_message '^stopping early: wallclock cap' out
 
+# a validation token outside the vocabulary is found before the first step, not at the end
+/usr/bin/python3 - <<'PY' || fail bad_val_data "h5py could not write the data"
+import h5py, numpy as np
+t = np.arange(3000, dtype=np.uint16) % 256
+t[1234] = 300
+with h5py.File("bad_val.h5", "w") as f:
+    f.create_dataset("tokens", data=t).attrs["vocab_size"] = 256
+PY
+expect_fail bad_val_found_at_start 1 "val_files: '.*bad_val.h5': token 1234 of /tokens is 300, which is >= vocab_size 256" \
+    "$CTRAIN" train "${small[@]}" val_files=bad_val.h5 val_loss_every=0 iterations=2 out_dir=badval
+if grep -q '^step 1/' out; then fail bad_val_before_training "trained before finding it: $(head -c 300 out)"
+else pass bad_val_before_training; fi
+
 expect_fail vocab_mismatch 1 "vocab_size is 256 .*train.h5.* vocab_size = 1024" \
     "$CTRAIN" train "${small[@]}" vocab_size=1024 iterations=1 out_dir=v
 expect_fail too_little_data 1 'fewer than one optimizer step' \
