@@ -4,6 +4,7 @@
  * attribute and per dataset, in byte order of their keys, so anyone can recompute it (the doc
  * has the h5py version). Reading every dataset in full also makes HDF5 check the Fletcher32
  * checksum of every chunk, so a damaged tensor is reported by name. Lock held throughout. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,16 @@ static int crc_dataset(hid_t file, const char *path, const char *dset_path, uint
             goto done;
         }
         *crc = ckpt_crc32(*crc, buf, (size_t)count[0] * row);
+        if (cls == H5T_FLOAT && elem == sizeof(float)) {
+            const float *v = buf;
+            for (size_t e = 0; e < (size_t)count[0] * row / sizeof(float); e++)
+                if (!isfinite(v[e])) {
+                    ct_fail("'%s': %s holds %s at element %llu: a diverged state, not one to resume from", path,
+                            dset_path, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf",
+                            (unsigned long long)(r * (row / sizeof(float)) + e));
+                    goto done;
+                }
+        }
     }
     rc = 0;
 done:

@@ -4,6 +4,7 @@
  * final name only ever refers to a complete, fsynced file, and `latest` is replaced only
  * after the file it names is durable. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,31 @@ static int write_file(const char *tmp_path, const Config *cfg, const TrainState 
 
 /* ---- checks before anything is written ---- */
 
+/* A diverged state is never published: resuming from it could only fail again, and resume=auto
+ * would keep choosing it over the good checkpoint before it. */
+static int check_finite(const TrainState *st, const CheckpointInfo *info) {
+    for (int i = 0; i < info->num_extras; i++)
+        if (!isfinite(info->extra_values[i]))
+            return ct_fail("metric %s is %g: training diverged; no checkpoint is written from this state",
+                           info->extra_names[i], info->extra_values[i]);
+    CkptTensor *list;
+    int n;
+    if (ckpt_tensor_list(&st->spec, &list, &n) != 0) return -1;
+    int rc = 0;
+    for (int t = 0; t < n && rc == 0; t++) {
+        const float *v = ckpt_tensor_buffer(st, list[t].buffer) + list[t].param->offset;
+        for (size_t e = 0; e < list[t].param->count; e++)
+            if (!isfinite(v[e])) {
+                rc = ct_fail("%s holds %s at element %zu: training diverged; no checkpoint is written from this state "
+                             "(lower the learning rates or enable grad_clip_norm)",
+                             list[t].path, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf", e);
+                break;
+            }
+    }
+    free(list);
+    return rc;
+}
+
 static int check_request(const Config *cfg, const TrainState *st, const CheckpointInfo *info, const TokenSet *set,
                          int keep) {
     if (keep < 1) return ct_fail("keep_checkpoints = %d: expected >= 1", keep);
@@ -257,7 +283,7 @@ static int check_request(const Config *cfg, const TrainState *st, const Checkpoi
                spec.params[i].count == st->spec.params[i].count && spec.params[i].offset == st->spec.params[i].offset;
     model_spec_free(&spec);
     if (!same) return ct_fail("the training state does not match the model of the configuration being saved");
-    return 0;
+    return check_finite(st, info);
 }
 
 /* ---- checkpoint_save ---- */

@@ -4,6 +4,7 @@
  * schedule and Muon momentum warmup; accumulation over grad_accum_slots / world_size
  * micro-batches), logging progress to stdout and every step to out_dir/metrics.jsonl, with
  * checkpoints every checkpoint_every steps, at the end, and when asked to stop (exit 75). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,11 +54,23 @@ static const char *signal_name(int sig) {
     return buf;
 }
 
+/* After writing a line of metrics.jsonl: the line must have reached the file (a full disk, a
+ * quota or a vanished mount is an error of the run, not a silently shorter history). */
+static int metrics_written(Trainer *t) {
+    if (fflush(t->metrics) == 0 && !ferror(t->metrics)) return 0;
+    return ct_fail("cannot write '%s/metrics.jsonl': %s", t->cfg->out_dir, strerror(errno));
+}
+
 static int run_validation(Trainer *t) {
     const Config *cfg = t->cfg;
     t->training_ms += ct_now_ms() - t->t0;
     double vl, vb;
     if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0) return -1;
+    if (!isfinite(vl) || !(isnan(vb) || isfinite(vb)))
+        return ct_fail("step %lld: the validation %s is %s: training diverged; no checkpoint is written from this "
+                       "state (lower the learning rates or enable grad_clip_norm)",
+                       (long long)t->step, isfinite(vl) ? "bits per byte" : "loss",
+                       isnan(isfinite(vl) ? vb : vl) ? "NaN" : (isfinite(vl) ? vb : vl) > 0 ? "+Inf" : "-Inf");
     printf("step %lld/%lld  val_loss %.4f", (long long)t->step, (long long)cfg->iterations, vl);
     if (!isnan(vb)) printf("  val_bpb %.4f", vb);
     printf("  train_time %.0fms\n", t->training_ms);
@@ -65,7 +78,7 @@ static int run_validation(Trainer *t) {
         fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)t->step, vl);
         if (!isnan(vb)) fprintf(t->metrics, ", \"val_bpb\": %.17g", vb);
         fprintf(t->metrics, ", \"train_time_ms\": %.1f}\n", t->training_ms);
-        fflush(t->metrics);
+        if (metrics_written(t) != 0) return -1;
     }
     fflush(stdout);
     t->t0 = ct_now_ms();
@@ -106,18 +119,18 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
     return b->optimizer_step(b, &h, grad_norm);
 }
 
-static void log_step(Trainer *t, double train_loss, double scale, double step_ms, double grad_norm) {
+static int log_step(Trainer *t, double train_loss, double scale, double step_ms, double grad_norm) {
     const Config *cfg = t->cfg;
     double train_time = t->training_ms + (ct_now_ms() - t->t0);
     double tokens_per_s = (double)cfg->train_batch_tokens / (step_ms / 1000.0);
-    if (!t->metrics) return; /* ranks other than 0 log nothing */
+    if (!t->metrics) return 0; /* ranks other than 0 log nothing */
     fprintf(t->metrics,
             "{\"step\": %lld, \"train_loss\": %.17g, \"lr_scale\": %.17g, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
             "\"train_time_ms\": %.1f",
             (long long)t->step, train_loss, scale, step_ms, tokens_per_s, train_time);
     if (cfg->grad_clip_norm > 0) fprintf(t->metrics, ", \"grad_norm\": %.9g", grad_norm);
     fprintf(t->metrics, "}\n");
-    fflush(t->metrics);
+    if (metrics_written(t) != 0) return -1;
     if (t->step <= 10 || t->step % cfg->train_log_every == 0 || t->step == cfg->iterations) {
         char eta[32];
         format_duration((double)(cfg->iterations - t->step) * step_ms / 1000.0, eta, sizeof eta);
@@ -125,6 +138,7 @@ static void log_step(Trainer *t, double train_loss, double scale, double step_ms
                (long long)cfg->iterations, train_loss, scale, step_ms, tokens_per_s, eta);
         fflush(stdout);
     }
+    return 0;
 }
 
 /* The loop proper; returns the exit code. */
@@ -174,7 +188,7 @@ static int train_loop(Trainer *t) {
         double train_loss = 0, grad_norm = 0;
         if (train_step(t, scale, &train_loss, &grad_norm) != 0) return CT_EXIT_FAILURE;
         t->step++;
-        log_step(t, train_loss, scale, ct_now_ms() - step_start, grad_norm);
+        if (log_step(t, train_loss, scale, ct_now_ms() - step_start, grad_norm) != 0) return CT_EXIT_FAILURE;
         double train_time = t->training_ms + (ct_now_ms() - t->t0);
         int reached_cap = max_wallclock_ms > 0 && train_time >= max_wallclock_ms;
         if (max_wallclock_ms > 0 && t->world > 1 && dist_allreduce_max_i32(t->dist, &reached_cap) != 0)
@@ -260,7 +274,11 @@ fail_rc:
     if (t.world > 1) dist_abort(&dist, rc, ct_error());
     ct_print_error();
 out:
-    if (t.metrics) fclose(t.metrics);
+    if (t.metrics && fclose(t.metrics) != 0 && rc != CT_EXIT_FAILURE) {
+        ct_fail("cannot write '%s/metrics.jsonl': %s", cfg->out_dir, strerror(errno));
+        ct_print_error();
+        rc = CT_EXIT_FAILURE;
+    }
     loader_free(&t.loader);
     if (t.backend) t.backend->destroy(t.backend);
     train_state_free(&t.st);

@@ -114,9 +114,13 @@ int trainer_resume(Trainer *t, int *exit_code) {
 }
 
 /* Keep the lines of steps before `step`, and the training line of `step` itself: its
- * validation line (if any) is written again by the resumed loop, which validates first. */
+ * validation line (if any) is written again by the resumed loop, which validates first. A line
+ * cut short by a crash or a full disk (no closing "}" and newline) is dropped, so the file stays
+ * one JSON object per line. */
 static int keep_line(const char *line, int64_t step) {
     long long s;
+    size_t n = strlen(line);
+    if (n < 2 || line[n - 1] != '\n' || line[n - 2] != '}') return 0;
     if (sscanf(line, "{\"step\": %lld", &s) != 1) return 0;
     if (s < step) return 1;
     return s == step && strstr(line, "\"train_loss\"") != NULL;
@@ -144,7 +148,12 @@ int trainer_open_metrics(Trainer *t) {
             if (keep_line(line, t->step)) fputs(line, out);
         fclose(in);
     }
-    if (fclose(out) != 0 || rename(tmp, path) != 0) return ct_fail("cannot rewrite '%s': %s", path, strerror(errno));
+    int write_failed = ferror(out);
+    if ((fclose(out) != 0) | write_failed || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return ct_fail("cannot rewrite '%s': %s", path, strerror(e));
+    }
     t->metrics = fopen(path, "a");
     if (!t->metrics) return ct_fail("cannot append to '%s': %s", path, strerror(errno));
     return 0;

@@ -210,6 +210,19 @@ cp "$B" truncated.h5
 truncate -s 60000 truncated.h5
 expect_fail verify_truncated 1 "truncated.h5.*truncated" "$CTRAIN" ckpt verify truncated.h5
 
+# ---- a non-finite tensor (checksums made to match) is invalid: never resumed from ----
+if need_py nonfinite_tensor_invalid; then
+    cp "$B" nonfinite.h5
+    check make_nonfinite_tensor "${content_crc32%%with h5py.File*}"'
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["/model/blocks.0.attn.c_q.weight"]
+    w = d[()]; w[3, 5] = np.nan; d[...] = w
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' nonfinite.h5
+    expect_fail nonfinite_tensor_invalid 1 "/model/blocks.0.attn.c_q.weight holds NaN at element $((3 * 32 + 5)): a diverged state" \
+        "$CTRAIN" ckpt verify nonfinite.h5
+fi
+
 # ---- a checkpoint of a newer format is refused, not skipped, and never deleted ----
 if need_py newer_format_refused; then
     cp -r tied newer

@@ -72,6 +72,33 @@ expect_fail nan_stops 1 'training loss is (NaN|[+-]Inf): training diverged' "$CT
 
 [ ! -e nan/checkpoints ] && pass nan_writes_no_checkpoint || fail nan_writes_no_checkpoint "$(ls nan/checkpoints)"
 
+# a state that turns non-finite in the last step's update (the loss was still finite) is never
+# checkpointed, and a non-finite validation loss is never logged
+expect_fail inf_at_last_step 1 'checkpoint at step 1: /model/tok_emb.weight holds [+-]Inf at element [0-9]+: training diverged' \
+    "$CTRAIN" train "${small[@]}" val_files= iterations=1 warmdown_iters=0 tied_embed_lr=1e39 out_dir=inf1
+if ls inf1/checkpoints/step_*.h5 >/dev/null 2>&1; then fail inf_at_last_step_no_checkpoint "$(ls inf1/checkpoints)"
+else pass inf_at_last_step_no_checkpoint; fi
+expect_fail nan_val_loss 1 'step 1: the validation loss is (NaN|[+-]Inf): training diverged' \
+    "$CTRAIN" train "${small[@]}" iterations=1 val_loss_every=1 warmdown_iters=0 tied_embed_lr=1e39 out_dir=inf2
+if grep -qiE 'nan|inf' inf2/metrics.jsonl; then fail nan_val_not_logged "$(cat inf2/metrics.jsonl)"
+else pass nan_val_not_logged; fi
+
+# metrics.jsonl that cannot be written (a full disk: /dev/full) ends the run with the reason
+mkdir -p full && ln -sf /dev/full full/metrics.jsonl
+expect_fail metrics_disk_full 1 "cannot write 'full/metrics.jsonl': No space left on device" \
+    "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 out_dir=full
+
+# a resume drops a line that a crash cut short, so every line stays one JSON object
+expect_ok cut_first_run "$CTRAIN" train "${small[@]}" iterations=4 val_loss_every=0 checkpoint_every=2 out_dir=cut
+head -n 2 cut/metrics.jsonl >cut/m && head -n 3 cut/metrics.jsonl | tail -n 1 | head -c 40 >>cut/m && mv cut/m cut/metrics.jsonl
+expect_ok cut_resume "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 checkpoint_every=2 out_dir=cut
+/usr/bin/python3 - <<'PY' >cut.out 2>&1 && pass cut_line_repaired || fail cut_line_repaired "$(cat cut.out)"
+import json
+rows = [json.loads(line) for line in open("cut/metrics.jsonl")]  # every line one JSON object
+steps = [r["step"] for r in rows if "train_loss" in r]
+assert steps == [1, 2, 5, 6], steps  # step 3's cut line dropped; 4 was lost with it
+PY
+
 # val_bpb with real tokenizer tables (made with h5py): bytes per target follow train_gpt.py's rule
 # base_bytes[target] + (has_leading_space[target] and not is_boundary_token[previous])
 /usr/bin/python3 - <<'PY' || fail lut_data "h5py could not write the data"
