@@ -155,6 +155,7 @@ static int train_loop(Trainer *t) {
     int no_time = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
     if (t->world > 1 && dist_allreduce_max_i32(t->dist, &no_time) != 0) return CT_EXIT_FAILURE;
     if (no_time) {
+        t->failed_together = 1;
         ct_fail("stop_before_job_end = %.0f s, but the job ends in %.0f s: no time to train; lower "
                 "stop_before_job_end or give the job more time (sbatch --time)",
                 cfg->stop_before_job_end, job_end > 0 ? job_end - (double)time(NULL) : 0.0);
@@ -271,8 +272,8 @@ fail:
     rc = CT_EXIT_FAILURE;
 fail_rc:
     /* with several ranks, the others may be waiting in a collective for this one: end the job */
-    if (t.world > 1) dist_abort(&dist, rc, ct_error());
-    ct_print_error();
+    if (t.world > 1 && !t.failed_together) dist_abort(&dist, rc, ct_error());
+    if (t.rank == 0 || !t.failed_together) ct_print_error();
 out:
     if (t.metrics && fclose(t.metrics) != 0 && rc != CT_EXIT_FAILURE) {
         ct_fail("cannot write '%s/metrics.jsonl': %s", cfg->out_dir, strerror(errno));

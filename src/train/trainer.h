@@ -35,6 +35,7 @@ typedef struct {
     char ckpt_dir[4200];
     int64_t step;             /* optimizer steps completed */
     int64_t last_saved_step;  /* -1 until a checkpoint exists for the current state */
+    int failed_together;      /* every rank failed the same way (an agreed decision): no abort needed */
     double training_ms;       /* training time before t0 (excludes validation) */
     double t0;
 } Trainer;

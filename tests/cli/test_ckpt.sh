@@ -257,7 +257,6 @@ with h5py.File(sys.argv[1], "r+") as f:
     else fail newer_format_not_pruned "the newer-format checkpoint was deleted: $(ls newer2/checkpoints)"; fi
     expect_grep newer_format_prune_warning "not deleting .*step_00000002.h5': written by a newer ctrain \(format 2\)" err
 fi
-fi
 
 # ---- HDF5_USE_FILE_LOCKING=FALSE (NFS / Lustre without flock) ----
 expect_ok nolock_train env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" train "${small[@]}" iterations=2 out_dir=nolock
