@@ -167,15 +167,16 @@ static int train_loop(Trainer *t) {
         int last = t->step >= cfg->iterations || (stop_after >= 0 && t->step >= stop_after);
         int sig = stop_requested();
         int deadline = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
-        /* every rank stops at the same step: a signal may reach only some of them */
-        int stop = sig || deadline;
+        /* every rank stops at the same step: a signal may reach only some of them, and the
+         * clocks of the ranks may see the deadline a second apart (2 = signal, 1 = deadline) */
+        int stop = sig ? 2 : deadline ? 1 : 0;
         if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
         if (stop && !last) {
             if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
             printf("stopped at step %lld/%lld (%s): checkpoint written; exit %d = requeue to continue\n",
                    (long long)t->step, (long long)cfg->iterations,
-                   sig ? signal_name(sig) : deadline ? "stop_before_job_end: the job's time limit is near"
-                                              : "another rank was asked to stop",
+                   sig ? signal_name(sig) : stop == 1 ? "stop_before_job_end: the job's time limit is near"
+                                                      : "another rank was asked to stop",
                    CT_EXIT_REQUEUE);
             return CT_EXIT_REQUEUE;
         }
