@@ -256,12 +256,16 @@ static int import_bin_main(int argc, char **argv) {
             }
     }
 
-    /* Check every header first, so a bad shard is reported before hours of conversion. */
+    /* Check every header first, so a bad shard is reported before hours of conversion. Each
+     * shard is open only while it is checked or converted: thousands of shards must not need
+     * thousands of file descriptors. */
     rc = CT_EXIT_FAILURE;
     files = ct_calloc((size_t)num_shards, sizeof(FILE *), "shard files");
     counts = ct_calloc((size_t)num_shards, sizeof(int64_t), "shard sizes");
     for (int i = 0; i < num_shards; i++) {
         if (open_shard(shards[i], &files[i], &counts[i]) != 0) goto fail;
+        fclose(files[i]);
+        files[i] = NULL;
         total_tokens += counts[i];
     }
     if (luts) {
@@ -279,6 +283,13 @@ static int import_bin_main(int argc, char **argv) {
     int64_t done_tokens = 0;
     progress_begin(&progress, "import-bin", "tokens", total_tokens);
     for (int i = 0; i < num_shards; i++) {
+        int64_t count;
+        if (open_shard(shards[i], &files[i], &count) != 0 ||
+            (count != counts[i] && ct_fail("shard '%s' changed while importing (%lld tokens, then %lld)", shards[i],
+                                           (long long)counts[i], (long long)count))) {
+            progress_end(&progress);
+            goto fail;
+        }
         if (convert_shard(shards[i], files[i], counts[i], out_paths[i], &settings, &progress, &done_tokens) != 0) {
             progress_end(&progress);
             goto fail;

@@ -184,6 +184,13 @@ with h5py.File('luts_copy.h5','r') as o:
     if [ -z "$leftovers" ]; then pass bad_shards_leave_no_files; else fail bad_shards_leave_no_files "$leftovers"; fi
     expect_fail bin_given_to_info 1 "'bytes.bin' is an llm.c/parameter-golf .bin shard.*import-bin" \
         "$CTRAIN" data info bytes.bin
+    # many shards, few file descriptors: each shard is open only while it is read
+    mkdir -p many
+    for i in $(seq -w 1 40); do cp fineweb_train_000001.bin "many/s_$i.bin"; done
+    expect_ok import_many_shards_few_fds bash -c "ulimit -n 24 && exec \"\$0\" data import-bin --out many_h5 many/s_*.bin" \
+        "$CTRAIN"
+    n=$(ls many_h5/*.h5 2>/dev/null | wc -l)
+    [ "$n" -eq 40 ] && pass import_many_shards_all_written || fail import_many_shards_all_written "$n of 40 files"
 fi
 
 # ---- files written by h5py ----
