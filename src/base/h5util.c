@@ -18,6 +18,12 @@ static pthread_mutex_t hdf5_mutex;
 static pthread_once_t hdf5_mutex_once = PTHREAD_ONCE_INIT;
 
 static void hdf5_mutex_init(void) {
+    /* HDF5's exit handler closes every file still open. A file whose close failed (a full disk)
+     * stays open in HDF5's tables, and closing it again at exit crashes inside HDF5 1.10
+     * (SIGSEGV in H5F__close_cb) after the error was already reported. ctrain closes what it
+     * opens and deletes what it failed to write, so the handler has nothing useful left to do.
+     * It must be said before any other HDF5 call: every HDF5 call takes this lock first. */
+    H5dont_atexit();
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
@@ -52,6 +58,17 @@ int ct_h5_fail(const char *fmt, ...) {
     va_end(ap);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, detail);
     H5Eclear2(H5E_DEFAULT);
+    /* A failed system call comes as "file write failed: time = ..., filename = ..., errno = 28,
+     * error message = 'No space left on device', buf = ..." over two lines: keep what failed
+     * and the system's reason. */
+    const char *reason = strstr(detail, "error message = '");
+    char *colon = strchr(detail, ':');
+    if (reason && colon && colon < reason) {
+        reason += strlen("error message = '");
+        const char *end = strchr(reason, '\'');
+        *colon = '\0';
+        return ct_fail("%s (HDF5: %s: %.*s)", message, detail, (int)(end ? end - reason : (long)strlen(reason)), reason);
+    }
     if (detail[0]) return ct_fail("%s (HDF5: %s)", message, detail);
     return ct_fail("%s", message);
 }
