@@ -13,10 +13,13 @@
 #    (preemption), `scontrol requeue` puts it back in the queue while SLURM_RESTART_COUNT is
 #    below CTRAIN_MAX_REQUEUES (default 50). The requeued job runs the same script and ctrain
 #    resumes from out_dir's newest checkpoint (resume=auto).
+#  - A requeued job may start while the previous one's ranks are still finishing: ctrain waits
+#    up to CTRAIN_LOCK_WAIT seconds (default 300; lock_wait) for out_dir's lock instead of
+#    failing at once. A later lock_wait=... argument overrides it.
 #  - Every decision is logged with a "ctrain-slurm:" prefix; --open-mode=append keeps the logs
 #    of all restarts in one file.
 # Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain), CTRAIN_HOME (default
-# $SLURM_SUBMIT_DIR), CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_SRUN_OPTS (extra srun
+# $SLURM_SUBMIT_DIR), CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun
 # options), CTRAIN_LAUNCH_CHECK=0 to skip the launch check.
 
 ctrain_log() { echo "ctrain-slurm: $(date -u +%FT%TZ) job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0}: $*"; }
@@ -58,7 +61,7 @@ ctrain_train_step() {
     trap '_ctrain_forward '"$CTRAIN_STOP_SIGNAL" "$CTRAIN_STOP_SIGNAL"
     trap '_ctrain_forward TERM' TERM
     ctrain_log "starting: $CTRAIN train $*"
-    srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" train "$@" stop_signal="$CTRAIN_STOP_SIGNAL" &
+    srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" train lock_wait="${CTRAIN_LOCK_WAIT:-300}" "$@" stop_signal="$CTRAIN_STOP_SIGNAL" &
     _ctrain_step_pid=$!
     local rc
     # `wait` returns early whenever a trapped signal arrives; keep waiting for the step itself.

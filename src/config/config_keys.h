@@ -62,6 +62,8 @@
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \
     X(keep_checkpoints, INT, "3", "run", FREE, "how many recent checkpoints to keep")              \
+    X(lock_wait, FLOAT, "0", "run", FREE,                                                           \
+      "seconds to wait while another run holds out_dir (the sbatch scripts use 300 for requeues); 0 = fail at once") \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \
     X(overwrite, BOOL, "0", "run", FREE, "with resume=none: allow starting fresh in an out_dir that has checkpoints") \
     X(stop_signal, STR, "USR1", "run", FREE,                                                        \

@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "dirlock.h"
 #include "dist.h"
 #include "fault.h"
 #include "loader.h"
@@ -213,6 +215,7 @@ int train_run(const Config *cfg) {
     Trainer t;
     DistInfo dist;
     memset(&t, 0, sizeof t);
+    t.lock_fd = -1;
     t.cfg = cfg;
     t.dist = &dist;
     int rc = CT_EXIT_FAILURE;
@@ -239,6 +242,8 @@ int train_run(const Config *cfg) {
     char path[4200];
     if (stop_install(cfg->stop_signal) != 0 || fault_init(t.rank) != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
+    /* one run per out_dir: two would interleave checkpoints and prune each other's files */
+    if (t.rank == 0 && (t.lock_fd = ct_dir_lock(cfg->out_dir, cfg->lock_wait)) < 0) goto fail;
     if (train_open_data(cfg, &t.train_set, &t.val_set) != 0) goto fail;
     printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", t.train_set.num_files,
            (long long)t.train_set.total_tokens, (long long)t.train_set.vocab_size, cfg->train_files);
@@ -288,5 +293,6 @@ out:
     data_free_set(&t.train_set);
     data_free_set(&t.val_set);
     dist_finalize(&dist);
+    if (t.lock_fd >= 0) close(t.lock_fd);
     return rc;
 }

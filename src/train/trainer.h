@@ -32,6 +32,7 @@ typedef struct {
     Loader loader;
     LoaderCursor start_cursor;
     FILE *metrics;
+    int lock_fd;              /* rank 0: holds out_dir's lock (dirlock.h) until the run ends; -1 otherwise */
     char ckpt_dir[4200];
     int64_t step;             /* optimizer steps completed */
     int64_t last_saved_step;  /* -1 until a checkpoint exists for the current state */

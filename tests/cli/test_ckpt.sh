@@ -233,7 +233,7 @@ with h5py.File(sys.argv[1], "r+") as f:
 ' newer/checkpoints/step_00000004.h5
     expect_fail newer_format_refused 1 "step_00000004.h5' was written by a newer ctrain \(format 2; this ctrain .* reads format 1\)" \
         "$CTRAIN" train "${small[@]}" iterations=6 out_dir=newer
-    if grep -q 'resuming from' out; then fail newer_format_no_fallback "fell back to an older checkpoint: $(head -c 300 out)"
+    if grep -q 'resumed from' out; then fail newer_format_no_fallback "fell back to an older checkpoint: $(head -c 300 out)"
     else pass newer_format_no_fallback; fi
     expect_fail newer_format_verify 1 'written by a newer ctrain' "$CTRAIN" ckpt verify newer/checkpoints/step_00000004.h5
     # a run that resumes from elsewhere into this directory never replaces it (same step) ...

@@ -1,0 +1,75 @@
+/* dirlock.c — the exclusive lock of a run directory (dirlock.h). */
+#include "dirlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* 0 when locked, 1 when another process holds it, -1 on error (errno set). */
+static int try_lock(int fd) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_SETLK, &fl) == 0) return 0;
+    return errno == EACCES || errno == EAGAIN ? 1 : -1;
+}
+
+/* What the holder wrote: "host n1, pid 1234, since ..." (or "holder unknown"). */
+static void read_holder(int fd, char *buf, size_t cap) {
+    char text[256];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0) {
+        snprintf(buf, cap, "holder unknown");
+        return;
+    }
+    text[n] = '\0';
+    text[strcspn(text, "\n")] = '\0';
+    snprintf(buf, cap, "%s", text);
+}
+
+int ct_dir_lock(const char *dir, double wait_s) {
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/.lock", dir) >= sizeof path)
+        return ct_fail("directory path too long: '%s'", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ct_fail("cannot open the lock file '%s': %s", path, strerror(errno));
+    double deadline = ct_now_ms() + 1000.0 * (wait_s > 0 ? wait_s : 0);
+    int said_waiting = 0;
+    for (;;) {
+        int held = try_lock(fd);
+        if (held == 0) break;
+        if (held < 0) {
+            int e = errno;
+            close(fd);
+            return ct_fail("cannot lock '%s': %s (the file system may not support POSIX locks; on Lustre mount "
+                           "with -o flock)",
+                           path, strerror(e));
+        }
+        char holder[256];
+        read_holder(fd, holder, sizeof holder);
+        if (ct_now_ms() >= deadline) {
+            close(fd);
+            return ct_fail("'%s' is in use by another ctrain run (%s); wait for it to end, or use another out_dir",
+                           dir, holder);
+        }
+        if (!said_waiting) {
+            fprintf(stderr, "ctrain: waiting up to %.0f s for '%s' to be released by another ctrain run (%s)\n",
+                    wait_s, dir, holder);
+            said_waiting = 1;
+        }
+        usleep(200 * 1000);
+    }
+    char host[256] = "?", stamp[32] = "?", text[512];
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(text, sizeof text, "host %s, pid %ld, since %s\n", host, (long)getpid(), stamp);
+    /* The text is for messages only: failing to write it does not weaken the lock. */
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n)
+        fprintf(stderr, "ctrain: warning: cannot record the holder in '%s': %s\n", path, strerror(errno));
+    return fd;
+}

@@ -1,0 +1,19 @@
+/* dirlock.h — one run per directory: an exclusive lock on DIR/.lock held for the life of the
+ * process.
+ *
+ * The lock is a POSIX record lock (fcntl F_SETLK) on DIR/.lock, not flock(): the kernel drops
+ * it when the process ends, however it ends (so a SIGKILLed or crashed run leaves no stale
+ * lock to clean up), and unlike flock(), which on NFS is local to one client in older kernels
+ * and the reason HDF5's own file locking fails there, fcntl locks are kept by the NFS server
+ * (NLM / NFSv4) and by Lustre (mounted with -o flock, the usual setting on clusters). The file
+ * holds the holder's host, pid and start time, for the message another run gets. */
+#ifndef CT_DIRLOCK_H
+#define CT_DIRLOCK_H
+
+/* Take the lock of dir (which must exist), waiting up to wait_s seconds (0: not at all) for a
+ * holder to release it. Returns a descriptor to keep open while the lock is needed (closing
+ * it, or exiting, releases the lock), or -1 with a message naming dir and the holder
+ * ("... is in use by another ctrain run (host n1, pid 1234, since 2026-11-22T14:00:00Z)"). */
+int ct_dir_lock(const char *dir, double wait_s);
+
+#endif
