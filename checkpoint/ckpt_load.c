@@ -113,6 +113,8 @@ int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const T
                     CheckpointInfo *info,
                     void (*report)(const char *key, const char *old_value, const char *new_value)) {
     memset(info, 0, sizeof *info);
+    /* first in a child process: a file that crashes HDF5 must not crash the run */
+    if (checkpoint_verify(path, NULL) != 0) return -1;
     CkptMeta m;
     memset(&m, 0, sizeof m);
     ct_hdf5_lock();
