@@ -4,6 +4,7 @@
 #   make test-gpu   run the tests that need an NVIDIA GPU
 #   make demo       the main job on the embedded default (same as scripts/demo.sh)
 #   make bench      CPU benchmarks
+#   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
 #   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
@@ -121,7 +122,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu demo bench clean check-deps
+.PHONY: all test test-gpu demo bench clean check-deps asan
 all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS) $(BUILD)/layers.txt
 
 # Missing required libraries stop the build with one clear message instead of compiler noise.
@@ -174,6 +175,15 @@ test-gpu:
 
 demo:
 	@bash scripts/demo.sh
+
+# Memory errors and undefined behaviour stop the test that hits them (halt/abort on the first
+# report). Leak reports are off: the libraries (OpenMP, HDF5) keep process-lifetime allocations.
+ASAN_OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+asan:
+	@bash scripts/install-deps.sh --test
+	@$(MAKE) --no-print-directory -j2 BUILD=build-asan OPT="$(ASAN_OPT)" LDFLAGS="-fsanitize=address,undefined" NVCC= all
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    bash tests/run.sh build-asan unit-cli
 
 bench:
 	@bash scripts/install-deps.sh --test

@@ -6,7 +6,8 @@
 #   slurm tests: tests/slurm/test_*.sh           (bash, start a throwaway cluster themselves)
 # A program that exits non-zero without printing a FAIL line is counted as one failure, so a
 # crash can never pass silently. With "gpu", only the tests whose names contain "gpu" run and a
-# GPU is required (CT_REQUIRE_GPU=1 turns their skips into failures).
+# GPU is required (CT_REQUIRE_GPU=1 turns their skips into failures). With "unit-cli", the
+# Slurm tests are left out (make asan).
 set -u
 build=${1:-build}
 mode=${2:-all}
@@ -48,6 +49,7 @@ run_one() { # name, command...
 wanted() { # name -> 0 if it belongs to this mode
     case "$mode" in
         gpu) [[ "$1" == *gpu* ]] ;;
+        unit-cli) [[ "$1" != *slurm* && "$1" != test_launch* && "$1" != test_train_ranks* ]] ;;
         *) return 0 ;;
     esac
 }
