@@ -192,7 +192,21 @@ static int read_scalar(hid_t attr, const char *file, const char *where, const ch
 }
 
 int ct_h5_attr_read_i64(hid_t attr, const char *file, const char *where, const char *name, int64_t *value) {
-    return read_scalar(attr, file, where, name, H5T_INTEGER, "an integer", H5T_NATIVE_INT64, value);
+    /* HDF5 clamps a uint64 beyond INT64_MAX to INT64_MAX when converting: read such an
+     * attribute as unsigned, so a message shows the number the file holds. */
+    hid_t type = H5Aget_type(attr);
+    int big_unsigned = H5Tget_class(type) == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_NONE && H5Tget_size(type) >= 8;
+    H5Tclose(type);
+    if (!big_unsigned) return read_scalar(attr, file, where, name, H5T_INTEGER, "an integer", H5T_NATIVE_INT64, value);
+    uint64_t u;
+    if (read_scalar(attr, file, where, name, H5T_INTEGER, "an integer", H5T_NATIVE_UINT64, &u) != 0) return -1;
+    if (u > (uint64_t)INT64_MAX) {
+        char label[512];
+        return ct_fail("'%s': attribute %s is %llu, beyond the integers ctrain reads (at most %lld)", file,
+                       attr_label(name, where, label, sizeof label), (unsigned long long)u, (long long)INT64_MAX);
+    }
+    *value = (int64_t)u;
+    return 0;
 }
 
 int ct_h5_attr_read_f64(hid_t attr, const char *file, const char *where, const char *name, double *value) {

@@ -317,6 +317,19 @@ static void attribute_problems(void) {
     H5Fclose(f);
     CHECK_OPEN_FAILS(p, "strvocab.h5", "vocab_size has type string");
 
+    /* a uint64 beyond int64 is named as the file holds it (HDF5 would clamp it to INT64_MAX) */
+    p = test_path("hugevocab.h5");
+    write_raw(p, H5T_STD_U16LE, 1, &n, v, -1);
+    f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    d = H5Dopen2(f, "tokens", H5P_DEFAULT);
+    uint64_t huge = UINT64_MAX;
+    a = H5Acreate2(d, "vocab_size", H5T_STD_U64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_UINT64, &huge);
+    H5Aclose(a);
+    H5Dclose(d);
+    H5Fclose(f);
+    CHECK_OPEN_FAILS(p, "hugevocab.h5", "attribute vocab_size is 18446744073709551615");
+
     p = test_path("badbos.h5");
     write_raw(p, H5T_STD_U16LE, 1, &n, v, 10);
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
