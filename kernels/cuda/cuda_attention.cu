@@ -7,8 +7,8 @@
  *    kernel) x 2 threads; thread `part` (0/1) owns channels [part*hd/2, (part+1)*hd/2) of its
  *    row in registers. A full dot product is the two halves' sequential fmaf chains added with
  *    one __shfl_xor (both threads get the identical sum: fp addition is commutative). Every
- *    kernel computes a score as ((own half + other half) * scale) with the same helper, so the
- *    backward's P = exp(s - lse) uses scores bitwise equal to the forward's.
+ *    kernel computes a score as ((own half + other half) * scale) with the same helper
+ *    (pair_score), so the backward's P = exp(s - lse) uses scores bitwise equal to the forward's.
  *  - The other operand's 64-row tile sits in shared memory, each row stored as
  *    [half 0][4 floats padding][half 1] so the two halves of a broadcast read hit different banks.
  *  - Shuffles happen in block-uniform loops only (every lane executes them); causal masking and
@@ -84,6 +84,93 @@ static __device__ __forceinline__ void load_tile(float *tile, const float *base,
     }
 }
 
+/* Score of a row pair, ((own half + other half) * scale); every lane must call (shuffle). */
+template <int HALF>
+static __device__ __forceinline__ float pair_score(const float (&a)[HALF], const float *b_half, float scale) {
+    return pair_sum(dot_half<HALF>(a, b_half)) * scale;
+}
+
+/* acc[d] = fmaf(a, x[d], acc[d]) over one half, x in shared memory (16-byte aligned). */
+template <int HALF>
+static __device__ __forceinline__ void axpy_half(float (&acc)[HALF], float a, const float *x) {
+#pragma unroll
+    for (int d = 0; d < HALF; d += 4) {
+        const float4 t = *reinterpret_cast<const float4 *>(x + d);
+        acc[d] = fmaf(a, t.x, acc[d]);
+        acc[d + 1] = fmaf(a, t.y, acc[d + 1]);
+        acc[d + 2] = fmaf(a, t.z, acc[d + 2]);
+        acc[d + 3] = fmaf(a, t.w, acc[d + 3]);
+    }
+}
+
+/* Where one thread of a 64-row x 2-thread block works. Block = (row tile, head, batch): the rows
+ * are queries of query head `head` in the forward and dq kernels, keys of kv head `head` in the
+ * dk/dv kernel. Whether the row exists is att_active(th), computed where it is used: as a bool
+ * member it changed nvcc's machine code. */
+struct AttThread {
+    int tile0;       /* first row of the block's tile */
+    int head, b;     /* blockIdx.y, blockIdx.z */
+    int part;        /* the half of the row's channels this thread owns */
+    int row;         /* this thread's query (or key) position */
+    int T;           /* sequence length */
+    size_t ldq, ldk; /* row strides of q, y, dq, dy and of k, v, dk, dv */
+};
+
+template <int HD>
+static __device__ __forceinline__ AttThread att_thread(int T, int H, int KV) {
+    AttThread th;
+    th.tile0 = blockIdx.x * ATT_ROWS;
+    th.head = blockIdx.y;
+    th.b = blockIdx.z;
+    th.part = threadIdx.x & 1;
+    th.row = th.tile0 + (threadIdx.x >> 1);
+    th.T = T;
+    th.ldq = (size_t)H * HD;
+    th.ldk = (size_t)KV * HD;
+    return th;
+}
+
+/* Whether the thread's row exists; a thread past T only takes part in the shuffles and barriers. */
+static __device__ __forceinline__ bool att_active(const AttThread &th) { return th.row < th.T; }
+
+/* The thread's row, or row 0 for a thread past T: its loads stay in bounds (it stores nothing). */
+static __device__ __forceinline__ int clamped_row(const AttThread &th) { return att_active(th) ? th.row : 0; }
+
+/* Offset of the thread's half of its clamped row in a [B*T, ld] tensor, head `head`. */
+template <int HD>
+static __device__ __forceinline__ size_t half_row_offset(const AttThread &th, size_t ld, int head) {
+    return ((size_t)th.b * th.T + clamped_row(th)) * ld + (size_t)head * HD + th.part * (HD / 2);
+}
+
+/* Index of (b, h, t) in the [B, H, T] row statistics lse and D. */
+static __device__ __forceinline__ size_t stat_index(int b, int H, int h, int T, int t) {
+    return ((size_t)b * H + h) * T + t;
+}
+
+/* How many keys of the tile at k0 the thread's query sees (causal mask; 0 past T). */
+static __device__ __forceinline__ int visible_keys(const AttThread &th, int k0) {
+    return att_active(th) ? max(0, min(ATT_ROWS, th.row - k0 + 1)) : 0;
+}
+
+/* The thread's half of row 0 of a padded shared tile. */
+template <int HD>
+static __device__ __forceinline__ const float *tile_half(const float *tile, const AttThread &th) {
+    return tile + th.part * AttShape<HD>::PART_OFFSET;
+}
+
+/* Key tile k0 (keys and values of the kv head that query head th.head reads) into shared
+ * memory, between barriers: every thread calls, and the previous tile is no longer read when it
+ * is overwritten. */
+template <int HD>
+static __device__ __forceinline__ void stage_kv_tile(float *Ks, float *Vs, const float *k, const float *v,
+                                                     const AttThread &th, int H, int KV, int k0) {
+    const int g = th.head / (H / KV);
+    __syncthreads();
+    load_tile<HD>(Ks, k, th.ldk, (size_t)g * HD, th.b, k0, th.T);
+    load_tile<HD>(Vs, v, th.ldk, (size_t)g * HD, th.b, k0, th.T);
+    __syncthreads();
+}
+
 /* ---- forward ---- */
 
 template <int HD>
@@ -94,37 +181,28 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     constexpr int HALF = S::HALF;
     __shared__ __align__(16) float Ks[ATT_ROWS * S::STRIDE];
     __shared__ __align__(16) float Vs[ATT_ROWS * S::STRIDE];
-    const int q0 = blockIdx.x * ATT_ROWS, h = blockIdx.y, b = blockIdx.z;
-    const int g = h / (H / KV);
-    const int part = threadIdx.x & 1;
-    const int qi = q0 + (threadIdx.x >> 1);
-    const bool active = qi < T;
-    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const AttThread th = att_thread<HD>(T, H, KV);
 
     float qv[HALF], o[HALF];
-    load_half<HALF>(qv, q + ((size_t)b * T + (active ? qi : 0)) * ldq + (size_t)h * HD + part * HALF);
+    load_half<HALF>(qv, q + half_row_offset<HD>(th, th.ldq, th.head));
 #pragma unroll
     for (int d = 0; d < HALF; d++) o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 
-    const int q_last = min(q0 + ATT_ROWS, T) - 1; /* last query of the block */
+    const int q_last = min(th.tile0 + ATT_ROWS, T) - 1; /* last query of the block */
     for (int k0 = 0; k0 <= q_last; k0 += ATT_ROWS) {
-        __syncthreads(); /* the previous tile is no longer read */
-        load_tile<HD>(Ks, k, ldk, (size_t)g * HD, b, k0, T);
-        load_tile<HD>(Vs, v, ldk, (size_t)g * HD, b, k0, T);
-        __syncthreads();
-        const int n_valid = active ? max(0, min(ATT_ROWS, qi - k0 + 1)) : 0; /* keys this query sees */
-        const int n_tile = min(ATT_ROWS, q_last - k0 + 1);                  /* block-uniform */
-        const float *k_half = Ks + part * S::PART_OFFSET;
-        const float *v_half = Vs + part * S::PART_OFFSET;
+        stage_kv_tile<HD>(Ks, Vs, k, v, th, H, KV, k0);
+        const int n_valid = visible_keys(th, k0);
+        const int n_tile = min(ATT_ROWS, q_last - k0 + 1); /* block-uniform */
+        const float *k_half = tile_half<HD>(Ks, th), *v_half = tile_half<HD>(Vs, th);
         for (int c0 = 0; c0 < n_tile; c0 += ATT_CHUNK) {
             float s[ATT_CHUNK];
             float chunk_max = -INFINITY;
 #pragma unroll
             for (int jj = 0; jj < ATT_CHUNK; jj++) {
                 const int j = c0 + jj; /* < ATT_ROWS: ATT_ROWS is a multiple of ATT_CHUNK */
-                const float full = pair_sum(dot_half<HALF>(qv, k_half + j * S::STRIDE));
-                s[jj] = j < n_valid ? full * scale : -INFINITY;
+                const float score = pair_score<HALF>(qv, k_half + j * S::STRIDE, scale); /* all lanes shuffle */
+                s[jj] = j < n_valid ? score : -INFINITY;
                 chunk_max = fmaxf(chunk_max, s[jj]);
             }
             if (chunk_max > -INFINITY) {
@@ -137,22 +215,14 @@ static __global__ void __launch_bounds__(ATT_THREADS)
                 for (int jj = 0; jj < ATT_CHUNK; jj++) {
                     const float p = expf(s[jj] - m_new); /* 0 for masked keys */
                     l += p;
-                    const float *vr = v_half + (c0 + jj) * S::STRIDE;
-#pragma unroll
-                    for (int d = 0; d < HALF; d += 4) {
-                        const float4 t = *reinterpret_cast<const float4 *>(vr + d);
-                        o[d] = fmaf(p, t.x, o[d]);
-                        o[d + 1] = fmaf(p, t.y, o[d + 1]);
-                        o[d + 2] = fmaf(p, t.z, o[d + 2]);
-                        o[d + 3] = fmaf(p, t.w, o[d + 3]);
-                    }
+                    axpy_half<HALF>(o, p, v_half + (c0 + jj) * S::STRIDE);
                 }
                 m = m_new;
             }
         }
     }
-    if (active) {
-        const size_t off = ((size_t)b * T + qi) * ldq + (size_t)h * HD + part * HALF;
+    if (att_active(th)) {
+        const size_t off = half_row_offset<HD>(th, th.ldq, th.head);
 #pragma unroll
         for (int d = 0; d < HALF; d += 4) {
             float4 t;
@@ -168,7 +238,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
                 y_bf16[off + d + 3] = to_bf16(t.w);
             }
         }
-        if (lse && part == 0) lse[((size_t)b * H + h) * T + qi] = m + logf(l);
+        if (lse && th.part == 0) lse[stat_index(th.b, H, th.head, T, th.row)] = m + logf(l);
     }
 }
 
@@ -231,51 +301,34 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     constexpr int HALF = S::HALF;
     __shared__ __align__(16) float Ks[ATT_ROWS * S::STRIDE];
     __shared__ __align__(16) float Vs[ATT_ROWS * S::STRIDE];
-    const int q0 = blockIdx.x * ATT_ROWS, h = blockIdx.y, b = blockIdx.z;
-    const int g = h / (H / KV);
-    const int part = threadIdx.x & 1;
-    const int qi = q0 + (threadIdx.x >> 1);
-    const bool active = qi < T;
-    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
-    const size_t row_off = ((size_t)b * T + (active ? qi : 0)) * ldq + (size_t)h * HD + part * HALF;
+    const AttThread th = att_thread<HD>(T, H, KV);
+    const size_t row_off = half_row_offset<HD>(th, th.ldq, th.head);
 
     float qv[HALF], dov[HALF], acc[HALF];
     load_half<HALF>(qv, q + row_off);
     load_half<HALF>(dov, dy + row_off);
 #pragma unroll
     for (int d = 0; d < HALF; d++) acc[d] = 0.0f;
-    const size_t stat = ((size_t)b * H + h) * T + (active ? qi : 0);
+    const size_t stat = stat_index(th.b, H, th.head, T, clamped_row(th));
     const float lse_i = lse[stat], D_i = D[stat];
 
-    const int q_last = min(q0 + ATT_ROWS, T) - 1;
+    const int q_last = min(th.tile0 + ATT_ROWS, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += ATT_ROWS) {
-        __syncthreads();
-        load_tile<HD>(Ks, k, ldk, (size_t)g * HD, b, k0, T);
-        load_tile<HD>(Vs, v, ldk, (size_t)g * HD, b, k0, T);
-        __syncthreads();
-        const int n_valid = active ? max(0, min(ATT_ROWS, qi - k0 + 1)) : 0;
+        stage_kv_tile<HD>(Ks, Vs, k, v, th, H, KV, k0);
+        const int n_valid = visible_keys(th, k0);
         const int n_tile = min(ATT_ROWS, q_last - k0 + 1);
-        const float *k_half = Ks + part * S::PART_OFFSET;
-        const float *v_half = Vs + part * S::PART_OFFSET;
+        const float *k_half = tile_half<HD>(Ks, th), *v_half = tile_half<HD>(Vs, th);
         for (int j = 0; j < n_tile; j++) {
-            const float s = pair_sum(dot_half<HALF>(qv, k_half + j * S::STRIDE)) * scale;
+            const float s = pair_score<HALF>(qv, k_half + j * S::STRIDE, scale);
             const float dp = pair_sum(dot_half<HALF>(dov, v_half + j * S::STRIDE));
             if (j < n_valid) {
                 const float p = expf(s - lse_i);
                 const float ds = p * (dp - D_i);
-                const float *kr = k_half + j * S::STRIDE;
-#pragma unroll
-                for (int d = 0; d < HALF; d += 4) {
-                    const float4 t = *reinterpret_cast<const float4 *>(kr + d);
-                    acc[d] = fmaf(ds, t.x, acc[d]);
-                    acc[d + 1] = fmaf(ds, t.y, acc[d + 1]);
-                    acc[d + 2] = fmaf(ds, t.z, acc[d + 2]);
-                    acc[d + 3] = fmaf(ds, t.w, acc[d + 3]);
-                }
+                axpy_half<HALF>(acc, ds, k_half + j * S::STRIDE);
             }
         }
     }
-    if (active) {
+    if (att_active(th)) {
         float *dst = dq + row_off;
 #pragma unroll
         for (int d = 0; d < HALF; d++) dst[d] = dst[d] + acc[d] * scale;
@@ -292,13 +345,10 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ __align__(16) float Qs[ATT_ROWS * S::STRIDE];
     __shared__ __align__(16) float dYs[ATT_ROWS * S::STRIDE];
     __shared__ float lse_s[ATT_ROWS], D_s[ATT_ROWS];
-    const int k0 = blockIdx.x * ATT_ROWS, g = blockIdx.y, b = blockIdx.z;
+    const AttThread th = att_thread<HD>(T, H, KV);
+    const int k0 = th.tile0, g = th.head, b = th.b, kj = th.row; /* key tile, kv head, batch, key */
     const int group = H / KV;
-    const int part = threadIdx.x & 1;
-    const int kj = k0 + (threadIdx.x >> 1);
-    const bool active = kj < T;
-    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
-    const size_t row_off = ((size_t)b * T + (active ? kj : 0)) * ldk + (size_t)g * HD + part * HALF;
+    const size_t row_off = half_row_offset<HD>(th, th.ldk, g);
 
     float kv[HALF], vv[HALF], dk_acc[HALF], dv_acc[HALF];
     load_half<HALF>(kv, k + row_off);
@@ -308,50 +358,36 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         dk_acc[d] = 0.0f;
         dv_acc[d] = 0.0f;
     }
-    const float *q_half = Qs + part * S::PART_OFFSET;
-    const float *dy_half = dYs + part * S::PART_OFFSET;
+    const float *q_half = tile_half<HD>(Qs, th), *dy_half = tile_half<HD>(dYs, th);
 
     for (int hh = 0; hh < group; hh++) {
         const int h = g * group + hh;
         /* queries before k0 see none of this tile's keys: start at the diagonal tile */
         for (int q0 = k0; q0 < T; q0 += ATT_ROWS) {
             __syncthreads();
-            load_tile<HD>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
-            load_tile<HD>(dYs, dy, ldq, (size_t)h * HD, b, q0, T);
+            load_tile<HD>(Qs, q, th.ldq, (size_t)h * HD, b, q0, T);
+            load_tile<HD>(dYs, dy, th.ldq, (size_t)h * HD, b, q0, T);
             for (int i = threadIdx.x; i < ATT_ROWS; i += ATT_THREADS) {
                 const int row = q0 + i;
-                const size_t stat = ((size_t)b * H + h) * T + row;
+                const size_t stat = stat_index(b, H, h, T, row);
                 lse_s[i] = row < T ? lse[stat] : 0.0f;
                 D_s[i] = row < T ? D[stat] : 0.0f;
             }
             __syncthreads();
             const int n_q = min(ATT_ROWS, T - q0); /* block-uniform */
             for (int i = 0; i < n_q; i++) {
-                const float s = pair_sum(dot_half<HALF>(kv, q_half + i * S::STRIDE)) * scale;
+                const float s = pair_score<HALF>(kv, q_half + i * S::STRIDE, scale);
                 const float dp = pair_sum(dot_half<HALF>(vv, dy_half + i * S::STRIDE));
-                if (active && q0 + i >= kj) {
+                if (att_active(th) && q0 + i >= kj) {
                     const float p = expf(s - lse_s[i]);
                     const float ds = p * (dp - D_s[i]);
-                    const float *qr = q_half + i * S::STRIDE;
-                    const float *dyr = dy_half + i * S::STRIDE;
-#pragma unroll
-                    for (int d = 0; d < HALF; d += 4) {
-                        const float4 tq = *reinterpret_cast<const float4 *>(qr + d);
-                        const float4 ty = *reinterpret_cast<const float4 *>(dyr + d);
-                        dv_acc[d] = fmaf(p, ty.x, dv_acc[d]);
-                        dv_acc[d + 1] = fmaf(p, ty.y, dv_acc[d + 1]);
-                        dv_acc[d + 2] = fmaf(p, ty.z, dv_acc[d + 2]);
-                        dv_acc[d + 3] = fmaf(p, ty.w, dv_acc[d + 3]);
-                        dk_acc[d] = fmaf(ds, tq.x, dk_acc[d]);
-                        dk_acc[d + 1] = fmaf(ds, tq.y, dk_acc[d + 1]);
-                        dk_acc[d + 2] = fmaf(ds, tq.z, dk_acc[d + 2]);
-                        dk_acc[d + 3] = fmaf(ds, tq.w, dk_acc[d + 3]);
-                    }
+                    axpy_half<HALF>(dv_acc, p, dy_half + i * S::STRIDE);
+                    axpy_half<HALF>(dk_acc, ds, q_half + i * S::STRIDE);
                 }
             }
         }
     }
-    if (active) {
+    if (att_active(th)) {
         float *dkr = dk + row_off, *dvr = dv + row_off;
 #pragma unroll
         for (int d = 0; d < HALF; d++) {

@@ -56,30 +56,27 @@ static __device__ __forceinline__ float warp_max(float v) {
 
 /* Block-wide reductions for blockDim.x == BLOCK (a multiple of 32, <= 1024), every thread
  * calling; the result is returned to every thread. scratch: BLOCK/32 entries of shared memory.
- * Fixed order: warp butterflies, then warp 0 sums the warp results. */
-template <int BLOCK>
-static __device__ __forceinline__ double block_sum_d(double v, double *scratch) {
+ * Fixed order: warp butterflies (WARP_OP), then warp 0 combines the warp results; identity pads
+ * the lanes past the last warp. */
+template <int BLOCK, typename T, T (*WARP_OP)(T)>
+static __device__ __forceinline__ T block_reduce(T v, T *scratch, T identity) {
     constexpr int WARPS = BLOCK / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_sum_d(v);
+    v = WARP_OP(v);
     __syncthreads(); /* scratch may still be read by a previous call */
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    double t = lane < WARPS ? scratch[lane] : 0.0;
-    t = warp_sum_d(t);
+    T t = lane < WARPS ? scratch[lane] : identity;
+    t = WARP_OP(t);
     return t;
 }
 template <int BLOCK>
+static __device__ __forceinline__ double block_sum_d(double v, double *scratch) {
+    return block_reduce<BLOCK, double, warp_sum_d>(v, scratch, 0.0);
+}
+template <int BLOCK>
 static __device__ __forceinline__ float block_max(float v, float *scratch) {
-    constexpr int WARPS = BLOCK / 32;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    float t = lane < WARPS ? scratch[lane] : -INFINITY;
-    t = warp_max(t);
-    return t;
+    return block_reduce<BLOCK, float, warp_max>(v, scratch, -INFINITY);
 }
 
 static inline unsigned ct_blocks(size_t n, unsigned per_block) {

@@ -10,39 +10,60 @@
 
 enum { ROPE_THREADS = 256, ROPE_WARPS = ROPE_THREADS / 32, ROPE_MAX_PAIRS = 4 };
 
-static __global__ void __launch_bounds__(ROPE_THREADS)
-    qk_norm_rope_forward_kernel(float *out, const float *in, const float *gain, const float *cos_table,
-                                const float *sin_table, int T, int n_heads, int head_dim, size_t rows) {
-    const size_t w = (size_t)blockIdx.x * ROPE_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (w >= rows) return;
-    const int half = head_dim / 2;
+/* The calling warp's row of the [B*T*n_heads, head_dim] tensors: token * n_heads + head. */
+static __device__ __forceinline__ size_t rope_row() { return (size_t)blockIdx.x * ROPE_WARPS + (threadIdx.x >> 5); }
+
+/* Row w's vector: head h at position t; the lane holds the pairs (i, i + half) for i = lane,
+ * lane + 32, ... Filled only after the kernel's w < rows check: a warp past the end divides nothing. */
+struct RopeVec {
+    int lane, half, h, t;
+};
+
+static __device__ __forceinline__ RopeVec rope_vec(size_t w, int T, int n_heads, int head_dim) {
+    RopeVec v;
+    v.lane = threadIdx.x & 31;
+    v.half = head_dim / 2;
     const size_t n = w / (size_t)n_heads;
-    const int h = (int)(w % (size_t)n_heads);
-    const int t = (int)(n % (size_t)T);
-    const float *x = in + w * head_dim;
-    float *o = out + w * head_dim;
-    float x1[ROPE_MAX_PAIRS], x2[ROPE_MAX_PAIRS];
+    v.h = (int)(w % (size_t)n_heads);
+    v.t = (int)(n % (size_t)T);
+    return v;
+}
+
+/* The lane's pairs of vector x into x1, x2 (0 past half) and r = 1/sqrt(mean(x^2) + eps), the
+ * same bits in every lane. The whole warp calls. */
+static __device__ __forceinline__ float load_pairs_rstd(float (&x1)[ROPE_MAX_PAIRS], float (&x2)[ROPE_MAX_PAIRS],
+                                                        const float *x, const RopeVec &v, int head_dim) {
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < ROPE_MAX_PAIRS; k++) {
-        const int i = lane + 32 * k;
-        x1[k] = i < half ? x[i] : 0.0f;
-        x2[k] = i < half ? x[i + half] : 0.0f;
+        const int i = v.lane + 32 * k;
+        x1[k] = i < v.half ? x[i] : 0.0f;
+        x2[k] = i < v.half ? x[i + v.half] : 0.0f;
         ss += x1[k] * x1[k] + x2[k] * x2[k];
     }
     ss = warp_sum(ss);
-    const float r = 1.0f / sqrtf(ss / (float)head_dim + FLT_EPSILON);
-    const float g = gain ? gain[h] : 1.0f;
-    const float *cos_t = cos_table + (size_t)t * half, *sin_t = sin_table + (size_t)t * half;
+    return 1.0f / sqrtf(ss / (float)head_dim + FLT_EPSILON);
+}
+
+static __global__ void __launch_bounds__(ROPE_THREADS)
+    qk_norm_rope_forward_kernel(float *out, const float *in, const float *gain, const float *cos_table,
+                                const float *sin_table, int T, int n_heads, int head_dim, size_t rows) {
+    const size_t w = rope_row();
+    if (w >= rows) return; /* the whole warp leaves together */
+    const RopeVec v = rope_vec(w, T, n_heads, head_dim);
+    float *o = out + w * head_dim;
+    float x1[ROPE_MAX_PAIRS], x2[ROPE_MAX_PAIRS];
+    const float r = load_pairs_rstd(x1, x2, in + w * head_dim, v, head_dim);
+    const float g = gain ? gain[v.h] : 1.0f;
+    const float *cos_t = cos_table + (size_t)v.t * v.half, *sin_t = sin_table + (size_t)v.t * v.half;
 #pragma unroll
     for (int k = 0; k < ROPE_MAX_PAIRS; k++) {
-        const int i = lane + 32 * k;
-        if (i < half) {
+        const int i = v.lane + 32 * k;
+        if (i < v.half) {
             const float c = cos_t[i], s = sin_t[i];
             const float u1 = __fmul_rn(x1[k], r), u2 = __fmul_rn(x2[k], r);
             o[i] = __fmul_rn(__fadd_rn(__fmul_rn(u1, c), __fmul_rn(u2, s)), g);
-            o[i + half] = __fmul_rn(__fsub_rn(__fmul_rn(u2, c), __fmul_rn(u1, s)), g);
+            o[i + v.half] = __fmul_rn(__fsub_rn(__fmul_rn(u2, c), __fmul_rn(u1, s)), g);
         }
     }
 }
@@ -72,34 +93,21 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     qk_norm_rope_backward_kernel(float *din, __nv_bfloat16 *din_bf16, float *dgain_partial, const float *dout,
                                  const float *in, const float *gain, const float *cos_table, const float *sin_table,
                                  int T, int n_heads, int head_dim, size_t rows) {
-    const size_t w = (size_t)blockIdx.x * ROPE_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (w >= rows) return;
-    const int half = head_dim / 2;
-    const size_t n = w / (size_t)n_heads;
-    const int h = (int)(w % (size_t)n_heads);
-    const int t = (int)(n % (size_t)T);
-    const float *x = in + w * head_dim, *go = dout + w * head_dim;
-    const float *cos_t = cos_table + (size_t)t * half, *sin_t = sin_table + (size_t)t * half;
+    const size_t w = rope_row();
+    if (w >= rows) return; /* the whole warp leaves together */
+    const RopeVec v = rope_vec(w, T, n_heads, head_dim);
+    const float *go = dout + w * head_dim;
+    const float *cos_t = cos_table + (size_t)v.t * v.half, *sin_t = sin_table + (size_t)v.t * v.half;
     float x1[ROPE_MAX_PAIRS], x2[ROPE_MAX_PAIRS], a1[ROPE_MAX_PAIRS], a2[ROPE_MAX_PAIRS];
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < ROPE_MAX_PAIRS; k++) {
-        const int i = lane + 32 * k;
-        x1[k] = i < half ? x[i] : 0.0f;
-        x2[k] = i < half ? x[i + half] : 0.0f;
-        ss += x1[k] * x1[k] + x2[k] * x2[k];
-    }
-    ss = warp_sum(ss);
-    const float r = 1.0f / sqrtf(ss / (float)head_dim + FLT_EPSILON);
-    const float g = gain ? gain[h] : 1.0f;
+    const float r = load_pairs_rstd(x1, x2, in + w * head_dim, v, head_dim);
+    const float g = gain ? gain[v.h] : 1.0f;
     float a_dot_u = 0.0f;
 #pragma unroll
     for (int k = 0; k < ROPE_MAX_PAIRS; k++) {
-        const int i = lane + 32 * k;
-        if (i < half) {
+        const int i = v.lane + 32 * k;
+        if (i < v.half) {
             const float c = cos_t[i], s = sin_t[i];
-            const float g1 = go[i], g2 = go[i + half];
+            const float g1 = go[i], g2 = go[i + v.half];
             /* a = R^T dout */
             a1[k] = __fsub_rn(__fmul_rn(g1, c), __fmul_rn(g2, s));
             a2[k] = __fadd_rn(__fmul_rn(g1, s), __fmul_rn(g2, c));
@@ -115,22 +123,22 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     const float mean_du_u = (float)((double)__fmul_rn(g, a_dot_u) / (double)head_dim);
 #pragma unroll
     for (int k = 0; k < ROPE_MAX_PAIRS; k++) {
-        const int i = lane + 32 * k;
-        if (i < half) {
+        const int i = v.lane + 32 * k;
+        if (i < v.half) {
             const float d1 = __fmul_rn(r, __fsub_rn(__fmul_rn(g, a1[k]), __fmul_rn(x1[k], mean_du_u)));
             const float d2 = __fmul_rn(r, __fsub_rn(__fmul_rn(g, a2[k]), __fmul_rn(x2[k], mean_du_u)));
             const size_t j = w * head_dim + i;
             if (din) {
                 din[j] = __fadd_rn(din[j], d1);
-                din[j + half] = __fadd_rn(din[j + half], d2);
+                din[j + v.half] = __fadd_rn(din[j + v.half], d2);
             }
             if (din_bf16) {
                 din_bf16[j] = to_bf16(d1);
-                din_bf16[j + half] = to_bf16(d2);
+                din_bf16[j + v.half] = to_bf16(d2);
             }
         }
     }
-    if (dgain_partial && lane == 0) dgain_partial[w] = a_dot_u;
+    if (dgain_partial && v.lane == 0) dgain_partial[w] = a_dot_u;
 }
 
 extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout,

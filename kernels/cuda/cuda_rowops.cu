@@ -18,6 +18,16 @@ static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, fl
     return (float)(1.0 / sqrt(sum_sq / C + (double)eps));
 }
 
+/* Second pass of the fused norm forwards, after the first wrote the row v and summed its
+ * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16(v * r), rstd[row] = r. */
+static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const float *v, double ss,
+                                                        int row, int lane, int C, float eps) {
+    ss = warp_sum_d(ss);
+    const float r = rstd_from_sumsq(ss, C, eps);
+    for (int c = lane; c < C; c += 32) dst[c] = to_bf16(__fmul_rn(v[c], r));
+    if (lane == 0) rstd[row] = r;
+}
+
 /* ---- RMSNorm ---- */
 
 static __global__ void __launch_bounds__(ROW_THREADS)
@@ -90,10 +100,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         xm[base + c] = m;
         ss += (double)m * (double)m;
     }
-    ss = warp_sum_d(ss);
-    const float r = rstd_from_sumsq(ss, C, eps);
-    for (int c = lane; c < C; c += 32) a_bf16[base + c] = to_bf16(__fmul_rn(xm[base + c], r));
-    if (lane == 0) rstd[row] = r;
+    norm_row_to_bf16(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
 }
 
 extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x,
@@ -118,10 +125,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         x1[base + c] = v;
         ss += (double)v * (double)v;
     }
-    ss = warp_sum_d(ss);
-    const float r = rstd_from_sumsq(ss, C, eps);
-    for (int c = lane; c < C; c += 32) m_bf16[base + c] = to_bf16(__fmul_rn(x1[base + c], r));
-    if (lane == 0) rstd[row] = r;
+    norm_row_to_bf16(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
 }
 
 extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const float *branch,
