@@ -2,7 +2,7 @@
  * cuda_ops.h). The backward never uses atomics: the token positions of a micro-batch are grouped
  * by id once on the host (a counting sort, O(N + V)), and each thread owns one (id, channel) of
  * the gradient and adds that id's tokens in token order — the CPU op's order, so the results
- * are bitwise equal to embedding_backward's. */
+ * are bitwise equal to cpu_embedding_backward's. */
 #include <string.h>
 
 #include "cuda_common.cuh"

@@ -31,7 +31,7 @@ extern "C" int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *
                               double beta1, double beta2, double eps, int64_t step, cudaStream_t stream) {
     if (n == 0) return 0;
     if (step < 1) return ct_fail("cuda adam: step must be >= 1, got %lld", (long long)step);
-    /* adam_step's scalars, in the same double expressions and fp32 roundings */
+    /* cpu_adam_step's scalars, in the same double expressions and fp32 roundings */
     const double bias_correction1 = 1.0 - pow(beta1, (double)step);
     const double bias_correction2 = 1.0 - pow(beta2, (double)step);
     const double step_size = lr / bias_correction1;
@@ -67,7 +67,7 @@ static __device__ __forceinline__ float convert_from(float x) { return x; }
 static __device__ __forceinline__ float convert_from(__nv_bfloat16 x) { return from_bf16(x); }
 
 /* value -> value / divisor (when norm_sq) -> value * scale (when apply_scale), converted.
- * divisor = (float)sqrt(*norm_sq) + NS5_EPS, newton_schulz5's fp32 expression. */
+ * divisor = (float)sqrt(*norm_sq) + NS5_EPS, cpu_newton_schulz5's fp32 expression. */
 static __device__ __forceinline__ float ns_transform(float x, const double *norm_sq, float scale, int apply_scale) {
     if (norm_sq) x = __fdiv_rn(x, __fadd_rn((float)sqrt(*norm_sq), NS5_EPS));
     if (apply_scale) x = __fmul_rn(x, scale);
@@ -224,7 +224,7 @@ extern "C" int cuda_muon_apply(float *p, ct_bf16 *p_bf16, const float *update, s
 
 static __global__ void clip_scale_kernel(float *g, size_t n, const double *sum_sq, double *norm, float max_norm) {
     const double total_norm = sqrt(*sum_sq);
-    /* clip_grad_coef: clamp((1 / ((float)norm + 1e-6f)) * max_norm, max = 1); NaN stays NaN */
+    /* cpu_clip_grad_coef: clamp((1 / ((float)norm + 1e-6f)) * max_norm, max = 1); NaN stays NaN */
     const float shifted = __fadd_rn((float)total_norm, 1e-6f);
     float coef = __fmul_rn(__fdiv_rn(1.0f, shifted), max_norm);
     coef = coef > 1.0f ? 1.0f : coef;
