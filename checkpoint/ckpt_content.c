@@ -274,7 +274,7 @@ static int crc_dataset(hid_t file, const char *path, const char *dset_path, uint
             for (size_t e = 0; e < (size_t)count[0] * row / sizeof(float); e++)
                 if (!isfinite(v[e])) {
                     ct_fail("'%s': %s holds %s at element %llu: a diverged state, not one to resume from", path,
-                            dset_path, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf",
+                            dset_path, ct_nonfinite_name(v[e]),
                             (unsigned long long)(r * (row / sizeof(float)) + e));
                     goto done;
                 }

@@ -248,7 +248,7 @@ static int check_finite(const TrainState *st, const CheckpointInfo *info) {
             if (!isfinite(v[e])) {
                 rc = ct_fail("%s holds %s at element %zu: training diverged; no checkpoint is written from this state "
                              "(lower the learning rates or enable grad_clip_norm)",
-                             list[t].path, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf", e);
+                             list[t].path, ct_nonfinite_name(v[e]), e);
                 break;
             }
     }

@@ -24,7 +24,7 @@ int backend_check_loss(double mean_loss) {
     if (isfinite(mean_loss)) return 0;
     return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "
                    "grad_clip_norm); no checkpoint is written from this state",
-                   isnan(mean_loss) ? "NaN" : mean_loss > 0 ? "+Inf" : "-Inf");
+                   ct_nonfinite_name(mean_loss));
 }
 
 double backend_adam_lr(ParamGroup group, const StepHyper *h) {

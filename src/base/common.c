@@ -152,3 +152,9 @@ int ct_mkdir_p(const char *path) {
 }
 
 int ct_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+const char *ct_nonfinite_name(double v) {
+    if (isnan(v)) return "NaN";
+    if (isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    return "finite";
+}

@@ -38,6 +38,10 @@ void *ct_malloc(size_t bytes, const char *what);
 void *ct_calloc(size_t count, size_t size, const char *what);
 char *ct_strdup(const char *s);
 
+/* "NaN", "+Inf" or "-Inf" for a non-finite value (messages about diverged values); "finite"
+ * otherwise. */
+const char *ct_nonfinite_name(double v);
+
 /* Monotonic wall clock in milliseconds. */
 double ct_now_ms(void);
 
