@@ -100,4 +100,9 @@ int checkpoint_print_info(const char *path);
  * identical, 1 on errors (printed). */
 int checkpoint_diff(const char *a, const char *b, int exact);
 
+/* `ctrain ckpt export`: verify the checkpoint, then write its /model tensors to out_path as
+ * safetensors (train_gpt.py's names, shapes and state_dict order; fp32, or bf16 rounded to
+ * nearest even), atomically. */
+int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16);
+
 #endif

@@ -2,10 +2,12 @@
  *   info FILE         what a checkpoint holds: position, configuration summary, tensor table
  *   verify FILE...    full verification (checksums, completeness, shapes); exit 1 if invalid
  *   diff A B          per-tensor differences
+ *   export FILE       the weights as safetensors
  * The work is checkpoint/'s (checkpoint.h); this file parses arguments and prints.
  * Exit codes: 0 success, 1 invalid file or runtime error, 2 usage error. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -21,6 +23,7 @@ static const char CKPT_USAGE[] =
     "  info FILE              step, tokens, configuration summary and the table of tensors\n"
     "  verify FILE...         check checksums, completeness and shapes; exit 1 if invalid\n"
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
+    "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
     "\n"
     "Run `ctrain ckpt <command> --help` for the options of a command.\n";
 
@@ -62,6 +65,40 @@ static const char DIFF_USAGE[] =
     "options:\n"
     "  --exact      exit 1 unless identical (for scripts and tests)\n"
     "  -h, --help   show this help\n";
+
+static const char EXPORT_USAGE[] =
+    "usage: ctrain ckpt export FILE --out OUT.safetensors [--dtype fp32|bf16]\n"
+    "\n"
+    "Write the weights of a checkpoint (its /model tensors) as a safetensors file with\n"
+    "train_gpt.py's parameter names and shapes, so that\n"
+    "  model.load_state_dict(safetensors.torch.load_file(OUT), strict=True)\n"
+    "works on train_gpt.py's GPT of the same configuration. The checkpoint is verified first.\n"
+    "The optimizer state is not exported.\n"
+    "\n"
+    "options:\n"
+    "  --out FILE       the safetensors file to write (replaced atomically)\n"
+    "  --dtype TYPE     fp32 (default: the master weights exactly) or bf16 (round to nearest even)\n"
+    "  -h, --help       show this help\n";
+
+static int cmd_export(int argc, char **argv) {
+    char **pos;
+    const char *out = NULL, *dtype = "fp32";
+    const CliOption options[] = {{"--out", &out, NULL}, {"--dtype", &dtype, NULL}};
+    int npos, rc = cli_parse("ckpt", argc, argv, EXPORT_USAGE, options, 2, &pos, &npos);
+    if (rc != 0 || npos != 1 || !out || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))) {
+        free(pos);
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
+        if (rc) return rc;
+        if (npos != 1) return cli_usage_error("ckpt", "export", "give one checkpoint file (got %d)", npos);
+        if (!out) return cli_usage_error("ckpt", "export", "--out is required (the .safetensors file to write)");
+        return cli_usage_error("ckpt", "export", "--dtype '%s': expected fp32 or bf16", dtype);
+    }
+    rc = checkpoint_export_safetensors(pos[0], out, !strcmp(dtype, "bf16"));
+    if (rc == 0) printf("%s -> %s (%s)\n", pos[0], out, dtype);
+    else ct_print_error();
+    free(pos);
+    return rc == 0 ? CT_EXIT_OK : CT_EXIT_FAILURE;
+}
 
 static int cmd_info(int argc, char **argv) {
     char **pos;
@@ -128,6 +165,7 @@ static int cmd_diff(int argc, char **argv) {
 }
 
 int ckpt_main(int argc, char **argv) {
-    static const CliCommand commands[] = {{"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}};
-    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 3);
+    static const CliCommand commands[] = {
+        {"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}, {"export", cmd_export}};
+    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 4);
 }

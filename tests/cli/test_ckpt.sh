@@ -210,6 +210,67 @@ cp "$B" truncated.h5
 truncate -s 60000 truncated.h5
 expect_fail verify_truncated 1 "truncated.h5.*truncated" "$CTRAIN" ckpt verify truncated.h5
 
+# ---- ckpt export: safetensors read back by an independent parser, and into the PyTorch model ----
+expect_fail export_needs_out 2 '--out is required' "$CTRAIN" ckpt export "$B"
+expect_fail export_bad_dtype 2 "--dtype 'fp16': expected fp32 or bf16" "$CTRAIN" ckpt export "$B" --out x.st --dtype fp16
+expect_fail export_bad_file 1 "cannot open checkpoint 'nope.h5'" "$CTRAIN" ckpt export nope.h5 --out x.st
+[ ! -e x.st ] && pass export_failure_writes_nothing || fail export_failure_writes_nothing "x.st exists"
+for ck in "$B" "$U"; do
+    tag=$(basename "$(dirname "$(dirname "$ck")")")
+    expect_ok "export_fp32_$tag" "$CTRAIN" ckpt export "$ck" --out "$tag.safetensors"
+    expect_ok "export_bf16_$tag" "$CTRAIN" ckpt export "$ck" --out "$tag.bf16.safetensors" --dtype bf16
+    if need_py "export_read_back_$tag"; then
+        check "export_read_back_$tag" '
+import h5py, json, numpy as np, struct, sys, torch
+sys.path.insert(0, sys.argv[4])
+from ref_gpt import RefGPT
+
+def read_safetensors(path):  # the format, read from its definition: u64 length, JSON, bytes
+    blob = open(path, "rb").read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    assert (8 + n) % 8 == 0, "data not 8-byte aligned"
+    data, out, end = blob[8 + n:], {}, 0
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = t["data_offsets"]
+        assert lo == end, (name, lo, end)  # back to back, in order
+        end = hi
+        raw = np.frombuffer(data[lo:hi], dtype="<f4" if t["dtype"] == "F32" else "<u2")
+        out[name] = (raw, t["dtype"], t["shape"])
+    assert end == len(data), (end, len(data))
+    return header, out
+
+ck, fp32, bf16 = sys.argv[1], sys.argv[2], sys.argv[3]
+with h5py.File(ck, "r") as f:
+    model = {k: f["model"][k][()] for k in f["model"]}
+    cfg = {k: f["config"].attrs[k] for k in f["config"].attrs}
+    cfg = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in cfg.items()}
+h, got = read_safetensors(fp32)
+assert set(got) == set(model), sorted(set(got) ^ set(model))
+for name, (raw, dtype, shape) in got.items():
+    assert dtype == "F32" and list(shape) == list(model[name].shape), (name, dtype, shape)
+    assert np.array_equal(raw.reshape(shape), model[name]), name  # bit for bit
+assert h["__metadata__"]["format"] == "pt"
+_, got16 = read_safetensors(bf16)
+for name, (raw, dtype, shape) in got16.items():
+    want = torch.from_numpy(model[name]).to(torch.bfloat16).view(torch.int16).numpy().view("<u2").ravel()
+    assert dtype == "BF16" and np.array_equal(raw, want), name  # torch rounding, bit for bit
+# the project PyTorch model gives the same loss from the export as from the checkpoint
+params = {k: torch.from_numpy(v.reshape(s).copy()) for k, (v, _, s) in got.items()}
+ref = {k: torch.from_numpy(v) for k, v in model.items()}
+c = {"num_layers": int(cfg["num_layers"]), "num_heads": int(cfg["num_heads"]), "num_kv_heads": int(cfg["num_kv_heads"]),
+     "model_dim": int(cfg["model_dim"]), "rope_base": float(cfg["rope_base"]), "logit_softcap": float(cfg["logit_softcap"]),
+     "tie_embeddings": int(cfg["tie_embeddings"]), "train_seq_len": int(cfg["train_seq_len"])}
+tokens = torch.arange(2 * 16 + 1) % 256
+x, y = tokens[:-1].view(2, 16), tokens[1:].view(2, 16)
+a, b = RefGPT(c, params).loss(x, y).item(), RefGPT(c, ref).loss(x, y).item()
+assert a == b and np.isfinite(a), (a, b)
+' "$ck" "$tag.safetensors" "$tag.bf16.safetensors" "$CT_ROOT/tests/parity"
+    fi
+done
+
 # ---- a non-finite tensor (checksums made to match) is invalid: never resumed from ----
 if need_py nonfinite_tensor_invalid; then
     cp "$B" nonfinite.h5

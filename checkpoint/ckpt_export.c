@@ -1,0 +1,137 @@
+/* ckpt_export.c — `ctrain ckpt export`: a checkpoint's weights as a safetensors file with
+ * train_gpt.py's parameter names and shapes, so that
+ *   GPT(...).load_state_dict(safetensors.torch.load_file(path), strict=True)
+ * works on train_gpt.py's model, and any safetensors reader (PyTorch, JAX, llm tooling) can
+ * load the weights.
+ *
+ * The safetensors format is small enough to write directly, and doing so keeps ctrain free of
+ * a Rust/Python dependency: an 8-byte little-endian header length N, N bytes of JSON
+ * {"name": {"dtype": "F32"|"BF16", "shape": [...], "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {...}} (padded with spaces to a multiple of 8 bytes), then the tensors'
+ * little-endian bytes back to back, offsets counted from the end of the header. Tensors are
+ * written in the checkpoint's (state_dict) order. The file is published atomically. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt_internal.h"
+#include "common.h"
+#include "h5util.h"
+
+/* fp32 -> bf16 with round-to-nearest-even, as torch's .to(torch.bfloat16); NaN stays a quiet
+ * NaN (a verified checkpoint holds none). */
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* A growing text buffer for the JSON header. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} Text;
+
+static void text_add(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(Text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = t->cap * 2 + (size_t)(n > 0 ? n : 0) + 256;
+        char *grown = realloc(t->s, t->cap);
+        if (!grown) {
+            fprintf(stderr, "ctrain: error: out of memory building the safetensors header\n");
+            exit(CT_EXIT_FAILURE);
+        }
+        t->s = grown;
+    }
+}
+
+static int write_all(FILE *f, const void *p, size_t n, const char *path) {
+    if (n && fwrite(p, 1, n, f) != n) return ct_fail("cannot write '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16) {
+    /* in a child first: a damaged file must not crash the export */
+    if (checkpoint_verify(path, NULL) != 0) return -1;
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    ct_hdf5_lock();
+    hid_t file = ckpt_open_read(path);
+    int rc = file < 0 || ckpt_meta_read(file, path, &m) != 0 ? -1 : 0;
+    const ModelSpec *s = &m.spec;
+    float *values = NULL;
+    Text header = {NULL, 0, 0};
+    FILE *out = NULL;
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    if (rc == 0) {
+        /* the header first: every tensor's dtype, shape and byte range */
+        const size_t elem = bf16 ? 2 : 4;
+        size_t offset = 0;
+        text_add(&header, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"}", CT_VERSION,
+                 (long long)m.step);
+        for (int i = 0; i < s->num_params; i++) {
+            const ParamInfo *p = &s->params[i];
+            text_add(&header, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", p->name, bf16 ? "BF16" : "F32");
+            for (int d = 0; d < p->ndim; d++) text_add(&header, "%s%lld", d ? "," : "", (long long)p->shape[d]);
+            text_add(&header, "],\"data_offsets\":[%zu,%zu]}", offset, offset + p->count * elem);
+            offset += p->count * elem;
+        }
+        text_add(&header, "}");
+        while (header.len % 8) text_add(&header, " ");
+        out = fopen(tmp, "wb");
+        if (!out) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+    }
+    if (rc == 0) {
+        unsigned char len_le[8];
+        for (int b = 0; b < 8; b++) len_le[b] = (unsigned char)((uint64_t)header.len >> (8 * b));
+        rc = write_all(out, len_le, 8, tmp);
+        if (rc == 0) rc = write_all(out, header.s, header.len, tmp);
+        values = ct_malloc(s->total_floats * sizeof(float) + 1, "exported weights");
+    }
+    for (int i = 0; rc == 0 && i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        char name[CKPT_PATH_MAX];
+        snprintf(name, sizeof name, "/model/%s", p->name);
+        hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+        if (dset < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0)
+            rc = ct_h5_fail("'%s': %s: cannot read the data", path, name);
+        if (dset >= 0) H5Dclose(dset);
+        if (rc != 0) break;
+        /* little-endian on disk: the hosts ctrain builds for (x86-64, aarch64) are */
+        if (bf16) {
+            uint16_t *h = (uint16_t *)values;
+            for (size_t e = 0; e < p->count; e++) h[e] = bf16_bits(values[e]);
+            rc = write_all(out, h, p->count * 2, tmp);
+        } else {
+            rc = write_all(out, values, p->count * 4, tmp);
+        }
+    }
+    if (file >= 0) H5Fclose(file);
+    ct_hdf5_unlock();
+    if (out) {
+        if (rc == 0 && (fflush(out) != 0 || fsync(fileno(out)) != 0))
+            rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+        if (fclose(out) != 0 && rc == 0) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+        if (rc == 0 && rename(tmp, out_path) != 0)
+            rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
+        if (rc != 0) unlink(tmp);
+    }
+    free(values);
+    free(header.s);
+    ckpt_meta_free(&m);
+    return rc;
+}
