@@ -1,291 +1,253 @@
-/* cuda_attention.cu — causal grouped-query flash attention, forward and backward, fp32 (see
- * cuda_ops.h). Written for obviousness first: SIMT fp32 arithmetic, no tensor cores.
+/* cuda_attention.cu — causal grouped-query flash attention on tensor cores, forward and backward
+ * (see cuda_ops.h). bf16 q, k, v, y, dy; fp32 accumulation, softmax and gradients; mma.sync
+ * m16n8k16 with ldmatrix and cp.async (cuda_mma.cuh), so it runs on sm_80 and sm_90.
  *
- * Layout and work split
- *  - q, y, dq, dy: [B*T, H*hd]; k, v, dk, dv: [B*T, KV*hd]; lse, D: [B, H, T].
- *  - A block has 128 threads = 64 rows (queries in the forward and dq kernels, keys in the dk/dv
- *    kernel) x 2 threads; thread `part` (0/1) owns channels [part*hd/2, (part+1)*hd/2) of its
- *    row in registers. A full dot product is the two halves' sequential fmaf chains added with
- *    one __shfl_xor (both threads get the identical sum: fp addition is commutative). Every
- *    kernel computes a score as ((own half + other half) * scale) with the same helper
- *    (pair_score), so the backward's P = exp(s - lse) uses scores bitwise equal to the forward's.
- *  - The other operand's 64-row tile sits in shared memory, each row stored as
- *    [half 0][4 floats padding][half 1] so the two halves of a broadcast read hit different banks.
- *  - Shuffles happen in block-uniform loops only (every lane executes them); causal masking and
- *    rows past T are per-thread predicates around the arithmetic that follows.
- *
- * Forward: block = (64-query tile, head, batch); loops over the key tiles up to the diagonal;
- *   per chunk of 16 keys: scores, chunk max, rescale (online softmax), accumulate P V.
- *   Writes y, optionally bf16(y), and lse = m + log(l).
- * Backward (deterministic, no atomics):
- *   1. D[b,h,t] = sum_d dy * y (one warp per row).
- *   2. dq kernel, block = (query tile, head, batch): loops over key tiles up to the diagonal,
- *      dq += scale * sum_j P_ij (dP_ij - D_i) k_j with dP_ij = dy_i . v_j.
- *   3. dk/dv kernel, block = (key tile, kv head, batch): loops over the group's query heads in
- *      head order and over the query tiles from the diagonal on, dv += P^T dy and
- *      dk += scale * dS^T q, so the GQA sum over query heads is a fixed-order register sum. */
-#include "cuda_common.cuh"
+ * Work split (the FlashAttention-2 scheme, made deterministic)
+ *  - A block is 4 warps and owns 64 rows: queries (forward, dq kernel) or keys (dk/dv kernel);
+ *    each warp owns 16 of them and holds their accumulators in registers as mma fragments.
+ *  - The block loops over tiles of the other operand (KT rows: 64, or 32 for head_dim 128 to keep
+ *    the accumulators in registers), double-buffered in shared memory by cp.async: the copy of
+ *    tile i+1 runs while tile i is multiplied. Shared rows are padded by 16 bytes so the 8 rows
+ *    one ldmatrix reads fall in different banks.
+ *  - Scores S = Q K^T (fp32 fragments) are scaled into the log2 domain, masked (key > query) on
+ *    the tiles that cross the diagonal, and turned into P with exp2f; P (rounded to bf16) goes
+ *    straight from the score fragments into the A operand of the next product (the m16n8 C
+ *    layout of two adjacent key tiles is the m16k16 A layout), so no score reaches shared memory.
+ *  - Forward: online softmax (running max and sum per row; the sum's quad reduction once at the
+ *    end), writes y (bf16) and lse = ln(sum exp(scaled scores)) [B,H,T].
+ *  - Backward, no atomics, fixed order everywhere:
+ *      D = rowsum(dy * y) (one warp per row);
+ *      dq kernel (query tiles): P = exp2(S log2e/sqrt(hd) - lse log2e), dP = dy V^T,
+ *        dS = P (dP - D), dq += dS K over the key tiles in order;
+ *      dk/dv kernel (key tiles of one kv head): the transposed products, dV += P^T dy and
+ *        dK += dS^T Q, over the group's query heads in head order and their query tiles in order,
+ *        so the GQA sum is a fixed-order register sum.
+ *    Both kernels recompute S (FlashAttention-2 computes it once and adds dq with atomics, whose
+ *    order varies from run to run): 7 instead of 5 products, the price of run-to-run equal bits.
+ *  - Blocks of the forward and dq kernels take query tiles longest first (the last tiles see the
+ *    most keys), which evens out the causal triangle's work across the machine. */
+#include "cuda_mma.cuh"
 
-enum { ATT_ROWS = 64, ATT_THREADS = 128, ATT_CHUNK = 16 };
+#define ATT_LOG2E 1.4426950408889634f
+#define ATT_LN2 0.6931471805599453f
+
+enum { ATT_WARPS = 4, ATT_THREADS = 32 * ATT_WARPS, ATT_ROWS = 16 * ATT_WARPS };
+
+typedef __nv_bfloat16 bf16;
 
 template <int HD>
-struct AttShape {
-    static constexpr int HALF = HD / 2;
-    static constexpr int STRIDE = HD + 4;       /* floats per shared-memory row */
-    static constexpr int PART_OFFSET = HALF + 4; /* where half 1 starts in a row */
-    static constexpr int VEC = HD / 4;           /* float4s per row */
+struct AttCfg {
+    static constexpr int LD = HD + 8;             /* bf16 per shared row (16 bytes of padding) */
+    static constexpr int CHUNKS = HD / 8;         /* 16-byte pieces per row */
+    static constexpr int KT = HD >= 128 ? 32 : 64; /* rows of the looped-over operand per tile */
+    static constexpr int NT = KT / 8;             /* n8 score tiles per KT */
+    static constexpr int KSTEPS = HD / 16;        /* k16 steps over head_dim */
+    static constexpr int HD_NT = HD / 8;          /* n8 tiles over head_dim */
 };
 
-/* Sequential fmaf chain over one half: a in registers, b in shared memory (16-byte aligned). */
-template <int HALF>
-static __device__ __forceinline__ float dot_half(const float (&a)[HALF], const float *b) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int d = 0; d < HALF; d += 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(b + d);
-        acc = fmaf(a[d], t.x, acc);
-        acc = fmaf(a[d + 1], t.y, acc);
-        acc = fmaf(a[d + 2], t.z, acc);
-        acc = fmaf(a[d + 3], t.w, acc);
-    }
-    return acc;
-}
-
-/* Both threads of a row pair get the full dot product, bitwise identical. */
-static __device__ __forceinline__ float pair_sum(float partial) {
-    return partial + __shfl_xor_sync(CT_FULL_MASK, partial, 1);
-}
-
-template <int HALF>
-static __device__ __forceinline__ void load_half(float (&dst)[HALF], const float *src) {
-#pragma unroll
-    for (int d = 0; d < HALF; d += 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(src + d);
-        dst[d] = t.x;
-        dst[d + 1] = t.y;
-        dst[d + 2] = t.z;
-        dst[d + 3] = t.w;
+/* Rows [row0, row0 + ROWS) of the head at column col0 of a [B*T, ld] bf16 tensor, batch b, into a
+ * shared tile (LD per row); rows >= T are zero-filled. All threads call; the caller commits. */
+template <int HD, int ROWS>
+static __device__ __forceinline__ void load_tile_async(bf16 *tile, const bf16 *src, size_t ld, size_t col0, int b,
+                                                       int row0, int T) {
+    using C = AttCfg<HD>;
+    for (int i = threadIdx.x; i < ROWS * C::CHUNKS; i += ATT_THREADS) {
+        const int r = i / C::CHUNKS, c = i % C::CHUNKS;
+        const int row = row0 + r;
+        const bool valid = row < T;
+        const bf16 *g = src + ((size_t)b * T + (valid ? row : 0)) * ld + col0 + 8 * c;
+        cp_async_16(tile + r * C::LD + 8 * c, g, valid);
     }
 }
 
-/* Load rows [row0, row0 + 64) of one head (column offset col0, row stride ld floats, rows of
- * batch b start at base + b*T*ld) into a padded shared tile; rows >= T are zero. */
+/* A fragments of the 16 rows [r0, r0 + 16) of a shared tile, all of head_dim. */
 template <int HD>
-static __device__ __forceinline__ void load_tile(float *tile, const float *base, size_t ld, size_t col0, int b,
-                                                 int row0, int T) {
-    using S = AttShape<HD>;
-    for (int idx = threadIdx.x; idx < ATT_ROWS * S::VEC; idx += ATT_THREADS) {
-        const int rr = idx / S::VEC, cc = idx % S::VEC;
-        const int row = row0 + rr;
-        float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (row < T) val = *reinterpret_cast<const float4 *>(base + ((size_t)b * T + row) * ld + col0 + 4 * cc);
-        const int col = 4 * cc + (4 * cc >= S::HALF ? 4 : 0);
-        *reinterpret_cast<float4 *>(tile + rr * S::STRIDE + col) = val;
-    }
-}
-
-/* Score of a row pair, ((own half + other half) * scale); every lane must call (shuffle). */
-template <int HALF>
-static __device__ __forceinline__ float pair_score(const float (&a)[HALF], const float *b_half, float scale) {
-    return pair_sum(dot_half<HALF>(a, b_half)) * scale;
-}
-
-/* acc[d] = fmaf(a, x[d], acc[d]) over one half, x in shared memory (16-byte aligned). */
-template <int HALF>
-static __device__ __forceinline__ void axpy_half(float (&acc)[HALF], float a, const float *x) {
+static __device__ __forceinline__ void load_a_frags(bf16x2 (&f)[AttCfg<HD>::KSTEPS][4], const bf16 *tile, int r0) {
+    using C = AttCfg<HD>;
+    const int lane = threadIdx.x & 31;
+    const bf16 *base = tile + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::LD + (lane >> 4) * 8;
 #pragma unroll
-    for (int d = 0; d < HALF; d += 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(x + d);
-        acc[d] = fmaf(a, t.x, acc[d]);
-        acc[d + 1] = fmaf(a, t.y, acc[d + 1]);
-        acc[d + 2] = fmaf(a, t.z, acc[d + 2]);
-        acc[d + 3] = fmaf(a, t.w, acc[d + 3]);
+    for (int kk = 0; kk < C::KSTEPS; kk++) ldsm_x4(f[kk], base + kk * 16);
+}
+
+/* acc (16 x NT*8) += A B^T with B the first NT*8 rows of shared tile b: the dot products of the
+ * warp's 16 rows (fragments a) with NT*8 rows of the other operand, over head_dim in order. */
+template <int HD, int NT>
+static __device__ __forceinline__ void mma_rows_dot(float (&acc)[NT][4], const bf16x2 (&a)[AttCfg<HD>::KSTEPS][4],
+                                                    const bf16 *b) {
+    using C = AttCfg<HD>;
+    const int lane = threadIdx.x & 31;
+    const bf16 *base = b + ((lane & 7) + (lane >> 4) * 8) * C::LD + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < C::KSTEPS; kk++) {
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            bf16x2 r[4];
+            ldsm_x4(r, base + np * 16 * C::LD + kk * 16);
+            const bf16x2 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+            mma_16816(acc[2 * np], a[kk], b0);
+            mma_16816(acc[2 * np + 1], a[kk], b1);
+        }
     }
 }
 
-/* Where one thread of a 64-row x 2-thread block works. Block = (row tile, head, batch): the rows
- * are queries of query head `head` in the forward and dq kernels, keys of kv head `head` in the
- * dk/dv kernel. Whether the row exists is att_active(th), computed where it is used: as a bool
- * member it changed nvcc's machine code. */
-struct AttThread {
-    int tile0;       /* first row of the block's tile */
-    int head, b;     /* blockIdx.y, blockIdx.z */
-    int part;        /* the half of the row's channels this thread owns */
-    int row;         /* this thread's query (or key) position */
-    int T;           /* sequence length */
-    size_t ldq, ldk; /* row strides of q, y, dq, dy and of k, v, dk, dv */
-};
-
-template <int HD>
-static __device__ __forceinline__ AttThread att_thread(int T, int H, int KV) {
-    AttThread th;
-    th.tile0 = blockIdx.x * ATT_ROWS;
-    th.head = blockIdx.y;
-    th.b = blockIdx.z;
-    th.part = threadIdx.x & 1;
-    th.row = th.tile0 + (threadIdx.x >> 1);
-    th.T = T;
-    th.ldq = (size_t)H * HD;
-    th.ldk = (size_t)KV * HD;
-    return th;
+/* acc (16 x head_dim) += P B: P the warp's 16 x NT*8 score fragments (rounded to bf16 here), B the
+ * first NT*8 rows of shared tile b, summed over those rows in order. */
+template <int HD, int NT>
+static __device__ __forceinline__ void mma_p_rows(float (&acc)[AttCfg<HD>::HD_NT][4], const float (&p)[NT][4],
+                                                  const bf16 *b) {
+    using C = AttCfg<HD>;
+    const int lane = threadIdx.x & 31;
+    const bf16 *base = b + ((lane & 7) + ((lane >> 3) & 1) * 8) * C::LD + (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        const bf16x2 a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
+                             pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                             pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < HD / 16; np++) {
+            bf16x2 r[4];
+            ldsm_x4_trans(r, base + kk * 16 * C::LD + np * 16);
+            const bf16x2 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+            mma_16816(acc[2 * np], a, b0);
+            mma_16816(acc[2 * np + 1], a, b1);
+        }
+    }
 }
 
-/* Whether the thread's row exists; a thread past T only takes part in the shuffles and barriers. */
-static __device__ __forceinline__ bool att_active(const AttThread &th) { return th.row < th.T; }
-
-/* The thread's row, or row 0 for a thread past T: its loads stay in bounds (it stores nothing). */
-static __device__ __forceinline__ int clamped_row(const AttThread &th) { return att_active(th) ? th.row : 0; }
-
-/* Offset of the thread's half of its clamped row in a [B*T, ld] tensor, head `head`. */
-template <int HD>
-static __device__ __forceinline__ size_t half_row_offset(const AttThread &th, size_t ld, int head) {
-    return ((size_t)th.b * th.T + clamped_row(th)) * ld + (size_t)head * HD + th.part * (HD / 2);
+template <int N>
+static __device__ __forceinline__ void zero_frags(float (&f)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) f[i][0] = f[i][1] = f[i][2] = f[i][3] = 0.0f;
 }
 
-/* Index of (b, h, t) in the [B, H, T] row statistics lse and D. */
+/* The column (within an n8 tile) of fragment element e (0..3) of this lane: 2*(lane%4) + e%2. */
+static __device__ __forceinline__ int frag_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
+
+/* dst[8j + frag_col(e)] += scale * f[j][e] for the lane's row half (e = 2*half, 2*half+1), fp32. */
+template <int N>
+static __device__ __forceinline__ void add_row_frags(float *dst, const float (&f)[N][4], int half, float scale) {
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        float2 *p = reinterpret_cast<float2 *>(dst + 8 * j + frag_col(0));
+        float2 t = *p;
+        t.x += f[j][2 * half] * scale;
+        t.y += f[j][2 * half + 1] * scale;
+        *p = t;
+    }
+}
+
 static __device__ __forceinline__ size_t stat_index(int b, int H, int h, int T, int t) {
     return ((size_t)b * H + h) * T + t;
-}
-
-/* How many keys of the tile at k0 the thread's query sees (causal mask; 0 past T). */
-static __device__ __forceinline__ int visible_keys(const AttThread &th, int k0) {
-    return att_active(th) ? max(0, min(ATT_ROWS, th.row - k0 + 1)) : 0;
-}
-
-/* The thread's half of row 0 of a padded shared tile. */
-template <int HD>
-static __device__ __forceinline__ const float *tile_half(const float *tile, const AttThread &th) {
-    return tile + th.part * AttShape<HD>::PART_OFFSET;
-}
-
-/* Key tile k0 (keys and values of the kv head that query head th.head reads) into shared
- * memory, between barriers: every thread calls, and the previous tile is no longer read when it
- * is overwritten. */
-template <int HD>
-static __device__ __forceinline__ void stage_kv_tile(float *Ks, float *Vs, const float *k, const float *v,
-                                                     const AttThread &th, int H, int KV, int k0) {
-    const int g = th.head / (H / KV);
-    __syncthreads();
-    load_tile<HD>(Ks, k, th.ldk, (size_t)g * HD, th.b, k0, th.T);
-    load_tile<HD>(Vs, v, th.ldk, (size_t)g * HD, th.b, k0, th.T);
-    __syncthreads();
 }
 
 /* ---- forward ---- */
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(float *y, __nv_bfloat16 *y_bf16, float *lse, const float *q, const float *k,
-                             const float *v, int T, int H, int KV, float scale) {
-    using S = AttShape<HD>;
-    constexpr int HALF = S::HALF;
-    __shared__ __align__(16) float Ks[ATT_ROWS * S::STRIDE];
-    __shared__ __align__(16) float Vs[ATT_ROWS * S::STRIDE];
-    const AttThread th = att_thread<HD>(T, H, KV);
+    attention_forward_kernel(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int T, int H, int KV,
+                             float scale_log2) {
+    using C = AttCfg<HD>;
+    constexpr int KT = C::KT, NT = C::NT;
+    CT_DYNAMIC_SMEM(smem);
+    bf16 *Qs = reinterpret_cast<bf16 *>(smem);
+    bf16 *Ks = Qs + ATT_ROWS * C::LD; /* [2][KT * LD] */
+    bf16 *Vs = Ks + 2 * KT * C::LD;   /* [2][KT * LD] */
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
+    const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1; /* key tiles up to the last query */
 
-    float qv[HALF], o[HALF];
-    load_half<HALF>(qv, q + half_row_offset<HD>(th, th.ldq, th.head));
-#pragma unroll
-    for (int d = 0; d < HALF; d++) o[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
+    load_tile_async<HD, KT>(Ks, k, ldk, (size_t)g * HD, b, 0, T);
+    load_tile_async<HD, KT>(Vs, v, ldk, (size_t)g * HD, b, 0, T);
+    cp_async_commit();
 
-    const int q_last = min(th.tile0 + ATT_ROWS, T) - 1; /* last query of the block */
-    for (int k0 = 0; k0 <= q_last; k0 += ATT_ROWS) {
-        stage_kv_tile<HD>(Ks, Vs, k, v, th, H, KV, k0);
-        const int n_valid = visible_keys(th, k0);
-        const int n_tile = min(ATT_ROWS, q_last - k0 + 1); /* block-uniform */
-        const float *k_half = tile_half<HD>(Ks, th), *v_half = tile_half<HD>(Vs, th);
-        for (int c0 = 0; c0 < n_tile; c0 += ATT_CHUNK) {
-            float s[ATT_CHUNK];
-            float chunk_max = -INFINITY;
+    bf16x2 qf[C::KSTEPS][4];
+    float o[C::HD_NT][4];
+    zero_frags(o);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int stage = kt & 1;
+        if (kt + 1 < n_tiles) {
+            load_tile_async<HD, KT>(Ks + (stage ^ 1) * KT * C::LD, k, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
+            load_tile_async<HD, KT>(Vs + (stage ^ 1) * KT * C::LD, v, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (kt == 0) load_a_frags<HD>(qf, Qs, warp * 16);
+        float s[NT][4];
+        zero_frags(s);
+        mma_rows_dot<HD, NT>(s, qf, Ks + stage * KT * C::LD);
+        const int k0 = kt * KT;
+        const bool masked = k0 + KT > q0; /* the tile crosses the diagonal: some key > some query */
 #pragma unroll
-            for (int jj = 0; jj < ATT_CHUNK; jj++) {
-                const int j = c0 + jj; /* < ATT_ROWS: ATT_ROWS is a multiple of ATT_CHUNK */
-                const float score = pair_score<HALF>(qv, k_half + j * S::STRIDE, scale); /* all lanes shuffle */
-                s[jj] = j < n_valid ? score : -INFINITY;
-                chunk_max = fmaxf(chunk_max, s[jj]);
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * j + frag_col(e);
+                s[j][e] = masked && key > rows[e >> 1] ? -INFINITY : s[j][e] * scale_log2;
             }
-            if (chunk_max > -INFINITY) {
-                const float m_new = fmaxf(m, chunk_max);
-                const float corr = expf(m - m_new); /* 0 on the first visible chunk (m = -inf) */
-                l *= corr;
 #pragma unroll
-                for (int d = 0; d < HALF; d++) o[d] *= corr;
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
 #pragma unroll
-                for (int jj = 0; jj < ATT_CHUNK; jj++) {
-                    const float p = expf(s[jj] - m_new); /* 0 for masked keys */
-                    l += p;
-                    axpy_half<HALF>(o, p, v_half + (c0 + jj) * S::STRIDE);
+            for (int j = 0; j < NT; j++) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 2));
+            const float m_new = fmaxf(m[r], mx); /* finite: every row sees key 0 in tile 0 */
+            const float corr = exp2f(m[r] - m_new);
+            m[r] = m_new;
+            l[r] *= corr;
+#pragma unroll
+            for (int d = 0; d < C::HD_NT; d++) {
+                o[d][2 * r] *= corr;
+                o[d][2 * r + 1] *= corr;
+            }
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; e++) {
+                    s[j][e] = exp2f(s[j][e] - m_new);
+                    l[r] += s[j][e];
                 }
-                m = m_new;
-            }
         }
+        mma_p_rows<HD, NT>(o, s, Vs + stage * KT * C::LD);
+        __syncthreads(); /* the next iteration's copy overwrites this stage */
     }
-    if (att_active(th)) {
-        const size_t off = half_row_offset<HD>(th, th.ldq, th.head);
 #pragma unroll
-        for (int d = 0; d < HALF; d += 4) {
-            float4 t;
-            t.x = o[d] / l;
-            t.y = o[d + 1] / l;
-            t.z = o[d + 2] / l;
-            t.w = o[d + 3] / l;
-            *reinterpret_cast<float4 *>(y + off + d) = t;
-            if (y_bf16) {
-                y_bf16[off + d] = to_bf16(t.x);
-                y_bf16[off + d + 1] = to_bf16(t.y);
-                y_bf16[off + d + 2] = to_bf16(t.z);
-                y_bf16[off + d + 3] = to_bf16(t.w);
-            }
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(CT_FULL_MASK, l[r], 1);
+        l[r] += __shfl_xor_sync(CT_FULL_MASK, l[r], 2);
+        if (rows[r] < T) {
+            const float inv = 1.0f / l[r];
+            bf16 *dst = y + ((size_t)b * T + rows[r]) * ldq + (size_t)h * HD + frag_col(0);
+#pragma unroll
+            for (int d = 0; d < C::HD_NT; d++)
+                *reinterpret_cast<bf16x2 *>(dst + 8 * d) = pack_bf16x2(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+            if (lse && (lane & 3) == 0) lse[stat_index(b, H, h, T, rows[r])] = (m[r] + log2f(l[r])) * ATT_LN2;
         }
-        if (lse && th.part == 0) lse[stat_index(th.b, H, th.head, T, th.row)] = m + logf(l);
     }
-}
-
-extern "C" int cuda_attention_supported(int head_dim) { return head_dim == 32 || head_dim == 64; }
-
-static int check_shape(int T, int H, int KV, int hd) {
-    if (!cuda_attention_supported(hd))
-        return ct_fail("cuda attention: head_dim %d is not supported (the kernels are built for 32 and 64)", hd);
-    if (KV <= 0 || H % KV != 0) return ct_fail("cuda attention: num_heads %d is not a multiple of num_kv_heads %d", H, KV);
-    if (T <= 0) return ct_fail("cuda attention: sequence length %d", T);
-    return 0;
-}
-
-extern "C" int cuda_attention_forward(float *y, ct_bf16 *y_bf16, float *lse, const float *q, const float *k,
-                                      const float *v, int B, int T, int n_heads, int n_kv_heads, int head_dim,
-                                      cudaStream_t stream) {
-    if (B <= 0) return 0;
-    if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
-    const float scale = 1.0f / sqrtf((float)head_dim);
-    dim3 grid(ct_blocks((size_t)T, ATT_ROWS), (unsigned)n_heads, (unsigned)B);
-    if (head_dim == 64)
-        attention_forward_kernel<64><<<grid, ATT_THREADS, 0, stream>>>(y, host_as_bf(y_bf16), lse, q, k, v, T,
-                                                                       n_heads, n_kv_heads, scale);
-    else
-        attention_forward_kernel<32><<<grid, ATT_THREADS, 0, stream>>>(y, host_as_bf(y_bf16), lse, q, k, v, T,
-                                                                       n_heads, n_kv_heads, scale);
-    CT_LAUNCHED("attention_forward", stream);
-    return 0;
 }
 
 /* ---- backward ---- */
 
-extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads) {
-    return (size_t)B * T * n_heads;
-}
-
 enum { DOT_THREADS = 256, DOT_WARPS = DOT_THREADS / 32 };
 
-/* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d]: one warp per (token, head). */
+/* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d] (fp32 of the bf16 values): one warp per (token, head). */
 static __global__ void __launch_bounds__(DOT_THREADS)
-    attention_rowdot_kernel(float *D, const float *dy, const float *y, int T, int H, int hd, size_t rows) {
+    attention_rowdot_kernel(float *D, const bf16 *dy, const bf16 *y, int T, int H, int hd, size_t rows) {
     const size_t w = (size_t)blockIdx.x * DOT_WARPS + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (w >= rows) return;
-    const float *a = dy + w * hd, *c = y + w * hd;
+    const bf16 *a = dy + w * hd, *c = y + w * hd;
     float acc = 0.0f;
-    for (int d = lane; d < hd; d += 32) acc = fmaf(a[d], c[d], acc);
+    for (int d = lane; d < hd; d += 32) acc = fmaf(from_bf16(a[d]), from_bf16(c[d]), acc);
     acc = warp_sum(acc);
     const size_t n = w / (size_t)H;
     const int h = (int)(w % (size_t)H);
@@ -293,138 +255,271 @@ static __global__ void __launch_bounds__(DOT_THREADS)
     if (lane == 0) D[(b * H + h) * T + t] = acc;
 }
 
+/* At ptxas's default register budget for 128 threads (168) the head_dim 64 instance spills 8
+ * bytes; a minimum of 2 blocks per SM lets it take the ~220 registers it needs. */
+#ifndef CT_ATT_DQ_MIN_BLOCKS
+#define CT_ATT_DQ_MIN_BLOCKS 2
+#endif
+
 template <int HD>
-static __global__ void __launch_bounds__(ATT_THREADS)
-    attention_backward_dq_kernel(float *dq, const float *dy, const float *q, const float *k, const float *v,
-                                 const float *lse, const float *D, int T, int H, int KV, float scale) {
-    using S = AttShape<HD>;
-    constexpr int HALF = S::HALF;
-    __shared__ __align__(16) float Ks[ATT_ROWS * S::STRIDE];
-    __shared__ __align__(16) float Vs[ATT_ROWS * S::STRIDE];
-    const AttThread th = att_thread<HD>(T, H, KV);
-    const size_t row_off = half_row_offset<HD>(th, th.ldq, th.head);
+static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
+    attention_backward_dq_kernel(float *dq, const bf16 *dy, const bf16 *q, const bf16 *k, const bf16 *v,
+                                 const float *lse, const float *D, int T, int H, int KV, float scale,
+                                 float scale_log2) {
+    using C = AttCfg<HD>;
+    constexpr int KT = C::KT, NT = C::NT;
+    CT_DYNAMIC_SMEM(smem);
+    bf16 *Qs = reinterpret_cast<bf16 *>(smem);
+    bf16 *dYs = Qs + ATT_ROWS * C::LD;
+    bf16 *Ks = dYs + ATT_ROWS * C::LD; /* [2][KT * LD] */
+    bf16 *Vs = Ks + 2 * KT * C::LD;    /* [2][KT * LD] */
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
+    const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1;
 
-    float qv[HALF], dov[HALF], acc[HALF];
-    load_half<HALF>(qv, q + row_off);
-    load_half<HALF>(dov, dy + row_off);
+    load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
+    load_tile_async<HD, ATT_ROWS>(dYs, dy, ldq, (size_t)h * HD, b, q0, T);
+    load_tile_async<HD, KT>(Ks, k, ldk, (size_t)g * HD, b, 0, T);
+    load_tile_async<HD, KT>(Vs, v, ldk, (size_t)g * HD, b, 0, T);
+    cp_async_commit();
+
+    float lse2[2], Dr[2]; /* rows past T read row T-1's statistics: finite, never stored */
 #pragma unroll
-    for (int d = 0; d < HALF; d++) acc[d] = 0.0f;
-    const size_t stat = stat_index(th.b, H, th.head, T, clamped_row(th));
-    const float lse_i = lse[stat], D_i = D[stat];
-
-    const int q_last = min(th.tile0 + ATT_ROWS, T) - 1;
-    for (int k0 = 0; k0 <= q_last; k0 += ATT_ROWS) {
-        stage_kv_tile<HD>(Ks, Vs, k, v, th, H, KV, k0);
-        const int n_valid = visible_keys(th, k0);
-        const int n_tile = min(ATT_ROWS, q_last - k0 + 1);
-        const float *k_half = tile_half<HD>(Ks, th), *v_half = tile_half<HD>(Vs, th);
-        for (int j = 0; j < n_tile; j++) {
-            const float s = pair_score<HALF>(qv, k_half + j * S::STRIDE, scale);
-            const float dp = pair_sum(dot_half<HALF>(dov, v_half + j * S::STRIDE));
-            if (j < n_valid) {
-                const float p = expf(s - lse_i);
-                const float ds = p * (dp - D_i);
-                axpy_half<HALF>(acc, ds, k_half + j * S::STRIDE);
-            }
+    for (int r = 0; r < 2; r++) {
+        const size_t i = stat_index(b, H, h, T, min(rows[r], T - 1));
+        lse2[r] = lse[i] * ATT_LOG2E;
+        Dr[r] = D[i];
+    }
+    bf16x2 qf[C::KSTEPS][4], df[C::KSTEPS][4];
+    float acc[C::HD_NT][4];
+    zero_frags(acc);
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int stage = kt & 1;
+        if (kt + 1 < n_tiles) {
+            load_tile_async<HD, KT>(Ks + (stage ^ 1) * KT * C::LD, k, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
+            load_tile_async<HD, KT>(Vs + (stage ^ 1) * KT * C::LD, v, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-    }
-    if (att_active(th)) {
-        float *dst = dq + row_off;
+        __syncthreads();
+        if (kt == 0) {
+            load_a_frags<HD>(qf, Qs, warp * 16);
+            load_a_frags<HD>(df, dYs, warp * 16);
+        }
+        const bf16 *Kt = Ks + stage * KT * C::LD, *Vt = Vs + stage * KT * C::LD;
+        float s[NT][4], dp[NT][4];
+        zero_frags(s);
+        zero_frags(dp);
+        mma_rows_dot<HD, NT>(s, qf, Kt);
+        mma_rows_dot<HD, NT>(dp, df, Vt);
+        const int k0 = kt * KT;
+        const bool masked = k0 + KT > q0;
 #pragma unroll
-        for (int d = 0; d < HALF; d++) dst[d] = dst[d] + acc[d] * scale;
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * j + frag_col(e);
+                const float p = masked && key > rows[e >> 1] ? 0.0f : exp2f(s[j][e] * scale_log2 - lse2[e >> 1]);
+                s[j][e] = p * (dp[j][e] - Dr[e >> 1]);
+            }
+        mma_p_rows<HD, NT>(acc, s, Kt); /* dq += dS K */
+        __syncthreads();
     }
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        if (rows[r] < T) add_row_frags(dq + ((size_t)b * T + rows[r]) * ldq + (size_t)h * HD, acc, r, scale);
 }
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
-    attention_backward_dkv_kernel(float *dk, float *dv, const float *dy, const float *q, const float *k,
-                                  const float *v, const float *lse, const float *D, int T, int H, int KV,
-                                  float scale) {
-    using S = AttShape<HD>;
-    constexpr int HALF = S::HALF;
-    __shared__ __align__(16) float Qs[ATT_ROWS * S::STRIDE];
-    __shared__ __align__(16) float dYs[ATT_ROWS * S::STRIDE];
-    __shared__ float lse_s[ATT_ROWS], D_s[ATT_ROWS];
-    const AttThread th = att_thread<HD>(T, H, KV);
-    const int k0 = th.tile0, g = th.head, b = th.b, kj = th.row; /* key tile, kv head, batch, key */
+    attention_backward_dkv_kernel(float *dk, float *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
+                                  const bf16 *v, const float *lse, const float *D, int T, int H, int KV, float scale,
+                                  float scale_log2) {
+    using C = AttCfg<HD>;
+    constexpr int KT = C::KT, NT = C::NT;
+    CT_DYNAMIC_SMEM(smem);
+    bf16 *Ks = reinterpret_cast<bf16 *>(smem);
+    bf16 *Vs = Ks + ATT_ROWS * C::LD;
+    bf16 *Qs = Vs + ATT_ROWS * C::LD; /* [2][KT * LD] */
+    bf16 *dYs = Qs + 2 * KT * C::LD;  /* [2][KT * LD] */
+    float *lse_s = reinterpret_cast<float *>(dYs + 2 * KT * C::LD); /* [2][KT], log2 domain */
+    float *D_s = lse_s + 2 * KT;                                     /* [2][KT] */
+    const int k0 = blockIdx.x * ATT_ROWS, g = blockIdx.y, b = blockIdx.z;
     const int group = H / KV;
-    const size_t row_off = half_row_offset<HD>(th, th.ldk, g);
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int keys[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
+    const int qt0 = k0 / KT;                 /* queries before k0 see none of the block's keys */
+    const int per_head = (T - 1) / KT + 1 - qt0;
+    const int n_iter = group * per_head;     /* (query head, query tile) pairs, head-major */
 
-    float kv[HALF], vv[HALF], dk_acc[HALF], dv_acc[HALF];
-    load_half<HALF>(kv, k + row_off);
-    load_half<HALF>(vv, v + row_off);
-#pragma unroll
-    for (int d = 0; d < HALF; d++) {
-        dk_acc[d] = 0.0f;
-        dv_acc[d] = 0.0f;
-    }
-    const float *q_half = tile_half<HD>(Qs, th), *dy_half = tile_half<HD>(dYs, th);
+    /* Stage the Q, dy tiles and row statistics of iteration `it` (all threads; copies committed
+     * by the caller, statistics written directly: rows past T get lse = +inf, so P = 0). */
+    auto stage_queries = [&](int it, int stage) {
+        const int h = g * group + it / per_head, qs = (qt0 + it % per_head) * KT;
+        load_tile_async<HD, KT>(Qs + stage * KT * C::LD, q, ldq, (size_t)h * HD, b, qs, T);
+        load_tile_async<HD, KT>(dYs + stage * KT * C::LD, dy, ldq, (size_t)h * HD, b, qs, T);
+        for (int i = threadIdx.x; i < KT; i += ATT_THREADS) {
+            const int t = qs + i;
+            lse_s[stage * KT + i] = t < T ? lse[stat_index(b, H, h, T, t)] * ATT_LOG2E : INFINITY;
+            D_s[stage * KT + i] = t < T ? D[stat_index(b, H, h, T, t)] : 0.0f;
+        }
+    };
 
-    for (int hh = 0; hh < group; hh++) {
-        const int h = g * group + hh;
-        /* queries before k0 see none of this tile's keys: start at the diagonal tile */
-        for (int q0 = k0; q0 < T; q0 += ATT_ROWS) {
-            __syncthreads();
-            load_tile<HD>(Qs, q, th.ldq, (size_t)h * HD, b, q0, T);
-            load_tile<HD>(dYs, dy, th.ldq, (size_t)h * HD, b, q0, T);
-            for (int i = threadIdx.x; i < ATT_ROWS; i += ATT_THREADS) {
-                const int row = q0 + i;
-                const size_t stat = stat_index(b, H, h, T, row);
-                lse_s[i] = row < T ? lse[stat] : 0.0f;
-                D_s[i] = row < T ? D[stat] : 0.0f;
-            }
-            __syncthreads();
-            const int n_q = min(ATT_ROWS, T - q0); /* block-uniform */
-            for (int i = 0; i < n_q; i++) {
-                const float s = pair_score<HALF>(kv, q_half + i * S::STRIDE, scale);
-                const float dp = pair_sum(dot_half<HALF>(vv, dy_half + i * S::STRIDE));
-                if (att_active(th) && q0 + i >= kj) {
-                    const float p = expf(s - lse_s[i]);
-                    const float ds = p * (dp - D_s[i]);
-                    axpy_half<HALF>(dv_acc, p, dy_half + i * S::STRIDE);
-                    axpy_half<HALF>(dk_acc, ds, q_half + i * S::STRIDE);
-                }
-            }
+    load_tile_async<HD, ATT_ROWS>(Ks, k, ldk, (size_t)g * HD, b, k0, T);
+    load_tile_async<HD, ATT_ROWS>(Vs, v, ldk, (size_t)g * HD, b, k0, T);
+    stage_queries(0, 0);
+    cp_async_commit();
+
+    float dka[C::HD_NT][4], dva[C::HD_NT][4];
+    zero_frags(dka);
+    zero_frags(dva);
+    for (int it = 0; it < n_iter; it++) {
+        const int stage = it & 1;
+        if (it + 1 < n_iter) {
+            stage_queries(it + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-    }
-    if (att_active(th)) {
-        float *dkr = dk + row_off, *dvr = dv + row_off;
+        __syncthreads();
+        const bf16 *Qt = Qs + stage * KT * C::LD, *dYt = dYs + stage * KT * C::LD;
+        const float *lse_t = lse_s + stage * KT, *D_t = D_s + stage * KT;
+        const int qs = (qt0 + it % per_head) * KT;
+        float st[NT][4], dpt[NT][4];
+        zero_frags(st);
+        zero_frags(dpt);
+        {
+            bf16x2 kf[C::KSTEPS][4];
+            load_a_frags<HD>(kf, Ks, warp * 16);
+            mma_rows_dot<HD, NT>(st, kf, Qt); /* S^T = K Q^T */
+        }
+        {
+            bf16x2 vf[C::KSTEPS][4];
+            load_a_frags<HD>(vf, Vs, warp * 16);
+            mma_rows_dot<HD, NT>(dpt, vf, dYt); /* dP^T = V dy^T */
+        }
+        const bool masked = qs < k0 + ATT_ROWS; /* some query of the tile precedes some key */
 #pragma unroll
-        for (int d = 0; d < HALF; d++) {
-            dkr[d] = dkr[d] + dk_acc[d] * scale;
-            dvr[d] = dvr[d] + dv_acc[d];
-        }
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = 8 * j + frag_col(e);
+                const float p =
+                    masked && qs + c < keys[e >> 1] ? 0.0f : exp2f(st[j][e] * scale_log2 - lse_t[c]);
+                st[j][e] = p;
+                dpt[j][e] = p * (dpt[j][e] - D_t[c]);
+            }
+        mma_p_rows<HD, NT>(dva, st, dYt); /* dV += P^T dy */
+        mma_p_rows<HD, NT>(dka, dpt, Qt); /* dK += dS^T Q */
+        __syncthreads();
     }
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        if (keys[r] < T) {
+            const size_t off = ((size_t)b * T + keys[r]) * ldk + (size_t)g * HD;
+            add_row_frags(dk + off, dka, r, scale);
+            add_row_frags(dv + off, dva, r, 1.0f);
+        }
 }
 
-extern "C" int cuda_attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *q,
-                                       const float *k, const float *v, const float *y, const float *lse, int B, int T,
-                                       int n_heads, int n_kv_heads, int head_dim, float *scratch,
+/* ---- launchers ---- */
+
+extern "C" int cuda_attention_supported(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
+
+static int check_shape(int T, int H, int KV, int hd) {
+    if (!cuda_attention_supported(hd))
+        return ct_fail("cuda attention: head_dim %d is not supported (the kernels are built for 32, 64 and 128)", hd);
+    if (KV <= 0 || H % KV != 0) return ct_fail("cuda attention: num_heads %d is not a multiple of num_kv_heads %d", H, KV);
+    if (T <= 0) return ct_fail("cuda attention: sequence length %d", T);
+    return 0;
+}
+
+template <int HD>
+static size_t forward_smem() {
+    return (size_t)(ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16);
+}
+template <int HD>
+static size_t dq_smem() {
+    return (size_t)(2 * ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16);
+}
+template <int HD>
+static size_t dkv_smem() {
+    return dq_smem<HD>() + 4 * AttCfg<HD>::KT * sizeof(float);
+}
+
+template <int HD>
+static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B, int T, int H,
+                          int KV, cudaStream_t stream) {
+    const size_t smem = forward_smem<HD>();
+    CT_CUDA_TRY(cudaFuncSetAttribute(attention_forward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem),
+                "attention_forward: cudaFuncSetAttribute");
+    const float scale_log2 = ATT_LOG2E / sqrtf((float)HD);
+    dim3 grid(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
+    attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, T, H, KV, scale_log2);
+    CT_LAUNCHED("attention_forward", stream);
+    return 0;
+}
+
+extern "C" int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v,
+                                      int B, int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+    if (B <= 0) return 0;
+    if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
+    bf16 *yb = host_as_bf(y);
+    const bf16 *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
+    if (head_dim == 64) return launch_forward<64>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
+    if (head_dim == 128) return launch_forward<128>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
+    return launch_forward<32>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
+}
+
+extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads) {
+    return (size_t)B * T * n_heads;
+}
+
+template <int HD>
+static int launch_backward(float *dq, float *dk, float *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const float *lse, const float *D, int B, int T, int H, int KV,
+                           cudaStream_t stream) {
+    const float scale = 1.0f / sqrtf((float)HD), scale_log2 = ATT_LOG2E / sqrtf((float)HD);
+    const size_t smem_q = dq_smem<HD>(), smem_kv = dkv_smem<HD>();
+    CT_CUDA_TRY(cudaFuncSetAttribute(attention_backward_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem_q),
+                "attention_backward_dq: cudaFuncSetAttribute");
+    CT_CUDA_TRY(cudaFuncSetAttribute(attention_backward_dkv_kernel<HD>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv),
+                "attention_backward_dkv: cudaFuncSetAttribute");
+    dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
+    dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)KV, (unsigned)B);
+    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, dy, q, k, v, lse, D, T, H, KV, scale,
+                                                                             scale_log2);
+    CT_LAUNCHED("attention_backward_dq", stream);
+    attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(dk, dv, dy, q, k, v, lse, D, T, H,
+                                                                                 KV, scale, scale_log2);
+    CT_LAUNCHED("attention_backward_dkv", stream);
+    return 0;
+}
+
+extern "C" int cuda_attention_backward(float *dq, float *dk, float *dv, const ct_bf16 *dy, const ct_bf16 *q,
+                                       const ct_bf16 *k, const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B,
+                                       int T, int n_heads, int n_kv_heads, int head_dim, float *scratch,
                                        cudaStream_t stream) {
     if (B <= 0) return 0;
     if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
-    const float scale = 1.0f / sqrtf((float)head_dim);
     float *D = scratch;
     const size_t rows = (size_t)B * T * n_heads;
-    attention_rowdot_kernel<<<ct_blocks(rows, DOT_WARPS), DOT_THREADS, 0, stream>>>(D, dy, y, T, n_heads, head_dim,
-                                                                                     rows);
+    attention_rowdot_kernel<<<ct_blocks(rows, DOT_WARPS), DOT_THREADS, 0, stream>>>(D, host_as_bf(dy), host_as_bf(y), T,
+                                                                                     n_heads, head_dim, rows);
     CT_LAUNCHED("attention_backward_rowdot", stream);
-    dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)n_heads, (unsigned)B);
-    dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)n_kv_heads, (unsigned)B);
-    if (head_dim == 64) {
-        attention_backward_dq_kernel<64><<<grid_q, ATT_THREADS, 0, stream>>>(dq, dy, q, k, v, lse, D, T, n_heads,
-                                                                             n_kv_heads, scale);
-        CT_LAUNCHED("attention_backward_dq", stream);
-        attention_backward_dkv_kernel<64><<<grid_kv, ATT_THREADS, 0, stream>>>(dk, dv, dy, q, k, v, lse, D, T,
-                                                                               n_heads, n_kv_heads, scale);
-        CT_LAUNCHED("attention_backward_dkv", stream);
-    } else {
-        attention_backward_dq_kernel<32><<<grid_q, ATT_THREADS, 0, stream>>>(dq, dy, q, k, v, lse, D, T, n_heads,
-                                                                             n_kv_heads, scale);
-        CT_LAUNCHED("attention_backward_dq", stream);
-        attention_backward_dkv_kernel<32><<<grid_kv, ATT_THREADS, 0, stream>>>(dk, dv, dy, q, k, v, lse, D, T,
-                                                                               n_heads, n_kv_heads, scale);
-        CT_LAUNCHED("attention_backward_dkv", stream);
-    }
-    return 0;
+    const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
+    if (head_dim == 64) return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
+    if (head_dim == 128)
+        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
+    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
 }

@@ -168,8 +168,11 @@ int cuda_relu2_backward(float *du, ct_bf16 *du_bf16, const float *dh, const floa
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
  * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256. */
-int cuda_qk_norm_rope_forward(float *out, const float *in, const float *gain, const float *cos_table,
-                              const float *sin_table, int B, int T, int n_heads, int head_dim, cudaStream_t stream);
+/* out (fp32) and/or out_bf16 receive the result (either may be NULL; the bf16 copy feeds the
+ * tensor-core attention). */
+int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const float *in, const float *gain,
+                              const float *cos_table, const float *sin_table, int B, int T, int n_heads, int head_dim,
+                              cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
 size_t cuda_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
 size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
@@ -179,25 +182,25 @@ int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, cons
                                const float *gain, const float *cos_table, const float *sin_table, int B, int T,
                                int n_heads, int head_dim, float *scratch, double *partials, cudaStream_t stream);
 
-/* ---- causal GQA flash attention (cuda_attention.cu) ------------------------------------------
+/* ---- causal GQA flash attention on tensor cores (cuda_attention.cu) ---------------------------
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:].k[b,s,g,:] / sqrt(hd)) v[b,s,g,:], g = h/(H/KV),
  * q, y [B*T, H*hd]; k, v [B*T, KV*hd] (token-major, heads contiguous: what c_q/c_k/c_v give).
- * fp32 storage and arithmetic. Tiles of 64 queries x 64 keys in shared memory, online softmax;
- * no T x T matrix exists. Two threads per query/key row, each owning hd/2 channels. Saved for
- * the backward: lse [B,H,T] (log-sum-exp of the scaled scores per query row). */
-int cuda_attention_supported(int head_dim); /* 1 for head_dim 32 and 64 */
-/* y (fp32) written; y_bf16 (may be NULL) = bf16(y); lse (may be NULL for forward only). */
-int cuda_attention_forward(float *y, ct_bf16 *y_bf16, float *lse, const float *q, const float *k, const float *v,
-                           int B, int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
+ * bf16 q, k, v, y and dy (products on tensor cores, fp32 accumulation); softmax, lse and the
+ * gradients fp32. P and dS are rounded to bf16 where they enter a product (as in FlashAttention).
+ * Tiles of 64 rows in shared memory, online softmax; no T x T matrix exists. Saved for the
+ * backward: lse [B,H,T] (natural log-sum-exp of the scaled scores per query row). */
+int cuda_attention_supported(int head_dim); /* 1 for head_dim 32, 64 and 128 */
+/* y (bf16) written; lse (may be NULL for forward only) written. */
+int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v, int B,
+                           int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
 /* Scratch of the backward: D = rowsum(dy * y) [B,H,T] floats. */
 size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads);
-/* dq += dL/dq, dk += dL/dk, dv += dL/dv given dy. P is recomputed from q, k and lse (exp(s - lse)),
- * with the same dot-product code in both backward kernels. Deterministic without atomics: one
- * kernel owns query rows (dq: loops over key tiles), one owns key rows (dk, dv: loops over the
- * query tiles and over the group's query heads in head order: the GQA reduction). y is the
- * forward output (for D). */
-int cuda_attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *q, const float *k,
-                            const float *v, const float *y, const float *lse, int B, int T, int n_heads,
+/* dq += dL/dq, dk += dL/dk, dv += dL/dv (fp32) given dy (bf16). P is recomputed from q, k and lse.
+ * Deterministic without atomics: one kernel owns query rows (dq: loops over key tiles), one owns
+ * key rows (dk, dv: loops over the group's query heads in head order and their query tiles: the
+ * GQA reduction). y is the forward output (for D). */
+int cuda_attention_backward(float *dq, float *dk, float *dv, const ct_bf16 *dy, const ct_bf16 *q, const ct_bf16 *k,
+                            const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B, int T, int n_heads,
                             int n_kv_heads, int head_dim, float *scratch, cudaStream_t stream);
 
 /* ---- tied logits + softcap + cross-entropy, chunked (cuda_logits.cu) --------------------------

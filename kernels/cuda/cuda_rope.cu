@@ -46,12 +46,13 @@ static __device__ __forceinline__ float load_pairs_rstd(float (&x1)[ROPE_MAX_PAI
 }
 
 static __global__ void __launch_bounds__(ROPE_THREADS)
-    qk_norm_rope_forward_kernel(float *out, const float *in, const float *gain, const float *cos_table,
-                                const float *sin_table, int T, int n_heads, int head_dim, size_t rows) {
+    qk_norm_rope_forward_kernel(float *out, __nv_bfloat16 *out_bf16, const float *in, const float *gain,
+                                const float *cos_table, const float *sin_table, int T, int n_heads, int head_dim,
+                                size_t rows) {
     const size_t w = rope_row();
     if (w >= rows) return; /* the whole warp leaves together */
     const RopeVec v = rope_vec(w, T, n_heads, head_dim);
-    float *o = out + w * head_dim;
+    const size_t o = w * head_dim;
     float x1[ROPE_MAX_PAIRS], x2[ROPE_MAX_PAIRS];
     const float r = load_pairs_rstd(x1, x2, in + w * head_dim, v, head_dim);
     const float g = gain ? gain[v.h] : 1.0f;
@@ -62,13 +63,21 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
         if (i < v.half) {
             const float c = cos_t[i], s = sin_t[i];
             const float u1 = __fmul_rn(x1[k], r), u2 = __fmul_rn(x2[k], r);
-            o[i] = __fmul_rn(__fadd_rn(__fmul_rn(u1, c), __fmul_rn(u2, s)), g);
-            o[i + v.half] = __fmul_rn(__fsub_rn(__fmul_rn(u2, c), __fmul_rn(u1, s)), g);
+            const float r1 = __fmul_rn(__fadd_rn(__fmul_rn(u1, c), __fmul_rn(u2, s)), g);
+            const float r2 = __fmul_rn(__fsub_rn(__fmul_rn(u2, c), __fmul_rn(u1, s)), g);
+            if (out) {
+                out[o + i] = r1;
+                out[o + i + v.half] = r2;
+            }
+            if (out_bf16) {
+                out_bf16[o + i] = to_bf16(r1);
+                out_bf16[o + i + v.half] = to_bf16(r2);
+            }
         }
     }
 }
 
-extern "C" int cuda_qk_norm_rope_forward(float *out, const float *in, const float *gain, const float *cos_table,
+extern "C" int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const float *in, const float *gain, const float *cos_table,
                                          const float *sin_table, int B, int T, int n_heads, int head_dim,
                                          cudaStream_t stream) {
     const size_t rows = (size_t)B * T * n_heads;
@@ -76,7 +85,7 @@ extern "C" int cuda_qk_norm_rope_forward(float *out, const float *in, const floa
     if (head_dim % 2 != 0 || head_dim > 2 * 32 * ROPE_MAX_PAIRS)
         return ct_fail("qk_norm_rope: head_dim %d must be even and at most %d", head_dim, 2 * 32 * ROPE_MAX_PAIRS);
     qk_norm_rope_forward_kernel<<<ct_blocks(rows, ROPE_WARPS), ROPE_THREADS, 0, stream>>>(
-        out, in, gain, cos_table, sin_table, T, n_heads, head_dim, rows);
+        out, host_as_bf(out_bf16), in, gain, cos_table, sin_table, T, n_heads, head_dim, rows);
     CT_LAUNCHED("qk_norm_rope_forward", stream);
     return 0;
 }

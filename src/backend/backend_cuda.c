@@ -72,9 +72,9 @@ typedef struct {
     const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *xm, *rstd_attn;
     ct_bf16 *a_in; /* rms_norm(xm): input of c_q, c_k, c_v */
-    float *q_raw, *k_raw, *v, *q, *k;
-    float *y; /* attention output (fp32 for the backward's D = rowsum(dy * y)) */
-    ct_bf16 *y16;
+    float *q_raw, *k_raw;    /* c_q, c_k outputs (the QK-norm/RoPE backward needs them) */
+    ct_bf16 *q16, *k16, *v16; /* attention inputs: normed, rotated q and k; v */
+    ct_bf16 *y16;             /* attention output */
     float *lse;
     float *ao, *x1, *rstd_mlp;
     ct_bf16 *m_in;
@@ -121,7 +121,8 @@ typedef struct {
 
     /* backward work buffers */
     float *dx, *dx_alt, *dx0, *dxf, *dD2, *dH1, *dy, *dq, *dk, *dv;
-    ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16;
+    float *v_f32; /* c_v's fp32 output before its bf16 copy (forward work buffer) */
+    ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16, *dy16;
     float **dskip;
     float *attn_D, *rope_scratch;
     double *partials;     /* column reductions */
@@ -185,10 +186,9 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->a_in = TAKE_H(a, N * D, act);
         y->q_raw = TAKE_F(a, N * D, act);
         y->k_raw = TAKE_F(a, N * KV, act);
-        y->v = TAKE_F(a, N * KV, act);
-        y->q = TAKE_F(a, N * D, act);
-        y->k = TAKE_F(a, N * KV, act);
-        y->y = TAKE_F(a, N * D, act);
+        y->q16 = TAKE_H(a, N * D, act);
+        y->k16 = TAKE_H(a, N * KV, act);
+        y->v16 = TAKE_H(a, N * KV, act);
         y->y16 = TAKE_H(a, N * D, act);
         y->lse = TAKE_F(a, N * (size_t)cb->H, act);
         y->ao = TAKE_F(a, N * D, act);
@@ -213,6 +213,8 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->dq = TAKE_F(a, N * D, wk);
     cb->dk = TAKE_F(a, N * KV, wk);
     cb->dv = TAKE_F(a, N * KV, wk);
+    cb->v_f32 = TAKE_F(a, N * KV, wk);
+    cb->dy16 = TAKE_H(a, N * D, wk);
     cb->gD16 = TAKE_H(a, N * D, wk);
     cb->gH16 = TAKE_H(a, N * HID, wk);
     cb->dq16 = TAKE_H(a, N * D, wk);
@@ -313,11 +315,13 @@ static int forward_blocks(CudaBackend *cb, int B) {
         a->x_in_used = skip ? a->x_in : x;
         TRY(cuda_linear_forward(cb->blas, a->q_raw, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
         TRY(cuda_linear_forward(cb->blas, a->k_raw, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
-        TRY(cuda_linear_forward(cb->blas, a->v, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
-        TRY(cuda_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T, cb->H,
+        TRY(cuda_linear_forward(cb->blas, cb->v_f32, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
+        TRY(cuda_f32_to_bf16(a->v16, cb->v_f32, (size_t)N * KV, st));
+        TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
+                                      cb->H, cb->HD, st));
+        TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
                                       cb->HD, st));
-        TRY(cuda_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH, cb->HD, st));
-        TRY(cuda_attention_forward(a->y, a->y16, a->lse, a->q, a->k, a->v, B, cb->T, cb->H, cb->KVH, cb->HD, st));
+        TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->v16, B, cb->T, cb->H, cb->KVH, cb->HD, st));
         TRY(cuda_linear_forward(cb->blas, a->ao, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
         TRY(cuda_add_norm_forward(a->x1, a->rstd_mlp, a->m_in, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
                                   FLT_EPSILON, st));
@@ -392,8 +396,9 @@ static int backward_blocks(CudaBackend *cb) {
         TRY(zero(cb, cb->dq, ND * sizeof(float), "cuda: zeroing dq"));
         TRY(zero(cb, cb->dk, (size_t)N * KV * sizeof(float), "cuda: zeroing dk"));
         TRY(zero(cb, cb->dv, (size_t)N * KV * sizeof(float), "cuda: zeroing dv"));
-        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv, cb->dy, a->q, a->k, a->v, a->y, a->lse, B, T, cb->H, cb->KVH,
-                                    cb->HD, cb->attn_D, st));
+        TRY(cuda_f32_to_bf16(cb->dy16, cb->dy, ND, st));
+        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv, cb->dy16, a->q16, a->k16, a->v16, a->y16, a->lse, B, T, cb->H,
+                                    cb->KVH, cb->HD, cb->attn_D, st));
         TRY(cuda_qk_norm_rope_backward(NULL, cb->dq16, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN),
                                        cb->rope_cos, cb->rope_sin, B, T, cb->H, cb->HD, cb->rope_scratch, cb->partials,
                                        st));
@@ -627,7 +632,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     if (select_device(&device) != 0) return -1;
     if (!cuda_attention_supported(s->head_dim))
         return ct_fail("device = cuda: head_dim %d (model_dim %d / num_heads %d) is not supported by the CUDA attention "
-                       "kernels, which are built for head_dim 32 and 64",
+                       "kernels, which are built for head_dim 32, 64 and 128",
                        s->head_dim, s->dim, s->num_heads);
     if (s->dim % 4 != 0 || s->kv_dim % 4 != 0)
         return ct_fail("device = cuda: model_dim %d and the kv width %d must be multiples of 4", s->dim, s->kv_dim);

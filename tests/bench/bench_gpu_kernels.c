@@ -105,9 +105,9 @@ static void line(const char *name, double ms, double flops, double bytes) {
 enum { T = 1024, D = 512, H = 8, KVH = 4, HD = 64, HID = 1024, V = 1024 };
 static int B, N;
 static cublasHandle_t blas;
-static float *x, *y, *dy, *dx, *rstd, *q, *k, *v, *dq, *dk, *dv, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
+static float *x, *y, *dy, *dx, *rstd, *dq, *dk, *dv, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
 static float *rope_scr, *u, *uh, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale;
-static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub;
+static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *qb, *kb, *vb, *yb, *dyb;
 static int32_t *targets;
 static double *partials, *red;
 static void *muon_scr;
@@ -124,15 +124,18 @@ static int op_scaled_add_bwd(void *c) {
     return cuda_scaled_add_backward(NULL, NULL, xb, dscale, dy, x, scale, N, D, partials, 0);
 }
 static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(NULL, hb, uh, (size_t)N * HID, 0); }
-static int op_rope_fwd(void *c) { (void)c; return cuda_qk_norm_rope_forward(q, dq, gain, cos_t, sin_t, B, T, H, HD, 0); }
+static int op_rope_fwd(void *c) {
+    (void)c;
+    return cuda_qk_norm_rope_forward(NULL, qb, dq, gain, cos_t, sin_t, B, T, H, HD, 0);
+}
 static int op_rope_bwd(void *c) {
     (void)c;
     return cuda_qk_norm_rope_backward(NULL, xb, dgain, dy, dq, gain, cos_t, sin_t, B, T, H, HD, rope_scr, partials, 0);
 }
-static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(y, NULL, lse, q, k, v, B, T, H, KVH, HD, 0); }
+static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(yb, lse, qb, kb, vb, B, T, H, KVH, HD, 0); }
 static int op_attn_bwd(void *c) {
     (void)c;
-    return cuda_attention_backward(dq, dk, dv, dy, q, k, v, y, lse, B, T, H, KVH, HD, attn_scr, 0);
+    return cuda_attention_backward(dq, dk, dv, dyb, qb, kb, vb, yb, lse, B, T, H, KVH, HD, attn_scr, 0);
 }
 static int op_logits(void *c) {
     (void)c;
@@ -179,7 +182,6 @@ int main(int argc, char **argv) {
     const size_t ND = (size_t)N * D, NKV = (size_t)N * KVH * HD, NH = (size_t)N * HID;
     x = drandom(ND, -1, 1, &rng), y = drandom(ND, -1, 1, &rng), dy = drandom(ND, -1, 1, &rng);
     dx = drandom(ND, -1, 1, &rng), rstd = drandom(N, 0.5, 1, &rng);
-    q = drandom(ND, -1, 1, &rng), k = drandom(NKV, -1, 1, &rng), v = drandom(NKV, -1, 1, &rng);
     dq = drandom(ND, -1, 1, &rng), dk = drandom(NKV, -1, 1, &rng), dv = drandom(NKV, -1, 1, &rng);
     lse = dalloc((size_t)N * H * sizeof(float));
     attn_scr = dalloc(cuda_attention_backward_scratch_floats(B, T, H) * sizeof(float));
@@ -200,6 +202,8 @@ int main(int argc, char **argv) {
     scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng);
     xb = drandom_bf16(ND, &rng), wb = drandom_bf16((size_t)HID * D, &rng), hb = drandom_bf16(NH, &rng);
     ub = drandom_bf16(NH, &rng), wv_b = drandom_bf16((size_t)V * D, &rng);
+    qb = drandom_bf16(ND, &rng), kb = drandom_bf16(NKV, &rng), vb = drandom_bf16(NKV, &rng);
+    dyb = drandom_bf16(ND, &rng), yb = drandom_bf16(ND, &rng);
     grad_w = drandom((size_t)(HID > V ? HID : V) * D, -1, 1, &rng);
     const int chunk = N < 16384 ? N : 16384;
     z = dalloc(cuda_logits_z_floats(chunk, V) * sizeof(float));
@@ -228,7 +232,7 @@ int main(int argc, char **argv) {
     line("rmsnorm_bwd", time_op(op_rmsnorm_bwd, NULL, "rmsnorm bwd"), 0, 16.0 * ND + 4.0 * N);
     line("scaled_add_bwd", time_op(op_scaled_add_bwd, NULL, "scaled_add bwd"), 0, 10.0 * ND);
     line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 6.0 * NH);
-    line("qk_norm_rope_fwd", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 8.0 * ND);
+    line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 6.0 * ND);
     line("qk_norm_rope_bwd", time_op(op_rope_bwd, NULL, "rope bwd"), 0, 10.0 * ND);
     line("adam_1024x512", time_op(op_adam, NULL, "adam"), 0, 28.0 * V * D);
     {

@@ -28,7 +28,7 @@ mkdir -p "$out/k" "$out/gen" "$out/obj"
 [ -f "$root/build/libctrain.a" ] || { echo "run.sh: build/libctrain.a missing: run make first" >&2; exit 2; }
 
 cp "$root"/kernels/cuda/cuda_ops.h "$root"/kernels/cuda/cuda_common.cuh "$out/k/"
-defs=(-DCT_HAVE_CUDA=1)
+defs=(-DCT_HAVE_CUDA=1 -DCT_GPU_EMU=1)
 if [ $exact = 1 ]; then
     sed -i 's/typedef uint16_t ct_bf16;/typedef uint32_t ct_bf16;/' "$out/k/cuda_ops.h"
     defs+=(-DEMU_EXACT_BF16=1)

@@ -1,14 +1,17 @@
-/* test_gpu_attention.c — the CUDA causal GQA flash attention (cuda_attention.cu) against
- * cpu_attention_forward/backward on the same fp32 inputs: output, log-sum-exp, the three
- * gradients (accumulated into non-zero buffers), the bf16 copy of the output, determinism, and
- * shapes that stress the tiling (T not a multiple of 64, T < 64, T = 1, several sequences, GQA
- * groups of 1, 2 and 4, head_dim 64 and 32). Rules in test_gpu.h.
+/* test_gpu_attention.c — the tensor-core causal GQA flash attention (cuda_attention.cu) against
+ * cpu_attention_forward/backward: output, log-sum-exp, the three gradients (accumulated into
+ * non-zero buffers), bitwise determinism of forward and backward, and shapes that stress the
+ * tiling (T not a multiple of the tiles, T < 16, T = 1, several sequences, GQA groups of 1, 2, 4
+ * and 8, head_dim 32, 64 and 128). Rules in test_gpu.h.
  *
- * Bounds: both sides compute in fp32 with sums over at most T keys in different orders
- * (online softmax with per-chunk rescaling here, one softmax per 64-row block on the CPU), so
- * differences are a few ulps times sqrt(T): ~1e-6. Y_TOL 2e-5, LSE_TOL 1e-5 and GRAD_TOL 1e-4
- * leave >10x margin while a wrong mask, scale or missing term shows up at 1e-2 or more.
- * BF16_TOL 4e-3 for the bf16 output (rounding <= 2^-9 per element). */
+ * The reference runs in fp32 on the bf16-rounded q, k, v and dy the GPU reads, so what remains
+ * is the kernels' own rounding: P and dS enter their products as bf16 (relative 2^-9 each), y is
+ * stored as bf16 (2^-9), and D = rowsum(dy * y) uses the bf16 y. Bounds (||gpu - ref|| / ||ref||):
+ *  LSE_TOL 1e-5   lse comes from fp32 scores of the same bf16 inputs (exp2/log2 in the log2
+ *                 domain vs the CPU's exp/log: a few ulps).
+ *  Y_TOL 1e-2     y: P rounding averaged over the keys plus y's own rounding (~3e-3 measured).
+ *  GRAD_TOL 2e-2  dq, dk, dv: P and dS rounding and D from the bf16 y (~4e-3..8e-3 measured).
+ * A wrong mask, scale, tile offset or a missing term shows up at 1e-1 or more. */
 #include "test_gpu.h"
 
 #ifndef CT_HAVE_CUDA
@@ -19,10 +22,9 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 
 #include "cpu_attention.h"
 
-#define Y_TOL 2e-5
 #define LSE_TOL 1e-5
-#define GRAD_TOL 1e-4
-#define BF16_TOL 4e-3
+#define Y_TOL 1e-2
+#define GRAD_TOL 2e-2
 
 static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) {
     uint64_t rng = seed;
@@ -30,6 +32,10 @@ static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) 
     float *q = random_host(nq, -1.5, 1.5, &rng), *k = random_host(nkv, -1.5, 1.5, &rng);
     float *v = random_host(nkv, -1, 1, &rng), *dy = random_host(nq, -1, 1, &rng);
     float *dq0 = random_host(nq, -1, 1, &rng), *dk0 = random_host(nkv, -1, 1, &rng), *dv0 = random_host(nkv, -1, 1, &rng);
+    host_round_bf16(q, nq);
+    host_round_bf16(k, nkv);
+    host_round_bf16(v, nkv);
+    host_round_bf16(dy, nq);
 
     /* CPU reference */
     const int threads = omp_get_max_threads();
@@ -45,21 +51,21 @@ static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) 
     cpu_attention_backward(r_dq, r_dk, r_dv, dy, q, k, v, stats, B, T, H, KV, hd, scratch, sf);
 
     /* GPU */
-    float *d_q = dev_floats(q, nq), *d_k = dev_floats(k, nkv), *d_v = dev_floats(v, nkv), *d_dy = dev_floats(dy, nq);
-    float *d_y = dev_nan(nq), *d_lse = dev_nan(ns);
-    ct_bf16 *d_y16 = dev_alloc(nq * 2);
-    dev_poison_bf16(d_y16, nq);
-    CHECK_CUDA_OK(cuda_attention_forward(d_y, d_y16, d_lse, d_q, d_k, d_v, B, T, H, KV, hd, 0));
-    float *g_y = host_from_dev(d_y, nq), *g_lse = host_from_dev(d_lse, ns), *g_y16 = host_from_dev_bf16(d_y16, nq);
+    ct_bf16 *d_q = dev_bf16(q, nq), *d_k = dev_bf16(k, nkv), *d_v = dev_bf16(v, nkv), *d_dy = dev_bf16(dy, nq);
+    float *d_lse = dev_nan(ns);
+    ct_bf16 *d_y = dev_alloc(nq * 2);
+    dev_poison_bf16(d_y, nq);
+    CHECK_CUDA_OK(cuda_attention_forward(d_y, d_lse, d_q, d_k, d_v, B, T, H, KV, hd, 0));
+    float *g_y = host_from_dev_bf16(d_y, nq), *g_lse = host_from_dev(d_lse, ns);
     char what[128];
     snprintf(what, sizeof what, "y (B%d T%d H%d KV%d hd%d)", B, T, H, KV, hd);
     CHECK_REL(what, g_y, y, nq, Y_TOL);
     CHECK_REL("lse", g_lse, lse, ns, LSE_TOL);
-    CHECK_REL("y bf16", g_y16, y, nq, BF16_TOL);
-    /* forward without lse / bf16 gives the same y */
-    float *d_y2 = dev_nan(nq);
-    CHECK_CUDA_OK(cuda_attention_forward(d_y2, NULL, NULL, d_q, d_k, d_v, B, T, H, KV, hd, 0));
-    float *g_y2 = host_from_dev(d_y2, nq);
+    /* forward again, without lse: the same y bits */
+    ct_bf16 *d_y2 = dev_alloc(nq * 2);
+    dev_poison_bf16(d_y2, nq);
+    CHECK_CUDA_OK(cuda_attention_forward(d_y2, NULL, d_q, d_k, d_v, B, T, H, KV, hd, 0));
+    float *g_y2 = host_from_dev_bf16(d_y2, nq);
     CHECK(memcmp(g_y2, g_y, nq * sizeof(float)) == 0, "forward-only y differs");
 
     float *d_dq = dev_floats(dq0, nq), *d_dk = dev_floats(dk0, nkv), *d_dv = dev_floats(dv0, nkv);
@@ -86,8 +92,11 @@ static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) 
     CHECK(memcmp(a_dk, g_dk, nkv * sizeof(float)) == 0, "dk not deterministic");
     CHECK(memcmp(a_dv, g_dv, nkv * sizeof(float)) == 0, "dv not deterministic");
 
-    dev_free(d_q), dev_free(d_k), dev_free(d_v), dev_free(d_dy), dev_free(d_y), dev_free(d_lse), dev_free(d_y16);
+    dev_free(d_q), dev_free(d_k), dev_free(d_v), dev_free(d_dy), dev_free(d_y), dev_free(d_lse);
     dev_free(d_y2), dev_free(d_dq), dev_free(d_dk), dev_free(d_dv), dev_free(d_scr);
+    free(q), free(k), free(v), free(dy), free(dq0), free(dk0), free(dv0), free(scratch), free(y), free(stats);
+    free(lse), free(r_dq), free(r_dk), free(r_dv), free(g_y), free(g_lse), free(g_y2), free(g_dq), free(g_dk);
+    free(g_dv), free(a_dq), free(a_dk), free(a_dv);
 }
 
 static void gqa_hd64_ragged_T(void) {
@@ -120,6 +129,26 @@ static void baseline_head_shape(void) {
     check_attention(1, 1024, 8, 4, 64, 36);
 }
 
+static void gqa8_hd64_odd_T(void) {
+    REQUIRE_GPU();
+    check_attention(1, 301, 8, 1, 64, 37);
+}
+
+static void hd128_mha_ragged(void) {
+    REQUIRE_GPU();
+    check_attention(2, 77, 2, 2, 128, 38);
+}
+
+static void hd128_gqa4_long(void) {
+    REQUIRE_GPU();
+    check_attention(1, 515, 8, 2, 128, 39);
+}
+
+static void hd32_tiny_T(void) {
+    REQUIRE_GPU();
+    check_attention(3, 5, 4, 1, 32, 40);
+}
+
 int main(void) {
     RUN(gqa_hd64_ragged_T);
     RUN(gqa4_hd64_two_tiles);
@@ -127,6 +156,10 @@ int main(void) {
     RUN(hd32_gqa);
     RUN(single_token);
     RUN(baseline_head_shape);
+    RUN(gqa8_hd64_odd_T);
+    RUN(hd128_mha_ragged);
+    RUN(hd128_gqa4_long);
+    RUN(hd32_tiny_T);
     TEST_EXIT();
 }
 

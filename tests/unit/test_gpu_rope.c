@@ -42,7 +42,11 @@ static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t see
     double *d_part = dev_alloc(cuda_qk_norm_rope_backward_partials_doubles(B, T, H) * sizeof(double));
     ct_bf16 *d_din16 = dev_alloc(n * 2);
     dev_poison_bf16(d_din16, n);
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, d_in, d_gain, d_cos, d_sin, B, T, H, hd, 0));
+    ct_bf16 *d_out16 = dev_alloc(n * 2), *d_only16 = dev_alloc(n * 2);
+    dev_poison_bf16(d_out16, n);
+    dev_poison_bf16(d_only16, n);
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, d_out16, d_in, d_gain, d_cos, d_sin, B, T, H, hd, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(NULL, d_only16, d_in, d_gain, d_cos, d_sin, B, T, H, hd, 0));
     CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, gain ? d_dgain : NULL, d_dout, d_in, d_gain, d_cos, d_sin,
                                              B, T, H, hd, d_scr, d_part, 0));
     float *out = host_from_dev(d_out, n), *din = host_from_dev(d_din, n), *dgain = host_from_dev(d_dgain, H);
@@ -50,6 +54,13 @@ static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t see
     char what[96];
     snprintf(what, sizeof what, "forward hd %d gain %d", hd, with_gain);
     CHECK_REL(what, out, ref, n, FWD_TOL);
+    /* the bf16 copy is the fp32 result rounded once, with or without the fp32 output */
+    float *out16 = host_from_dev_bf16(d_out16, n), *only16 = host_from_dev_bf16(d_only16, n), *rounded = copy_host(out, n);
+    host_round_bf16(rounded, n);
+    CHECK(memcmp(out16, rounded, n * sizeof(float)) == 0, "forward bf16 output is not bf16(fp32 output)");
+    CHECK(memcmp(only16, rounded, n * sizeof(float)) == 0, "forward bf16-only output differs");
+    free(out16), free(only16), free(rounded);
+    dev_free(d_out16), dev_free(d_only16);
     snprintf(what, sizeof what, "backward din (+=) hd %d gain %d", hd, with_gain);
     CHECK_REL(what, din, r_din, n, GRAD_TOL);
     snprintf(what, sizeof what, "backward din bf16 hd %d gain %d", hd, with_gain);

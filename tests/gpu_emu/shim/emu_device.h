@@ -4,6 +4,7 @@
  * warp reaches deadlocks here instead of silently misbehaving. __shared__ becomes `static`
  * (one block at a time). Device math is the host's (glibc expf/tanhf, IEEE fp32). */
 #pragma once
+#include <array>
 #include <barrier>
 #include <cfloat>
 #include <cmath>
@@ -19,10 +20,11 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 struct dim3 { unsigned x = 1, y = 1, z = 1; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 #ifdef EMU_EXACT_BF16
@@ -36,6 +38,7 @@ inline dim3 gridDim, blockDim;
 inline std::unique_ptr<std::barrier<>> g_bb;
 inline std::vector<std::unique_ptr<std::barrier<>>> g_wb;
 inline std::vector<double> g_xch;
+inline std::vector<std::array<unsigned char, 64>> g_xbuf; /* per-thread slot of the warp-wide gathers (emu_mma.h) */
 inline void __syncthreads() { g_bb->arrive_and_wait(); }
 inline int emu_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) {
@@ -71,6 +74,7 @@ template <typename F> void emu_launch(dim3 grid, dim3 block, F f) {
     const int nt = (int)(block.x * block.y * block.z);
     const size_t nb = (size_t)grid.x * grid.y * grid.z;
     if ((int)g_xch.size() < nt) g_xch.resize(nt);
+    if ((int)g_xbuf.size() < nt) g_xbuf.resize(nt);
     size_t cur = 0;
     auto setup = [&]() noexcept {
         g_bb.reset(new std::barrier<>(nt));
