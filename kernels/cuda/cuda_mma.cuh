@@ -17,9 +17,7 @@
 
 #include "cuda_common.cuh"
 
-#ifdef CT_GPU_EMU
-#include "emu_mma.h"
-#else
+#ifndef CT_GPU_EMU /* the host emulator brings its own (tests/gpu_emu/run.sh force-includes emu_mma.h) */
 
 typedef __nv_bfloat162 bf16x2;
 
@@ -68,7 +66,7 @@ static __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-#endif /* CT_GPU_EMU */
+#endif /* !CT_GPU_EMU */
 
 /* Two fp32 values as one bf16x2 register (lo in the low half), round-to-nearest-even. */
 static __device__ __forceinline__ bf16x2 pack_bf16x2(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }

@@ -42,7 +42,9 @@ objs=()
 for cu in "$root"/kernels/cuda/cuda_*.cu; do
     name=$(basename "$cu" .cu)
     python3 "$here/launch_to_cpp.py" "$cu" "$out/gen/$name.cpp"
-    g++ -std=c++20 -O2 -fopenmp -w "${defs[@]}" "${inc[@]}" -c "$out/gen/$name.cpp" -o "$out/obj/$name.o"
+    # emu_mma.h: the warp-level instructions that kernels/cuda/cuda_mma.cuh leaves to the emulator
+    g++ -std=c++20 -O2 -fopenmp -w "${defs[@]}" "${inc[@]}" -include emu_mma.h -c "$out/gen/$name.cpp" \
+        -o "$out/obj/$name.o"
     objs+=("$out/obj/$name.o")
 done
 g++ -std=c++20 -O2 -w "${defs[@]}" -I"$here/shim" -c "$here/emu_runtime.cpp" -o "$out/obj/emu_runtime.o"

@@ -1,14 +1,16 @@
 /* emu_mma.h — tests/gpu_emu: host stand-ins for the warp-level instructions of
- * kernels/cuda/cuda_mma.cuh (included there when CT_GPU_EMU is defined). Each moves the data
- * exactly as the PTX ISA specifies (which lane holds which element of an mma fragment, which
- * lane's address an ldmatrix row comes from, the transposed variant, cp.async's zero fill), so
- * the kernels' fragment and tile indexing is checked on the CPU. The lanes exchange their
- * operands through g_xbuf between two warp barriers, like the emulated shuffles: every lane of
- * the warp must reach the call (as on a GPU, where these are .aligned warp-wide instructions).
- * The mma's products are summed in double and added to the fp32 accumulator once: the values
- * are the exact product sum rounded once, not a real tensor core's rounding. cp.async copies at
- * once (commit/wait are no-ops): ordering is then given by the kernels' barriers alone. */
+ * kernels/cuda/cuda_mma.cuh (run.sh force-includes this file; cuda_mma.cuh leaves them out under
+ * CT_GPU_EMU). Each moves the data exactly as the PTX ISA specifies (which lane holds which
+ * element of an mma fragment, which lane's address an ldmatrix row comes from, the transposed
+ * variant, cp.async's zero fill), so the kernels' fragment and tile indexing is checked on the
+ * CPU. The lanes exchange their operands through g_xbuf between two warp barriers, like the
+ * emulated shuffles: every lane of the warp must reach the call (as on a GPU, where these are
+ * .aligned warp-wide instructions). The mma's products are summed in double and added to the
+ * fp32 accumulator once: the exact product sum rounded once, not a real tensor core's rounding.
+ * cp.async copies at once (commit/wait are no-ops): ordering then comes from the kernels'
+ * barriers alone. */
 #pragma once
+#include "cuda_runtime_api.h"
 #include "emu_device.h"
 
 struct bf16x2 {
