@@ -13,7 +13,8 @@
 #   --exact-bf16: "bf16" keeps fp32 values (isolates the backend's wiring from bf16 rounding;
 #                 meaningful for `step` only, which is then the default)
 # Needs `make` to have built build/libctrain.a (for the CPU reference ops). Slow: every CUDA
-# thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `attention` ~10.
+# thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `attention` over an hour (its T=1024
+# case alone is slow: CT_TEST_CASES=name,name picks cases).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/tests/gpu_emu"
