@@ -121,6 +121,30 @@ static __device__ __forceinline__ void zero_frags(float (&f)[N][4]) {
     for (int i = 0; i < N; i++) f[i][0] = f[i][1] = f[i][2] = f[i][3] = 0.0f;
 }
 
+/* Key tile t (keys [t*KT, t*KT + KT) of kv head column col0) into stage `stage` of the
+ * double-buffered shared K and V tiles (forward and dq kernels). All threads call. */
+template <int HD>
+static __device__ __forceinline__ void stage_kv_tile(bf16 *Ks, bf16 *Vs, const bf16 *k, const bf16 *v, size_t ldk,
+                                                     size_t col0, int b, int t, int stage, int T) {
+    constexpr int KT = AttCfg<HD>::KT;
+    load_tile_async<HD, KT>(Ks + stage * KT * AttCfg<HD>::LD, k, ldk, col0, b, t * KT, T);
+    load_tile_async<HD, KT>(Vs + stage * KT * AttCfg<HD>::LD, v, ldk, col0, b, t * KT, T);
+}
+
+/* One step of a double-buffered loop over n iterations: start the copies of iteration it + 1
+ * (stage_next(it + 1, its stage)) and wait until iteration it's copies have landed. Every
+ * thread calls; a barrier must follow before the tile is read. */
+template <typename StageFn>
+static __device__ __forceinline__ void pipeline_advance(int it, int n, StageFn &&stage_next) {
+    if (it + 1 < n) {
+        stage_next(it + 1, (it + 1) & 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+}
+
 /* The column (within an n8 tile) of fragment element e (0..3) of this lane: 2*(lane%4) + e%2. */
 static __device__ __forceinline__ int frag_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
 
@@ -160,9 +184,9 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
     const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1; /* key tiles up to the last query */
 
+    auto stage_kv = [&](int t, int stage) { stage_kv_tile<HD>(Ks, Vs, k, v, ldk, (size_t)g * HD, b, t, stage, T); };
     load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
-    load_tile_async<HD, KT>(Ks, k, ldk, (size_t)g * HD, b, 0, T);
-    load_tile_async<HD, KT>(Vs, v, ldk, (size_t)g * HD, b, 0, T);
+    stage_kv(0, 0);
     cp_async_commit();
 
     bf16x2 qf[C::KSTEPS][4];
@@ -171,14 +195,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     for (int kt = 0; kt < n_tiles; kt++) {
         const int stage = kt & 1;
-        if (kt + 1 < n_tiles) {
-            load_tile_async<HD, KT>(Ks + (stage ^ 1) * KT * C::LD, k, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
-            load_tile_async<HD, KT>(Vs + (stage ^ 1) * KT * C::LD, v, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        pipeline_advance(kt, n_tiles, stage_kv);
         __syncthreads();
         if (kt == 0) load_a_frags<HD>(qf, Qs, warp * 16);
         float s[NT][4];
@@ -280,10 +297,10 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
     const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1;
 
+    auto stage_kv = [&](int t, int stage) { stage_kv_tile<HD>(Ks, Vs, k, v, ldk, (size_t)g * HD, b, t, stage, T); };
     load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
     load_tile_async<HD, ATT_ROWS>(dYs, dy, ldq, (size_t)h * HD, b, q0, T);
-    load_tile_async<HD, KT>(Ks, k, ldk, (size_t)g * HD, b, 0, T);
-    load_tile_async<HD, KT>(Vs, v, ldk, (size_t)g * HD, b, 0, T);
+    stage_kv(0, 0);
     cp_async_commit();
 
     float lse2[2], Dr[2]; /* rows past T read row T-1's statistics: finite, never stored */
@@ -298,14 +315,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     zero_frags(acc);
     for (int kt = 0; kt < n_tiles; kt++) {
         const int stage = kt & 1;
-        if (kt + 1 < n_tiles) {
-            load_tile_async<HD, KT>(Ks + (stage ^ 1) * KT * C::LD, k, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
-            load_tile_async<HD, KT>(Vs + (stage ^ 1) * KT * C::LD, v, ldk, (size_t)g * HD, b, (kt + 1) * KT, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        pipeline_advance(kt, n_tiles, stage_kv);
         __syncthreads();
         if (kt == 0) {
             load_a_frags<HD>(qf, Qs, warp * 16);
@@ -381,13 +391,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     zero_frags(dva);
     for (int it = 0; it < n_iter; it++) {
         const int stage = it & 1;
-        if (it + 1 < n_iter) {
-            stage_queries(it + 1, stage ^ 1);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        pipeline_advance(it, n_iter, stage_queries);
         __syncthreads();
         const bf16 *Qt = Qs + stage * KT * C::LD, *dYt = dYs + stage * KT * C::LD;
         const float *lse_t = lse_s + stage * KT, *D_t = D_s + stage * KT;
