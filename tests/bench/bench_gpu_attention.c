@@ -18,41 +18,10 @@ int main(void) {
 }
 #else
 
-#include <cuda_runtime_api.h>
-
-#include "common.h"
-#include "cuda_ops.h"
-#include "refcheck.h"
+#define BENCH_PROGRAM "bench_gpu_attention"
+#include "bench_gpu.h"
 
 enum { SETS = 2 };
-
-static void die(const char *what) {
-    fprintf(stderr, "bench_gpu_attention: %s: %s\n", what, ct_error());
-    exit(1);
-}
-static void *dalloc(size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        fprintf(stderr, "bench_gpu_attention: cudaMalloc of %zu bytes failed\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-static ct_bf16 *drandom_bf16(size_t n, double lo, double hi, uint64_t *rng) {
-    float *h = malloc(n * sizeof(float));
-    ref_fill(h, n, lo, hi, rng);
-    float *f = dalloc(n * sizeof(float));
-    cudaMemcpy(f, h, n * sizeof(float), cudaMemcpyHostToDevice);
-    ct_bf16 *d = dalloc(n * 2);
-    if (cuda_f32_to_bf16(d, f, n, 0) != 0) die("f32_to_bf16");
-    cudaFree(f);
-    free(h);
-    return d;
-}
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct {
     int B, H, KV, T, HD;

@@ -24,48 +24,12 @@ int main(void) {
 #include <float.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
-#include "common.h"
 #include "cpu_attention.h"
-#include "cuda_ops.h"
-#include "refcheck.h"
+#define BENCH_PROGRAM "bench_gpu_kernels"
+#include "bench_gpu.h"
 
 static int repeats = 20;
 static cudaEvent_t ev0, ev1;
-
-static void die(const char *what) {
-    fprintf(stderr, "bench_gpu_kernels: %s: %s\n", what, ct_error());
-    exit(1);
-}
-static void *dalloc(size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        fprintf(stderr, "bench_gpu_kernels: cudaMalloc of %zu bytes failed\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-static float *drandom(size_t n, double lo, double hi, uint64_t *rng) {
-    float *h = malloc(n * sizeof(float));
-    ref_fill(h, n, lo, hi, rng);
-    float *d = dalloc(n * sizeof(float));
-    cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
-    free(h);
-    return d;
-}
-static ct_bf16 *drandom_bf16(size_t n, uint64_t *rng) {
-    float *f = drandom(n, -1, 1, rng);
-    ct_bf16 *d = dalloc(n * 2);
-    if (cuda_f32_to_bf16(d, f, n, 0) != 0) die("f32_to_bf16");
-    cudaFree(f);
-    return d;
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef int (*OpFn)(void *ctx);
 
@@ -200,10 +164,11 @@ int main(int argc, char **argv) {
     partials = dalloc((np > np2 ? np : np2) * sizeof(double));
     u = drandom(NH, -1, 1, &rng), uh = drandom(NH, -1, 1, &rng);
     scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng);
-    xb = drandom_bf16(ND, &rng), wb = drandom_bf16((size_t)HID * D, &rng), hb = drandom_bf16(NH, &rng);
-    ub = drandom_bf16(NH, &rng), wv_b = drandom_bf16((size_t)V * D, &rng);
-    qb = drandom_bf16(ND, &rng), kb = drandom_bf16(NKV, &rng), vb = drandom_bf16(NKV, &rng);
-    dyb = drandom_bf16(ND, &rng), yb = drandom_bf16(ND, &rng);
+    xb = drandom_bf16(ND, -1, 1, &rng), wb = drandom_bf16((size_t)HID * D, -1, 1, &rng);
+    hb = drandom_bf16(NH, -1, 1, &rng);
+    ub = drandom_bf16(NH, -1, 1, &rng), wv_b = drandom_bf16((size_t)V * D, -1, 1, &rng);
+    qb = drandom_bf16(ND, -1, 1, &rng), kb = drandom_bf16(NKV, -1, 1, &rng), vb = drandom_bf16(NKV, -1, 1, &rng);
+    dyb = drandom_bf16(ND, -1, 1, &rng), yb = drandom_bf16(ND, -1, 1, &rng);
     grad_w = drandom((size_t)(HID > V ? HID : V) * D, -1, 1, &rng);
     const int chunk = N < 16384 ? N : 16384;
     z = dalloc(cuda_logits_z_floats(chunk, V) * sizeof(float));
