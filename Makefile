@@ -23,20 +23,20 @@ CFLAGS ?= $(OPT)
 # does not allow it) fails to compile; tests/check_layers.py checks the same table for loops and
 # for calls between files. Order: base -> kernels -> config/model/data -> dist, backend,
 # checkpoint -> train -> cli.
-LAYER_src/base       :=
+LAYER_base           :=
 LAYER_kernels        :=
-LAYER_kernels/cpu    := src/base kernels
-LAYER_kernels/cuda   := src/base kernels
-LAYER_src/config     := src/base
-LAYER_src/model      := src/base src/config
-LAYER_src/data       := src/base
-LAYER_src/dist       := src/base
-LAYER_src/backend    := src/base kernels kernels/cpu kernels/cuda src/config src/model
-LAYER_checkpoint     := src/base src/config src/model src/data
-LAYER_src/train      := src/base src/config src/model src/data src/dist src/backend checkpoint
-LAYER_src/cli        := src/base kernels kernels/cpu src/config src/model src/data src/dist src/backend \
+LAYER_kernels/cpu    := base kernels
+LAYER_kernels/cuda   := base kernels
+LAYER_src/config     := base
+LAYER_src/model      := base src/config
+LAYER_src/data       := base
+LAYER_src/dist       := base
+LAYER_src/backend    := base kernels kernels/cpu kernels/cuda src/config src/model
+LAYER_checkpoint     := base src/config src/model src/data
+LAYER_src/train      := base src/config src/model src/data src/dist src/backend checkpoint
+LAYER_src/cli        := base kernels kernels/cpu src/config src/model src/data src/dist src/backend \
                         checkpoint src/train
-SRC_DIRS := src/base kernels kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend \
+SRC_DIRS := base kernels kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend \
             checkpoint src/train src/cli
 layer_inc = $(addprefix -I,$(1) $(LAYER_$(1)))
 # Tests and benchmarks reach every layer.

@@ -21,7 +21,7 @@
  *    output between threads moves the kernel's edge tiles and its K blocking differs between its
  *    one-thread and threaded drivers), so cpu_sgemm fixes the split itself.
  *  - Functions that can fail on data (out-of-range token ids) return 0 / -1 with ct_fail()
- *    (src/base/common.h); the others return void and trust their shape arguments. */
+ *    (base/common.h); the others return void and trust their shape arguments. */
 #ifndef CT_CPU_OPS_H
 #define CT_CPU_OPS_H
 

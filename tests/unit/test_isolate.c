@@ -1,4 +1,4 @@
-/* test_isolate.c — ct_run_isolated (src/base/isolate.h): a check run in a child process
+/* test_isolate.c — ct_run_isolated (base/isolate.h): a check run in a child process
  * returns its result, payload and message; a crash or a hang in it becomes an error of the
  * caller, who goes on. */
 #include <signal.h>
