@@ -65,16 +65,20 @@ typedef struct {
  * be NULL) is filled when the file is valid. */
 int checkpoint_verify(const char *path, CheckpointSummary *summary);
 
-/* Resume: verify the file, then check it against cfg: every SHAPE key of the key table must be
+/* Resume: verify the file (in a child process, unless `verified`: the caller has just had
+ * checkpoint_verify accept it, as checkpoint_find_resumable does; the checks below still read
+ * the whole file in this process), then check it against cfg: every SHAPE key of the key table must be
  * equal (the message lists each differing key with the checkpoint's and the configured
- * value); the training data files and their token counts must equal train_set's (the message
- * names the first difference). Then fill st (params, exp_avg, exp_avg_sq, momentum, adam_step;
- * st must have been made by train_state_init from cfg) and *info (step, train_tokens,
+ * value); the training data files must be train_set's as cfg->resume_data asks (same: paths,
+ * token counts and checksums; moved: counts and checksums; changed: counts; the message names
+ * the first difference and what to set if the change was meant). Messages of these checks start
+ * with what differs; the caller says which file it was resuming from. Then fill st (params,
+ * exp_avg, exp_avg_sq, momentum, adam_step; st must have been made by train_state_init from cfg) and *info (step, train_tokens,
  * world_size, training_time_ms, device, cursor, extras: allocated copies, freed with
  * checkpoint_info_free). FREE keys whose value differs are reported by calling
  * report(key, checkpoint_value, configured_value) for each, after the load succeeded (report
  * may be NULL). On failure st is unspecified and *info is empty. */
-int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const TokenSet *train_set,
+int checkpoint_load(const char *path, int verified, const Config *cfg, TrainState *st, const TokenSet *train_set,
                     CheckpointInfo *info,
                     void (*report)(const char *key, const char *old_value, const char *new_value));
 void checkpoint_info_free(CheckpointInfo *info);

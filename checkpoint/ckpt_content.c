@@ -11,6 +11,7 @@
 
 #include "ckpt_internal.h"
 #include "common.h"
+#include "crc32.h"
 #include "h5util.h"
 
 /* Bytes read per H5Dread while checksumming: bounds memory whatever the tensor size. */
@@ -182,18 +183,18 @@ static int crc_attribute(hid_t file, const char *path, const Record *rec, uint32
         int64_t v;
         if (ct_h5_attr_read_i64(attr, path, rec->path, rec->attr, &v) != 0) goto done;
         put_le64(bytes, (uint64_t)v);
-        *crc = ckpt_crc32(*crc, bytes, 8);
+        *crc = ct_crc32(*crc, bytes, 8);
     } else if (cls == H5T_FLOAT) {
         double v;
         uint64_t bits;
         if (ct_h5_attr_read_f64(attr, path, rec->path, rec->attr, &v) != 0) goto done;
         memcpy(&bits, &v, 8);
         put_le64(bytes, bits);
-        *crc = ckpt_crc32(*crc, bytes, 8);
+        *crc = ct_crc32(*crc, bytes, 8);
     } else if (cls == H5T_STRING) {
         char *s;
         if (ct_h5_attr_read_str(attr, path, rec->path, rec->attr, &s) != 0) goto done;
-        *crc = ckpt_crc32(*crc, s, strlen(s) + 1);
+        *crc = ct_crc32(*crc, s, strlen(s) + 1);
         free(s);
     } else {
         ct_fail("'%s': attribute %s of %s has type %s; checkpoint attributes are integers, floats or strings", path,
@@ -242,7 +243,7 @@ static int crc_dataset(hid_t file, const char *path, const char *dset_path, uint
             ct_h5_fail("'%s': %s: cannot read the data", path, dset_path);
             goto done;
         }
-        *crc = ckpt_crc32(*crc, buf, elem);
+        *crc = ct_crc32(*crc, buf, elem);
         rc = 0;
         goto done;
     }
@@ -268,7 +269,7 @@ static int crc_dataset(hid_t file, const char *path, const char *dset_path, uint
             ct_h5_fail("'%s': %s: cannot read the data", path, dset_path);
             goto done;
         }
-        *crc = ckpt_crc32(*crc, buf, (size_t)count[0] * row);
+        *crc = ct_crc32(*crc, buf, (size_t)count[0] * row);
         if (cls == H5T_FLOAT && elem == sizeof(float)) {
             const float *v = buf;
             for (size_t e = 0; e < (size_t)count[0] * row / sizeof(float); e++)
@@ -312,8 +313,8 @@ int ckpt_content_crc(hid_t file, const char *path, const CkptObjects *objs, uint
     for (int i = 0; i < r.count && rc == 0; i++) {
         const Record *rec = &r.items[i];
         char kind = rec->attr ? 'A' : 'D';
-        crc = ckpt_crc32(crc, &kind, 1);
-        crc = ckpt_crc32(crc, rec->key, strlen(rec->key) + 1);
+        crc = ct_crc32(crc, &kind, 1);
+        crc = ct_crc32(crc, rec->key, strlen(rec->key) + 1);
         rc = rec->attr ? crc_attribute(file, path, rec, &crc) : crc_dataset(file, path, rec->path, &crc);
     }
     for (int i = 0; i < r.count; i++) free(r.items[i].key);

@@ -231,7 +231,7 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
          * from the wrong state and, by pruning, delete the newer run. */
         int64_t version;
         if (ckpt_newer_format(path, &version)) {
-            rc = ct_fail("'%s' was written by a newer ctrain (format %lld; this ctrain %s reads format %d): resume "
+            rc = ct_fail("'%s' was written by a newer ctrain (format %lld; this ctrain %s reads formats up to %d): resume "
                          "it with that ctrain, or move it away (resume=PATH or overwrite=1) to start over",
                          path, (long long)version, CT_VERSION, CKPT_FORMAT_VERSION);
             break;

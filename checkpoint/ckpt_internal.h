@@ -12,7 +12,10 @@
 #include "checkpoint.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint"
-#define CKPT_FORMAT_VERSION 1
+/* 2: /loader/train/file_crc32 and file_sample_crc32 (the data's identity). Format 1 files
+ * (without them) are still read; a resume from one compares paths and token counts only. */
+#define CKPT_FORMAT_VERSION 2
+#define CKPT_FORMAT_VERSION_OLDEST 1
 /* Chunk size cap in elements: whole tensor below it (one Fletcher32 checksum per tensor),
  * slabs of rows above it so a damaged region is found without huge chunks. */
 #define CKPT_CHUNK_MAX_ELEMENTS ((int64_t)1 << 20)
@@ -24,10 +27,6 @@
  * "renamed", "latest-tmp-written", "latest-renamed", "pruning". ---- */
 extern void (*ckpt_test_stage_hook)(const char *stage);
 void ckpt_stage(const char *stage);
-
-/* ---- CRC-32 (the zlib / IEEE 802.3 polynomial): crc = ckpt_crc32(0, ...) then chain, as
- * Python's zlib.crc32(data, crc). ---- */
-uint32_t ckpt_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ---- the tensors of a model: /model/<name> and its optimizer buffers ---- */
 typedef enum { CKPT_BUF_PARAMS, CKPT_BUF_EXP_AVG, CKPT_BUF_EXP_AVG_SQ, CKPT_BUF_MOMENTUM } CkptBuffer;
@@ -104,6 +103,7 @@ typedef struct {
     int num_files;
     char **files;
     int64_t *file_tokens;
+    int64_t *file_crc32, *file_sample_crc32; /* per file (-1: no tokens_crc32); NULL in format 1 */
     int num_extras;
     char **extra_names;
     double *extra_values;

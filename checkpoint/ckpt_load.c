@@ -11,7 +11,7 @@
 #include "h5util.h"
 
 /* Every SHAPE key must agree; the message lists all that do not. */
-static int check_shape_keys(const char *path, const CkptMeta *m, const Config *cfg) {
+static int check_shape_keys(const CkptMeta *m, const Config *cfg) {
     char message[4096] = "";
     size_t used = 0;
     int bad = 0;
@@ -28,33 +28,94 @@ static int check_shape_keys(const char *path, const CkptMeta *m, const Config *c
         bad++;
     }
     if (!bad) return 0;
-    return ct_fail("cannot resume from '%s': %s %s fixed on resume (%s); set %s as in the checkpoint, or start a new "
+    return ct_fail("%s %s fixed on resume (%s); set %s as in the checkpoint, or start a new "
                    "run in another out_dir",
-                   path, bad == 1 ? "a key that is" : "keys that are", bad == 1 ? "differs" : "differ", message,
+                   bad == 1 ? "a key that is" : "keys that are", bad == 1 ? "differs" : "differ", message,
                    bad == 1 ? "it" : "them");
 }
 
-/* The training files and their token counts must be those the run was reading. */
-static int check_data(const char *path, const CkptMeta *m, const TokenSet *set) {
+/* 1 if file i of the checkpoint and of the set hold the same tokens as far as the recorded
+ * checksums tell: the sample checksums agree, and so do the full ones where the checkpoint has
+ * one (a file that lost its tokens_crc32 attribute was rewritten). */
+static int same_content(const CkptMeta *m, const TokenSet *set, int i) {
+    const TokenFileInfo *f = &set->files[i];
+    if (m->file_sample_crc32[i] != f->sample_crc32) return 0;
+    return m->file_crc32[i] < 0 || m->file_crc32[i] == f->tokens_crc32;
+}
+
+static void describe_difference(const CkptMeta *m, const TokenSet *set, int i, char *why, size_t cap) {
+    const TokenFileInfo *f = &set->files[i];
+    if (m->file_sample_crc32[i] != f->sample_crc32)
+        snprintf(why, cap, "its first and last tokens differ: sample checksum 0x%08llx now, 0x%08llx then",
+                 (unsigned long long)f->sample_crc32, (unsigned long long)m->file_sample_crc32[i]);
+    else if (f->tokens_crc32 < 0)
+        snprintf(why, cap, "it no longer has the tokens_crc32 attribute it had (0x%08llx): it was rewritten",
+                 (unsigned long long)m->file_crc32[i]);
+    else
+        snprintf(why, cap, "tokens_crc32 is 0x%08llx now, 0x%08llx then", (unsigned long long)f->tokens_crc32,
+                 (unsigned long long)m->file_crc32[i]);
+}
+
+/* The training files must be those the run was reading (resume_data: "same" paths, token
+ * counts and contents; "moved": contents and counts, any paths; "changed": counts only). The
+ * cursor must fit the files in every case. */
+static int check_data(const char *path, const CkptMeta *m, const TokenSet *set, const char *mode) {
+    static const char *const changed_hint =
+        "; if the change is deliberate, set resume_data=changed (batches then differ from an uninterrupted run)";
+    int moved_ok = !strcmp(mode, "moved") || !strcmp(mode, "changed"), changed_ok = !strcmp(mode, "changed");
+    int have_identity = m->file_sample_crc32 != NULL;
     int n = m->num_files < set->num_files ? m->num_files : set->num_files;
-    for (int i = 0; i < n; i++) {
-        if (strcmp(m->files[i], set->files[i].path) != 0)
-            return ct_fail("cannot resume from '%s': the training data differs: file %d is '%s' in the checkpoint "
-                           "but '%s' now",
-                           path, i, m->files[i], set->files[i].path);
-        if (m->file_tokens[i] != set->files[i].num_tokens)
-            return ct_fail("cannot resume from '%s': the training data differs: '%s' had %lld tokens when the "
-                           "checkpoint was written and has %lld now",
-                           path, m->files[i], (long long)m->file_tokens[i], (long long)set->files[i].num_tokens);
-    }
-    if (m->num_files != set->num_files) {
+    int num_moved = 0, num_changed = 0;
+    if (m->num_files != set->num_files) { /* checked first: no resume_data allows it */
         int only_old = n < m->num_files;
-        return ct_fail("cannot resume from '%s': the training data differs: the checkpoint lists %d file(s), "
-                       "train_files now matches %d (first difference: file %d, '%s', is only in %s)",
-                       path, m->num_files, set->num_files, n, only_old ? m->files[n] : set->files[n].path,
+        return ct_fail("the training data differs: the checkpoint lists %d file(s), "
+                       "train_files now matches %d (file %d, '%s', is only in %s)",
+                       m->num_files, set->num_files, n, only_old ? m->files[n] : set->files[n].path,
                        only_old ? "the checkpoint" : "the current data");
     }
-    if (loader_cursor_check(set, &m->cursor) != 0) return ct_fail_prefix("cannot resume from '%s'", path);
+    for (int i = 0; i < n; i++) {
+        const char *old_path = m->files[i], *new_path = set->files[i].path;
+        int same_path = !strcmp(old_path, new_path);
+        if (m->file_tokens[i] != set->files[i].num_tokens) {
+            if (same_path)
+                return ct_fail("the training data differs: '%s' had %lld tokens when the "
+                               "checkpoint was written and has %lld now",
+                               old_path, (long long)m->file_tokens[i], (long long)set->files[i].num_tokens);
+            return ct_fail("the training data differs: file %d is '%s' (%lld tokens) in the "
+                           "checkpoint but '%s' (%lld tokens) now",
+                           i, old_path, (long long)m->file_tokens[i], new_path,
+                           (long long)set->files[i].num_tokens);
+        }
+        int content_ok = !have_identity || same_content(m, set, i);
+        if (!content_ok && !changed_ok) {
+            char why[200];
+            describe_difference(m, set, i, why, sizeof why);
+            return ct_fail("the training data differs: '%s'%s%s%s holds other tokens than "
+                           "when the checkpoint was written (the same count, %lld, but %s)%s",
+                           new_path, same_path ? "" : " (file '", same_path ? "" : old_path,
+                           same_path ? "" : "' in the checkpoint)", (long long)set->files[i].num_tokens, why,
+                           changed_hint);
+        }
+        if (!same_path && !moved_ok)
+            return ct_fail("the training data differs: file %d is '%s' in the checkpoint but "
+                           "'%s' now%s",
+                           i, old_path, new_path,
+                           have_identity ? "; its tokens are the same, so if the data was moved, set resume_data=moved"
+                                         : "; if the data was moved, set resume_data=moved (changed, if it was "
+                                           "changed on purpose)");
+        num_moved += !same_path;
+        num_changed += !content_ok;
+    }
+    if (loader_cursor_check(set, &m->cursor) != 0) return -1;
+    if (!have_identity)
+        printf("note: '%s' is a format 1 checkpoint, which records no data checksums: the training files were "
+               "compared by path and token count only\n", path);
+    if (num_moved)
+        printf("resume_data=%s: %d of %d training file(s) are at other paths than in the checkpoint%s\n", mode,
+               num_moved, n, num_changed ? "" : ", with the same tokens");
+    if (num_changed)
+        printf("resume_data=changed: %d of %d training file(s) hold other tokens than when the checkpoint was "
+               "written; training continues on the new data\n", num_changed, n);
     return 0;
 }
 
@@ -109,12 +170,12 @@ static void fill_info(const CkptMeta *m, CheckpointInfo *info) {
     }
 }
 
-int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const TokenSet *train_set,
+int checkpoint_load(const char *path, int verified, const Config *cfg, TrainState *st, const TokenSet *train_set,
                     CheckpointInfo *info,
                     void (*report)(const char *key, const char *old_value, const char *new_value)) {
     memset(info, 0, sizeof *info);
     /* first in a child process: a file that crashes HDF5 must not crash the run */
-    if (checkpoint_verify(path, NULL) != 0) return -1;
+    if (!verified && checkpoint_verify(path, NULL) != 0) return -1;
     CkptMeta m;
     memset(&m, 0, sizeof m);
     ct_hdf5_lock();
@@ -122,10 +183,10 @@ int checkpoint_load(const char *path, const Config *cfg, TrainState *st, const T
     hid_t file = ckpt_open_read(path);
     if (file >= 0) {
         rc = ckpt_verify_open(file, path, &m);
-        if (rc == 0) rc = check_shape_keys(path, &m, cfg);
-        if (rc == 0) rc = check_data(path, &m, train_set);
+        if (rc == 0) rc = check_shape_keys(&m, cfg);
+        if (rc == 0) rc = check_data(path, &m, train_set, cfg->resume_data);
         if (rc == 0 && !same_spec(&m.spec, &st->spec))
-            rc = ct_fail("cannot resume from '%s': the training state was not made from this configuration", path);
+            rc = ct_fail("the training state was not made from this configuration");
         if (rc == 0) rc = read_tensors(file, path, &m.spec, st);
         H5Fclose(file);
     }

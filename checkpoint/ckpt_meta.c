@@ -36,9 +36,9 @@ static int read_root(hid_t file, const char *path, CkptMeta *m) {
     free(format);
     if (!ok) return -1;
     if (ckpt_attr_read_i64(file, path, "/", "format_version", &m->format_version) != 0) return -1;
-    if (m->format_version != CKPT_FORMAT_VERSION)
-        return ct_fail("'%s': format_version is %lld; this ctrain (%s) reads format_version %d%s", path,
-                       (long long)m->format_version, CT_VERSION, CKPT_FORMAT_VERSION,
+    if (m->format_version < CKPT_FORMAT_VERSION_OLDEST || m->format_version > CKPT_FORMAT_VERSION)
+        return ct_fail("'%s': format_version is %lld; this ctrain (%s) reads format_version %d to %d%s", path,
+                       (long long)m->format_version, CT_VERSION, CKPT_FORMAT_VERSION_OLDEST, CKPT_FORMAT_VERSION,
                        m->format_version > CKPT_FORMAT_VERSION ? " (the file was written by a newer ctrain)" : "");
     int64_t crc;
     if (ckpt_attr_read_i64(file, path, "/", "step", &m->step) != 0 ||
@@ -124,7 +124,33 @@ static int read_config(hid_t file, const char *path, CkptMeta *m) {
     return rc;
 }
 
-/* /loader/train/files (fixed-length strings) and file_tokens (int64), equally long. */
+/* A per-file int64 dataset of /loader/train holding CRC-32s (-1 allowed where may_be_absent). */
+static int read_identity(hid_t train, const char *path, const char *name, hsize_t n, int may_be_absent,
+                         int64_t **out) {
+    hid_t dset = H5Dopen2(train, name, H5P_DEFAULT);
+    if (dset < 0) return ct_h5_fail("'%s': cannot open /loader/train/%s", path, name);
+    hid_t type = H5Dget_type(dset);
+    H5T_class_t cls = H5Tget_class(type);
+    H5Tclose(type);
+    hsize_t len = 0;
+    if (cls != H5T_INTEGER || ckpt_dataset_shape(dset, &len) != 1 || len != n) {
+        H5Dclose(dset);
+        return ct_fail("'%s': /loader/train/%s must be a 1-D int64 dataset with one value per file (%llu files)", path,
+                       name, (unsigned long long)n);
+    }
+    *out = ct_calloc((size_t)n, sizeof **out, "checkpoint file list");
+    herr_t read = H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out);
+    H5Dclose(dset);
+    if (read < 0) return ct_h5_fail("'%s': /loader/train/%s: cannot read the data", path, name);
+    for (hsize_t i = 0; i < n; i++)
+        if ((*out)[i] < (may_be_absent ? -1 : 0) || (*out)[i] > (int64_t)UINT32_MAX)
+            return ct_fail("'%s': /loader/train/%s[%llu] is %lld, expected a CRC-32 (0 .. 4294967295)%s", path, name,
+                           (unsigned long long)i, (long long)(*out)[i], may_be_absent ? " or -1 (none)" : "");
+    return 0;
+}
+
+/* /loader/train/files (fixed-length strings) and file_tokens (int64), equally long; from
+ * format 2 on, file_crc32 and file_sample_crc32 too. */
 static int read_file_list(hid_t train, const char *path, CkptMeta *m) {
     hid_t files = H5Dopen2(train, "files", H5P_DEFAULT), tokens = H5I_INVALID_HID;
     hid_t ftype = H5I_INVALID_HID, mtype = H5I_INVALID_HID;
@@ -179,6 +205,9 @@ static int read_file_list(hid_t train, const char *path, CkptMeta *m) {
         ct_h5_fail("'%s': /loader/train/file_tokens: cannot read the data", path);
         goto done;
     }
+    if (m->format_version >= 2 && (read_identity(train, path, "file_crc32", n, 1, &m->file_crc32) != 0 ||
+                                   read_identity(train, path, "file_sample_crc32", n, 0, &m->file_sample_crc32) != 0))
+        goto done;
     m->files = ct_calloc((size_t)n, sizeof *m->files, "checkpoint file list");
     m->num_files = (int)n;
     for (hsize_t i = 0; i < n; i++) m->files[i] = ct_strdup(buf + i * width);
@@ -277,6 +306,8 @@ void ckpt_meta_free(CkptMeta *m) {
     for (int i = 0; i < m->num_files; i++) free(m->files[i]);
     free(m->files);
     free(m->file_tokens);
+    free(m->file_crc32);
+    free(m->file_sample_crc32);
     for (int i = 0; i < m->num_extras; i++) free(m->extra_names[i]);
     free(m->extra_names);
     free(m->extra_values);

@@ -81,6 +81,10 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) add_expected(&expected, &cap, groups[i], 0);
     add_expected(&expected, &cap, "/loader/train/files", 1);
     add_expected(&expected, &cap, "/loader/train/file_tokens", 1);
+    if (m->format_version >= 2) {
+        add_expected(&expected, &cap, "/loader/train/file_crc32", 1);
+        add_expected(&expected, &cap, "/loader/train/file_sample_crc32", 1);
+    }
     CkptTensor *list;
     int n;
     ckpt_tensor_list(&m->spec, &list, &n);

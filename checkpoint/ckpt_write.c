@@ -146,8 +146,8 @@ static int write_tensors(hid_t file, const TrainState *st) {
     return rc;
 }
 
-/* /loader/train: the cursor, and the file list with token counts so that a resume against
- * different data is refused. Paths are fixed-length strings so that Fletcher32 covers their
+/* /loader/train: the cursor, and the file list with token counts and content checksums so
+ * that a resume against different data is refused. Paths are fixed-length strings so that Fletcher32 covers their
  * bytes (a variable-length string's bytes live outside the dataset's chunks). */
 static int write_loader(hid_t file, const CheckpointInfo *info, const TokenSet *set) {
     hid_t loader = create_group(file, "loader");
@@ -164,10 +164,13 @@ static int write_loader(hid_t file, const CheckpointInfo *info, const TokenSet *
     for (int i = 0; i < set->num_files; i++)
         if (strlen(set->files[i].path) + 1 > width) width = strlen(set->files[i].path) + 1;
     char *names = ct_calloc((size_t)set->num_files, width, "checkpoint file list");
-    int64_t *tokens = ct_calloc((size_t)set->num_files, sizeof *tokens, "checkpoint file list");
+    int64_t *tokens = ct_calloc((size_t)set->num_files, 3 * sizeof *tokens, "checkpoint file list");
+    int64_t *crc = tokens + set->num_files, *sample = crc + set->num_files;
     for (int i = 0; i < set->num_files; i++) {
         memcpy(names + (size_t)i * width, set->files[i].path, strlen(set->files[i].path));
         tokens[i] = set->files[i].num_tokens;
+        crc[i] = set->files[i].tokens_crc32;
+        sample[i] = set->files[i].sample_crc32;
     }
     hsize_t n = (hsize_t)set->num_files;
     hid_t str = H5Tcopy(H5T_C_S1);
@@ -175,7 +178,9 @@ static int write_loader(hid_t file, const CheckpointInfo *info, const TokenSet *
     H5Tset_strpad(str, H5T_STR_NULLTERM);
     H5Tset_cset(str, H5T_CSET_UTF8);
     if (rc == 0 && (write_dataset(train, "files", str, str, 1, &n, names) != 0 ||
-                    write_dataset(train, "file_tokens", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n, tokens) != 0))
+                    write_dataset(train, "file_tokens", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n, tokens) != 0 ||
+                    write_dataset(train, "file_crc32", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n, crc) != 0 ||
+                    write_dataset(train, "file_sample_crc32", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n, sample) != 0))
         rc = -1;
     H5Tclose(str);
     free(names);
@@ -265,6 +270,9 @@ static int check_request(const Config *cfg, const TrainState *st, const Checkpoi
     if (info->world_size < 1) return ct_fail("world_size %d: expected >= 1", info->world_size);
     if (!info->device || !info->device[0]) return ct_fail("device is not set");
     if (!set || set->num_files < 1) return ct_fail("no training data set given to record in the checkpoint");
+    for (int i = 0; i < set->num_files; i++)
+        if (set->files[i].sample_crc32 < 0)
+            return ct_fail("the identity of training file '%s' was not computed (data_fingerprint)", set->files[i].path);
     if (loader_cursor_check(set, &info->cursor) != 0) return ct_fail_prefix("checkpoint of step %lld", (long long)info->step);
     for (int i = 0; i < info->num_extras; i++) {
         const char *name = info->extra_names[i];

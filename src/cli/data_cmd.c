@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "common.h"
 #include "data.h"
+#include "isolate.h"
 #include "progress.h"
 
 /* llm.c shard layout: 256 little-endian int32 header words, then uint16 tokens. */
@@ -492,6 +493,10 @@ static void report_scan_progress(void *ctx, int64_t done, int64_t total) {
 static int info_one(const char *pattern) {
     TokenSet set;
     if (data_open_set(pattern, &set) != 0) return -1;
+    if (data_check_storage(&set) != 0) {
+        data_free_set(&set);
+        return -1;
+    }
     char total_label[64];
     snprintf(total_label, sizeof total_label, "total (%d file%s)", set.num_files, set.num_files == 1 ? "" : "s");
     int width = (int)strlen(total_label);
@@ -518,11 +523,35 @@ static int info_one(const char *pattern) {
     progress_begin(&progress, "checking tokens", "tokens", set.total_tokens);
     int rc = data_scan_tokens(&set, &max_token, report_scan_progress, &progress);
     progress_end(&progress);
-    if (rc == 0)
+    if (rc == 0) {
+        int with_crc = 0;
+        for (int i = 0; i < set.num_files; i++) with_crc += set.files[i].tokens_crc32 >= 0;
         printf("checked %lld tokens: all below vocab_size %lld (largest id %u)\n", (long long)set.total_tokens,
                (long long)set.vocab_size, max_token);
+        if (with_crc == set.num_files)
+            printf("tokens_crc32: matches in every file\n");
+        else if (with_crc == 0)
+            printf("tokens_crc32: no file has one (files not written by ctrain; see docs/data-format.md)\n");
+        else
+            printf("tokens_crc32: matches in %d of %d files; the others have none (see docs/data-format.md)\n",
+                   with_crc, set.num_files);
+    }
+    fflush(stdout);
     data_free_set(&set);
     return rc;
+}
+
+static int info_one_here(void *pattern, void *out) {
+    (void)out;
+    return info_one(pattern);
+}
+
+/* In a child process, so that a file whose damaged metadata crashes HDF5 is reported as such. */
+static int info_one_isolated(const char *pattern) {
+    char what[4300];
+    snprintf(what, sizeof what, "checking '%s' (damaged HDF5 structure?)", pattern);
+    fflush(stdout);
+    return ct_run_isolated(what, info_one_here, (void *)pattern, NULL, 0, 0);
 }
 
 static int info_main(int argc, char **argv) {
@@ -539,7 +568,7 @@ static int info_main(int argc, char **argv) {
     rc = CT_EXIT_OK;
     for (int i = 0; i < num_patterns; i++) {
         if (i > 0) putchar('\n');
-        if (info_one(patterns[i]) != 0) {
+        if (info_one_isolated(patterns[i]) != 0) {
             fflush(stdout);
             ct_print_error();
             rc = CT_EXIT_FAILURE;

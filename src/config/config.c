@@ -302,6 +302,8 @@ int config_validate(const Config *c, int world_size) {
             (long long)c->keep_checkpoints);
     REQUIRE(c->lock_wait >= 0, "lock_wait = %g: expected >= 0 seconds (0 = fail at once)", c->lock_wait);
     REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
+    REQUIRE(!strcmp(c->resume_data, "same") || !strcmp(c->resume_data, "moved") || !strcmp(c->resume_data, "changed"),
+            "resume_data = '%s': expected same, moved or changed", c->resume_data);
     REQUIRE(stop_signal_number(c->stop_signal) > 0,
             "stop_signal = '%s': expected USR1, USR2, TERM, INT, HUP, QUIT, XCPU or ALRM (with or without SIG)",
             c->stop_signal);
@@ -413,8 +415,14 @@ void config_print_markdown(FILE *out) {
         for (int i = 0; i < ct_config_num_keys; i++) {
             const ConfigKey *k = &ct_config_keys[i];
             if (strcmp(k->group, group_order[g]) != 0) continue;
-            fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", k->name, type_name(k->type), k->default_value,
-                    k->resume == CT_RESUME_SHAPE ? "must match" : "may change", k->help);
+            fprintf(out, "| `%s` | %s | `%s` | %s | ", k->name, type_name(k->type), k->default_value,
+                    k->resume == CT_RESUME_SHAPE ? "must match" : "may change");
+            /* a '|' in the help (alternatives: "cpu | cuda") would end the table cell */
+            for (const char *c = k->help; *c; c++) {
+                if (*c == '|') fputc('\\', out);
+                fputc(*c, out);
+            }
+            fputs(" |\n", out);
         }
     }
 }

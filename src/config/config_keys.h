@@ -53,7 +53,8 @@
     X(grad_clip_norm, FLOAT, "0.0", "optimizer", FREE, "clip the global grad norm to this; 0 = off") \
     X(seed, INT, "1337", "optimizer", SHAPE, "seed of the weight initialisation")                  \
     /* data and evaluation */                                                                      \
-    X(train_files, STR, "", "data", SHAPE, "glob of HDF5 token files for training (required)")     \
+    X(train_files, STR, "", "data", FREE,                                                           \
+      "glob of HDF5 token files for training (required); on resume the files it matches are held to resume_data") \
     X(val_files, STR, "", "data", FREE, "glob of HDF5 token files for validation; empty = none")   \
     X(val_loss_every, INT, "1000", "data", FREE, "validate every N steps (and at the end); 0 = end only") \
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
@@ -66,6 +67,8 @@
       "seconds to wait while another run holds out_dir (the sbatch scripts use 300 for requeues); 0 = fail at once") \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \
     X(overwrite, BOOL, "0", "run", FREE, "with resume=none: allow starting fresh in an out_dir that has checkpoints") \
+    X(resume_data, STR, "same", "run", FREE,                                                        \
+      "what a resume accepts of the training files: same (paths, token counts, checksums) | moved (paths may differ) | changed (token counts only)") \
     X(stop_signal, STR, "USR1", "run", FREE,                                                        \
       "signal that asks for checkpoint + exit 75 (besides TERM and INT); USR2 where MPI/NCCL use USR1") \
     X(stop_before_job_end, FLOAT, "0", "run", FREE,                                                 \

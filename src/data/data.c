@@ -235,6 +235,19 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
         info->tokenizer = ct_strdup(""); /* optional free text */
     }
 
+    info->tokens_crc32 = -1; /* optional: written by ctrain's converters */
+    if ((found = open_attribute(dset, file, path, "tokens_crc32", &attr)) < 0) goto done;
+    if (found) {
+        if (ct_h5_attr_read_i64(attr, path, NULL, "tokens_crc32", &info->tokens_crc32) != 0) goto done;
+        H5Aclose(attr);
+        attr = H5I_INVALID_HID;
+        if (info->tokens_crc32 < 0 || info->tokens_crc32 > (int64_t)UINT32_MAX) {
+            ct_fail("'%s': tokens_crc32 = %lld, expected a CRC-32 (0 .. 4294967295)", path,
+                    (long long)info->tokens_crc32);
+            goto done;
+        }
+    }
+
     rc = check_luts(file, path, info->vocab_size, &info->has_luts);
 done:
     if (attr >= 0) H5Aclose(attr);
@@ -247,6 +260,7 @@ done:
 int data_file_info(const char *path, TokenFileInfo *info) {
     memset(info, 0, sizeof *info);
     info->path = ct_strdup(path);
+    info->tokens_crc32 = info->sample_crc32 = -1;
     ct_hdf5_lock();
     int rc = -1;
     hid_t file = open_data_file(path);
@@ -351,6 +365,69 @@ void data_free_set(TokenSet *set) {
     free(set->files);
     free(set->pattern);
     memset(set, 0, sizeof *set);
+}
+
+/* ---- storage check ---- */
+
+/* Where /tokens' bytes lie must be inside the file: each chunk the index lists, or the one
+ * contiguous block. The chunks are looked up by coordinate (a B-tree search each), which
+ * parses every node of the index without reading any token. Lock held. */
+static int check_tokens_storage(hid_t file, hid_t dset, const TokenFileInfo *info) {
+    const char *path = info->path;
+    hsize_t file_size = 0;
+    if (H5Fget_filesize(file, &file_size) < 0) return ct_h5_fail("'%s': cannot get the file size", path);
+    hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0) return ct_h5_fail("'%s': cannot read the storage properties of /tokens", path);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    hsize_t chunk = 0;
+    if (layout == H5D_CHUNKED && H5Pget_chunk(dcpl, 1, &chunk) != 1) chunk = 0;
+    H5Pclose(dcpl);
+    uint64_t need = (uint64_t)info->num_tokens * (uint64_t)info->token_bytes;
+    if (layout == H5D_CONTIGUOUS) {
+        haddr_t offset = H5Dget_offset(dset);
+        if (offset == HADDR_UNDEF)
+            return ct_fail("'%s': /tokens has no data stored (a dataset created but never written)", path);
+        if (offset > file_size || need > file_size - offset)
+            return ct_fail("'%s': /tokens is stored at bytes %llu .. %llu but the file has %llu bytes: the file is "
+                           "truncated or damaged", path, (unsigned long long)offset,
+                           (unsigned long long)(offset + need), (unsigned long long)file_size);
+        return 0;
+    }
+    if (layout == H5D_COMPACT) return 0; /* inside the object header, already parsed */
+    if (layout != H5D_CHUNKED || chunk == 0)
+        return ct_fail("'%s': /tokens has a storage layout this ctrain cannot check (%d)", path, (int)layout);
+    for (hsize_t start = 0; start < (hsize_t)info->num_tokens; start += chunk) {
+        unsigned filter_mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info_by_coord(dset, &start, &filter_mask, &addr, &size) < 0)
+            return ct_h5_fail("'%s': cannot look up the chunk of /tokens at token %llu in the chunk index", path,
+                              (unsigned long long)start);
+        if (addr == HADDR_UNDEF)
+            return ct_fail("'%s': the chunk of /tokens at token %llu is not stored (it would read as zeros): the "
+                           "file is incomplete", path, (unsigned long long)start);
+        if (addr > file_size || size > file_size - addr)
+            return ct_fail("'%s': the chunk of /tokens at token %llu lies at bytes %llu .. %llu but the file has %llu "
+                           "bytes: the file is truncated or damaged", path, (unsigned long long)start,
+                           (unsigned long long)addr, (unsigned long long)(addr + size),
+                           (unsigned long long)file_size);
+    }
+    return 0;
+}
+
+int data_check_storage(const TokenSet *set) {
+    int rc = 0;
+    for (int i = 0; i < set->num_files && rc == 0; i++) {
+        const TokenFileInfo *info = &set->files[i];
+        ct_hdf5_lock();
+        hid_t file = open_data_file(info->path);
+        hid_t dset = file >= 0 ? open_tokens_dataset(file, info->path) : H5I_INVALID_HID;
+        rc = dset < 0 ? -1 : check_tokens_storage(file, dset, info);
+        if (dset >= 0) H5Dclose(dset);
+        if (file >= 0) H5Fclose(file);
+        ct_hdf5_unlock();
+    }
+    return rc;
 }
 
 /* ---- reading ---- */
@@ -498,6 +575,7 @@ int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn pr
     int rc = 0;
     for (int f = 0; f < set->num_files && rc == 0; f++) {
         const TokenFileInfo *info = &set->files[f];
+        uint32_t crc = 0;
         for (int64_t pos = 0; pos < info->num_tokens && rc == 0; pos += SCAN_BLOCK_TOKENS) {
             int64_t n = info->num_tokens - pos < SCAN_BLOCK_TOKENS ? info->num_tokens - pos : SCAN_BLOCK_TOKENS;
             if ((rc = token_reader_read(reader, f, pos, n, block)) != 0) break;
@@ -509,9 +587,14 @@ int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn pr
                     break;
                 }
             }
+            if (info->tokens_crc32 >= 0) crc = data_crc32_tokens(crc, block, n, info->token_bytes);
             done += n;
             if (progress) progress(ctx, done, set->total_tokens);
         }
+        if (rc == 0 && info->tokens_crc32 >= 0 && crc != (uint32_t)info->tokens_crc32)
+            rc = ct_fail("'%s': the tokens do not match the file's tokens_crc32 attribute (it says 0x%08x, the tokens "
+                         "give 0x%08x): the file was changed or damaged after it was written",
+                         info->path, (unsigned)info->tokens_crc32, (unsigned)crc);
     }
     free(block);
     token_reader_close(reader);
@@ -634,6 +717,7 @@ struct TokenWriter {
     hid_t file, dset; /* dset is created at the first flush, when its chunk size is known */
     void *buffer;     /* one chunk of pending tokens */
     int64_t buffered, written;
+    uint32_t crc;     /* of the tokens written so far: the tokens_crc32 attribute */
 };
 
 /* Create the extendible /tokens dataset and its attributes. A file shorter than one chunk
@@ -676,6 +760,7 @@ static int writer_flush(TokenWriter *w) {
     }
     ct_hdf5_unlock();
     if (rc == 0) {
+        w->crc = data_crc32_packed(w->crc, w->buffer, w->buffered, w->token_bytes);
         w->written += w->buffered;
         w->buffered = 0;
     }
@@ -799,9 +884,10 @@ int token_writer_close(TokenWriter *w) {
         goto fail;
     }
     ct_hdf5_lock();
-    herr_t closed = H5Dclose(w->dset);
+    herr_t closed = ct_h5_attr_write_u32(w->dset, "tokens_crc32", w->crc) == 0 ? 0 : -1;
+    if (H5Dclose(w->dset) < 0) closed = -1;
     w->dset = H5I_INVALID_HID;
-    if (closed >= 0) closed = H5Fclose(w->file);
+    if (H5Fclose(w->file) < 0) closed = -1;
     w->file = H5I_INVALID_HID;
     int rc = closed < 0 ? ct_h5_fail("'%s': cannot finish writing", w->tmp_path) : 0;
     ct_hdf5_unlock();

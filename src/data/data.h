@@ -3,8 +3,8 @@
  * byte-count tables, and writing new files (used by `ctrain data` converters and tests).
  *
  * A data file holds a 1-D chunked dataset /tokens (uint16 or uint32) with attributes
- * vocab_size (int64), bos_id (int64, -1 if none) and tokenizer (string); optionally
- * /tokenizer/base_bytes (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and
+ * vocab_size (int64), bos_id (int64, -1 if none), tokenizer (string) and, in files written by
+ * ctrain, tokens_crc32 (uint32, the CRC-32 of the tokens); optionally /tokenizer/base_bytes (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and
  * /tokenizer/is_boundary_token (uint8[vocab]).
  *
  * All functions return 0 on success, -1 with ct_error() naming the file and the problem.
@@ -23,6 +23,9 @@ typedef struct {
     int token_bytes; /* 2 (uint16) or 4 (uint32) */
     int has_luts;    /* all three /tokenizer tables present with vocab_size entries */
     char *tokenizer; /* the tokenizer attribute (free text) */
+    /* Identity of the content (data_identity.c), so that a resume notices a replaced file: */
+    int64_t tokens_crc32; /* the tokens_crc32 attribute, -1 if the file has none */
+    int64_t sample_crc32; /* CRC-32 of the first and last tokens (data_fingerprint); -1 until computed */
 } TokenFileInfo;
 
 /* A split: the files of a glob in sorted path order, concatenated into one stream. */
@@ -53,7 +56,7 @@ int token_reader_read(TokenReader *reader, int file_index, int64_t pos, int64_t 
 void token_reader_close(TokenReader *reader);
 
 /* Scan every token of every file in chunks; fail naming file, position and value of the first
- * token >= vocab_size. */
+ * token >= vocab_size, or a file whose tokens do not match its tokens_crc32 attribute. */
 int data_check_tokens(const TokenSet *set);
 
 /* The tokenizer byte-count tables of the set's first file (vocab_size entries each); fails if
@@ -84,6 +87,26 @@ int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn pr
  * vocab_size entries each; used to copy tables into converted files. Caller frees. */
 int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes,
                         uint8_t **has_leading_space, uint8_t **is_boundary_token);
+
+/* Check the storage of every file's /tokens without reading the tokens: every chunk of the
+ * chunk index is looked up and must lie inside the file (a truncated copy, a damaged index).
+ * Run before training, in a child process (isolate.h), so that damaged metadata that would
+ * crash HDF5 is found at the start and not when the loader reaches it. */
+int data_check_storage(const TokenSet *set);
+
+/* ---- identity (data_identity.c) ----
+ * CRC-32s of tokens as they are stored: each token as a little-endian integer of the file's
+ * width (2 or 4 bytes), i.e. zlib.crc32(tokens.astype("<u2").tobytes()) for a uint16 file. */
+uint32_t data_crc32_tokens(uint32_t crc, const uint32_t *tokens, int64_t n, int token_bytes); /* widened values */
+uint32_t data_crc32_packed(uint32_t crc, const void *tokens, int64_t n, int token_bytes);     /* native width */
+
+/* Tokens at each end of a file that its sample checksum covers. */
+#define CT_DATA_SAMPLE_TOKENS ((int64_t)1 << 16)
+/* Fill every file's sample_crc32: the CRC-32 of its first CT_DATA_SAMPLE_TOKENS tokens followed
+ * by its last CT_DATA_SAMPLE_TOKENS (of all its tokens when it has at most twice that many).
+ * Cheap (two small reads per file), and with the token count it tells apart any two files
+ * that differ at either end, whether or not they carry tokens_crc32. */
+int data_fingerprint(TokenSet *set);
 
 /* /tokens chunk length of files written by TokenWriter (docs/data-format.md says why). */
 #define CT_DATA_CHUNK_TOKENS ((int64_t)1 << 20)

@@ -1,13 +1,23 @@
 /* train_data.c — the data a training run reads: the train and validation sets its
- * configuration names, checked against the configuration before any work starts. */
+ * configuration names, checked against the configuration before any work starts. Everything
+ * the run will do with the files' HDF5 metadata (open, look up every chunk, read the ends of
+ * each training file and all of the validation split) is done once first in a child process,
+ * so that a damaged file is an error at the start and not a crash at step 5,000. */
+#include <stdio.h>
 #include <string.h>
 
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "isolate.h"
 #include "train.h"
+#include "trainer.h"
 
-int train_open_data(const Config *cfg, TokenSet *train, TokenSet *val) {
+/* The child's time limit: opening the sets, chunk lookups, and reading the validation split
+ * take seconds; only an HDF5 loop on damaged metadata takes this long. */
+#define DATA_CHECK_TIMEOUT_S 600.0
+
+static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
     if (data_open_set(cfg->train_files, train) != 0) return ct_fail_prefix("train_files");
@@ -45,5 +55,40 @@ int train_open_data(const Config *cfg, TokenSet *train, TokenSet *val) {
             return -1;
         }
     }
+    /* what identifies the training files in checkpoints (data.h) */
+    if (data_fingerprint(train) != 0) {
+        data_free_set(train);
+        data_free_set(val);
+        return ct_fail_prefix("train_files");
+    }
     return 0;
+}
+
+/* In the child: all of the above, then the storage of every file and the validation split. */
+static int check_data_files(void *ctx, void *out) {
+    (void)out;
+    const Config *cfg = ctx;
+    TokenSet train, val;
+    if (open_data_here(cfg, &train, &val) != 0) return -1;
+    int rc = data_check_storage(&train) == 0 ? 0 : ct_fail_prefix("train_files");
+    if (rc == 0 && val.num_files) {
+        ValData v;
+        memset(&v, 0, sizeof v);
+        if ((rc = data_check_storage(&val)) != 0) ct_fail_prefix("val_files");
+        if (rc == 0) rc = val_load(cfg, &val, &v);
+        val_free(&v);
+    }
+    data_free_set(&train);
+    data_free_set(&val);
+    return rc;
+}
+
+int train_open_data(const Config *cfg, TokenSet *train, TokenSet *val) {
+    memset(train, 0, sizeof *train);
+    memset(val, 0, sizeof *val);
+    char what[4500];
+    snprintf(what, sizeof what, "checking the data files (train_files '%s'%s%s%s; damaged HDF5 structure?)",
+             cfg->train_files, cfg->val_files[0] ? ", val_files '" : "", cfg->val_files, cfg->val_files[0] ? "'" : "");
+    if (ct_run_isolated(what, check_data_files, (void *)cfg, NULL, 0, DATA_CHECK_TIMEOUT_S) != 0) return -1;
+    return open_data_here(cfg, train, val);
 }

@@ -18,10 +18,10 @@ static void warn_bad_checkpoint(const char *path, const char *reason) {
     fprintf(stderr, "ctrain: warning: checkpoint %s is not usable (%s); trying the previous one\n", path, reason);
 }
 
-static int load_from(Trainer *t, const char *path) {
+static int load_from(Trainer *t, const char *path, int verified) {
     CheckpointInfo info;
-    if (checkpoint_load(path, t->cfg, &t->st, &t->train_set, &info, report_changed_key) != 0)
-        return ct_fail_prefix("resume from %s", path);
+    if (checkpoint_load(path, verified, t->cfg, &t->st, &t->train_set, &info, report_changed_key) != 0)
+        return ct_fail_prefix("cannot resume from %s", path);
     t->step = info.step;
     t->training_ms = info.training_time_ms;
     t->start_cursor = info.cursor;
@@ -47,8 +47,9 @@ static int load_from(Trainer *t, const char *path) {
     return rc;
 }
 
-/* Rank 0's half: which checkpoint to start from (path "" = fresh). */
-static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code) {
+/* Rank 0's half: which checkpoint to start from (path "" = fresh); *verified = 1 when it was
+ * just verified (in a child process) while choosing it. */
+static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int *verified) {
     const Config *cfg = t->cfg;
     path[0] = '\0';
     *exit_code = CT_EXIT_FAILURE;
@@ -81,6 +82,7 @@ static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code) {
     if (!strcmp(cfg->resume, "auto")) {
         int found = checkpoint_find_resumable(t->ckpt_dir, path, cap, warn_bad_checkpoint);
         if (found < 0) return ct_fail_prefix("resume = auto");
+        *verified = found > 0;
         if (found == 0) {
             path[0] = '\0';
             printf("resume: no checkpoint in %s, starting from the initial weights (seed %lld)\n", t->ckpt_dir,
@@ -101,16 +103,17 @@ int trainer_resume(Trainer *t, int *exit_code) {
     /* Rank 0 decides (it alone may move files aside) and tells the others, so every rank
      * loads the same file. */
     struct {
-        int rc, exit_code;
+        int rc, exit_code, verified;
         char path[4400];
     } choice;
     memset(&choice, 0, sizeof choice);
-    if (t->rank == 0) choice.rc = choose_start(t, choice.path, sizeof choice.path, &choice.exit_code);
+    if (t->rank == 0)
+        choice.rc = choose_start(t, choice.path, sizeof choice.path, &choice.exit_code, &choice.verified);
     if (dist_bcast(t->dist, &choice, sizeof choice, 0) != 0) return -1;
     *exit_code = choice.exit_code ? choice.exit_code : CT_EXIT_FAILURE;
     if (choice.rc != 0) return t->rank == 0 ? -1 : ct_fail("rank 0 could not decide where to start (see its error)");
     *exit_code = CT_EXIT_FAILURE;
-    return choice.path[0] ? load_from(t, choice.path) : 0;
+    return choice.path[0] ? load_from(t, choice.path, choice.verified) : 0;
 }
 
 /* Keep the lines of steps before `step`, and the training line of `step` itself: its

@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     if (config_set(&cfg, "train_files", data, 2, "bench") != 0) goto fail;
     TokenSet set;
     TrainState st;
-    if (data_open_set(data, &set) != 0 || train_state_init(&st, &cfg) != 0) goto fail;
+    if (data_open_set(data, &set) != 0 || data_fingerprint(&set) != 0 || train_state_init(&st, &cfg) != 0) goto fail;
     size_t n = st.spec.total_floats;
     for (size_t i = 0; i < n; i++) {
         st.exp_avg[i] = st.params[i] * 0.5f;
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
         if (t < best_verify) best_verify = t;
         CheckpointInfo back;
         t = ct_now_ms();
-        if (checkpoint_load(path, &cfg, &st, &set, &back, NULL) != 0) goto fail;
+        if (checkpoint_load(path, 0, &cfg, &st, &set, &back, NULL) != 0) goto fail;
         t = ct_now_ms() - t;
         checkpoint_info_free(&back);
         if (t < best_load) best_load = t;

@@ -290,33 +290,67 @@ if need_py newer_format_refused; then
     check make_newer_format '
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    f.attrs.modify("format_version", 2)
+    f.attrs.modify("format_version", 3)
 ' newer/checkpoints/step_00000004.h5
-    expect_fail newer_format_refused 1 "step_00000004.h5' was written by a newer ctrain \(format 2; this ctrain .* reads format 1\)" \
+    expect_fail newer_format_refused 1 "step_00000004.h5' was written by a newer ctrain \(format 3; this ctrain .* reads formats up to 2\)" \
         "$CTRAIN" train "${small[@]}" iterations=6 out_dir=newer
     if grep -q 'resumed from' out; then fail newer_format_no_fallback "fell back to an older checkpoint: $(head -c 300 out)"
     else pass newer_format_no_fallback; fi
     expect_fail newer_format_verify 1 'written by a newer ctrain' "$CTRAIN" ckpt verify newer/checkpoints/step_00000004.h5
     # a run that resumes from elsewhere into this directory never replaces it (same step) ...
-    expect_fail newer_format_not_replaced 1 "not replacing '.*step_00000004.h5': it was written by a newer ctrain \(format 2" \
+    expect_fail newer_format_not_replaced 1 "not replacing '.*step_00000004.h5': it was written by a newer ctrain \(format 3" \
         "$CTRAIN" train "${small[@]}" iterations=6 out_dir=newer resume="$WORK/$A"
     check newer_format_still_there '
 import h5py, sys
 with h5py.File(sys.argv[1], "r") as f:
-    assert int(f.attrs["format_version"]) == 2, f.attrs["format_version"]
+    assert int(f.attrs["format_version"]) == 3, f.attrs["format_version"]
 ' newer/checkpoints/step_00000004.h5
     # ... and prunes around it, never deletes it
     cp -r tied newer2
     check make_newer_format_2 '
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    f.attrs.modify("format_version", 2)
+    f.attrs.modify("format_version", 3)
 ' newer2/checkpoints/step_00000002.h5
     expect_ok newer_format_other_resume "$CTRAIN" train "${small[@]}" iterations=8 out_dir=newer2 \
         resume="$WORK/$B" keep_checkpoints=1
     if [ -f newer2/checkpoints/step_00000002.h5 ]; then pass newer_format_not_pruned
     else fail newer_format_not_pruned "the newer-format checkpoint was deleted: $(ls newer2/checkpoints)"; fi
-    expect_grep newer_format_prune_warning "not deleting .*step_00000002.h5': written by a newer ctrain \(format 2\)" err
+    expect_grep newer_format_prune_warning "not deleting .*step_00000002.h5': written by a newer ctrain \(format 3\)" err
+fi
+
+# ---- format 1 (before the data checksums) is still read and resumed from ----
+if need_py format1_still_read; then
+    cp -r tied old1
+    check make_format1 "${content_crc32%%with h5py.File*}"'
+with h5py.File(sys.argv[1], "r+") as f:
+    del f["loader/train/file_crc32"], f["loader/train/file_sample_crc32"]
+    f.attrs.modify("format_version", np.int32(1))
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' old1/checkpoints/step_00000004.h5
+    expect_ok format1_verify "$CTRAIN" ckpt verify old1/checkpoints/step_00000004.h5
+    expect_ok format1_resume "$CTRAIN" train "${small[@]}" iterations=6 out_dir=old1
+    expect_grep format1_resume_from_it 'resumed from old1/checkpoints/step_00000004.h5: step 4' out
+    expect_grep format1_note "is a format 1 checkpoint, which records no data checksums" out
+fi
+
+# ---- the data's identity: the file's tokens_crc32 and the CRC-32 of its first and last tokens ----
+if need_py data_identity_recorded; then
+    check data_identity_recorded '
+import h5py, numpy as np, sys, zlib
+K = 65536
+with h5py.File(sys.argv[2], "r") as d:
+    t = d["tokens"][()].astype("<u2")
+    attr = int(d["tokens"].attrs["tokens_crc32"])
+whole = zlib.crc32(t.tobytes())
+sample = whole if len(t) <= 2 * K else zlib.crc32(t[-K:].tobytes(), zlib.crc32(t[:K].tobytes()))
+assert attr == whole, (attr, whole)
+with h5py.File(sys.argv[1], "r") as f:
+    g = f["loader/train"]
+    assert int(f.attrs["format_version"]) == 2
+    assert list(g["file_crc32"][()]) == [whole], (g["file_crc32"][()], whole)
+    assert list(g["file_sample_crc32"][()]) == [sample], (g["file_sample_crc32"][()], sample)
+' "$B" "$WORK/train.h5"
 fi
 
 # ---- HDF5_USE_FILE_LOCKING=FALSE (NFS / Lustre without flock) ----

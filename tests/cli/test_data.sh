@@ -244,3 +244,42 @@ fi
 expect_fail info_empty_glob 1 "no files match 'nothing_here_\*\.h5'" "$CTRAIN" data info 'nothing_here_*.h5'
 expect_fail info_missing_file 1 "cannot open data file 'absent.h5': No such file" "$CTRAIN" data info absent.h5
 expect_fail info_text_file 1 "'a.txt' is not an HDF5 file" "$CTRAIN" data info a.txt
+
+# ---- tokens_crc32: written by the converters, checked by data info, addable with h5py ----
+if need_h5py tokens_crc32_of_import && [ -f shards/fineweb_train_000000.h5 ]; then
+    check tokens_crc32_of_import "
+import h5py, numpy as np, zlib
+for i in (0, 1):
+    name = 'fineweb_train_%06d' % i
+    want = zlib.crc32(np.fromfile(name + '.bin', dtype='<u2', offset=1024).tobytes())
+    with h5py.File('shards/%s.h5' % name, 'r') as f:
+        got = int(f['tokens'].attrs['tokens_crc32'])
+    assert got == want, (name, got, want)
+"
+    expect_ok tokens_crc32_info "$CTRAIN" data info 'shards/*.h5'
+    expect_grep tokens_crc32_info_says 'tokens_crc32: matches in every file' out
+    cp shards/fineweb_train_000000.h5 middle.h5
+    check change_middle_token "
+import h5py
+with h5py.File('middle.h5', 'r+') as f:
+    d = f['tokens']; d[750000] = (int(d[750000]) + 1) % 1024
+"
+    expect_fail tokens_crc32_mismatch 1 "'middle.h5': the tokens do not match the file's tokens_crc32 attribute \(it says 0x[0-9a-f]{8}, the tokens give 0x[0-9a-f]{8}\): the file was changed or damaged" \
+        "$CTRAIN" data info middle.h5
+    check h5py_recipe_adds_crc "
+import h5py, numpy as np, zlib
+with h5py.File('py_gzip32.h5', 'r') as f:
+    t = f['tokens'][()]
+with h5py.File('py_crc.h5', 'w') as f:
+    d = f.create_dataset('tokens', data=t)
+    d.attrs['vocab_size'] = 300000
+with h5py.File('py_crc_added.h5', 'w') as f:
+    d = f.create_dataset('tokens', data=t)
+    d.attrs['vocab_size'] = 300000
+    d.attrs['tokens_crc32'] = np.uint32(zlib.crc32(t.astype('<u4').tobytes()))
+"
+    expect_ok h5py_without_crc "$CTRAIN" data info py_crc.h5
+    expect_grep h5py_without_crc_says 'tokens_crc32: no file has one' out
+    expect_ok h5py_recipe_crc "$CTRAIN" data info py_crc_added.h5
+    expect_grep h5py_recipe_crc_matches 'tokens_crc32: matches in every file' out
+fi

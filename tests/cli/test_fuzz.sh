@@ -63,12 +63,12 @@ judge() {
     echo "$name: $valid valid, $invalid clear errors"
 }
 
-# ---- checkpoints: 120 damaged copies of the newest ----
-mutate base/checkpoints/step_00000004.h5 ckpts 120 20261122
+# ---- checkpoints: 250 damaged copies of the newest ----
+mutate base/checkpoints/step_00000004.h5 ckpts 250 20261122
 judge fuzz_checkpoint_verify "1" ckpts "$CTRAIN" ckpt verify
 crashing=$(for f in ckpts/*; do "$CTRAIN" ckpt verify "$f" 2>&1 | grep -q 'crashed (signal' && echo "$f" && break; done)
 if [ -z "$crashing" ]; then
-    skip fuzz_resume_past_crashing_file "none of the 120 damaged files crashes HDF5 with this seed"
+    skip fuzz_resume_past_crashing_file "none of the 250 damaged files crashes HDF5 with this seed"
 else
     # the newest checkpoint is one that crashes HDF5: resume=auto says so and takes the one before
     cp -r base crash && cp "$crashing" crash/checkpoints/step_00000004.h5
@@ -77,9 +77,23 @@ else
     expect_grep fuzz_resume_falls_back 'resumed from crash/checkpoints/step_00000002.h5' out
 fi
 
-# ---- data files: 100 damaged copies ----
-mutate train.h5 datas 100 7
+# ---- data files: 250 damaged copies ----
+mutate train.h5 datas 250 7
 judge fuzz_data_info "1" datas "$CTRAIN" data info
+# training on the first 60 of them: each file is checked (in a child process) before the first step
+{ echo '#!/usr/bin/env bash'
+  printf 'exec %q train' "$CTRAIN"; printf ' %q' "${run[@]}"
+  echo ' iterations=1 checkpoint_every=0 out_dir="$1.run" train_files="$1"'; } >train_on.sh
+chmod +x train_on.sh
+mkdir -p datas60 && cp $(ls datas/* | head -60) datas60/
+judge fuzz_data_train "1" datas60 ./train_on.sh
+crashing=$(for f in datas/*; do "$CTRAIN" data info "$f" 2>&1 | grep -q 'crashed (signal' && echo "$f" && break; done)
+if [ -z "$crashing" ]; then
+    skip fuzz_train_on_crashing_data "none of the 250 damaged data files crashes HDF5 with this seed"
+else
+    expect_fail fuzz_train_on_crashing_data 1 "checking the data files \(train_files '.*'; damaged HDF5 structure\?\) crashed \(signal" \
+        "$CTRAIN" train "${run[@]}" iterations=1 out_dir=crashdata train_files="$crashing"
+fi
 
 # ---- config files: 200 mangled versions of a valid one ----
 "$PY" - <<'PY'

@@ -138,3 +138,31 @@ expect_grep overwrite_moved_aside 'moved the earlier run.s checkpoints to .*chec
 ls -d ow/checkpoints.replaced-* >/dev/null 2>&1 && [ -f ow/checkpoints/step_00000002.h5 ] && \
     [ ! -f ow/checkpoints/step_00000016.h5 ] && pass overwrite_keeps_old_aside || fail overwrite_keeps_old_aside "$(ls ow)"
 expect_fail resume_path_missing 1 'nope.h5' "$CTRAIN" train "${cfg[@]}" resume="$WORK/nope.h5" out_dir=other
+
+# 6. the data's identity (resume_data): the same tokens at another path resume exactly with
+#    resume_data=moved; other tokens of the same count are refused unless resume_data=changed
+env CTRAIN_FAULT=TERM@8.3 "$CTRAIN" train "${cfg[@]}" out_dir=mv >mv.log 2>&1
+[ $? = 75 ] && pass moved_interrupted || fail moved_interrupted "exit $? (expected 75): $(tail -c 300 mv.log)"
+mkdir moved && cp part_a.h5 part_b.h5 moved/
+expect_fail moved_data_refused 1 "its tokens are the same, so if the data was moved, set resume_data=moved" \
+    "$CTRAIN" train "${cfg[@]}" train_files="$WORK/moved/part_*.h5" out_dir=mv
+expect_ok moved_data_resumes "$CTRAIN" train "${cfg[@]}" train_files="$WORK/moved/part_*.h5" resume_data=moved out_dir=mv
+expect_grep moved_data_reported 'resume_data=moved: 2 of 2 training file\(s\) are at other paths than in the checkpoint, with the same tokens' out
+same_as_reference moved_data mv
+# a file replaced by another of the same length (another text's first 1300 bytes)
+mkdir replaced && head -c 1300 /usr/share/common-licenses/Apache-2.0 >replaced/a.txt && cp part_b.h5 replaced/ &&
+    "$CTRAIN" data from-text --out replaced/part_a.h5 replaced/a.txt >/dev/null 2>&1 || fail make_replaced "from-text failed"
+replaced=(train_files="$WORK/replaced/part_*.h5" iterations=18 out_dir=mv)
+expect_fail replaced_data_refused 1 "the training data differs: '.*replaced/part_a.h5' \(file '.*moved/part_a.h5' in the checkpoint\) holds other tokens than when the checkpoint was written \(the same count, 1300, but its first and last tokens differ.*set resume_data=changed" \
+    "$CTRAIN" train "${cfg[@]}" "${replaced[@]}" resume_data=moved
+expect_ok replaced_data_changed "$CTRAIN" train "${cfg[@]}" "${replaced[@]}" resume_data=changed
+expect_grep replaced_data_reported 'resume_data=changed: 1 of 2 training file\(s\) hold other tokens' out
+# two files of equal length swapped under the same names
+mkdir swap && head -c 1100 /usr/share/common-licenses/GPL-3 >swap/1.txt && tail -c 1100 /usr/share/common-licenses/GPL-3 >swap/2.txt &&
+    "$CTRAIN" data from-text --out swap/part_1.h5 swap/1.txt >/dev/null 2>&1 &&
+    "$CTRAIN" data from-text --out swap/part_2.h5 swap/2.txt >/dev/null 2>&1 || fail make_swap "from-text failed"
+swap=(train_files="$WORK/swap/part_*.h5" out_dir=sw)
+expect_ok swap_first_run "$CTRAIN" train "${cfg[@]}" "${swap[@]}" iterations=2
+mv swap/part_1.h5 swap/tmp.h5 && mv swap/part_2.h5 swap/part_1.h5 && mv swap/tmp.h5 swap/part_2.h5
+expect_fail swapped_files_refused 1 "part_1.h5' holds other tokens than when the checkpoint was written" \
+    "$CTRAIN" train "${cfg[@]}" "${swap[@]}" iterations=4

@@ -65,6 +65,14 @@ static int make_data(const char *path, int64_t n, int salt) {
     return token_writer_close(w);
 }
 
+/* A set as a training run opens it: with the identity a checkpoint records. */
+static int open_set(const char *pattern, TokenSet *set) {
+    if (data_open_set(pattern, set) != 0) return -1;
+    if (data_fingerprint(set) == 0) return 0;
+    data_free_set(set);
+    return -1;
+}
+
 /* The shared data set: two files, so the cursor can sit in the second. */
 static const char *data_glob(void) {
     static char glob[800];
@@ -147,7 +155,7 @@ typedef struct {
 
 static void fixture_init(Fixture *f, int tied, int num_layers) {
     make_config(&f->cfg, data_glob(), tied, num_layers);
-    if (data_open_set(f->cfg.train_files, &f->set) != 0) {
+    if (open_set(f->cfg.train_files, &f->set) != 0) {
         ct_print_error();
         exit(1);
     }
@@ -262,7 +270,7 @@ static void roundtrip(int tied, int num_layers) {
     TrainState fresh;
     CHECK(train_state_init(&fresh, &f.cfg) == 0, "%.400s", ct_error());
     CheckpointInfo info;
-    rc = checkpoint_load(path, &f.cfg, &fresh, &f.set, &info, NULL);
+    rc = checkpoint_load(path, 0, &f.cfg, &fresh, &f.set, &info, NULL);
     size_t n = f.st.spec.total_floats;
     int params = rc == 0 && same_floats(fresh.params, f.st.params, n);
     int m1 = rc == 0 && same_floats(fresh.exp_avg, f.st.exp_avg, n);
@@ -311,7 +319,7 @@ static void info_round_trips_cursor_in_second_file(void) {
     TrainState fresh;
     train_state_init(&fresh, &f.cfg);
     CheckpointInfo info = {0};
-    if (rc == 0) rc = checkpoint_load(path, &f.cfg, &fresh, &f.set, &info, NULL);
+    if (rc == 0) rc = checkpoint_load(path, 0, &f.cfg, &fresh, &f.set, &info, NULL);
     train_state_free(&fresh);
     fixture_free(&f);
     CHECK(rc == 0, "%.400s", ct_error());
@@ -363,7 +371,7 @@ static void same_step_replaced_atomically(void) {
     TrainState fresh;
     train_state_init(&fresh, &f.cfg);
     CheckpointInfo info = {0};
-    if (rc == 0) rc = checkpoint_load(path, &f.cfg, &fresh, &f.set, &info, NULL);
+    if (rc == 0) rc = checkpoint_load(path, 0, &f.cfg, &fresh, &f.set, &info, NULL);
     float got = fresh.params[0], want = f.st.params[0];
     train_state_free(&fresh);
     fixture_free(&f);
@@ -516,11 +524,11 @@ static void load_refuses_changed_shape_key(void) {
     config_set(&cfg, "seed", "7", 2, "test");
     TokenSet set;
     TrainState st;
-    int rc = data_open_set(cfg.train_files, &set);
+    int rc = open_set(cfg.train_files, &set);
     if (rc == 0) rc = train_state_init(&st, &cfg);
     CHECK(rc == 0, "%.400s", ct_error());
     CheckpointInfo info;
-    rc = checkpoint_load(good_checkpoint(), &cfg, &st, &set, &info, NULL);
+    rc = checkpoint_load(good_checkpoint(), 0, &cfg, &st, &set, &info, NULL);
     train_state_free(&st);
     data_free_set(&set);
     config_free(&cfg);
@@ -528,6 +536,26 @@ static void load_refuses_changed_shape_key(void) {
     CHECK(error_has("model_dim: checkpoint 16, configured 32") && error_has("seed: checkpoint 1337, configured 7"),
           "message: %.400s", ct_error());
     CHECK(info.device == NULL && info.num_extras == 0, "info filled on failure");
+}
+
+/* dir/a.h5 and dir/b.h5 with the shared set's lengths; salts 0 and 1 give its very tokens. */
+static void make_data_dir(const char *name, int salt_a, int salt_b, char *pattern, size_t cap) {
+    char dir[700], path[800];
+    snprintf(dir, sizeof dir, "%s/%s", test_tmpdir(), name);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/a.h5", dir);
+    CHECK(make_data(path, 3000, salt_a) == 0, "%.400s", ct_error());
+    snprintf(path, sizeof path, "%s/b.h5", dir);
+    CHECK(make_data(path, 2000, salt_b) == 0, "%.400s", ct_error());
+    snprintf(pattern, cap, "%s/*.h5", dir);
+}
+
+static int load_with(Fixture *f, const TokenSet *set, const char *resume_data) {
+    config_set(&f->cfg, "resume_data", resume_data, 2, "test");
+    CheckpointInfo info;
+    int rc = checkpoint_load(good_checkpoint(), 0, &f->cfg, &f->st, set, &info, NULL);
+    checkpoint_info_free(&info);
+    return rc;
 }
 
 static void load_refuses_different_data(void) {
@@ -543,32 +571,92 @@ static void load_refuses_different_data(void) {
     fixture_init(&f, 1, 2);
     TokenSet other;
     snprintf(path, sizeof path, "%s/*.h5", dir);
-    CHECK(data_open_set(path, &other) == 0, "%.400s", ct_error());
+    CHECK(open_set(path, &other) == 0, "%.400s", ct_error());
     /* the checkpoint's data, but a set that differs in the second file's length */
     free(other.files[0].path);
     other.files[0].path = ct_strdup(f.set.files[0].path);
     free(other.files[1].path);
     other.files[1].path = ct_strdup(f.set.files[1].path);
     CheckpointInfo info;
-    int rc = checkpoint_load(good_checkpoint(), &f.cfg, &f.st, &other, &info, NULL);
+    int rc = checkpoint_load(good_checkpoint(), 0, &f.cfg, &f.st, &other, &info, NULL);
     CHECK(rc != 0, "loaded against different data");
     CHECK(error_has("b.h5' had 2000 tokens") && error_has("has 1999 now"), "message: %.400s", ct_error());
+    /* no resume_data lets the token counts differ: the cursor would mean nothing */
+    CHECK(load_with(&f, &other, "changed") != 0 && error_has("has 1999 now"), "changed: %.400s", ct_error());
     /* a different file list */
     data_free_set(&other);
     snprintf(path, sizeof path, "%s/a.h5", dir);
-    CHECK(data_open_set(path, &other) == 0, "%.400s", ct_error());
-    rc = checkpoint_load(good_checkpoint(), &f.cfg, &f.st, &other, &info, NULL);
+    CHECK(open_set(path, &other) == 0, "%.400s", ct_error());
+    rc = load_with(&f, &other, "same");
     data_free_set(&other);
     CHECK(rc != 0, "loaded against different files");
-    CHECK(error_has("training data differs: file 0 is") && error_has("data2/a.h5"), "message: %.400s", ct_error());
+    CHECK(error_has("the checkpoint lists 2 file(s), train_files now matches 1"), "message: %.400s", ct_error());
     /* a file fewer: the message names the missing one */
-    CHECK(data_open_set(f.set.files[0].path, &other) == 0, "%.400s", ct_error());
-    rc = checkpoint_load(good_checkpoint(), &f.cfg, &f.st, &other, &info, NULL);
+    CHECK(open_set(f.set.files[0].path, &other) == 0, "%.400s", ct_error());
+    rc = checkpoint_load(good_checkpoint(), 0, &f.cfg, &f.st, &other, &info, NULL);
     data_free_set(&other);
     fixture_free(&f);
     CHECK(rc != 0, "loaded against fewer files");
     CHECK(error_has("lists 2 file(s), train_files now matches 1") && error_has("data/b.h5', is only in the checkpoint"),
           "message: %.400s", ct_error());
+}
+
+/* resume_data: the same tokens at other paths need "moved"; other tokens of the same count
+ * need "changed"; the recorded checksums tell them apart. */
+static void load_checks_data_identity(void) {
+    Fixture f;
+    fixture_init(&f, 1, 2);
+    char moved[800], changed[800];
+    make_data_dir("data_moved", 0, 1, moved, sizeof moved);
+    make_data_dir("data_changed", 0, 2, changed, sizeof changed);
+    TokenSet set;
+    CHECK(open_set(moved, &set) == 0, "%.400s", ct_error());
+    CHECK(load_with(&f, &set, "same") != 0 && error_has("the training data differs: file 0 is") &&
+              error_has("its tokens are the same, so if the data was moved, set resume_data=moved"),
+          "moved data, same: %.400s", ct_error());
+    CHECK(load_with(&f, &set, "moved") == 0, "moved data, moved: %.400s", ct_error());
+    CHECK(load_with(&f, &set, "changed") == 0, "moved data, changed: %.400s", ct_error());
+    data_free_set(&set);
+
+    CHECK(open_set(changed, &set) == 0, "%.400s", ct_error());
+    /* at the checkpoint's own paths, so that only the content differs */
+    for (int i = 0; i < 2; i++) {
+        free(set.files[i].path);
+        set.files[i].path = ct_strdup(f.set.files[i].path);
+    }
+    CHECK(load_with(&f, &set, "same") != 0 && error_has("b.h5' holds other tokens than when the checkpoint was written") &&
+              error_has("its first and last tokens differ") && error_has("set resume_data=changed"),
+          "changed data, same: %.400s", ct_error());
+    CHECK(load_with(&f, &set, "moved") != 0 && error_has("holds other tokens"), "changed data, moved: %.400s",
+          ct_error());
+    CHECK(load_with(&f, &set, "changed") == 0, "changed data, changed: %.400s", ct_error());
+    data_free_set(&set);
+
+    /* equal ends but another full checksum (a change in the middle of a long file), and a file
+     * that lost its tokens_crc32 attribute */
+    CHECK(open_set(f.cfg.train_files, &set) == 0, "%.400s", ct_error());
+    CHECK(load_with(&f, &set, "same") == 0, "the checkpoint's own data: %.400s", ct_error());
+    set.files[0].tokens_crc32 ^= 0x10;
+    CHECK(load_with(&f, &set, "same") != 0 && error_has("a.h5' holds other tokens") && error_has("tokens_crc32 is 0x"),
+          "middle changed: %.400s", ct_error());
+    set.files[0].tokens_crc32 = -1;
+    CHECK(load_with(&f, &set, "same") != 0 && error_has("no longer has the tokens_crc32 attribute"),
+          "attribute lost: %.400s", ct_error());
+    data_free_set(&set);
+    fixture_free(&f);
+}
+
+/* A set whose identity was never computed cannot be recorded. */
+static void save_needs_data_identity(void) {
+    Fixture f;
+    fixture_init(&f, 1, 2);
+    char dir[800], path[1024];
+    snprintf(dir, sizeof dir, "%s/no_identity", test_tmpdir());
+    f.set.files[1].sample_crc32 = -1;
+    CHECK(save_step(&f, dir, 1, 3, path, sizeof path) != 0 && error_has("identity of training file") &&
+              error_has("b.h5"),
+          "%.400s", ct_error());
+    fixture_free(&f);
 }
 
 static char reported[1024];
@@ -584,7 +672,7 @@ static void load_reports_free_keys(void) {
     config_set(&f.cfg, "matrix_lr", "0.02", 2, "test");
     reported[0] = '\0';
     CheckpointInfo info;
-    int rc = checkpoint_load(good_checkpoint(), &f.cfg, &f.st, &f.set, &info, collect_report);
+    int rc = checkpoint_load(good_checkpoint(), 0, &f.cfg, &f.st, &f.set, &info, collect_report);
     fixture_free(&f);
     checkpoint_info_free(&info);
     CHECK(rc == 0, "%.400s", ct_error());
@@ -813,7 +901,7 @@ static int make_fixture(const char *dir) {
     if (ct_mkdir_p(data_dir) != 0 || make_data(data, 4000, 0) != 0) return -1;
     Fixture f;
     make_config(&f.cfg, data, 1, 3);
-    if (data_open_set(data, &f.set) != 0) return -1;
+    if (open_set(data, &f.set) != 0) return -1;
     make_state(&f.st, &f.cfg);
     int rc = 0;
     for (int step = 1; step <= 3 && rc == 0; step++) rc = save_step(&f, run, step, 3, path, sizeof path);
@@ -851,6 +939,8 @@ int main(int argc, char **argv) {
     RUN(verify_rejects_non_checkpoints);
     RUN(load_refuses_changed_shape_key);
     RUN(load_refuses_different_data);
+    RUN(load_checks_data_identity);
+    RUN(save_needs_data_identity);
     RUN(load_reports_free_keys);
     RUN(find_resumable_falls_back);
     RUN(failed_save_keeps_previous);

@@ -40,6 +40,15 @@ static int write_tokens(const char *path, int token_bytes, int64_t vocab, int64_
     return token_writer_close(w);
 }
 
+/* A scalar int64 attribute, as h5py writes a Python int. */
+static void write_i64_attribute(hid_t obj, const char *name, int64_t value) {
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(obj, name, H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, H5T_NATIVE_INT64, &value);
+    H5Aclose(attr);
+    H5Sclose(scalar);
+}
+
 /* A /tokens dataset of any type and shape made with raw HDF5 calls, as another tool would;
  * data is in the file type's layout; vocab_size < 0 leaves the attribute out. */
 #define write_raw(path, type, rank, dims, data, vocab_size) \
@@ -50,13 +59,7 @@ static void write_raw_converted(const char *path, hid_t type, hid_t mem_type, in
     hid_t space = H5Screate_simple(rank, dims, NULL);
     hid_t dset = H5Dcreate2(file, "tokens", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (data) H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-    if (vocab_size >= 0) {
-        hid_t scalar = H5Screate(H5S_SCALAR);
-        hid_t attr = H5Acreate2(dset, "vocab_size", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(attr, H5T_NATIVE_INT64, &vocab_size);
-        H5Aclose(attr);
-        H5Sclose(scalar);
-    }
+    if (vocab_size >= 0) write_i64_attribute(dset, "vocab_size", vocab_size);
     H5Dclose(dset);
     H5Sclose(space);
     H5Fclose(file);
@@ -612,6 +615,199 @@ static void concurrent_read_and_write(void) {
           ct_error());
 }
 
+
+/* ---- identity and storage ---- */
+
+/* CRC-32 one bit at a time: an independent reference for the table-driven one. */
+static uint32_t crc32_reference(uint32_t crc, const unsigned char *p, size_t n) {
+    crc = ~crc;
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++) crc = crc & 1 ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+    }
+    return ~crc;
+}
+
+/* The tokens of a file as little-endian bytes of its width, hashed by the reference. */
+static uint32_t file_crc_reference(const TokenSet *set, int file) {
+    const TokenFileInfo *f = &set->files[file];
+    uint32_t *tokens = malloc((size_t)f->num_tokens * sizeof *tokens);
+    TokenReader *reader;
+    token_reader_open(&reader, set);
+    int rc = token_reader_read(reader, file, 0, f->num_tokens, tokens);
+    token_reader_close(reader);
+    uint32_t crc = 0;
+    for (int64_t i = 0; rc == 0 && i < f->num_tokens; i++) {
+        unsigned char b[4] = {(unsigned char)tokens[i], (unsigned char)(tokens[i] >> 8),
+                              (unsigned char)(tokens[i] >> 16), (unsigned char)(tokens[i] >> 24)};
+        crc = crc32_reference(crc, b, (size_t)f->token_bytes);
+    }
+    free(tokens);
+    return crc;
+}
+
+static void crc_helpers_agree(void) {
+    CHECK(crc32_reference(0, (const unsigned char *)"123456789", 9) == 0xCBF43926u, "reference check value");
+    uint32_t wide[1000];
+    uint16_t narrow[1000];
+    for (int i = 0; i < 1000; i++) {
+        wide[i] = token_at(i, 60000);
+        narrow[i] = (uint16_t)wide[i];
+    }
+    uint32_t a = data_crc32_tokens(0, wide, 1000, 2), b = data_crc32_packed(0, narrow, 1000, 2);
+    uint32_t c = crc32_reference(0, (const unsigned char *)narrow, sizeof narrow); /* little-endian host */
+    CHECK(a == b && b == c, "uint16: widened 0x%08x, packed 0x%08x, reference 0x%08x", a, b, c);
+    a = data_crc32_tokens(0, wide, 1000, 4);
+    b = data_crc32_packed(0, wide, 1000, 4);
+    CHECK(a == b && b == crc32_reference(0, (const unsigned char *)wide, sizeof wide), "uint32 differs");
+    /* chained in pieces = in one go, as the writer computes it chunk by chunk */
+    CHECK(data_crc32_tokens(data_crc32_tokens(0, wide, 333, 4), wide + 333, 667, 4) == a, "chaining differs");
+}
+
+/* The writer stores tokens_crc32 of what it wrote; the scan checks it; a token changed in the
+ * middle of a long file, where the sample checksum does not look, is caught by it. */
+static void tokens_crc32_written_and_checked(void) {
+    const int64_t n = CT_DATA_CHUNK_TOKENS + 77777;
+    for (int width = 2; width <= 4; width += 2) {
+        const char *path = test_path(width == 2 ? "crc16.h5" : "crc32.h5");
+        CHECK(write_tokens(path, width, width == 2 ? 1024 : 100000, n, 5) == 0, "write: %s", ct_error());
+        TokenSet set;
+        CHECK(data_open_set(path, &set) == 0, "open: %s", ct_error());
+        uint32_t want = file_crc_reference(&set, 0);
+        CHECK(set.files[0].tokens_crc32 == (int64_t)want, "tokens_crc32 0x%llx, tokens give 0x%08x",
+              (long long)set.files[0].tokens_crc32, want);
+        CHECK(set.files[0].sample_crc32 == -1, "sample checksum computed before data_fingerprint");
+        CHECK(data_check_tokens(&set) == 0, "scan of an intact file: %s", ct_error());
+        CHECK(data_fingerprint(&set) == 0, "%s", ct_error());
+        int64_t sample = set.files[0].sample_crc32;
+        data_free_set(&set);
+
+        hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+        hid_t dset = H5Dopen2(file, "tokens", H5P_DEFAULT), space = H5Dget_space(dset);
+        hsize_t at = (hsize_t)n / 2, one = 1;
+        uint32_t value = token_at((int64_t)at + 5, 1024) ^ 1;
+        hid_t mem = H5Screate_simple(1, &one, NULL);
+        H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, NULL, &one, NULL);
+        H5Dwrite(dset, H5T_NATIVE_UINT32, mem, space, H5P_DEFAULT, &value);
+        H5Sclose(mem);
+        H5Sclose(space);
+        H5Dclose(dset);
+        H5Fclose(file);
+
+        CHECK(data_open_set(path, &set) == 0, "open: %s", ct_error());
+        CHECK(data_fingerprint(&set) == 0 && set.files[0].sample_crc32 == sample, "the middle moved the sample");
+        int rc = data_check_tokens(&set);
+        data_free_set(&set);
+        CHECK(rc != 0 && error_has("do not match the file's tokens_crc32") && error_has(path),
+              "changed file: %s", ct_error());
+    }
+    /* a file made by another tool has none, and a bad value is refused */
+    const char *raw = test_path("nocrc.h5");
+    uint16_t toks[5] = {1, 2, 3, 4, 5};
+    hsize_t dims = 5;
+    write_raw(raw, H5T_NATIVE_UINT16, 1, &dims, toks, 10);
+    TokenFileInfo info;
+    CHECK(data_file_info(raw, &info) == 0 && info.tokens_crc32 == -1, "no attribute: %s", ct_error());
+    data_free_file_info(&info);
+    hid_t file = H5Fopen(raw, H5F_ACC_RDWR, H5P_DEFAULT), dset = H5Dopen2(file, "tokens", H5P_DEFAULT);
+    write_i64_attribute(dset, "tokens_crc32", -5);
+    H5Dclose(dset);
+    H5Fclose(file);
+    CHECK(data_file_info(raw, &info) != 0 && error_has("tokens_crc32 = -5, expected a CRC-32"), "%s", ct_error());
+}
+
+/* The sample checksum: all tokens of a short file; the two ends of a long one. */
+static void fingerprint_covers_both_ends(void) {
+    const char *small = test_path("fp_small.h5"), *big = test_path("fp_big.h5");
+    CHECK(write_tokens(small, 2, 1024, 1000, 0) == 0 && write_tokens(big, 2, 1024, 3 * CT_DATA_SAMPLE_TOKENS, 0) == 0,
+          "%s", ct_error());
+    TokenSet set;
+    CHECK(data_open_set(small, &set) == 0 && data_fingerprint(&set) == 0, "%s", ct_error());
+    CHECK(set.files[0].sample_crc32 == set.files[0].tokens_crc32, "a short file's sample is not its whole CRC");
+    data_free_set(&set);
+    CHECK(data_open_set(big, &set) == 0 && data_fingerprint(&set) == 0, "%s", ct_error());
+    uint32_t *t = malloc((size_t)(3 * CT_DATA_SAMPLE_TOKENS) * sizeof *t);
+    TokenReader *reader;
+    token_reader_open(&reader, &set);
+    CHECK(token_reader_read(reader, 0, 0, 3 * CT_DATA_SAMPLE_TOKENS, t) == 0, "%s", ct_error());
+    token_reader_close(reader);
+    uint32_t want = data_crc32_tokens(0, t, CT_DATA_SAMPLE_TOKENS, 2);
+    want = data_crc32_tokens(want, t + 2 * CT_DATA_SAMPLE_TOKENS, CT_DATA_SAMPLE_TOKENS, 2);
+    free(t);
+    CHECK(set.files[0].sample_crc32 == (int64_t)want, "sample 0x%llx, first+last give 0x%08x",
+          (long long)set.files[0].sample_crc32, want);
+    data_free_set(&set);
+}
+
+/* A chunk the index lists nowhere (a writer that died before writing it), and one whose
+ * address points past the end of the file (a damaged index). */
+static void storage_check_finds_missing_and_outside_chunks(void) {
+    const char *path = test_path("holes.h5");
+    hsize_t dims = 3 * 1000, chunk = 1000;
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(1, &dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t dset = H5Dcreate2(file, "tokens", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    uint16_t toks[1000] = {0};
+    hsize_t start = 0;
+    hid_t mem = H5Screate_simple(1, &chunk, NULL);
+    for (int c = 0; c < 3; c += 2) { /* chunks 0 and 2 only */
+        start = (hsize_t)c * chunk;
+        H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, NULL, &chunk, NULL);
+        H5Dwrite(dset, H5T_NATIVE_UINT16, mem, space, H5P_DEFAULT, toks);
+    }
+    write_i64_attribute(dset, "vocab_size", 10);
+    H5Sclose(mem);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Dclose(dset);
+    H5Fclose(file);
+    TokenSet set;
+    CHECK(data_open_set(path, &set) == 0, "metadata alone is fine: %s", ct_error());
+    int rc = data_check_storage(&set);
+    data_free_set(&set);
+    CHECK(rc != 0 && error_has("chunk of /tokens at token 1000 is not stored") && error_has("holes.h5"), "%s",
+          ct_error());
+
+    /* an intact file passes; then its first chunk's address, patched in the index, points
+     * beyond the end */
+    const char *moved = test_path("outside.h5");
+    CHECK(write_tokens(moved, 2, 1024, 2 * CT_DATA_CHUNK_TOKENS, 0) == 0, "%s", ct_error());
+    CHECK(data_open_set(moved, &set) == 0 && data_check_storage(&set) == 0, "intact file: %s", ct_error());
+    data_free_set(&set);
+    file = H5Fopen(moved, H5F_ACC_RDONLY, H5P_DEFAULT);
+    dset = H5Dopen2(file, "tokens", H5P_DEFAULT);
+    haddr_t addr = 0;
+    hsize_t size = 0, zero = 0, fsize = 0;
+    unsigned mask;
+    H5Dget_chunk_info_by_coord(dset, &zero, &mask, &addr, &size);
+    H5Fget_filesize(file, &fsize);
+    H5Dclose(dset);
+    H5Fclose(file);
+    FILE *f = fopen(moved, "r+b");
+    unsigned char *bytes = malloc((size_t)fsize);
+    CHECK(f && fread(bytes, 1, (size_t)fsize, f) == (size_t)fsize, "read back");
+    unsigned char want[8], patch[8];
+    for (int b = 0; b < 8; b++) {
+        want[b] = (unsigned char)((uint64_t)addr >> (8 * b));
+        patch[b] = (unsigned char)((uint64_t)(fsize + 4096) >> (8 * b));
+    }
+    int found = 0;
+    long where = -1;
+    for (hsize_t i = 0; i + 8 <= fsize && i < (hsize_t)addr; i++)
+        if (!memcmp(bytes + i, want, 8)) found++, where = (long)i;
+    free(bytes);
+    CHECK(found == 1, "the chunk address 0x%llx occurs %d times in the metadata", (unsigned long long)addr, found);
+    fseek(f, where, SEEK_SET);
+    fwrite(patch, 1, 8, f);
+    fclose(f);
+    CHECK(data_open_set(moved, &set) == 0, "metadata alone is fine: %s", ct_error());
+    rc = data_check_storage(&set);
+    data_free_set(&set);
+    CHECK(rc != 0 && error_has("chunk of /tokens at token 0 lies at bytes") && error_has("truncated or damaged"),
+          "%s", ct_error());
+}
+
 int main(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     RUN(roundtrip_uint16);
@@ -635,5 +831,9 @@ int main(void) {
     RUN(luts_partial_or_wrong_length_rejected);
     RUN(luts_bool_enum_accepted);
     RUN(concurrent_read_and_write);
+    RUN(crc_helpers_agree);
+    RUN(tokens_crc32_written_and_checked);
+    RUN(fingerprint_covers_both_ends);
+    RUN(storage_check_finds_missing_and_outside_chunks);
     TEST_EXIT();
 }

@@ -1,12 +1,12 @@
-/* ckpt_crc.c — CRC-32 (reflected polynomial 0xEDB88320, as zlib, gzip and Python's
- * zlib.crc32) for the checkpoint content checksum. Written here rather than taken from zlib
- * because the build does not link zlib directly (only HDF5 does, privately). Slice-by-8:
- * checkpoints are hundreds of MB and are checked on every resume, so the byte-at-a-time
- * loop (~0.4 GB/s) would be noticeable; this runs at a few GB/s. */
+/* crc32.c — CRC-32 (reflected polynomial 0xEDB88320, as zlib, gzip and Python's zlib.crc32)
+ * for the checkpoint content checksum and the data files' tokens_crc32. Written here rather
+ * than taken from zlib because the build does not link zlib directly (only HDF5 does,
+ * privately). Slice-by-8: checkpoints are hundreds of MB and data files many GB, so the
+ * byte-at-a-time loop (~0.4 GB/s) would be noticeable; this runs at a few GB/s. */
 #include <pthread.h>
 #include <string.h>
 
-#include "ckpt_internal.h"
+#include "crc32.h"
 
 static uint32_t table[8][256];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
@@ -22,7 +22,7 @@ static void build_table(void) {
         for (int i = 0; i < 256; i++) table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xFF];
 }
 
-uint32_t ckpt_crc32(uint32_t crc, const void *data, size_t n) {
+uint32_t ct_crc32(uint32_t crc, const void *data, size_t n) {
     pthread_once(&table_once, build_table);
     const unsigned char *p = data;
     uint32_t c = ~crc;
