@@ -56,6 +56,8 @@
     X(train_files, STR, "", "data", FREE,                                                           \
       "glob of HDF5 token files for training (required); on resume the files it matches are held to resume_data") \
     X(val_files, STR, "", "data", FREE, "glob of HDF5 token files for validation; empty = none")   \
+    X(check_train_tokens, BOOL, "1", "data", FREE,                                                  \
+      "before the first step of a fresh run, read every training token (range, tokens_crc32), the ranks sharing the files; 0 = only as the loader reaches them") \
     X(val_loss_every, INT, "1000", "data", FREE, "validate every N steps (and at the end); 0 = end only") \
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
     X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \

@@ -256,6 +256,12 @@ int train_run(const Config *cfg) {
     }
     if (train_state_init(&t.st, cfg) != 0) goto fail;
     if (trainer_resume(&t, &rc) != 0) goto fail_rc;
+    /* a fresh run reads all of its data once, so that a bad token is found now and not at step
+     * 5,000; a resume trusts the files the checkpoint's checksums identify */
+    if (t.step == 0 && cfg->check_train_tokens && train_check_tokens(&t.train_set, t.dist, t.rank, t.world) != 0) {
+        t.failed_together = 1;
+        goto fail;
+    }
     /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
      * the earlier run's files as they were */
     snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);

@@ -4,12 +4,15 @@
  * each training file and all of the validation split) is done once first in a child process,
  * so that a damaged file is an error at the start and not a crash at step 5,000. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "dist.h"
 #include "isolate.h"
+#include "progress.h"
 #include "train.h"
 #include "trainer.h"
 
@@ -91,4 +94,41 @@ int train_open_data(const Config *cfg, TokenSet *train, TokenSet *val) {
              cfg->train_files, cfg->val_files[0] ? ", val_files '" : "", cfg->val_files, cfg->val_files[0] ? "'" : "");
     if (ct_run_isolated(what, check_data_files, (void *)cfg, NULL, 0, DATA_CHECK_TIMEOUT_S) != 0) return -1;
     return open_data_here(cfg, train, val);
+}
+
+static void report_scan(void *ctx, int64_t done, int64_t total) {
+    (void)total;
+    progress_update(ctx, done);
+}
+
+int train_check_tokens(const TokenSet *train, const DistInfo *dist, int rank, int world) {
+    /* this rank's share: files rank, rank + world, ... (a view: the file entries are borrowed) */
+    TokenSet mine = *train;
+    mine.files = ct_calloc((size_t)train->num_files, sizeof *mine.files, "training file share");
+    mine.num_files = 0;
+    mine.total_tokens = 0;
+    for (int i = rank; i < train->num_files; i += world) {
+        mine.files[mine.num_files++] = train->files[i];
+        mine.total_tokens += train->files[i].num_tokens;
+    }
+    double start = ct_now_ms();
+    Progress progress;
+    progress_begin(&progress, "checking training tokens", "tokens", mine.total_tokens);
+    int failed = mine.num_files > 0 && data_scan_tokens(&mine, NULL, report_scan, &progress) != 0;
+    progress_end(&progress);
+    free(mine.files);
+    char error[2048];
+    snprintf(error, sizeof error, "%s", failed ? ct_error() : "");
+    if (world > 1) { /* the lowest failing rank's message goes to every rank (rank 0 prints it) */
+        int first = failed ? world - rank : 0;
+        if (dist_allreduce_max_i32(dist, &first) != 0) return -1;
+        if (first > 0 && dist_bcast(dist, error, sizeof error, world - first) != 0) return -1;
+        failed = first > 0;
+    }
+    if (failed) return ct_fail("train_files: %s", error);
+    int with_crc = 0;
+    for (int i = 0; i < train->num_files; i++) with_crc += train->files[i].tokens_crc32 >= 0;
+    printf("train data: checked all %lld tokens in %.1f s: below vocab_size, tokens_crc32 matches in %d of %d "
+           "file(s)\n", (long long)train->total_tokens, (ct_now_ms() - start) / 1e3, with_crc, train->num_files);
+    return 0;
 }

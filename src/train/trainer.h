@@ -41,6 +41,12 @@ typedef struct {
     double t0;
 } Trainer;
 
+/* train_data.c */
+/* Read every token of the training files, each rank its share (files rank, rank + world, ...):
+ * values below vocab_size and tokens_crc32 where a file has one. Every rank returns the same
+ * verdict (-1 on all when any rank found a bad file; that rank's message names it). */
+int train_check_tokens(const TokenSet *train, const DistInfo *dist, int rank, int world);
+
 /* train_eval.c */
 int val_load(const Config *cfg, const TokenSet *set, ValData *v);
 void val_free(ValData *v);

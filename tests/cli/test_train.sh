@@ -150,6 +150,17 @@ expect_fail bad_val_found_at_start 1 "val_files: '.*bad_val.h5': token 1234 of /
 if grep -q '^step 1/' out; then fail bad_val_before_training "trained before finding it: $(head -c 300 out)"
 else pass bad_val_before_training; fi
 
+# ... and so is a training token outside it (check_train_tokens, on by default); with
+# check_train_tokens=0 the loader finds it when it gets there
+expect_fail bad_train_found_at_start 1 "train_files: '.*bad_val.h5': token 1234 of /tokens is 300, which is >= vocab_size 256" \
+    "$CTRAIN" train "${small[@]}" train_files=bad_val.h5 iterations=8 out_dir=badtrain
+if grep -q '^step 1/' out; then fail bad_train_before_training "trained before finding it: $(head -c 300 out)"
+else pass bad_train_before_training; fi
+expect_fail bad_train_unchecked 1 "step 5, micro-batch 5: token id 300 at position .* is >= vocab_size 256" \
+    "$CTRAIN" train "${small[@]}" train_files=bad_val.h5 iterations=12 check_train_tokens=0 out_dir=badtrain2
+expect_grep train_tokens_checked '^train data: checked all [0-9]+ tokens in [0-9.]+ s: below vocab_size, tokens_crc32 matches in 1 of 1 file' \
+    run_a.out
+
 expect_fail vocab_mismatch 1 "vocab_size is 256 .*train.h5.* vocab_size = 1024" \
     "$CTRAIN" train "${small[@]}" vocab_size=1024 iterations=1 out_dir=v
 expect_fail too_little_data 1 'fewer than one optimizer step' \
