@@ -94,9 +94,13 @@ int ckpt_read_latest(const char *dir, char *name, size_t cap) {
     fclose(f);
     buf[n] = '\0';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = '\0';
-    if (ckpt_name_step(buf) < 0 || strlen(buf) >= cap)
+    if (n == 0) return ct_fail("'%s' is empty, expected the name of a checkpoint file such as step_00001000.h5", path);
+    if (ckpt_name_step(buf) < 0 || strlen(buf) >= cap) {
+        for (char *c = buf; *c; c++) /* a damaged file may hold anything: keep the message one readable line */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         return ct_fail("'%s' holds '%.80s', expected the name of a checkpoint file such as step_00001000.h5", path,
                        buf);
+    }
     snprintf(name, cap, "%s", buf);
     return 1;
 }

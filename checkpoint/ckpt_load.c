@@ -28,7 +28,7 @@ static int check_shape_keys(const CkptMeta *m, const Config *cfg) {
         bad++;
     }
     if (!bad) return 0;
-    return ct_fail("%s %s fixed on resume (%s); set %s as in the checkpoint, or start a new "
+    return ct_fail("%s fixed on resume %s (%s); set %s as in the checkpoint, or start a new "
                    "run in another out_dir",
                    bad == 1 ? "a key that is" : "keys that are", bad == 1 ? "differs" : "differ", message,
                    bad == 1 ? "it" : "them");

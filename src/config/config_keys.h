@@ -68,7 +68,8 @@
     X(lock_wait, FLOAT, "0", "run", FREE,                                                           \
       "seconds to wait while another run holds out_dir (the sbatch scripts use 300 for requeues); 0 = fail at once") \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \
-    X(overwrite, BOOL, "0", "run", FREE, "with resume=none: allow starting fresh in an out_dir that has checkpoints") \
+    X(overwrite, BOOL, "0", "run", FREE,                                                            \
+      "with resume=none: start fresh in an out_dir that has checkpoints, moving them, metrics.jsonl and config.txt aside") \
     X(resume_data, STR, "same", "run", FREE,                                                        \
       "what a resume accepts of the training files: same (paths, token counts, checksums) | moved (paths may differ) | changed (token counts only)") \
     X(stop_signal, STR, "USR1", "run", FREE,                                                        \

@@ -60,21 +60,33 @@ static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int 
             *exit_code = CT_EXIT_USAGE;
             return ct_fail("resume = none, but %s already holds checkpoints of an earlier run; use resume=auto to "
                            "continue it, resume=PATH to start from one file, or overwrite=1 to start afresh "
-                           "(older checkpoints are then replaced as new ones are written)",
+                           "(the earlier run's checkpoints, metrics.jsonl and config.txt are then moved aside, to "
+                           "names ending in .replaced-<UTC time>)",
                            t->ckpt_dir);
         }
         if (has > 0) {
             /* overwrite=1: move the old run's checkpoints aside rather than delete them, and so
              * that a fallback can never pick up a checkpoint of the old run */
-            char aside[4400];
+            char suffix[64], aside[4400];
             time_t now = time(NULL);
             struct tm tm;
             gmtime_r(&now, &tm);
-            snprintf(aside, sizeof aside, "%s.replaced-%04d%02d%02dT%02d%02d%02dZ", t->ckpt_dir, tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            snprintf(suffix, sizeof suffix, ".replaced-%04d%02d%02dT%02d%02d%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            snprintf(aside, sizeof aside, "%s%s", t->ckpt_dir, suffix);
             if (rename(t->ckpt_dir, aside) != 0)
                 return ct_fail("overwrite=1: cannot move %s aside to %s: %s", t->ckpt_dir, aside, strerror(errno));
             printf("overwrite=1: moved the earlier run's checkpoints to %s\n", aside);
+            /* its history and configuration go with them, not truncated by the new run */
+            static const char *const companions[] = {"metrics.jsonl", "config.txt"};
+            for (int i = 0; i < 2; i++) {
+                char from[4300];
+                snprintf(from, sizeof from, "%s/%s", cfg->out_dir, companions[i]);
+                snprintf(aside, sizeof aside, "%s%s", from, suffix);
+                if (rename(from, aside) == 0) printf("overwrite=1: moved %s to %s\n", from, aside);
+                else if (errno != ENOENT)
+                    return ct_fail("overwrite=1: cannot move %s aside to %s: %s", from, aside, strerror(errno));
+            }
         }
         printf("resume: none, starting from the initial weights (seed %lld)\n", (long long)cfg->seed);
         return 0;

@@ -122,7 +122,7 @@ same_as_reference flipped_fallback flip_run
 
 # 5. refused resumes leave the old checkpoints untouched
 sum_before=$(cd ref && find checkpoints -type f -exec sha256sum {} + | sort)
-expect_fail shape_change_refused 1 'num_layers.*checkpoint.*3.*4|num_layers' \
+expect_fail shape_change_refused 1 'cannot resume from .*step_00000016.h5: a key that is fixed on resume differs \(num_layers: checkpoint 3, configured 4\); set it as in the checkpoint' \
     "$CTRAIN" train "${cfg[@]}" num_layers=4 out_dir=ref
 cp part_b.h5 part_c.h5 # same glob, one more file
 expect_fail data_change_refused 1 'part_c.h5' "$CTRAIN" train "${cfg[@]}" out_dir=ref
@@ -137,6 +137,10 @@ expect_ok overwrite_starts_fresh "$CTRAIN" train "${cfg[@]}" resume=none overwri
 expect_grep overwrite_moved_aside 'moved the earlier run.s checkpoints to .*checkpoints.replaced-' out
 ls -d ow/checkpoints.replaced-* >/dev/null 2>&1 && [ -f ow/checkpoints/step_00000002.h5 ] && \
     [ ! -f ow/checkpoints/step_00000016.h5 ] && pass overwrite_keeps_old_aside || fail overwrite_keeps_old_aside "$(ls ow)"
+n_old=$(cat ow/metrics.jsonl.replaced-* 2>/dev/null | grep -c '"train_loss"')
+n_new=$(grep -c '"train_loss"' ow/metrics.jsonl)
+[ "$n_old" = 18 ] && [ "$n_new" = 2 ] && ls ow/config.txt.replaced-* >/dev/null 2>&1 && pass overwrite_keeps_old_metrics \
+    || fail overwrite_keeps_old_metrics "old metrics lines $n_old (expected 18), new $n_new (expected 2): $(ls ow)"
 expect_fail resume_path_missing 1 'nope.h5' "$CTRAIN" train "${cfg[@]}" resume="$WORK/nope.h5" out_dir=other
 
 # 6. the data's identity (resume_data): the same tokens at another path resume exactly with

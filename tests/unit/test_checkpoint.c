@@ -646,6 +646,24 @@ static void load_checks_data_identity(void) {
     fixture_free(&f);
 }
 
+/* A damaged `latest` is described in one readable line. */
+static void latest_damage_described(void) {
+    char dir[700], path[800];
+    snprintf(dir, sizeof dir, "%s/bad_latest", test_tmpdir());
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/latest", dir);
+    char name[64];
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    CHECK(ckpt_read_latest(dir, name, sizeof name) < 0 && error_has("latest' is empty, expected the name"), "%.300s",
+          ct_error());
+    f = fopen(path, "w");
+    fputs("step_1\x01\nxyz\n", f);
+    fclose(f);
+    CHECK(ckpt_read_latest(dir, name, sizeof name) < 0 && error_has("latest' holds 'step_1??xyz', expected"), "%.300s",
+          ct_error());
+}
+
 /* A set whose identity was never computed cannot be recorded. */
 static void save_needs_data_identity(void) {
     Fixture f;
@@ -941,6 +959,7 @@ int main(int argc, char **argv) {
     RUN(load_refuses_different_data);
     RUN(load_checks_data_identity);
     RUN(save_needs_data_identity);
+    RUN(latest_damage_described);
     RUN(load_reports_free_keys);
     RUN(find_resumable_falls_back);
     RUN(failed_save_keeps_previous);
