@@ -152,8 +152,8 @@ static void diff_other(const CkptMeta *a, const CkptMeta *b) {
         const ConfigKey *k = &ct_config_keys[i];
         if (config_value_equal(&a->cfg, &b->cfg, k)) continue;
         char x[64], y[64];
-        printf("config differs: %s %s vs %s\n", k->name, config_value_text(&a->cfg, k, CONFIG_TEXT_SHORT, x, sizeof x),
-               config_value_text(&b->cfg, k, CONFIG_TEXT_SHORT, y, sizeof y));
+        printf("config differs: %s %s vs %s\n", k->name, config_value_text(&a->cfg, k, x, sizeof x),
+               config_value_text(&b->cfg, k, y, sizeof y));
     }
     if (a->world_size != b->world_size)
         printf("world_size differs: %lld vs %lld\n", (long long)a->world_size, (long long)b->world_size);

@@ -19,8 +19,8 @@ static int check_shape_keys(const CkptMeta *m, const Config *cfg) {
         const ConfigKey *k = &ct_config_keys[i];
         if (k->resume != CT_RESUME_SHAPE || config_value_equal(&m->cfg, cfg, k)) continue;
         char a[64], b[64];
-        const char *old_v = config_value_text(&m->cfg, k, CONFIG_TEXT_SHORT, a, sizeof a);
-        const char *new_v = config_value_text(cfg, k, CONFIG_TEXT_SHORT, b, sizeof b);
+        const char *old_v = config_value_text(&m->cfg, k, a, sizeof a);
+        const char *new_v = config_value_text(cfg, k, b, sizeof b);
         const char *q = k->type == CT_KEY_STR ? "'" : "";
         if (used < sizeof message)
             used += (size_t)snprintf(message + used, sizeof message - used, "%s%s: checkpoint %s%s%s, configured %s%s%s",
@@ -199,7 +199,7 @@ int checkpoint_load(const char *path, int verified, const Config *cfg, TrainStat
             const ConfigKey *k = &ct_config_keys[i];
             if (k->resume != CT_RESUME_FREE || !m.cfg_present[i] || config_value_equal(&m.cfg, cfg, k)) continue;
             char a[64], b[64];
-            report(k->name, config_value_text(&m.cfg, k, CONFIG_TEXT_SHORT, a, sizeof a), config_value_text(cfg, k, CONFIG_TEXT_SHORT, b, sizeof b));
+            report(k->name, config_value_text(&m.cfg, k, a, sizeof a), config_value_text(cfg, k, b, sizeof b));
         }
     }
     ckpt_meta_free(&m);

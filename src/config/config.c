@@ -331,14 +331,13 @@ static void format_double_short(double v, char *buf, size_t cap) {
     }
 }
 
-const char *config_value_text(const Config *cfg, const ConfigKey *k, ConfigTextForm form, char *buf, size_t cap) {
+const char *config_value_text(const Config *cfg, const ConfigKey *k, char *buf, size_t cap) {
     const void *p = cfield(cfg, k);
     switch (k->type) {
     case CT_KEY_INT:
     case CT_KEY_BOOL: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); return buf;
     case CT_KEY_FLOAT:
-        if (form == CONFIG_TEXT_SHORT) format_double_short(*(const double *)p, buf, cap);
-        else snprintf(buf, cap, "%.17g", *(const double *)p);
+        format_double_short(*(const double *)p, buf, cap);
         return buf;
     case CT_KEY_STR: return *(const char *const *)p ? *(const char *const *)p : "";
     }
@@ -371,7 +370,7 @@ int config_write(const Config *cfg, FILE *out) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         const ConfigKey *k = &ct_config_keys[i];
         char buf[64];
-        const char *v = config_value_text(cfg, k, CONFIG_TEXT_EXACT, buf, sizeof buf);
+        const char *v = config_value_text(cfg, k, buf, sizeof buf);
         if (k->type == CT_KEY_STR && needs_quotes(v)) {
             char q = strchr(v, '"') ? '\'' : '"';
             fprintf(out, "%s = %c%s%c\n", k->name, q, v, q);

@@ -58,14 +58,10 @@ int config_apply_args(Config *cfg, int argc, char **argv);
  * the keys involved. world_size is checked against grad_accum_slots. */
 int config_validate(const Config *cfg, int world_size);
 
-/* How config_value_text writes a float: EXACT with 17 significant digits (the printed
- * configuration and config.txt: the exact double, 0.040000000000000001), SHORT in the shortest
- * form that reads back to the same double (messages: 0.04). */
-typedef enum { CONFIG_TEXT_EXACT, CONFIG_TEXT_SHORT } ConfigTextForm;
-
 /* Format one key's value as text (buf of at least 64 bytes; STR values are returned as is, ""
- * when unset). */
-const char *config_value_text(const Config *cfg, const ConfigKey *key, ConfigTextForm form, char *buf, size_t cap);
+ * when unset). Floats take the shortest form that reads back to the same double (0.04, not
+ * 0.040000000000000001), so config.txt and the printed configuration are exact and readable. */
+const char *config_value_text(const Config *cfg, const ConfigKey *key, char *buf, size_t cap);
 /* Whether two configurations hold the same value for a key. */
 int config_value_equal(const Config *a, const Config *b, const ConfigKey *key);
 

@@ -32,7 +32,7 @@ static void print_resolved(const Config *cfg) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         char buf[64];
         const ConfigKey *k = &ct_config_keys[i];
-        printf("  %-27s = %s%s\n", k->name, config_value_text(cfg, k, CONFIG_TEXT_EXACT, buf, sizeof buf), origin[cfg->source[i]]);
+        printf("  %-27s = %s%s\n", k->name, config_value_text(cfg, k, buf, sizeof buf), origin[cfg->source[i]]);
     }
     fflush(stdout);
 }

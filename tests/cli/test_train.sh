@@ -15,6 +15,10 @@ cp out run_a.out
 expect_grep progress_line '^step 8/8  loss [0-9.]+  lr_scale 0\.333  step [0-9]+ms  [0-9]+ tok/s  eta' run_a.out
 expect_grep val_line '^step 4/8  val_loss [0-9.]+  val_bpb [0-9.]+' run_a.out
 expect_grep config_txt_written '^num_layers = 3$' a/config.txt
+# floats in their shortest exact form: 0.04, not 0.040000000000000001
+expect_grep config_txt_short_floats '^matrix_lr = 0\.04$' a/config.txt
+expect_grep config_txt_short_eps '^adam_eps = 1e-08$' a/config.txt
+expect_grep config_printed_short '^  matrix_lr += 0\.04$' run_a.out
 expect_ok config_txt_reloads "$CTRAIN" train --config a/config.txt --print-config
 expect_grep config_printed '^  num_layers += 3  \(command line\)' run_a.out
 expect_grep metrics_step_fields '^\{"step": 1, "train_loss": [0-9.e-]+, "lr_scale": 1, "step_ms": [0-9.]+, "tokens_per_s": [0-9.]+' a/metrics.jsonl

@@ -197,7 +197,7 @@ static void written_config_loads_back_identically(void) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         char x[64], y[64];
         const ConfigKey *k = &ct_config_keys[i];
-        const char *va = config_value_text(&a, k, CONFIG_TEXT_EXACT, x, sizeof x), *vb = config_value_text(&b, k, CONFIG_TEXT_EXACT, y, sizeof y);
+        const char *va = config_value_text(&a, k, x, sizeof x), *vb = config_value_text(&b, k, y, sizeof y);
         CHECK(!strcmp(va, vb), "key %s: wrote '%s', read '%s'", k->name, va, vb);
     }
     config_free(&a);
