@@ -256,6 +256,13 @@ int train_run(const Config *cfg) {
     }
     if (train_state_init(&t.st, cfg) != 0) goto fail;
     if (trainer_resume(&t, &rc) != 0) goto fail_rc;
+    if (t.step > 0 && t.step >= cfg->iterations) {
+        /* a requeue or a rerun of a finished run: the final checkpoint and validation exist */
+        printf("the run in %s is already finished: step %lld of iterations = %lld; nothing to do (raise iterations "
+               "to train further)\n", cfg->out_dir, (long long)t.step, (long long)cfg->iterations);
+        rc = CT_EXIT_OK;
+        goto out;
+    }
     /* a fresh run reads all of its data once, so that a bad token is found now and not at step
      * 5,000; a resume trusts the files the checkpoint's checksums identify */
     if (t.step == 0 && cfg->check_train_tokens && train_check_tokens(&t.train_set, t.dist, t.rank, t.world) != 0) {

@@ -130,6 +130,14 @@ rm part_c.h5
 expect_fail resume_none_refused 2 'already holds checkpoints' "$CTRAIN" train "${cfg[@]}" resume=none out_dir=ref
 sum_after=$(cd ref && find checkpoints -type f -exec sha256sum {} + | sort)
 [ "$sum_before" = "$sum_after" ] && pass refused_resumes_touch_nothing || fail refused_resumes_touch_nothing "checkpoints changed"
+# running a finished run again (a requeue after the end) does nothing, successfully
+metrics_before=$(sha256sum ref/metrics.jsonl)
+expect_ok finished_run_again "$CTRAIN" train "${cfg[@]}" out_dir=ref
+expect_grep finished_run_says_so '^the run in ref is already finished: step 16 of iterations = 16; nothing to do' out
+if grep -q '^step .*val_loss' out; then fail finished_run_no_validation "validated again: $(grep -m1 '^step .*val_loss' out)"
+else pass finished_run_no_validation; fi
+[ "$metrics_before" = "$(sha256sum ref/metrics.jsonl)" ] && pass finished_run_metrics_untouched \
+    || fail finished_run_metrics_untouched "metrics.jsonl changed"
 expect_ok iterations_may_change "$CTRAIN" train "${cfg[@]}" iterations=18 out_dir=ref
 expect_grep changed_key_reported 'resume: iterations changed from 16 to 18' out
 cp -r ref ow
