@@ -35,6 +35,13 @@ static void on_signal(int sig) {
         (void)ignored;
         _exit(130);
     }
+    if (sig == SIGINT && isatty(STDERR_FILENO)) {
+        /* at once, not at the end of a step that may take seconds (write is async-signal-safe) */
+        static const char msg[] = "\nctrain: interrupt: stopping after this step with a checkpoint (exit 75); "
+                                  "Ctrl-C again to abort without one\n";
+        ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)ignored;
+    }
     if (!requested_signal) requested_signal = sig;
 }
 

@@ -170,3 +170,16 @@ expect_fail vocab_mismatch 1 "vocab_size is 256 .*train.h5.* vocab_size = 1024" 
 expect_fail too_little_data 1 'fewer than one optimizer step' \
     "$CTRAIN" train "${small[@]}" train_batch_tokens=1048576 train_seq_len=16 iterations=1 out_dir=t
 expect_fail cuda_without_gpu 1 'cuda' "$CTRAIN" train "${small[@]}" device=cuda iterations=1 out_dir=g
+
+# Ctrl-C at a terminal is acknowledged at once (stderr a pty, via script(1)); not in batch logs
+if command -v script >/dev/null; then
+    CTRAIN_FAULT=INT@2.1 script -qec "$(printf '%q ' "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc)" \
+        /dev/null >ctrlc.tty 2>&1
+    rc=$?
+    [ $rc = 75 ] && pass ctrl_c_checkpoints_75 || fail ctrl_c_checkpoints_75 "exit $rc: $(tail -c 300 ctrlc.tty)"
+    expect_grep ctrl_c_acknowledged 'ctrain: interrupt: stopping after this step with a checkpoint \(exit 75\); Ctrl-C again to abort without one' ctrlc.tty
+    CTRAIN_FAULT=INT@2.1 "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc2 >ctrlc.out 2>ctrlc.err
+    if grep -q 'Ctrl-C again' ctrlc.err; then fail ctrl_c_quiet_in_logs "$(cat ctrlc.err)"; else pass ctrl_c_quiet_in_logs; fi
+else
+    skip ctrl_c_acknowledged "script(1) is not installed"
+fi
