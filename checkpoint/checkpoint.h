@@ -91,6 +91,12 @@ void checkpoint_info_free(CheckpointInfo *info);
 int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
                               void (*warn)(const char *path, const char *reason));
 
+/* The checkpoint a command-line argument names, for the `ctrain ckpt` tools: a file as is; a
+ * checkpoints directory or a run directory (its checkpoints/): the file its `latest` names, or
+ * its newest step_*.h5 when it has no `latest`; a `latest` file: the file it names. Fails with
+ * a message when a directory holds no checkpoint. */
+int checkpoint_resolve(const char *arg, char *path_out, size_t cap);
+
 /* 1 if dir holds at least one step_*.h5 checkpoint, 0 if none (or dir does not exist), -1 if
  * dir cannot be read (resume=none refuses to overwrite an existing run). */
 int checkpoint_dir_has_checkpoints(const char *dir);

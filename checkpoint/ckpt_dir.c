@@ -251,3 +251,48 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
     ckpt_free_names(names, count);
     return rc;
 }
+
+/* dir's checkpoint: the one `latest` names, else the newest step_*.h5; 0 if it has none. */
+static int newest_in(const char *dir, char *out, size_t cap) {
+    char name[256];
+    int has_latest = ckpt_read_latest(dir, name, sizeof name);
+    if (has_latest < 0) return -1;
+    if (has_latest == 0) {
+        char **names;
+        int n = ckpt_list_dir(dir, &names);
+        if (n < 0) return -1;
+        if (n > 0) snprintf(name, sizeof name, "%s", names[0]); /* sorted by descending step */
+        ckpt_free_names(names, n);
+        if (n == 0) return 0;
+    }
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) return ct_fail("path too long: '%s/%s'", dir, name);
+    return 1;
+}
+
+int checkpoint_resolve(const char *arg, char *out, size_t cap) {
+    struct stat st;
+    size_t n = strlen(arg);
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char sub[4200];
+        snprintf(sub, sizeof sub, "%s/checkpoints", arg);
+        int found = newest_in(sub, out, cap);
+        if (found == 0) found = newest_in(arg, out, cap);
+        if (found < 0) return -1;
+        if (found == 0)
+            return ct_fail("'%s' is a directory without checkpoints (expected a checkpoint file, a run directory "
+                           "with checkpoints/, or a checkpoints directory)", arg);
+        return 0;
+    }
+    if (n >= 6 && !strcmp(arg + n - 6, "latest") && (n == 6 || arg[n - 7] == '/')) {
+        char dir[4200], name[256];
+        snprintf(dir, sizeof dir, "%.*s", n == 6 ? 1 : (int)(n - 7), n == 6 ? "." : arg);
+        int found = ckpt_read_latest(dir, name, sizeof name);
+        if (found < 0) return -1;
+        if (found == 0) return ct_fail("cannot open '%s': No such file or directory", arg);
+        if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) return ct_fail("path too long: '%s/%s'", dir, name);
+        return 0;
+    }
+    if (n >= cap) return ct_fail("path too long: '%s'", arg);
+    memcpy(out, arg, n + 1);
+    return 0;
+}

@@ -25,6 +25,9 @@ static const char CKPT_USAGE[] =
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
     "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
     "\n"
+    "FILE may also be a run directory (out_dir), its checkpoints/ directory or a `latest` file:\n"
+    "the checkpoint `latest` names (or the newest step_*.h5) is used.\n"
+    "\n"
     "Run `ctrain ckpt <command> --help` for the options of a command.\n";
 
 static const char INFO_USAGE[] =
@@ -80,6 +83,14 @@ static const char EXPORT_USAGE[] =
     "  --dtype TYPE     fp32 (default: the master weights exactly) or bf16 (round to nearest even)\n"
     "  -h, --help       show this help\n";
 
+/* A checkpoint argument may also be a run directory, a checkpoints directory or a `latest`
+ * file (checkpoint_resolve); prints the error and returns NULL when it names none. */
+static const char *resolve_arg(const char *arg, char *buf, size_t cap) {
+    if (checkpoint_resolve(arg, buf, cap) == 0) return buf;
+    ct_print_error();
+    return NULL;
+}
+
 static int cmd_export(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *dtype = "fp32";
@@ -93,9 +104,11 @@ static int cmd_export(int argc, char **argv) {
         if (!out) return cli_usage_error("ckpt", "export", "--out is required (the .safetensors file to write)");
         return cli_usage_error("ckpt", "export", "--dtype '%s': expected fp32 or bf16", dtype);
     }
-    rc = checkpoint_export_safetensors(pos[0], out, !strcmp(dtype, "bf16"));
-    if (rc == 0) printf("%s -> %s (%s)\n", pos[0], out, dtype);
-    else ct_print_error();
+    char path[4400];
+    const char *ckpt = resolve_arg(pos[0], path, sizeof path);
+    rc = ckpt ? checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16")) : -1;
+    if (rc == 0) printf("%s -> %s (%s)\n", ckpt, out, dtype);
+    else if (ckpt) ct_print_error();
     free(pos);
     return rc == 0 ? CT_EXIT_OK : CT_EXIT_FAILURE;
 }
@@ -110,10 +123,12 @@ static int cmd_info(int argc, char **argv) {
         if (npos == 0) return cli_usage_error("ckpt", "info", "no checkpoint file given");
         return cli_usage_error("ckpt", "info", "give one checkpoint file (got %d arguments)", npos);
     }
-    rc = checkpoint_print_info(pos[0]);
+    char path[4400];
+    const char *ckpt = resolve_arg(pos[0], path, sizeof path);
+    rc = ckpt ? checkpoint_print_info(ckpt) : -1;
     free(pos);
     if (rc != 0) {
-        ct_print_error();
+        if (ckpt) ct_print_error();
         return CT_EXIT_FAILURE;
     }
     return CT_EXIT_OK;
@@ -132,11 +147,13 @@ static int cmd_verify(int argc, char **argv) {
     int bad = 0;
     for (int i = 0; i < npos; i++) {
         CheckpointSummary sum;
-        if (checkpoint_verify(pos[i], &sum) == 0) {
-            printf("%s: valid (step %lld, %d tensors, content_crc32 0x%08x)\n", pos[i], (long long)sum.step,
+        char path[4400];
+        const char *ckpt = checkpoint_resolve(pos[i], path, sizeof path) == 0 ? path : NULL;
+        if (ckpt && checkpoint_verify(ckpt, &sum) == 0) {
+            printf("%s: valid (step %lld, %d tensors, content_crc32 0x%08x)\n", ckpt, (long long)sum.step,
                    sum.num_tensors, sum.content_crc32);
         } else {
-            printf("%s: INVALID\n", pos[i]);
+            printf("%s: INVALID\n", ckpt ? ckpt : pos[i]);
             fflush(stdout);
             ct_print_error();
             bad++;
@@ -159,7 +176,9 @@ static int cmd_diff(int argc, char **argv) {
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         return rc ? rc : cli_usage_error("ckpt", "diff", "give two checkpoint files (got %d)", npos);
     }
-    rc = checkpoint_diff(pos[0], pos[1], exact);
+    char a[4400], b[4400];
+    const char *pa = resolve_arg(pos[0], a, sizeof a), *pb = pa ? resolve_arg(pos[1], b, sizeof b) : NULL;
+    rc = pb ? checkpoint_diff(pa, pb, exact) : CT_EXIT_FAILURE;
     free(pos);
     return rc;
 }

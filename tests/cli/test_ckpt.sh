@@ -319,6 +319,21 @@ with h5py.File(sys.argv[1], "r+") as f:
     expect_grep newer_format_prune_warning "not deleting .*step_00000002.h5': written by a newer ctrain \(format 3\)" err
 fi
 
+# ---- a run directory, its checkpoints/ or its `latest` name the checkpoint `latest` names ----
+for arg in tied tied/checkpoints tied/checkpoints/latest; do
+    expect_ok "verify_accepts_${arg//\//_}" "$CTRAIN" ckpt verify "$arg"
+    expect_grep "verify_resolves_${arg//\//_}" '^tied/checkpoints/step_00000004.h5: valid' out
+done
+expect_ok info_accepts_run_dir "$CTRAIN" ckpt info tied
+expect_grep info_run_dir_file '^file: +tied/checkpoints/step_00000004.h5' out
+expect_ok diff_accepts_run_dirs "$CTRAIN" ckpt diff tied again
+mkdir -p no_ckpts
+expect_fail info_dir_without_checkpoints 1 "'no_ckpts' is a directory without checkpoints" "$CTRAIN" ckpt info no_ckpts
+# without `latest`, the newest step_*.h5
+cp -r tied nolatest && rm nolatest/checkpoints/latest
+expect_ok verify_without_latest "$CTRAIN" ckpt verify nolatest
+expect_grep verify_without_latest_newest '^nolatest/checkpoints/step_00000004.h5: valid' out
+
 # ---- format 1 (before the data checksums) is still read and resumed from ----
 if need_py format1_still_read; then
     cp -r tied old1
