@@ -43,7 +43,7 @@ layer_inc = $(addprefix -I,$(1) $(LAYER_$(1)))
 ALL_INC := $(addprefix -I,$(SRC_DIRS))
 override CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-trapping-math -Wall -Wextra -fopenmp -MMD -MP
 LDFLAGS ?=
-LDLIBS := -fopenmp -lpthread -lm
+LDLIBS := -fopenmp -lpthread -lm -lz
 
 # ---- HDF5 (required, serial) ----
 ifdef HDF5_HOME

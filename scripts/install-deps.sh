@@ -8,7 +8,7 @@
 # CUDA is optional and never installed here: the build uses it when $CUDA_HOME/bin/nvcc exists.
 set -euo pipefail
 
-build_pkgs=(gcc make pkg-config libc6-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
+build_pkgs=(gcc make pkg-config libc6-dev zlib1g-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
             libpmi2-0-dev)
 # libopenblas0-pthread: a test checks that a pthreads OpenBLAS gives ctrain the same bits. Note
 # that Debian then makes it the default libblas.so.3 for other programs (numpy, PyTorch) by its
