@@ -74,6 +74,9 @@ static int run_validation(Trainer *t) {
         return ct_fail("step %lld: the validation %s is %s: training diverged; no checkpoint is written from this "
                        "state (lower the learning rates or enable grad_clip_norm)",
                        (long long)t->step, bad_loss ? "loss" : "bits per byte", ct_nonfinite_name(bad_loss ? vl : vb));
+    t->last_val_step = (double)t->step;
+    t->last_val_loss = vl;
+    t->last_val_bpb = vb;
     printf("step %lld/%lld  val_loss %.4f", (long long)t->step, (long long)cfg->iterations, vl);
     if (!isnan(vb)) printf("  val_bpb %.4f", vb);
     printf("  train_time %.0fms\n", t->training_ms);
@@ -217,6 +220,8 @@ int train_run(const Config *cfg) {
     DistInfo dist;
     memset(&t, 0, sizeof t);
     t.lock_fd = -1;
+    t.last_val_step = t.saved_val_step = -1;
+    t.last_val_loss = t.last_val_bpb = NAN;
     t.cfg = cfg;
     t.dist = &dist;
     int rc = CT_EXIT_FAILURE;

@@ -38,6 +38,9 @@ typedef struct {
     int64_t last_saved_step;  /* -1 until a checkpoint exists for the current state */
     int failed_together;      /* every rank failed the same way (an agreed decision): no abort needed */
     double training_ms;       /* training time before t0 (excludes validation) */
+    /* the latest validation (saved in checkpoints' /metrics); step -1 while there is none */
+    double last_val_step, last_val_loss, last_val_bpb;
+    double saved_val_step;    /* last_val_step when the checkpoint of last_saved_step was written */
     double t0;
 } Trainer;
 

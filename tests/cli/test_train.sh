@@ -23,6 +23,17 @@ expect_ok config_txt_reloads "$CTRAIN" train --config a/config.txt --print-confi
 expect_grep config_printed '^  num_layers += 3  \(command line\)' run_a.out
 expect_grep metrics_step_fields '^\{"step": 1, "train_loss": [0-9.e-]+, "lr_scale": 1, "step_ms": [0-9.]+, "tokens_per_s": [0-9.]+' a/metrics.jsonl
 expect_grep metrics_val_fields '^\{"step": 8, "val_loss": [0-9.e-]+, "val_bpb": [0-9.e-]+' a/metrics.jsonl
+# the final checkpoint holds the final validation in /metrics (written again after it if need be)
+expect_ok final_ckpt_info "$CTRAIN" ckpt info a
+expect_grep final_ckpt_has_val 'last_val_step = 8' out
+/usr/bin/python3 - a/metrics.jsonl a/checkpoints/step_00000008.h5 <<'PY' && pass final_ckpt_val_equals_metrics || fail final_ckpt_val_equals_metrics "differs"
+import json, sys, h5py
+last = [json.loads(l) for l in open(sys.argv[1]) if '"val_loss"' in l][-1]
+with h5py.File(sys.argv[2], "r") as f:
+    m = f["metrics"].attrs
+    assert m["last_val_step"] == last["step"] == 8 and m["last_val_loss"] == last["val_loss"], (dict(m), last)
+    assert m["last_val_bpb"] == last["val_bpb"], (dict(m), last)
+PY
 n=$(grep -c '"train_loss"' a/metrics.jsonl)
 [ "$n" = 8 ] && pass metrics_every_step || fail metrics_every_step "expected 8 train lines, got $n"
 # bpb of byte-level data is loss / ln 2
