@@ -137,9 +137,14 @@ static int log_step(Trainer *t, double train_loss, double scale, double step_ms,
     if (cfg->grad_clip_norm > 0) fprintf(t->metrics, ", \"grad_norm\": %.9g", grad_norm);
     fprintf(t->metrics, "}\n");
     if (metrics_written(t) != 0) return -1;
+    /* the ETA follows an average of recent step times, not the last one alone (a step that
+     * waited on I/O or shared a node would make it jump); the first step of a process (warm-up
+     * of allocations and caches) is left out of it */
+    if (t->steps_timed++ == 1 || t->step_ms_avg <= 0) t->step_ms_avg = step_ms;
+    else t->step_ms_avg += 0.1 * (step_ms - t->step_ms_avg);
     if (t->step <= 10 || t->step % cfg->train_log_every == 0 || t->step == cfg->iterations) {
         char eta[32];
-        format_duration((double)(cfg->iterations - t->step) * step_ms / 1000.0, eta, sizeof eta);
+        format_duration((double)(cfg->iterations - t->step) * t->step_ms_avg / 1000.0, eta, sizeof eta);
         printf("step %lld/%lld  loss %.4f  lr_scale %.3f  step %.0fms  %.0f tok/s  eta %s\n", (long long)t->step,
                (long long)cfg->iterations, train_loss, scale, step_ms, tokens_per_s, eta);
         fflush(stdout);

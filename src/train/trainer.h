@@ -41,6 +41,8 @@ typedef struct {
     /* the latest validation (saved in checkpoints' /metrics); step -1 while there is none */
     double last_val_step, last_val_loss, last_val_bpb;
     double saved_val_step;    /* last_val_step when the checkpoint of last_saved_step was written */
+    int64_t steps_timed;      /* steps this process has run, and the average time of those after */
+    double step_ms_avg;       /* the first (an exponential moving average, for the ETA) */
     double t0;
 } Trainer;
 
