@@ -83,6 +83,12 @@ int checkpoint_load(const char *path, int verified, const Config *cfg, TrainStat
                     void (*report)(const char *key, const char *old_value, const char *new_value));
 void checkpoint_info_free(CheckpointInfo *info);
 
+/* The configuration a checkpoint was written with (its /config, defaults for keys it lacks) and
+ * its state (st made by train_state_init from it), for tools that use the weights without a
+ * run: `ctrain ckpt golf`. The file is verified first, in a child process. The caller frees cfg
+ * and st, also on failure. */
+int checkpoint_read_weights(const char *path, Config *cfg, TrainState *st);
+
 /* resume=auto: the newest valid checkpoint in dir. Tries the one `latest` names first, then
  * the other step_*.h5 files by descending step; for each one that fails verification (and
  * for a `latest` that is unreadable or names a missing file) calls warn(path, reason) (warn may

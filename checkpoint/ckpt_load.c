@@ -170,27 +170,39 @@ static void fill_info(const CkptMeta *m, CheckpointInfo *info) {
     }
 }
 
+/* Verify path (in a child process first, unless `verified`), then open it and check it again
+ * in this process, filling *m (freed by the caller in every case). Returns the open file with
+ * the HDF5 lock held (the caller closes it, then unlocks), or -1 with the lock released. */
+static hid_t open_checked(const char *path, int verified, CkptMeta *m) {
+    memset(m, 0, sizeof *m);
+    /* a file that crashes HDF5 must not crash this process */
+    if (!verified && checkpoint_verify(path, NULL) != 0) return H5I_INVALID_HID;
+    ct_hdf5_lock();
+    hid_t file = ckpt_open_read(path);
+    if (file >= 0 && ckpt_verify_open(file, path, m) != 0) {
+        H5Fclose(file);
+        file = H5I_INVALID_HID;
+    }
+    if (file < 0) ct_hdf5_unlock();
+    return file;
+}
+
 int checkpoint_load(const char *path, int verified, const Config *cfg, TrainState *st, const TokenSet *train_set,
                     CheckpointInfo *info,
                     void (*report)(const char *key, const char *old_value, const char *new_value)) {
     memset(info, 0, sizeof *info);
-    /* first in a child process: a file that crashes HDF5 must not crash the run */
-    if (!verified && checkpoint_verify(path, NULL) != 0) return -1;
     CkptMeta m;
-    memset(&m, 0, sizeof m);
-    ct_hdf5_lock();
-    int rc = -1;
-    hid_t file = ckpt_open_read(path);
+    hid_t file = open_checked(path, verified, &m);
+    int rc = file < 0 ? -1 : 0;
     if (file >= 0) {
-        rc = ckpt_verify_open(file, path, &m);
-        if (rc == 0) rc = check_shape_keys(&m, cfg);
+        rc = check_shape_keys(&m, cfg);
         if (rc == 0) rc = check_data(path, &m, train_set, cfg->resume_data);
         if (rc == 0 && !same_spec(&m.spec, &st->spec))
             rc = ct_fail("the training state was not made from this configuration");
         if (rc == 0) rc = read_tensors(file, path, &m.spec, st);
         H5Fclose(file);
+        ct_hdf5_unlock();
     }
-    ct_hdf5_unlock();
     if (rc == 0) {
         st->adam_step = m.adam_step;
         fill_info(&m, info);
@@ -202,6 +214,26 @@ int checkpoint_load(const char *path, int verified, const Config *cfg, TrainStat
             report(k->name, config_value_text(&m.cfg, k, a, sizeof a), config_value_text(cfg, k, b, sizeof b));
         }
     }
+    ckpt_meta_free(&m);
+    return rc;
+}
+
+int checkpoint_read_weights(const char *path, Config *cfg, TrainState *st) {
+    config_init(cfg);
+    memset(st, 0, sizeof *st);
+    CkptMeta m;
+    hid_t file = open_checked(path, 0, &m);
+    int rc = file < 0 ? -1 : 0;
+    if (file >= 0) {
+        config_free(cfg);
+        *cfg = m.cfg; /* the caller owns it now */
+        config_init(&m.cfg);
+        rc = train_state_init(st, cfg);
+        if (rc == 0) rc = read_tensors(file, path, &m.spec, st);
+        H5Fclose(file);
+        ct_hdf5_unlock();
+    }
+    if (rc == 0) st->adam_step = m.adam_step;
     ckpt_meta_free(&m);
     return rc;
 }

@@ -3,6 +3,7 @@
  *   verify FILE...    full verification (checksums, completeness, shapes); exit 1 if invalid
  *   diff A B          per-tensor differences
  *   export FILE       the weights as safetensors
+ *   golf FILE         the parameter-golf artifact (int8 + zlib) and its round-trip validation
  * The work is checkpoint/'s (checkpoint.h); this file parses arguments and prints.
  * Exit codes: 0 success, 1 invalid file or runtime error, 2 usage error. */
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "common.h"
+#include "config.h"
+#include "train.h"
 
 static const char CKPT_USAGE[] =
     "usage: ctrain ckpt <command> [options]\n"
@@ -24,6 +27,7 @@ static const char CKPT_USAGE[] =
     "  verify FILE...         check checksums, completeness and shapes; exit 1 if invalid\n"
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
     "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
+    "  golf FILE              the parameter-golf artifact (int8 + zlib), its size and round-trip val_bpb\n"
     "\n"
     "FILE may also be a run directory (out_dir), its checkpoints/ directory or a `latest` file:\n"
     "the checkpoint `latest` names (or the newest step_*.h5) is used.\n"
@@ -89,6 +93,60 @@ static const char *resolve_arg(const char *arg, char *buf, size_t cap) {
     if (checkpoint_resolve(arg, buf, cap) == 0) return buf;
     ct_print_error();
     return NULL;
+}
+
+static const char GOLF_USAGE[] =
+    "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--val-files GLOB] [--device cpu|cuda] [--no-eval]\n"
+    "\n"
+    "What train_gpt.py does at the end of a run: quantize the checkpoint's weights to int8 by its rule\n"
+    "(per-row scales for matrices, small and control tensors kept as floats), compress with zlib\n"
+    "level 9, write the artifact and report its size; then read the artifact back, dequantize it and\n"
+    "evaluate val_loss and val_bpb with those weights. The artifact is a zlib-compressed safetensors\n"
+    "file (docs/checkpoint-format.md, \"The parameter-golf artifact\").\n"
+    "\n"
+    "options:\n"
+    "  --out FILE        the artifact to write (default: final_model.int8.stz here; replaced atomically)\n"
+    "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
+    "  --device NAME     cpu (default) or cuda: where to evaluate\n"
+    "  --no-eval         write the artifact and report its size only\n"
+    "  -h, --help        show this help\n";
+
+static int cmd_golf(int argc, char **argv) {
+    char **pos;
+    const char *out = "final_model.int8.stz", *val_files = NULL, *device = "cpu";
+    int no_eval = 0;
+    const CliOption options[] = {
+        {"--out", &out, NULL}, {"--val-files", &val_files, NULL}, {"--device", &device, NULL}, {"--no-eval", NULL, &no_eval}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 4, &pos, &npos);
+    if (rc != 0 || npos != 1) {
+        free(pos);
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
+        return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file (got %d)", npos);
+    }
+    char path[4400];
+    const char *ckpt = resolve_arg(pos[0], path, sizeof path);
+    free(pos);
+    if (!ckpt) return CT_EXIT_FAILURE;
+    Config cfg;
+    TrainState st;
+    if (checkpoint_read_weights(ckpt, &cfg, &st) != 0) goto fail;
+    if ((val_files && config_set(&cfg, "val_files", val_files, 2, "--val-files") != 0) ||
+        config_set(&cfg, "device", device, 2, "--device") != 0 || config_validate(&cfg, 1) != 0) {
+        ct_print_error();
+        config_free(&cfg);
+        train_state_free(&st);
+        return CT_EXIT_USAGE;
+    }
+    printf("%s\n", ckpt);
+    if (train_golf_artifact(&cfg, &st, out, !no_eval) != 0) goto fail;
+    config_free(&cfg);
+    train_state_free(&st);
+    return CT_EXIT_OK;
+fail:
+    ct_print_error();
+    config_free(&cfg);
+    train_state_free(&st);
+    return CT_EXIT_FAILURE;
 }
 
 static int cmd_export(int argc, char **argv) {
@@ -185,6 +243,6 @@ static int cmd_diff(int argc, char **argv) {
 
 int ckpt_main(int argc, char **argv) {
     static const CliCommand commands[] = {
-        {"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}, {"export", cmd_export}};
-    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 4);
+        {"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}, {"export", cmd_export}, {"golf", cmd_golf}};
+    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 5);
 }

@@ -61,6 +61,8 @@
     X(val_loss_every, INT, "1000", "data", FREE, "validate every N steps (and at the end); 0 = end only") \
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
     X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \
+    X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
+      "at the end: write out_dir/final_model.int8.stz (train_gpt.py's int8 + zlib artifact) and validate its round trip") \
     /* run */                                                                                      \
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \

@@ -297,6 +297,14 @@ int train_run(const Config *cfg) {
     if (t.rank == 0 && trainer_open_metrics(&t) != 0) goto fail;
     rc = train_loop(&t);
     if (rc == CT_EXIT_FAILURE) goto fail;
+    if (rc == CT_EXIT_OK && cfg->golf_artifact && t.rank == 0) {
+        /* the weights are in the final checkpoint: the training backend can go */
+        t.backend->destroy(t.backend);
+        t.backend = NULL;
+        char path[4300];
+        snprintf(path, sizeof path, "%s/final_model.int8.stz", cfg->out_dir);
+        if (train_golf_artifact(cfg, &t.st, path, cfg->val_files[0] != '\0') != 0) goto fail;
+    }
     goto out;
 fail:
     rc = CT_EXIT_FAILURE;

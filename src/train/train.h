@@ -5,11 +5,21 @@
 
 #include "config.h"
 #include "data.h"
+#include "train_state.h"
 
 /* Resolve, check and describe the data a configuration names: opens the train (and val) sets,
  * checks vocab_size agreement with the config and that the training split holds at least one
  * optimizer step of tokens. */
 int train_open_data(const Config *cfg, TokenSet *train, TokenSet *val);
+
+/* Validation loss and bits per byte (NaN without tokenizer tables) of the weights in st on
+ * cfg's val_files, in this process alone, on cfg's device; as a run's validation computes them. */
+int train_evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb);
+
+/* train_gpt.py's ending (golf_artifact.h): write the int8 + zlib artifact of st's weights to
+ * path and print its size; with evaluate, read it back into st->params (replacing the weights)
+ * and print the round-trip val_loss and val_bpb on cfg's val_files. */
+int train_golf_artifact(const Config *cfg, TrainState *st, const char *path, int evaluate);
 
 /* Run training with a validated configuration; returns the process exit code. */
 int train_run(const Config *cfg);
