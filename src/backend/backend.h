@@ -37,6 +37,7 @@ StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scal
 typedef struct Backend Backend;
 struct Backend {
     const char *name;
+    char detail[256]; /* what runs it, for the start banner ("OpenBLAS core ..., 2 threads"); may be "" */
     TrainState *state;
     /* One micro-batch: tokens holds B*T+1 tokens (inputs tokens[0..B*T), targets shifted by
      * one). Accumulates d(loss_weight * mean loss)/d(params) into the gradients; *mean_loss is

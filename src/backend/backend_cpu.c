@@ -5,12 +5,14 @@
 #include <math.h>
 #include <float.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend.h"
 #include "backend_cpu.h"
 #include "common.h"
 #include "cpu_attention.h"
+#include "cpu_blas_core.h"
 #include "cpu_ops.h"
 
 enum { LOGITS_CHUNK = 256 };
@@ -89,6 +91,9 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
     int threads = omp_get_max_threads();
+    char core[200];
+    snprintf(cb->base.detail, sizeof cb->base.detail, "OpenBLAS core %s, %d thread%s",
+             cpu_blas_core_describe(core, sizeof core), threads, threads == 1 ? "" : "s");
     cb->attn_scratch_floats = cpu_attention_backward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                                                                     threads);
     size_t fwd = cpu_attention_forward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim, threads);

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "cpu_blas.h"
+#include "cpu_blas_core.h"
 
 #ifdef CT_HAVE_MPI
 #include <mpi.h>
@@ -32,6 +33,8 @@ void version_print(FILE *out) {
     int par = openblas_get_parallel();
     fprintf(out, "blas: %s (%s)\n", openblas_get_config(),
             par == 2 ? "openmp" : par == 1 ? "pthreads" : "single-threaded");
+    char core[256];
+    fprintf(out, "blas core: %s\n", cpu_blas_core_describe(core, sizeof core));
 
 #ifdef CT_HAVE_MPI
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -289,6 +289,7 @@ int train_run(const Config *cfg) {
            (long long)t.st.spec.total_floats, t.st.spec.num_layers, t.st.spec.dim, t.st.spec.num_heads,
            t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
            (long long)cfg->train_seq_len);
+    if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
     if (cfg->warmup_steps > 0)
         printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
     fflush(stdout);

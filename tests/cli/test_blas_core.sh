@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_blas_core.sh — the OpenBLAS kernel set (kernels/cpu/cpu_blas_core.c): when OpenBLAS picks
+# a core weaker than the CPU supports, `ctrain train` / `--version` execute again with
+# OPENBLAS_CORETYPE set to the best one, and OpenBLAS really loads it; a core the user chose is
+# kept; the choice is reported by --version and the training banner. OpenBLAS picking a weak
+# core is played by CTRAIN_TEST_BLAS_PICKED (the weak pick happens for real only on CPUs newer
+# than the installed OpenBLAS); everything after it is the real library.
+source "$CT_ROOT/tests/cli/lib.sh"
+
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has() { [[ " $flags " == *" $1 "* ]]; }
+if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512cd; then best=SkylakeX why=AVX-512
+elif has avx2 && has fma; then best=Haswell why="AVX2 and FMA"
+elif has avx; then best=Sandybridge why=AVX
+else skip blas_core "this CPU has no AVX: OpenBLAS's generic choice is the only one"; exit 0; fi
+case "$("$CTRAIN" --version)" in *DYNAMIC_ARCH*) ;; *) skip blas_core "OpenBLAS is not a DYNAMIC_ARCH build"; exit 0 ;; esac
+
+expect_ok version_weak_pick env -u OPENBLAS_CORETYPE CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" --version
+expect_grep version_reports_choice "^blas core: $best \\(chosen by ctrain: OpenBLAS picked Prescott, but this CPU has $why\\)" out
+expect_grep library_loaded_choice "^blas: OpenBLAS .* $best MAX_THREADS" out
+
+expect_ok version_user_choice env OPENBLAS_CORETYPE=Prescott CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" --version
+expect_grep user_choice_kept "^blas core: Prescott \\(OPENBLAS_CORETYPE=Prescott; this CPU has $why, for $best\\)" out
+expect_grep user_choice_loaded "^blas: OpenBLAS .* Prescott MAX_THREADS" out
+
+expect_ok version_own_choice env -u OPENBLAS_CORETYPE "$CTRAIN" --version
+expect_grep own_choice_reported '^blas core: [A-Za-z0-9]+ \(OpenBLAS.s choice' out
+
+"$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 || { fail make_data "from-text"; exit 1; }
+run=(train_files=train.h5 vocab_size=256 num_layers=2 model_dim=64 num_heads=4 num_kv_heads=2 train_seq_len=32
+     train_batch_tokens=256 grad_accum_slots=2 iterations=3 val_loss_every=0 threads=1)
+expect_ok train_weak_pick env -u OPENBLAS_CORETYPE CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" train "${run[@]}" out_dir=a
+expect_grep train_banner_choice "^cpu backend: OpenBLAS core $best \\(chosen by ctrain: OpenBLAS picked Prescott, but this CPU has $why\\), 1 thread$" out
+expect_ok train_user_choice env OPENBLAS_CORETYPE=Prescott CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" train "${run[@]}" out_dir=b
+expect_grep train_banner_user '^cpu backend: OpenBLAS core Prescott \(OPENBLAS_CORETYPE=Prescott' out
+# the same run on two kernel sets: both train (the bits may differ, as on two machines)
+/usr/bin/python3 -c '
+import json, sys
+a = [json.loads(l)["train_loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["train_loss"] for l in open(sys.argv[2])]
+assert len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)), (a, b)
+' a/metrics.jsonl b/metrics.jsonl && pass cores_agree || fail cores_agree "losses differ beyond rounding"
