@@ -26,4 +26,12 @@ fi
 build/ctrain data info "$data/train.h5"
 
 echo "== training (config: scripts/demo.conf)"
-exec build/ctrain train --config scripts/demo.conf "$@"
+rc=0
+build/ctrain train --config scripts/demo.conf "$@" || rc=$?
+out=$(sed -n 's/^out_dir *= *//p' scripts/demo.conf)
+for a in "$@"; do case "$a" in out_dir=*) out=${a#out_dir=} ;; esac; done
+if [ -s "$out/metrics.jsonl" ]; then
+    echo "== plotting"
+    build/ctrain plot "$out" || { [ "$rc" = 0 ] && rc=1; }
+fi
+exit "$rc"

@@ -17,6 +17,7 @@ static void usage(FILE *out) {
             "  train [--config FILE] [key=value ...]   train a model (see `ctrain train --help`)\n"
             "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
             "  ckpt <info|verify|diff|export|golf> ...  inspect, check and export HDF5 checkpoints\n"
+            "  plot RUN_DIR... [--out FILE.png]         training curves of runs as a PNG (matplotlib)\n"
             "  launch-check [--timeout S]               check a multi-rank launch (srun/mpiexec)\n"
             "\n"
             "options:\n"
@@ -50,6 +51,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt")) return ckpt_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "launch-check")) return launch_check_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plot")) return plot_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;
