@@ -34,4 +34,8 @@ if [ -s "$out/metrics.jsonl" ]; then
     echo "== plotting"
     build/ctrain plot "$out" || { [ "$rc" = 0 ] && rc=1; }
 fi
+if [ "$rc" = 0 ]; then
+    echo "== a sample of what the model learned (ctrain sample $out --prompt 'The ')"
+    build/ctrain sample "$out" --prompt "The " --tokens 300 || rc=1
+fi
 exit "$rc"

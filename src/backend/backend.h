@@ -46,6 +46,10 @@ struct Backend {
     /* Forward only over num_seqs sequences (tokens: num_seqs*T + 1); *loss_sum = sum of the
      * per-token losses in double. */
     int (*evaluate)(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+    /* (optional, NULL where not implemented) The logits (softcapped as in training, vocab
+     * entries) at position pos of one sequence of seq_len tokens; positions after pos do not
+     * matter (attention is causal). For sampling. */
+    int (*position_logits)(Backend *b, const uint32_t *tokens, int pos, float *logits);
     /* Gradients as a host fp32 buffer for the collective (the CPU backend's are the state's). */
     float *(*grad_buffer)(Backend *b);
     /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.

@@ -109,6 +109,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
 
     cb->base.forward_backward = cpu_forward_backward;
     cb->base.evaluate = cpu_evaluate;
+    cb->base.position_logits = cpu_position_logits;
     cb->base.grad_buffer = cpu_grad_buffer;
     cb->base.optimizer_step = cpu_optimizer_step;
     cb->base.destroy = cpu_destroy;
@@ -200,6 +201,18 @@ int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_
             return -1;
         *loss_sum += sum;
     }
+    return 0;
+}
+
+int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits) {
+    CpuBackend *cb = (CpuBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    if (pos < 0 || pos >= cb->T) return ct_fail("position %d outside the sequence of %d tokens", pos, cb->T);
+    if (backend_check_tokens(tokens, (size_t)cb->T, s->vocab) != 0) return -1;
+    for (int i = 0; i < cb->T; i++) cb->ids[i] = (int32_t)tokens[i];
+    if (forward_blocks(cb, 1) != 0) return -1;
+    cpu_linear_forward(logits, cb->xf + (size_t)pos * s->dim, output_matrix(cb), 1, s->dim, s->vocab);
+    for (int v = 0; v < s->vocab; v++) logits[v] = s->softcap * tanhf(logits[v] / s->softcap);
     return 0;
 }
 

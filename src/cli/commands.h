@@ -10,6 +10,7 @@ int data_main(int argc, char **argv);         /* data_cmd.c: `ctrain data ...` *
 int ckpt_main(int argc, char **argv);         /* ckpt_cmd.c: `ctrain ckpt ...` */
 int launch_check_main(int argc, char **argv); /* launch_check_cmd.c: `ctrain launch-check` */
 int plot_main(int argc, char **argv);         /* plot_cmd.c: `ctrain plot` */
+int sample_main(int argc, char **argv);       /* sample_cmd.c: `ctrain sample` */
 
 /* version.c: the version line and one line per optional part (compiled in or not, and
  * versions), for `ctrain --version`. */

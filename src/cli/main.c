@@ -17,6 +17,7 @@ static void usage(FILE *out) {
             "  train [--config FILE] [key=value ...]   train a model (see `ctrain train --help`)\n"
             "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
             "  ckpt <info|verify|diff|export|golf> ...  inspect, check and export HDF5 checkpoints\n"
+            "  sample CHECKPOINT [--prompt TEXT] ...     generate text from a trained model\n"
             "  plot RUN_DIR... [--out FILE.png]         training curves of runs as a PNG (matplotlib)\n"
             "  launch-check [--timeout S]               check a multi-rank launch (srun/mpiexec)\n"
             "\n"
@@ -36,7 +37,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     /* the commands that multiply matrices on the CPU (and --version, which reports it) run with
      * the best OpenBLAS kernels for this CPU; the others start once, quickly */
-    int uses_blas = !strcmp(cmd, "train") || !strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
+    int uses_blas = !strcmp(cmd, "train") || !strcmp(cmd, "sample") || !strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
                     !strcmp(cmd, "version") || (!strcmp(cmd, "ckpt") && argc > 2 && !strcmp(argv[2], "golf"));
     if (uses_blas) cpu_blas_choose_core(argv);
     if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
@@ -52,6 +53,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "ckpt")) return ckpt_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "launch-check")) return launch_check_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return plot_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;

@@ -21,6 +21,20 @@ int train_evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, 
  * and print the round-trip val_loss and val_bpb on cfg's val_files. */
 int train_golf_artifact(const Config *cfg, TrainState *st, const char *path, int evaluate);
 
+/* Sampling text from a model: num_tokens new tokens after the prompt; temperature 0 (or
+ * top_k 1) takes the most likely token, top_k 0 keeps the whole vocabulary; the same seed
+ * gives the same tokens. */
+typedef struct {
+    int64_t num_tokens, top_k;
+    double temperature;
+    uint64_t seed;
+} SampleOptions;
+struct Backend;
+/* Generate with a backend made over the model (its seq_len is the context window); emit is
+ * called with each new token as it is drawn. Needs the backend's position_logits (CPU). */
+int train_sample(struct Backend *b, const uint32_t *prompt, int64_t prompt_len, const SampleOptions *o,
+                 void (*emit)(void *ctx, uint32_t token), void *ctx);
+
 /* Run training with a validated configuration; returns the process exit code. */
 int train_run(const Config *cfg);
 
