@@ -122,7 +122,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu demo bench clean check-deps asan
+.PHONY: all test test-gpu demo bench clean check-deps asan bundle
 all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS) $(BUILD)/layers.txt
 
 # Missing required libraries stop the build with one clear message instead of compiler noise.
@@ -189,6 +189,13 @@ bench:
 	@bash scripts/install-deps.sh --test
 	@$(MAKE) --no-print-directory -j2 all
 	@bash tests/bench/run.sh $(BUILD)
+
+# A relocatable tarball of ctrain with its non-system libraries (scripts/bundle.sh says what is in
+# it and what the node must provide): $(BUILD)/ctrain-bundle.tar.gz.
+bundle:
+	@bash scripts/install-deps.sh
+	@$(MAKE) --no-print-directory -j2 $(BUILD)/ctrain
+	@bash scripts/bundle.sh $(BUILD) $(BUILD)/ctrain-bundle.tar.gz
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh — installs (as root) or reports (otherwise) what ctrain needs on Debian 12.
 #   scripts/install-deps.sh          build + run: compiler, zlib, HDF5, OpenBLAS (OpenMP), MPICH, PMI2,
-#                                    matplotlib (`ctrain plot`)
+#                                    matplotlib (`ctrain plot`), patchelf (`make bundle`)
 #   scripts/install-deps.sh --test   also what the tests use: h5dump, h5py/numpy, PyTorch
 #                                    (parity tests), Slurm + munge (multi-rank tests)
 # Idempotent and quick when everything is present. Not root and something missing: prints the
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev zlib1g-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
-            python3-matplotlib
+            python3-matplotlib patchelf
             libpmi2-0-dev)
 # libopenblas0-pthread: a test checks that a pthreads OpenBLAS gives ctrain the same bits. Note
 # that Debian then makes it the default libblas.so.3 for other programs (numpy, PyTorch) by its

@@ -18,7 +18,7 @@
 #    failing at once. A later lock_wait=... argument overrides it.
 #  - Every decision is logged with a "ctrain-slurm:" prefix; --open-mode=append keeps the logs
 #    of all restarts in one file.
-# Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain), CTRAIN_HOME (default
+# Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain, or bin/ctrain in a bundle), CTRAIN_HOME (default
 # $SLURM_SUBMIT_DIR), CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun
 # options), CTRAIN_LAUNCH_CHECK=0 to skip the launch check.
 
@@ -26,7 +26,10 @@ ctrain_log() { echo "ctrain-slurm: $(date -u +%FT%TZ) job ${SLURM_JOB_ID:-?} res
 
 ctrain_setup() {
     CTRAIN_HOME=${CTRAIN_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}
-    CTRAIN=${CTRAIN:-$CTRAIN_HOME/build/ctrain}
+    if [ -z "${CTRAIN:-}" ]; then # a checkout's build, or an unpacked `make bundle`
+        CTRAIN=$CTRAIN_HOME/build/ctrain
+        [ -x "$CTRAIN" ] || [ ! -x "$CTRAIN_HOME/bin/ctrain" ] || CTRAIN=$CTRAIN_HOME/bin/ctrain
+    fi
     CTRAIN_STOP_SIGNAL=${CTRAIN_STOP_SIGNAL:-USR1}
     CTRAIN_MAX_REQUEUES=${CTRAIN_MAX_REQUEUES:-50}
     if [ ! -x "$CTRAIN" ]; then
