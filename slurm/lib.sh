@@ -18,9 +18,11 @@
 #    failing at once. A later lock_wait=... argument overrides it.
 #  - Every decision is logged with a "ctrain-slurm:" prefix; --open-mode=append keeps the logs
 #    of all restarts in one file.
-# Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain, or bin/ctrain in a bundle), CTRAIN_HOME (default
-# $SLURM_SUBMIT_DIR), CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun
-# options), CTRAIN_LAUNCH_CHECK=0 to skip the launch check.
+# Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain, or bin/ctrain in a bundle),
+# CTRAIN_HOME (default: the checkout or bundle the sbatch script was submitted from),
+# CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun options),
+# CTRAIN_LAUNCH_CHECK=0 to skip the launch check. The job runs in the directory it was submitted
+# from (or sbatch --chdir).
 
 ctrain_log() { echo "ctrain-slurm: $(date -u +%FT%TZ) job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0}: $*"; }
 
@@ -36,7 +38,8 @@ ctrain_setup() {
         ctrain_log "error: $CTRAIN is not an executable (build it with make, or set CTRAIN / CTRAIN_HOME)"
         exit 1
     fi
-    cd "$CTRAIN_HOME" || exit 1
+    # the job runs where it was submitted (or sbatch --chdir), so relative --config, data and
+    # out_dir paths mean what they meant on the command line
 }
 
 # Forward a signal to the running step once; srun passes it on to every task.

@@ -196,3 +196,15 @@ restarts=$(grep -c 'training finished (exit 0)' "$WORK/pre.out")
 [ "$restarts" = 1 ] && pass preempt_finished_once || fail preempt_finished_once "$restarts finish lines"
 "$CTRAIN" ckpt diff --exact jref/checkpoints/step_00000300.h5 "$WORK/pre/checkpoints/step_00000300.h5" >pre.diff 2>&1 \
     && pass preempt_final_weights_bitwise || fail preempt_final_weights_bitwise "$(tail -4 pre.diff)"
+
+# (c) submitted by path from another directory, without CTRAIN_HOME: slurm/lib.sh is found beside
+#     the original script, and the relative --config and out_dir are the submit directory's
+mkdir -p "$WORK/elsewhere"
+printf '%s\n' "${job_cfg[@]}" | sed 's/=/ = /' >"$WORK/elsewhere/run.conf"
+job=$(cd "$WORK/elsewhere" && env -u CTRAIN_HOME sbatch --parsable -p low -N 1 -w n1 -n 2 --ntasks-per-node=2 -c 1 \
+    --output=elsewhere.out --export=ALL,CTRAIN="$CTRAIN",CTRAIN_LAUNCH_CHECK=0 \
+    "$CT_ROOT/slurm/train-cpu.sbatch" --config run.conf out_dir=rel_out iterations=4)
+job_done "$job" 120 && pass elsewhere_job_finished || fail elsewhere_job_finished "still queued: $(squeue -j "$job")"
+expect_grep elsewhere_trained 'ctrain-slurm: .*training finished \(exit 0\)' "$WORK/elsewhere/elsewhere.out"
+[ -f "$WORK/elsewhere/rel_out/checkpoints/step_00000004.h5" ] && pass elsewhere_relative_out_dir \
+    || fail elsewhere_relative_out_dir "$(ls -R "$WORK/elsewhere" | head; tail -5 "$WORK/elsewhere/elsewhere.out")"
