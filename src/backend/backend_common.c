@@ -30,3 +30,30 @@ int backend_check_loss(double mean_loss) {
 double backend_adam_lr(ParamGroup group, const StepHyper *h) {
     return group == PARAM_TOKEN_EMBED ? h->token_lr : group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
 }
+
+int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, const char *host,
+                     const char *cuda_visible_devices, int *device) {
+    const char *cvd = cuda_visible_devices ? cuda_visible_devices : "(unset)";
+    *device = -1;
+    if (visible <= 0)
+        return ct_fail("device = cuda: %s (local rank %d) sees no CUDA device (CUDA_VISIBLE_DEVICES=%s)", host,
+                       local_rank, cvd);
+    if (explicit_device >= 0) {
+        if (explicit_device >= visible)
+            return ct_fail("device = cuda: CT_CUDA_DEVICE=%d but %s sees only %d CUDA device(s) (CUDA_VISIBLE_DEVICES=%s)",
+                           explicit_device, host, visible, cvd);
+        *device = explicit_device;
+        return 0;
+    }
+    if (local_rank < 0 || visible == 1) {
+        *device = 0;
+        return 0;
+    }
+    if (local_size > visible || local_rank >= visible)
+        return ct_fail("device = cuda: %s runs %d task(s) but each sees %d CUDA devices (CUDA_VISIBLE_DEVICES=%s), so "
+                       "local rank %d has none of its own: give each task one GPU (srun --gpus-per-task=1) or start "
+                       "at most %d tasks on the node",
+                       host, local_size > local_rank ? local_size : local_rank + 1, visible, cvd, local_rank, visible);
+    *device = local_rank;
+    return 0;
+}

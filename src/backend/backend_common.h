@@ -36,4 +36,15 @@ int backend_check_loss(double mean_loss);
 /* The Adam learning rate of a parameter group (token embedding, head, scalars) in a step. */
 double backend_adam_lr(ParamGroup group, const StepHyper *h);
 
+/* Which CUDA device a rank uses, from what it sees and its place on its node:
+ *   explicit_device >= 0 (CT_CUDA_DEVICE): that one of the visible devices;
+ *   the rank sees one device (Slurm --gpus-per-task=1 or --gpu-bind=single:1, or a
+ *   CUDA_VISIBLE_DEVICES per rank): device 0;
+ *   the ranks of a node see all of its devices (--gpu-bind=none): device local_rank, which must
+ *   exist (never two ranks on one GPU by wrapping around).
+ * local_rank < 0: not known (one process): device 0. local_size <= 0: not known. Fails with a
+ * message naming the host, the rank and what it sees. */
+int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, const char *host,
+                     const char *cuda_visible_devices, int *device);
+
 #endif

@@ -55,6 +55,7 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -614,16 +615,19 @@ static int select_device(int *device) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
         return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
-    if (count <= 0) return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: 0 devices)");
-    int d = 0;
-    if (ct_env_nonneg_int("CT_CUDA_DEVICE", &d) == 0) {
-        if (d >= count)
-            return ct_fail("device = cuda: CT_CUDA_DEVICE=%d but only %d CUDA device(s) are visible", d, count);
-    } else if (ct_env_nonneg_int("LOCAL_RANK", &d) == 0 || ct_env_nonneg_int("SLURM_LOCALID", &d) == 0) {
-        d %= count;
-    }
-    *device = d;
-    return 0;
+    /* the rank's place on its node: torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE, or srun's
+     * SLURM_LOCALID / SLURM_NTASKS_PER_NODE (set with --ntasks-per-node) */
+    int explicit_device = -1, local_rank = -1, local_size = 0;
+    if (ct_env_nonneg_int("CT_CUDA_DEVICE", &explicit_device) != 0) explicit_device = -1;
+    if (ct_env_nonneg_int("LOCAL_RANK", &local_rank) != 0 && ct_env_nonneg_int("SLURM_LOCALID", &local_rank) != 0)
+        local_rank = -1;
+    if (ct_env_nonneg_int("LOCAL_WORLD_SIZE", &local_size) != 0 &&
+        ct_env_nonneg_int("SLURM_NTASKS_PER_NODE", &local_size) != 0)
+        local_size = 0;
+    char host[256] = "this host";
+    gethostname(host, sizeof host - 1);
+    return backend_pick_gpu(count, explicit_device, local_rank, local_size, host, getenv("CUDA_VISIBLE_DEVICES"),
+                            device);
 }
 
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {

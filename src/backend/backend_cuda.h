@@ -21,9 +21,10 @@
  * Adam and Muon buffers) to the device. Every device buffer is allocated here, once: the
  * activations for a micro-batch of B = local tokens / T sequences, work buffers and the state.
  * Fails with "device = cuda: no CUDA device found (cudaGetDeviceCount: ...)" when there is no
- * usable GPU, and with a clear message for unsupported shapes (head_dim other than 32/64) or
- * too little device memory. Device choice: CT_CUDA_DEVICE if set, else LOCAL_RANK / SLURM_LOCALID
- * modulo the visible devices, else 0. Newton–Schulz runs in bf16 like train_gpt.py unless the
+ * usable GPU, and with a clear message for unsupported shapes (head_dim other than 32/64/128) or
+ * too little device memory. Device choice: backend_pick_gpu (backend_common.h) from
+ * CT_CUDA_DEVICE, LOCAL_RANK / SLURM_LOCALID and LOCAL_WORLD_SIZE / SLURM_NTASKS_PER_NODE; a
+ * layout that would put two ranks on one GPU fails. Newton–Schulz runs in bf16 like train_gpt.py unless the
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 

@@ -1,0 +1,61 @@
+/* test_device_choice.c — which CUDA device a rank takes (backend_pick_gpu in
+ * src/backend/backend_common.c): one GPU per task as Slurm binds them, all GPUs shown to every
+ * task, CT_CUDA_DEVICE, and the layouts that must fail with a message instead of putting two
+ * ranks on one GPU. Plain C: runs without a GPU. */
+#include "backend_common.h"
+#include "common.h"
+#include "harness.h"
+
+static int error_has(const char *needle) { return strstr(ct_error(), needle) != NULL; }
+
+static void one_gpu_per_task(void) {
+    int d = -7;
+    /* --gpus-per-task=1 / --gpu-bind=single:1: every rank sees its own single GPU as device 0 */
+    for (int r = 0; r < 8; r++) {
+        CHECK(backend_pick_gpu(1, -1, r, 8, "n1", "3", &d) == 0 && d == 0, "local rank %d: %d (%s)", r, d, ct_error());
+    }
+    /* one process, no launcher */
+    CHECK(backend_pick_gpu(4, -1, -1, 0, "n1", NULL, &d) == 0 && d == 0, "single process: %d", d);
+}
+
+static void all_gpus_visible(void) {
+    int d = -7;
+    /* --gpu-bind=none: 8 tasks see the node's 8 GPUs; each takes its local rank's */
+    for (int r = 0; r < 8; r++)
+        CHECK(backend_pick_gpu(8, -1, r, 8, "n1", NULL, &d) == 0 && d == r, "local rank %d got %d", r, d);
+    /* local size unknown (no --ntasks-per-node): the local rank's, if it exists */
+    CHECK(backend_pick_gpu(4, -1, 3, 0, "n1", NULL, &d) == 0 && d == 3, "rank 3 of unknown: %d", d);
+    /* fewer tasks than GPUs is fine */
+    CHECK(backend_pick_gpu(8, -1, 1, 2, "n1", NULL, &d) == 0 && d == 1, "2 tasks on 8 GPUs: %d", d);
+}
+
+static void explicit_device(void) {
+    int d = -7;
+    CHECK(backend_pick_gpu(4, 2, 0, 4, "n1", NULL, &d) == 0 && d == 2, "CT_CUDA_DEVICE=2: %d", d);
+    CHECK(backend_pick_gpu(2, 5, 0, 1, "gpu7", "0,1", &d) != 0 && error_has("CT_CUDA_DEVICE=5") &&
+              error_has("gpu7 sees only 2 CUDA device(s) (CUDA_VISIBLE_DEVICES=0,1)"),
+          "%s", ct_error());
+}
+
+static void layouts_that_fail(void) {
+    int d = -7;
+    /* no GPU at all */
+    CHECK(backend_pick_gpu(0, -1, 3, 8, "n2", "", &d) != 0 && error_has("n2 (local rank 3) sees no CUDA device") &&
+              d == -1,
+          "%s", ct_error());
+    /* 8 tasks on a node whose tasks each see 4 GPUs: ranks would share; never wrap around */
+    CHECK(backend_pick_gpu(4, -1, 1, 8, "n3", NULL, &d) != 0 && error_has("n3 runs 8 task(s) but each sees 4 CUDA devices") &&
+              error_has("srun --gpus-per-task=1") && error_has("at most 4 tasks"),
+          "fewer GPUs than tasks: %s", ct_error());
+    /* local size unknown but the local rank has no GPU of its own */
+    CHECK(backend_pick_gpu(4, -1, 5, 0, "n3", NULL, &d) != 0 && error_has("local rank 5 has none of its own"),
+          "%s", ct_error());
+}
+
+int main(void) {
+    RUN(one_gpu_per_task);
+    RUN(all_gpus_visible);
+    RUN(explicit_device);
+    RUN(layouts_that_fail);
+    TEST_EXIT();
+}
