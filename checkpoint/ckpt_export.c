@@ -5,13 +5,10 @@
  * load the weights.
  *
  * The safetensors format is small enough to write directly, and doing so keeps ctrain free of
- * a Rust/Python dependency: an 8-byte little-endian header length N, N bytes of JSON
- * {"name": {"dtype": "F32"|"BF16", "shape": [...], "data_offsets": [begin, end]}, ...,
- * "__metadata__": {...}} (padded with spaces to a multiple of 8 bytes), then the tensors'
- * little-endian bytes back to back, offsets counted from the end of the header. Tensors are
- * written in the checkpoint's (state_dict) order. The file is published atomically. */
+ * a Rust/Python dependency: the header (base/safetensors.h), then the tensors' little-endian
+ * bytes (F32 or BF16) back to back in the checkpoint's (state_dict) order. The file is
+ * published atomically. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +17,7 @@
 #include "ckpt_internal.h"
 #include "common.h"
 #include "h5util.h"
+#include "safetensors.h"
 
 /* fp32 -> bf16 with round-to-nearest-even, as torch's .to(torch.bfloat16); NaN stays a quiet
  * NaN (a verified checkpoint holds none). */
@@ -29,33 +27,6 @@ static uint16_t bf16_bits(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
-}
-
-/* A growing text buffer for the JSON header. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-} Text;
-
-static void text_add(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_add(Text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n >= 0 && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        t->cap = t->cap * 2 + (size_t)(n > 0 ? n : 0) + 256;
-        char *grown = realloc(t->s, t->cap);
-        if (!grown) {
-            fprintf(stderr, "ctrain: error: out of memory building the safetensors header\n");
-            exit(CT_EXIT_FAILURE);
-        }
-        t->s = grown;
-    }
 }
 
 static int write_all(FILE *f, const void *p, size_t n, const char *path) {
@@ -73,33 +44,26 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
     int rc = file < 0 || ckpt_meta_read(file, path, &m) != 0 ? -1 : 0;
     const ModelSpec *s = &m.spec;
     float *values = NULL;
-    Text header = {NULL, 0, 0};
+    unsigned char *header = NULL;
     FILE *out = NULL;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
     if (rc == 0) {
         /* the header first: every tensor's dtype, shape and byte range */
-        const size_t elem = bf16 ? 2 : 4;
-        size_t offset = 0;
-        text_add(&header, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"}", CT_VERSION,
-                 (long long)m.step);
+        CtSafetensor *t = ct_calloc((size_t)s->num_params + 1, sizeof *t, "export header");
         for (int i = 0; i < s->num_params; i++) {
             const ParamInfo *p = &s->params[i];
-            text_add(&header, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", p->name, bf16 ? "BF16" : "F32");
-            for (int d = 0; d < p->ndim; d++) text_add(&header, "%s%lld", d ? "," : "", (long long)p->shape[d]);
-            text_add(&header, "],\"data_offsets\":[%zu,%zu]}", offset, offset + p->count * elem);
-            offset += p->count * elem;
+            t[i] = (CtSafetensor){p->name, bf16 ? "BF16" : "F32", p->ndim, p->shape, p->count * (bf16 ? 2 : 4)};
         }
-        text_add(&header, "}");
-        while (header.len % 8) text_add(&header, " ");
+        char metadata[160];
+        snprintf(metadata, sizeof metadata, "\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"",
+                 CT_VERSION, (long long)m.step);
+        size_t header_len;
+        header = ct_safetensors_header(metadata, t, s->num_params, &header_len);
+        free(t);
         out = fopen(tmp, "wb");
         if (!out) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
-    }
-    if (rc == 0) {
-        unsigned char len_le[8];
-        for (int b = 0; b < 8; b++) len_le[b] = (unsigned char)((uint64_t)header.len >> (8 * b));
-        rc = write_all(out, len_le, 8, tmp);
-        if (rc == 0) rc = write_all(out, header.s, header.len, tmp);
+        if (rc == 0) rc = write_all(out, header, header_len, tmp);
         values = ct_malloc(s->total_floats * sizeof(float) + 1, "exported weights");
     }
     for (int i = 0; rc == 0 && i < s->num_params; i++) {
@@ -131,7 +95,7 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
         if (rc != 0) unlink(tmp);
     }
     free(values);
-    free(header.s);
+    free(header);
     ckpt_meta_free(&m);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "common.h"
+#include "safetensors.h"
 
 /* train_gpt.py's constants */
 #define KEEP_FLOAT_MAX_NUMEL 65536
@@ -133,30 +134,13 @@ static int plan_entries(const ModelSpec *spec, Entry *e, size_t *data_bytes) {
     return n;
 }
 
-/* The safetensors header (JSON padded with spaces to a multiple of 8). Caller frees. */
-static char *header_json(const Entry *e, int n, size_t *len) {
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&buf, &size);
-    if (!f) {
-        fprintf(stderr, "ctrain: error: out of memory building the artifact header\n");
-        exit(CT_EXIT_FAILURE);
-    }
-    fprintf(f, "{\"__metadata__\":{\"format\":\"int8_clean_per_row_v1\",\"writer\":\"ctrain\"}");
-    for (int i = 0; i < n; i++) {
-        fprintf(f, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", e[i].name, e[i].dtype);
-        for (int d = 0; d < e[i].ndim; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
-        fprintf(f, "],\"data_offsets\":[%zu,%zu]}", e[i].offset, e[i].offset + e[i].bytes);
-    }
-    fputc('}', f);
-    fflush(f);
-    while (size % 8) {
-        fputc(' ', f);
-        fflush(f);
-    }
-    fclose(f);
-    *len = size;
-    return buf;
+/* The container's header: the length prefix and the JSON (base/safetensors.h). Caller frees. */
+static unsigned char *header_for(const Entry *e, int n, size_t *len) {
+    CtSafetensor *t = ct_calloc((size_t)n + 1, sizeof *t, "artifact header");
+    for (int i = 0; i < n; i++) t[i] = (CtSafetensor){e[i].name, e[i].dtype, e[i].ndim, e[i].shape, e[i].bytes};
+    unsigned char *header = ct_safetensors_header("\"format\":\"int8_clean_per_row_v1\",\"writer\":\"ctrain\"", t, n, len);
+    free(t);
+    return header;
 }
 
 /* Quantize one parameter into its entries' bytes (little-endian). */
@@ -198,10 +182,11 @@ static void encode_param(const ParamInfo *p, const float *x, unsigned char *valu
     }
 }
 
-static Entry *entries_for(const ModelSpec *spec, int *n, size_t *data_bytes, size_t *header_len, char **header) {
+static Entry *entries_for(const ModelSpec *spec, int *n, size_t *data_bytes, size_t *header_len,
+                          unsigned char **header) {
     Entry *e = ct_calloc((size_t)spec->num_params * 2 + 1, sizeof *e, "artifact entries");
     *n = plan_entries(spec, e, data_bytes);
-    *header = header_json(e, *n, header_len);
+    *header = header_for(e, *n, header_len);
     return e;
 }
 
@@ -209,13 +194,12 @@ int golf_write(const ModelSpec *spec, const float *params, const char *path, Gol
     memset(stats, 0, sizeof *stats);
     int n;
     size_t data_bytes, header_len;
-    char *header;
+    unsigned char *header;
     Entry *e = entries_for(spec, &n, &data_bytes, &header_len, &header);
-    size_t raw_len = 8 + header_len + data_bytes, largest = 0;
+    size_t raw_len = header_len + data_bytes, largest = 0;
     unsigned char *raw = ct_malloc(raw_len, "artifact");
-    for (int b = 0; b < 8; b++) raw[b] = (unsigned char)((uint64_t)header_len >> (8 * b));
-    memcpy(raw + 8, header, header_len);
-    unsigned char *data = raw + 8 + header_len;
+    memcpy(raw, header, header_len);
+    unsigned char *data = raw + header_len;
     for (int i = 0; i < spec->num_params; i++)
         if (spec->params[i].count > largest) largest = spec->params[i].count;
     float *work = ct_malloc(largest * sizeof(float) + 4, "quantile scratch");
@@ -282,9 +266,9 @@ int golf_read(const ModelSpec *spec, const char *path, float *params) {
     fclose(f);
     int n;
     size_t data_bytes, header_len;
-    char *header;
+    unsigned char *header;
     Entry *e = entries_for(spec, &n, &data_bytes, &header_len, &header);
-    uLongf raw_len = (uLongf)(8 + header_len + data_bytes);
+    uLongf raw_len = (uLongf)(header_len + data_bytes);
     uLongf got = raw_len + 1; /* room for one byte more: a longer stream is not this model's */
     unsigned char *raw = ct_malloc(got, "artifact");
     int rc = 0;
@@ -294,11 +278,11 @@ int golf_read(const ModelSpec *spec, const char *path, float *params) {
         int z = uncompress(raw, &got, packed, (uLong)len);
         if (z != Z_OK && z != Z_BUF_ERROR)
             rc = ct_fail("'%s' is not a zlib stream or is damaged (%s)", path, zError(z));
-        else if (z == Z_BUF_ERROR || got != raw_len || memcmp(raw + 8 + 0, header, header_len) != 0)
+        else if (z == Z_BUF_ERROR || got != raw_len || memcmp(raw, header, header_len) != 0)
             rc = ct_fail("'%s' is not the int8 artifact of this model (its header or size differs from the one "
                          "this model's shape gives)", path);
     }
-    const unsigned char *data = raw + 8 + header_len;
+    const unsigned char *data = raw + header_len;
     for (int i = 0, j = 0; rc == 0 && i < spec->num_params; i++) {
         const ParamInfo *p = &spec->params[i];
         GolfKind k = kind_of(p);
