@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -246,23 +247,15 @@ int golf_write(const ModelSpec *spec, const float *params, const char *path, Gol
 
 int golf_read(const ModelSpec *spec, const char *path, float *params) {
     FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail("cannot open artifact '%s': %s", path, strerror(errno));
-    unsigned char *packed = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : (1u << 20);
-            packed = realloc(packed, cap);
-            if (!packed) {
-                fclose(f);
-                return ct_fail("out of memory reading '%s'", path);
-            }
-        }
-        size_t got = fread(packed + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        if (f) fclose(f);
+        return ct_fail("cannot open artifact '%s': %s", path, strerror(e));
     }
-    int read_error = ferror(f);
+    size_t len = (size_t)st.st_size;
+    unsigned char *packed = ct_malloc(len + 1, "compressed artifact");
+    int read_error = fread(packed, 1, len, f) != len;
     fclose(f);
     int n;
     size_t data_bytes, header_len;
