@@ -18,9 +18,9 @@
  *  - Backward, no atomics, fixed order everywhere:
  *      D = rowsum(dy * y) (one warp per row);
  *      dq kernel (query tiles): P = exp2(S log2e/sqrt(hd) - lse log2e), dP = dy V^T,
- *        dS = P (dP - D), dq += dS K over the key tiles in order;
- *      dk/dv kernel (key tiles of one kv head): the transposed products, dV += P^T dy and
- *        dK += dS^T Q, over the group's query heads in head order and their query tiles in order,
+ *        dS = P (dP - D), dq = dS K over the key tiles in order;
+ *      dk/dv kernel (key tiles of one kv head): the transposed products, dV = P^T dy and
+ *        dK = dS^T Q, over the group's query heads in head order and their query tiles in order,
  *        so the GQA sum is a fixed-order register sum.
  *    Both kernels recompute S (FlashAttention-2 computes it once and adds dq with atomics, whose
  *    order varies from run to run): 7 instead of 5 products, the price of run-to-run equal bits.
@@ -148,17 +148,21 @@ static __device__ __forceinline__ void pipeline_advance(int it, int n, StageFn &
 /* The column (within an n8 tile) of fragment element e (0..3) of this lane: 2*(lane%4) + e%2. */
 static __device__ __forceinline__ int frag_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
 
-/* dst[8j + frag_col(e)] += scale * f[j][e] for the lane's row half (e = 2*half, 2*half+1), fp32. */
+/* dst[8j + frag_col(e)] = scale * f[j][e] for the lane's row half (e = 2*half, 2*half+1), fp32. */
 template <int N>
-static __device__ __forceinline__ void add_row_frags(float *dst, const float (&f)[N][4], int half, float scale) {
+static __device__ __forceinline__ void store_row_frags(float *dst, const float (&f)[N][4], int half, float scale) {
 #pragma unroll
-    for (int j = 0; j < N; j++) {
-        float2 *p = reinterpret_cast<float2 *>(dst + 8 * j + frag_col(0));
-        float2 t = *p;
-        t.x += f[j][2 * half] * scale;
-        t.y += f[j][2 * half + 1] * scale;
-        *p = t;
-    }
+    for (int j = 0; j < N; j++)
+        *reinterpret_cast<float2 *>(dst + 8 * j + frag_col(0)) =
+            make_float2(f[j][2 * half] * scale, f[j][2 * half + 1] * scale);
+}
+
+/* The same, rounded to bf16 (dv: its only consumer is the c_v product). */
+template <int N>
+static __device__ __forceinline__ void store_row_frags_bf16(bf16 *dst, const float (&f)[N][4], int half) {
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        *reinterpret_cast<bf16x2 *>(dst + 8 * j + frag_col(0)) = pack_bf16x2(f[j][2 * half], f[j][2 * half + 1]);
 }
 
 static __device__ __forceinline__ size_t stat_index(int b, int H, int h, int T, int t) {
@@ -342,12 +346,12 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     }
 #pragma unroll
     for (int r = 0; r < 2; r++)
-        if (rows[r] < T) add_row_frags(dq + ((size_t)b * T + rows[r]) * ldq + (size_t)h * HD, acc, r, scale);
+        if (rows[r] < T) store_row_frags(dq + ((size_t)b * T + rows[r]) * ldq + (size_t)h * HD, acc, r, scale);
 }
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
-    attention_backward_dkv_kernel(float *dk, float *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
+    attention_backward_dkv_kernel(float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
                                   const bf16 *v, const float *lse, const float *D, int T, int H, int KV, float scale,
                                   float scale_log2) {
     using C = AttCfg<HD>;
@@ -428,8 +432,8 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     for (int r = 0; r < 2; r++)
         if (keys[r] < T) {
             const size_t off = ((size_t)b * T + keys[r]) * ldk + (size_t)g * HD;
-            add_row_frags(dk + off, dka, r, scale);
-            add_row_frags(dv + off, dva, r, 1.0f);
+            store_row_frags(dk + off, dka, r, scale);
+            store_row_frags_bf16(dv + off, dva, r);
         }
 }
 
@@ -488,7 +492,7 @@ extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_hea
 }
 
 template <int HD>
-static int launch_backward(float *dq, float *dk, float *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
+static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
                            const bf16 *v, const float *lse, const float *D, int B, int T, int H, int KV,
                            cudaStream_t stream) {
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = ATT_LOG2E / sqrtf((float)HD);
@@ -510,7 +514,7 @@ static int launch_backward(float *dq, float *dk, float *dv, const bf16 *dy, cons
     return 0;
 }
 
-extern "C" int cuda_attention_backward(float *dq, float *dk, float *dv, const ct_bf16 *dy, const ct_bf16 *q,
+extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, const ct_bf16 *dy, const ct_bf16 *q,
                                        const ct_bf16 *k, const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B,
                                        int T, int n_heads, int n_kv_heads, int head_dim, float *scratch,
                                        cudaStream_t stream) {
@@ -521,6 +525,7 @@ extern "C" int cuda_attention_backward(float *dq, float *dk, float *dv, const ct
     attention_rowdot_kernel<<<ct_blocks(rows, DOT_WARPS), DOT_THREADS, 0, stream>>>(D, host_as_bf(dy), host_as_bf(y), T,
                                                                                      n_heads, head_dim, rows);
     CT_LAUNCHED("attention_backward_rowdot", stream);
+    bf16 *dv = host_as_bf(dv_bf16);
     const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
     if (head_dim == 64) return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
     if (head_dim == 128)

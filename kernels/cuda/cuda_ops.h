@@ -100,13 +100,15 @@ int cuda_gemm(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int
  * reductions disallowed. */
 int cuda_blas_create(cublasHandle_t *out, cudaStream_t stream, void *workspace, size_t workspace_bytes);
 
-/* linear without bias, torch layout W [out, in]: out [N,out] (fp32) = x [N,in] @ W^T (bf16). */
-int cuda_linear_forward(cublasHandle_t handle, float *out, const ct_bf16 *x, const ct_bf16 *W, int N, int in_features,
-                        int out_features);
-/* dx [N,in] (fp32) (+= when dx_accumulate, else =) dout @ W; dW [out,in] (fp32) += dout^T @ x.
- * dout, x and W bf16. dx or dW may be NULL (skipped). */
-int cuda_linear_backward(cublasHandle_t handle, float *dx, int dx_accumulate, float *dW, const ct_bf16 *dout,
-                         const ct_bf16 *x, const ct_bf16 *W, int N, int in_features, int out_features);
+/* linear without bias, torch layout W [out, in]: out [N,out] = x [N,in] @ W^T (bf16), out_type
+ * CT_F32 or CT_BF16 (the fp32 accumulator rounded once: for outputs that only feed products). */
+int cuda_linear_forward(cublasHandle_t handle, void *out, int out_type, const ct_bf16 *x, const ct_bf16 *W, int N,
+                        int in_features, int out_features);
+/* dx [N,in] (+= when dx_accumulate, else =) dout @ W, dx_type CT_F32 or CT_BF16 (written only);
+ * dW [out,in] (fp32) += dout^T @ x. dout, x and W bf16. dx or dW may be NULL (skipped). */
+int cuda_linear_backward(cublasHandle_t handle, void *dx, int dx_type, int dx_accumulate, float *dW,
+                         const ct_bf16 *dout, const ct_bf16 *x, const ct_bf16 *W, int N, int in_features,
+                         int out_features);
 
 /* ---- token embedding (cuda_embedding.cu) ----------------------------------------------------- */
 
@@ -156,14 +158,16 @@ int cuda_scaled_add_forward(float *out, const float *x, const float *branch, con
 int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale, const float *dout,
                              const float *branch, const float *scale, int N, int C, double *partials,
                              cudaStream_t stream);
-/* Backward of out = mix[0]*x + mix[1]*x0: dx += mix[0]*dout; dx0 += mix[1]*dout;
+/* Backward of out = mix[0]*x + mix[1]*x0: dx (+= when dx_accumulate, else =) mix[0]*dout (the
+ * backend writes: the block's input gradient starts here); dx0 += mix[1]*dout;
  * dmix [2,C] += (sum_n dout*x ; sum_n dout*x0) (partials: cuda_colsum_doubles(N, C, 2)). */
-int cuda_residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x, const float *x0,
-                               const float *mix, int N, int C, double *partials, cudaStream_t stream);
-/* h = relu(u)^2 over n elements into h (fp32) and/or h_bf16 (either may be NULL). */
-int cuda_relu2_forward(float *h, ct_bf16 *h_bf16, const float *u, size_t n, cudaStream_t stream);
-/* du += 2*relu(u)*dh (fp32, may be NULL); du_bf16 = bf16(2*relu(u)*dh) (may be NULL). */
-int cuda_relu2_backward(float *du, ct_bf16 *du_bf16, const float *dh, const float *u, size_t n, cudaStream_t stream);
+int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout, const float *x,
+                               const float *x0, const float *mix, int N, int C, double *partials, cudaStream_t stream);
+/* h = bf16(relu(u)^2) over n elements, u bf16 (the fc product's output). */
+int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaStream_t stream);
+/* du = bf16(2*relu(u)*dh) (WRITTEN: its only consumer is the fc product), dh and u bf16; du may
+ * be dh (in place). */
+int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t n, cudaStream_t stream);
 
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
@@ -195,11 +199,12 @@ int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf
                            int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
 /* Scratch of the backward: D = rowsum(dy * y) [B,H,T] floats. */
 size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads);
-/* dq += dL/dq, dk += dL/dk, dv += dL/dv (fp32) given dy (bf16). P is recomputed from q, k and lse.
+/* dq = dL/dq, dk = dL/dk (fp32) and dv = bf16(dL/dv) given dy (bf16), all WRITTEN (each is this
+ * op's alone in the backend; dv only feeds the c_v product). P is recomputed from q, k and lse.
  * Deterministic without atomics: one kernel owns query rows (dq: loops over key tiles), one owns
  * key rows (dk, dv: loops over the group's query heads in head order and their query tiles: the
  * GQA reduction). y is the forward output (for D). */
-int cuda_attention_backward(float *dq, float *dk, float *dv, const ct_bf16 *dy, const ct_bf16 *q, const ct_bf16 *k,
+int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv, const ct_bf16 *dy, const ct_bf16 *q, const ct_bf16 *k,
                             const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B, int T, int n_heads,
                             int n_kv_heads, int head_dim, float *scratch, cudaStream_t stream);
 

@@ -191,8 +191,8 @@ extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbra
 /* ---- residual mix backward ---- */
 
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
-    residual_mix_backward_kernel(float *dx, float *dx0, double *partials, const float *dout, const float *x,
-                                 const float *x0, const float *mix, int N, int C) {
+    residual_mix_backward_kernel(float *dx, int dx_accumulate, float *dx0, double *partials, const float *dout,
+                                 const float *x, const float *x0, const float *mix, int N, int C) {
     __shared__ double sh[COLSUM_TY][32];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
@@ -202,7 +202,8 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
         for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
             const size_t i = (size_t)r * C + c;
             const float d = dout[i];
-            dx[i] = __fadd_rn(dx[i], __fmul_rn(m0, d));
+            const float g = __fmul_rn(m0, d);
+            dx[i] = dx_accumulate ? __fadd_rn(dx[i], g) : g;
             dx0[i] = __fadd_rn(dx0[i], __fmul_rn(m1, d));
             acc_x += (double)d * (double)x[i];
             acc_x0 += (double)d * (double)x0[i];
@@ -217,48 +218,71 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
     }
 }
 
-extern "C" int cuda_residual_mix_backward(float *dx, float *dx0, float *dmix, const float *dout, const float *x,
-                                          const float *x0, const float *mix, int N, int C, double *partials,
-                                          cudaStream_t stream) {
+extern "C" int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout,
+                                          const float *x, const float *x0, const float *mix, int N, int C,
+                                          double *partials, cudaStream_t stream) {
     if (N <= 0) return 0;
     dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
-    residual_mix_backward_kernel<<<grid, block, 0, stream>>>(dx, dx0, partials, dout, x, x0, mix, N, C);
+    residual_mix_backward_kernel<<<grid, block, 0, stream>>>(dx, dx_accumulate, dx0, partials, dout, x, x0, mix,
+                                                             N, C);
     CT_LAUNCHED("residual_mix_backward", stream);
     return colsum_finish(dmix, partials, colsum_chunks(N), 2 * C, stream);
 }
 
-/* ---- relu^2 ---- */
+/* ---- relu^2 ----
+ * bf16 in and out (the fc product writes u as bf16, its only other consumer is this op's
+ * backward; h and du feed products). Eight elements (16 bytes) per thread and step where every
+ * buffer is 16-byte aligned, so each warp moves 512-byte lines; the rest one by one. */
 
-static __global__ void relu2_forward_kernel(float *h, __nv_bfloat16 *h_bf16, const float *u, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float x = u[i];
-        const float y = x > 0.0f ? __fmul_rn(x, x) : 0.0f;
-        if (h) h[i] = y;
-        if (h_bf16) h_bf16[i] = to_bf16(y);
+struct alignas(16) Bf16x8 {
+    __nv_bfloat16 v[8];
+};
+
+static __device__ __forceinline__ float relu2_value(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
+/* cpu_relu2_backward's (2u * dh), fp32 */
+static __device__ __forceinline__ float relu2_grad(float x, float dh) { return x > 0.0f ? __fmul_rn(2.0f * x, dh) : 0.0f; }
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static __global__ void relu2_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *u, size_t n, size_t n_vec) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (size_t i = first; i < n_vec; i += stride) {
+        const Bf16x8 a = reinterpret_cast<const Bf16x8 *>(u)[i];
+        Bf16x8 y;
+#pragma unroll
+        for (int e = 0; e < 8; e++) y.v[e] = to_bf16(relu2_value(from_bf16(a.v[e])));
+        reinterpret_cast<Bf16x8 *>(h)[i] = y;
     }
+    for (size_t i = 8 * n_vec + first; i < n; i += stride) h[i] = to_bf16(relu2_value(from_bf16(u[i])));
 }
 
-extern "C" int cuda_relu2_forward(float *h, ct_bf16 *h_bf16, const float *u, size_t n, cudaStream_t stream) {
+extern "C" int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaStream_t stream) {
     if (n == 0) return 0;
-    relu2_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(h, host_as_bf(h_bf16), u, n);
+    const size_t n_vec = aligned16(h) && aligned16(u) ? n / 8 : 0;
+    relu2_forward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(h), host_as_bf(u), n,
+                                                                                 n_vec);
     CT_LAUNCHED("relu2_forward", stream);
     return 0;
 }
 
-static __global__ void relu2_backward_kernel(float *du, __nv_bfloat16 *du_bf16, const float *dh, const float *u,
-                                             size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float x = u[i];
-        const float g = x > 0.0f ? __fmul_rn(2.0f * x, dh[i]) : 0.0f;
-        if (du) du[i] = __fadd_rn(du[i], g);
-        if (du_bf16) du_bf16[i] = to_bf16(g);
+static __global__ void relu2_backward_kernel(__nv_bfloat16 *du, const __nv_bfloat16 *dh, const __nv_bfloat16 *u,
+                                             size_t n, size_t n_vec) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (size_t i = first; i < n_vec; i += stride) {
+        const Bf16x8 a = reinterpret_cast<const Bf16x8 *>(u)[i], d = reinterpret_cast<const Bf16x8 *>(dh)[i];
+        Bf16x8 g;
+#pragma unroll
+        for (int e = 0; e < 8; e++) g.v[e] = to_bf16(relu2_grad(from_bf16(a.v[e]), from_bf16(d.v[e])));
+        reinterpret_cast<Bf16x8 *>(du)[i] = g;
     }
+    for (size_t i = 8 * n_vec + first; i < n; i += stride) du[i] = to_bf16(relu2_grad(from_bf16(u[i]), from_bf16(dh[i])));
 }
 
-extern "C" int cuda_relu2_backward(float *du, ct_bf16 *du_bf16, const float *dh, const float *u, size_t n,
-                                   cudaStream_t stream) {
+extern "C" int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t n, cudaStream_t stream) {
     if (n == 0) return 0;
-    relu2_backward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(du, host_as_bf(du_bf16), dh, u, n);
+    const size_t n_vec = aligned16(du) && aligned16(dh) && aligned16(u) ? n / 8 : 0;
+    relu2_backward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(du), host_as_bf(dh),
+                                                                                  host_as_bf(u), n, n_vec);
     CT_LAUNCHED("relu2_backward", stream);
     return 0;
 }

@@ -79,7 +79,7 @@ typedef struct {
     float *lse;
     float *ao, *x1, *rstd_mlp;
     ct_bf16 *m_in;
-    float *u;   /* fc output (relu^2's backward needs it) */
+    ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
     ct_bf16 *h; /* relu(u)^2 */
     float *mo, *x_out;
 } CudaLayer;
@@ -121,8 +121,7 @@ typedef struct {
     float *rope_cos, *rope_sin;
 
     /* backward work buffers */
-    float *dx, *dx_alt, *dx0, *dxf, *dD2, *dH1, *dy, *dq, *dk, *dv;
-    float *v_f32; /* c_v's fp32 output before its bf16 copy (forward work buffer) */
+    float *dx, *dx_alt, *dx0, *dxf, *dD2, *dq, *dk;
     ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16, *dy16;
     float **dskip;
     float *attn_D, *rope_scratch;
@@ -196,7 +195,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->x1 = TAKE_F(a, N * D, act);
         y->rstd_mlp = TAKE_F(a, N, act);
         y->m_in = TAKE_H(a, N * D, act);
-        y->u = TAKE_F(a, N * HID, act);
+        y->u = TAKE_H(a, N * HID, act);
         y->h = TAKE_H(a, N * HID, act);
         y->mo = TAKE_F(a, N * D, act);
         y->x_out = TAKE_F(a, N * D, act);
@@ -209,12 +208,8 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->dx0 = TAKE_F(a, N * D, wk);
     cb->dxf = TAKE_F(a, N * D, wk);
     cb->dD2 = TAKE_F(a, N * D, wk);
-    cb->dH1 = TAKE_F(a, N * HID, wk);
-    cb->dy = TAKE_F(a, N * D, wk);
     cb->dq = TAKE_F(a, N * D, wk);
     cb->dk = TAKE_F(a, N * KV, wk);
-    cb->dv = TAKE_F(a, N * KV, wk);
-    cb->v_f32 = TAKE_F(a, N * KV, wk);
     cb->dy16 = TAKE_H(a, N * D, wk);
     cb->gD16 = TAKE_H(a, N * D, wk);
     cb->gH16 = TAKE_H(a, N * HID, wk);
@@ -314,21 +309,20 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                   skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
                                   FLT_EPSILON, st));
         a->x_in_used = skip ? a->x_in : x;
-        TRY(cuda_linear_forward(cb->blas, a->q_raw, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
-        TRY(cuda_linear_forward(cb->blas, a->k_raw, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
-        TRY(cuda_linear_forward(cb->blas, cb->v_f32, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
-        TRY(cuda_f32_to_bf16(a->v16, cb->v_f32, (size_t)N * KV, st));
+        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_F32, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_F32, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
+        TRY(cuda_linear_forward(cb->blas, a->v16, CT_BF16, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
         TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
                                       cb->H, cb->HD, st));
         TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
                                       cb->HD, st));
         TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->v16, B, cb->T, cb->H, cb->KVH, cb->HD, st));
-        TRY(cuda_linear_forward(cb->blas, a->ao, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->ao, CT_F32, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
         TRY(cuda_add_norm_forward(a->x1, a->rstd_mlp, a->m_in, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
                                   FLT_EPSILON, st));
-        TRY(cuda_linear_forward(cb->blas, a->u, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
-        TRY(cuda_relu2_forward(NULL, a->h, a->u, (size_t)N * HID, st));
-        TRY(cuda_linear_forward(cb->blas, a->mo, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        TRY(cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
+        TRY(cuda_relu2_forward(a->h, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_forward(cb->blas, a->mo, CT_F32, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
         TRY(cuda_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D, st));
         x = a->x_out;
     }
@@ -383,40 +377,37 @@ static int backward_blocks(CudaBackend *cb) {
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
         TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE),
                                      N, D, cb->partials, st));
-        TRY(cuda_linear_backward(cb->blas, cb->dH1, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, a->h, W16(cb, l, BLK_MLP_PROJ), N,
-                                 HID, D));
-        TRY(cuda_relu2_backward(NULL, cb->gH16, cb->dH1, a->u, (size_t)N * HID, st));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
+        /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place) */
+        TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, a->h,
+                                 W16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        TRY(cuda_relu2_backward(cb->gH16, cb->gH16, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
                                  HID));
         TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D, st));
         /* x1 = xm + attn_scale * ao */
         TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, a->ao,
                                      P(cb, l, BLK_ATTN_SCALE), N, D, cb->partials, st));
-        TRY(cuda_linear_backward(cb->blas, cb->dy, 0, G(cb, l, BLK_PROJ), cb->gD16, a->y16, W16(cb, l, BLK_PROJ), N, D,
-                                 D));
-        TRY(zero(cb, cb->dq, ND * sizeof(float), "cuda: zeroing dq"));
-        TRY(zero(cb, cb->dk, (size_t)N * KV * sizeof(float), "cuda: zeroing dk"));
-        TRY(zero(cb, cb->dv, (size_t)N * KV * sizeof(float), "cuda: zeroing dv"));
-        TRY(cuda_f32_to_bf16(cb->dy16, cb->dy, ND, st));
-        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv, cb->dy16, a->q16, a->k16, a->v16, a->y16, a->lse, B, T, cb->H,
+        /* dy straight to bf16: the attention backward is its only consumer */
+        TRY(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, G(cb, l, BLK_PROJ), cb->gD16, a->y16,
+                                 W16(cb, l, BLK_PROJ), N, D, D));
+        /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16) */
+        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv16, cb->dy16, a->q16, a->k16, a->v16, a->y16, a->lse, B, T, cb->H,
                                     cb->KVH, cb->HD, cb->attn_D, st));
         TRY(cuda_qk_norm_rope_backward(NULL, cb->dq16, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN),
                                        cb->rope_cos, cb->rope_sin, B, T, cb->H, cb->HD, cb->rope_scratch, cb->partials,
                                        st));
         TRY(cuda_qk_norm_rope_backward(NULL, cb->dk16, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
                                        cb->KVH, cb->HD, NULL, NULL, st));
-        TRY(cuda_f32_to_bf16(cb->dv16, cb->dv, (size_t)N * KV, st));
         /* d a_in = dq_raw Wq + dk_raw Wk + dv Wv */
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, 0, G(cb, l, BLK_C_Q), cb->dq16, a->a_in, W16(cb, l, BLK_C_Q), N, D,
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_C_Q), cb->dq16, a->a_in, W16(cb, l, BLK_C_Q), N, D,
                                  D));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, 1, G(cb, l, BLK_C_K), cb->dk16, a->a_in, W16(cb, l, BLK_C_K), N, D,
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_K), cb->dk16, a->a_in, W16(cb, l, BLK_C_K), N, D,
                                  KV));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, 1, G(cb, l, BLK_C_V), cb->dv16, a->a_in, W16(cb, l, BLK_C_V), N, D,
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_V), cb->dv16, a->a_in, W16(cb, l, BLK_C_V), N, D,
                                  KV));
         TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D, st));
-        /* xm = mix[0] * x_in + mix[1] * x0 */
-        TRY(zero(cb, dx_alt, ND * sizeof(float), "cuda: zeroing dx"));
-        TRY(cuda_residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in_used, cb->x0,
+        /* xm = mix[0] * x_in + mix[1] * x0; dx_alt becomes dL/dx_in (written) */
+        TRY(cuda_residual_mix_backward(dx_alt, 0, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in_used, cb->x0,
                                        P(cb, l, BLK_RESID_MIX), N, D, cb->partials, st));
         float *t = dx;
         dx = dx_alt;

@@ -26,7 +26,8 @@ enum { SETS = 2 };
 typedef struct {
     int B, H, KV, T, HD;
     ct_bf16 *q[SETS], *k[SETS], *v[SETS], *y[SETS], *dy[SETS];
-    float *lse[SETS], *dq, *dk, *dv, *scratch;
+    float *lse[SETS], *dq, *dk, *scratch;
+    ct_bf16 *dv;
 } Shape;
 
 static int run(Shape *s, int set, int backward) {
@@ -77,10 +78,10 @@ static void bench_shape(Shape *s, int repeats, uint64_t *rng) {
     }
     s->dq = dalloc(nq * sizeof(float));
     s->dk = dalloc(nkv * sizeof(float));
-    s->dv = dalloc(nkv * sizeof(float));
+    s->dv = dalloc(nkv * sizeof(ct_bf16));
     cudaMemset(s->dq, 0, nq * sizeof(float));
     cudaMemset(s->dk, 0, nkv * sizeof(float));
-    cudaMemset(s->dv, 0, nkv * sizeof(float));
+    cudaMemset(s->dv, 0, nkv * sizeof(ct_bf16));
     s->scratch = dalloc(cuda_attention_backward_scratch_floats(s->B, s->T, s->H) * sizeof(float));
     const double pairs = (double)s->B * s->H * s->T * (s->T + 1) / 2.0;
     const double fwd = median_ms(s, 0, repeats), bwd = median_ms(s, 1, repeats);

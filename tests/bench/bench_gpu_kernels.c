@@ -69,17 +69,18 @@ static void line(const char *name, double ms, double flops, double bytes) {
 enum { T = 1024, D = 512, H = 8, KVH = 4, HD = 64, HID = 1024, V = 1024 };
 static int B, N;
 static cublasHandle_t blas;
-static float *x, *y, *dy, *dx, *rstd, *dq, *dk, *dv, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
-static float *rope_scr, *u, *uh, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale;
-static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *qb, *kb, *vb, *yb, *dyb;
+static float *x, *y, *dy, *dx, *rstd, *dq, *dk, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
+static float *rope_scr, *u, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale;
+static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *dvb;
 static int32_t *targets;
 static double *partials, *red;
 static void *muon_scr;
 
-static int op_linear_fwd(void *c) { (void)c; return cuda_linear_forward(blas, u, xb, wb, N, D, HID); }
+static int op_linear_fwd(void *c) { (void)c; return cuda_linear_forward(blas, u, CT_F32, xb, wb, N, D, HID); }
+static int op_linear_fwd_bf16(void *c) { (void)c; return cuda_linear_forward(blas, uhb, CT_BF16, xb, wb, N, D, HID); }
 static int op_linear_bwd(void *c) {
     (void)c;
-    return cuda_linear_backward(blas, dx, 0, grad_w, ub, xb, wb, N, D, HID);
+    return cuda_linear_backward(blas, dx, CT_F32, 0, grad_w, ub, xb, wb, N, D, HID);
 }
 static int op_rmsnorm_fwd(void *c) { (void)c; return cuda_rmsnorm_forward(y, NULL, rstd, x, N, D, FLT_EPSILON, 0); }
 static int op_rmsnorm_bwd(void *c) { (void)c; return cuda_rmsnorm_backward(dx, dy, x, rstd, N, D, 0); }
@@ -87,7 +88,8 @@ static int op_scaled_add_bwd(void *c) {
     (void)c;
     return cuda_scaled_add_backward(NULL, NULL, xb, dscale, dy, x, scale, N, D, partials, 0);
 }
-static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(NULL, hb, uh, (size_t)N * HID, 0); }
+static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(hb, uhb, (size_t)N * HID, 0); }
+static int op_relu2_bwd(void *c) { (void)c; return cuda_relu2_backward(ub, hb, uhb, (size_t)N * HID, 0); }
 static int op_rope_fwd(void *c) {
     (void)c;
     return cuda_qk_norm_rope_forward(NULL, qb, dq, gain, cos_t, sin_t, B, T, H, HD, 0);
@@ -99,7 +101,7 @@ static int op_rope_bwd(void *c) {
 static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(yb, lse, qb, kb, vb, B, T, H, KVH, HD, 0); }
 static int op_attn_bwd(void *c) {
     (void)c;
-    return cuda_attention_backward(dq, dk, dv, dyb, qb, kb, vb, yb, lse, B, T, H, KVH, HD, attn_scr, 0);
+    return cuda_attention_backward(dq, dk, dvb, dyb, qb, kb, vb, yb, lse, B, T, H, KVH, HD, attn_scr, 0);
 }
 static int op_logits(void *c) {
     (void)c;
@@ -146,7 +148,7 @@ int main(int argc, char **argv) {
     const size_t ND = (size_t)N * D, NKV = (size_t)N * KVH * HD, NH = (size_t)N * HID;
     x = drandom(ND, -1, 1, &rng), y = drandom(ND, -1, 1, &rng), dy = drandom(ND, -1, 1, &rng);
     dx = drandom(ND, -1, 1, &rng), rstd = drandom(N, 0.5, 1, &rng);
-    dq = drandom(ND, -1, 1, &rng), dk = drandom(NKV, -1, 1, &rng), dv = drandom(NKV, -1, 1, &rng);
+    dq = drandom(ND, -1, 1, &rng), dk = drandom(NKV, -1, 1, &rng), dvb = drandom_bf16(NKV, -1, 1, &rng);
     lse = dalloc((size_t)N * H * sizeof(float));
     attn_scr = dalloc(cuda_attention_backward_scratch_floats(B, T, H) * sizeof(float));
     {
@@ -162,7 +164,7 @@ int main(int argc, char **argv) {
     rope_scr = dalloc(cuda_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));
     size_t np = cuda_colsum_doubles(N, D, 2), np2 = cuda_qk_norm_rope_backward_partials_doubles(B, T, H);
     partials = dalloc((np > np2 ? np : np2) * sizeof(double));
-    u = drandom(NH, -1, 1, &rng), uh = drandom(NH, -1, 1, &rng);
+    u = drandom(NH, -1, 1, &rng), uhb = drandom_bf16(NH, -1, 1, &rng);
     scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng);
     xb = drandom_bf16(ND, -1, 1, &rng), wb = drandom_bf16((size_t)HID * D, -1, 1, &rng);
     hb = drandom_bf16(NH, -1, 1, &rng);
@@ -189,6 +191,7 @@ int main(int argc, char **argv) {
 
     const double pairs = (double)B * H * T * (T + 1) / 2.0;
     line("linear_fwd_8kx512x1024", time_op(op_linear_fwd, NULL, "linear fwd"), 2.0 * N * D * HID, 0);
+    line("linear_fwd_bf16out_8kx512x1024", time_op(op_linear_fwd_bf16, NULL, "linear fwd bf16"), 2.0 * N * D * HID, 0);
     line("linear_bwd_8kx512x1024", time_op(op_linear_bwd, NULL, "linear bwd"), 4.0 * N * D * HID, 0);
     line("attention_fwd", time_op(op_attn_fwd, NULL, "attention fwd"), 4.0 * HD * pairs, 0);
     line("attention_bwd", time_op(op_attn_bwd, NULL, "attention bwd"), 8.0 * HD * pairs, 0);
@@ -196,7 +199,8 @@ int main(int argc, char **argv) {
     line("rmsnorm_fwd", time_op(op_rmsnorm_fwd, NULL, "rmsnorm fwd"), 0, 8.0 * ND + 4.0 * N);
     line("rmsnorm_bwd", time_op(op_rmsnorm_bwd, NULL, "rmsnorm bwd"), 0, 16.0 * ND + 4.0 * N);
     line("scaled_add_bwd", time_op(op_scaled_add_bwd, NULL, "scaled_add bwd"), 0, 10.0 * ND);
-    line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 6.0 * NH);
+    line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 4.0 * NH);
+    line("relu2_bwd_bf16", time_op(op_relu2_bwd, NULL, "relu2 bwd"), 0, 6.0 * NH);
     line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 6.0 * ND);
     line("qk_norm_rope_bwd", time_op(op_rope_bwd, NULL, "rope bwd"), 0, 10.0 * ND);
     line("adam_1024x512", time_op(op_adam, NULL, "adam"), 0, 28.0 * V * D);

@@ -47,26 +47,41 @@ static void linear_forward_backward_match_cpu(void) {
     ct_bf16 *d_x = dev_bf16(x, (size_t)N * IN), *d_W = dev_bf16(W, (size_t)OUT * IN);
     ct_bf16 *d_dout = dev_bf16(dout, (size_t)N * OUT);
     float *d_out = dev_nan((size_t)N * OUT), *d_dx = dev_nan((size_t)N * IN), *d_dW = dev_floats(dW0, (size_t)OUT * IN);
-    CHECK_CUDA_OK(cuda_linear_forward(h, d_out, d_x, d_W, N, IN, OUT));
+    CHECK_CUDA_OK(cuda_linear_forward(h, d_out, CT_F32, d_x, d_W, N, IN, OUT));
     float *out = host_from_dev(d_out, (size_t)N * OUT);
     CHECK_REL("linear forward", out, ref, (size_t)N * OUT, ACC_TOL);
     /* dx overwritten (dx_accumulate = 0, over NaN), dW accumulated into dW0 */
-    CHECK_CUDA_OK(cuda_linear_backward(h, d_dx, 0, d_dW, d_dout, d_x, d_W, N, IN, OUT));
+    CHECK_CUDA_OK(cuda_linear_backward(h, d_dx, CT_F32, 0, d_dW, d_dout, d_x, d_W, N, IN, OUT));
     float *g_dx = host_from_dev(d_dx, (size_t)N * IN), *g_dW = host_from_dev(d_dW, (size_t)OUT * IN);
     for (size_t i = 0; i < (size_t)OUT * IN; i++) g_dW[i] -= dW0[i];
     CHECK_REL("linear backward dx (=)", g_dx, r_dx, (size_t)N * IN, ACC_TOL);
     CHECK_REL("linear backward dW (+=)", g_dW, r_dW, (size_t)OUT * IN, ACC_TOL);
     /* dx accumulate: start from dx0 */
     dev_put(d_dx, dx0, (size_t)N * IN * sizeof(float));
-    CHECK_CUDA_OK(cuda_linear_backward(h, d_dx, 1, NULL, d_dout, d_x, d_W, N, IN, OUT));
+    CHECK_CUDA_OK(cuda_linear_backward(h, d_dx, CT_F32, 1, NULL, d_dout, d_x, d_W, N, IN, OUT));
     float *g_dx2 = host_from_dev(d_dx, (size_t)N * IN);
     for (size_t i = 0; i < (size_t)N * IN; i++) g_dx2[i] -= dx0[i];
     CHECK_REL("linear backward dx (+=)", g_dx2, r_dx, (size_t)N * IN, ACC_TOL);
     /* determinism */
     float *d_out2 = dev_nan((size_t)N * OUT);
-    CHECK_CUDA_OK(cuda_linear_forward(h, d_out2, d_x, d_W, N, IN, OUT));
+    CHECK_CUDA_OK(cuda_linear_forward(h, d_out2, CT_F32, d_x, d_W, N, IN, OUT));
     float *out2 = host_from_dev(d_out2, (size_t)N * OUT);
     CHECK(memcmp(out, out2, (size_t)N * OUT * sizeof(float)) == 0, "linear forward not deterministic");
+    /* bf16 outputs (what the backend uses for products' operands): the same sums rounded once */
+    ct_bf16 *b_out = dev_alloc((size_t)N * OUT * 2), *b_dx = dev_alloc((size_t)N * IN * 2);
+    dev_poison_bf16(b_out, (size_t)N * OUT);
+    dev_poison_bf16(b_dx, (size_t)N * IN);
+    CHECK_CUDA_OK(cuda_linear_forward(h, b_out, CT_BF16, d_x, d_W, N, IN, OUT));
+    CHECK_CUDA_OK(cuda_linear_backward(h, b_dx, CT_BF16, 0, NULL, d_dout, d_x, d_W, N, IN, OUT));
+    float *o16 = host_from_dev_bf16(b_out, (size_t)N * OUT), *dx16 = host_from_dev_bf16(b_dx, (size_t)N * IN);
+    CHECK_REL("linear forward bf16 out", o16, ref, (size_t)N * OUT, BF16_OUT_TOL);
+    CHECK_REL("linear backward dx bf16 (=)", dx16, r_dx, (size_t)N * IN, BF16_OUT_TOL);
+    /* a bf16 gradient cannot be accumulated into: refused with a message */
+    CHECK(cuda_linear_backward(h, b_dx, CT_BF16, 1, NULL, d_dout, d_x, d_W, N, IN, OUT) != 0 &&
+              strstr(ct_error(), "bf16") != NULL,
+          "bf16 accumulation accepted");
+    dev_free(b_out), dev_free(b_dx);
+    free(o16), free(dx16);
     cublasDestroy(h);
     dev_free(ws);
 }

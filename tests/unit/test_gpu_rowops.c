@@ -172,39 +172,70 @@ static void residual_mix_backward_matches_cpu(void) {
     float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx_init, n), *d_dx0 = dev_floats(dx0_init, n);
     float *d_dmix = dev_floats(dmix_init, 2 * C);
     double *partials = dev_alloc(cuda_colsum_doubles(N, C, 2) * sizeof(double));
-    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, 1, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
     float *g_dx = host_from_dev(d_dx, n), *g_dx0 = host_from_dev(d_dx0, n), *g_dmix = host_from_dev(d_dmix, 2 * C);
     CHECK_REL("residual_mix backward dx (+=)", g_dx, r_dx, n, F32_TOL);
     CHECK_REL("residual_mix backward dx0 (+=)", g_dx0, r_dx0, n, F32_TOL);
     CHECK_REL("residual_mix backward dmix (+=)", g_dmix, r_dmix, 2 * C, GRAD_TOL);
     dev_put(d_dmix, dmix_init, 2 * C * sizeof(float));
-    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, 1, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
     float *again = host_from_dev(d_dmix, 2 * C);
     CHECK(memcmp(again, g_dmix, 2 * C * sizeof(float)) == 0, "dmix not deterministic");
+    /* dx written (=) over NaN: mix[0]*dout alone, the CPU's product bit for bit */
+    float *r_w = calloc(n, sizeof(float)), *r_w0 = calloc(n, sizeof(float)), *r_wm = calloc(2 * C, sizeof(float));
+    cpu_residual_mix_backward(r_w, r_w0, r_wm, dout, x, x0, mix, N, C);
+    float *d_w = dev_nan(n);
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_w, 0, d_dx0, d_dmix, d_dout, d_x, d_x0, d_mix, N, C, partials, 0));
+    float *g_w = host_from_dev(d_w, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += g_w[i] != r_w[i];
+    CHECK(bad == 0, "residual_mix backward dx (=): %zu of %zu elements differ from mix[0]*dout", bad, n);
+    free(r_w), free(r_w0), free(r_wm), free(g_w);
+    dev_free(d_w);
 }
 
-static void relu2_matches_cpu(void) {
+/* relu^2 on bf16 u and dh: the CPU op on the same (bf16-valued) inputs, rounded once to bf16,
+ * must be matched bit for bit (one fp32 product each, then the rounding). Lengths cover the
+ * 8-wide vector path with and without a tail, a misaligned start (the one-by-one path) and the
+ * in-place backward the backend uses. */
+static void relu2_bf16_matches_cpu(void) {
     REQUIRE_GPU();
     uint64_t rng = 7;
-    const size_t n = (size_t)N * C;
-    float *u = random_host(n, -2, 2, &rng), *dh = random_host(n, -1, 1, &rng), *du0 = random_host(n, -1, 1, &rng);
-    float *h = malloc(n * sizeof(float));
-    cpu_relu2_forward(h, u, N, C);
-    float *r_du = copy_host(du0, n), *r_c = calloc(n, sizeof(float));
-    cpu_relu2_backward(r_du, dh, u, N, C);
-    cpu_relu2_backward(r_c, dh, u, N, C);
-    float *d_u = dev_floats(u, n), *d_h = dev_nan(n), *d_dh = dev_floats(dh, n), *d_du = dev_floats(du0, n);
-    ct_bf16 *d_h16 = dev_alloc(n * 2), *d_du16 = dev_alloc(n * 2);
-    dev_poison_bf16(d_h16, n);
-    dev_poison_bf16(d_du16, n);
-    CHECK_CUDA_OK(cuda_relu2_forward(d_h, d_h16, d_u, n, 0));
-    CHECK_CUDA_OK(cuda_relu2_backward(d_du, d_du16, d_dh, d_u, n, 0));
-    float *g_h = host_from_dev(d_h, n), *g_h16 = host_from_dev_bf16(d_h16, n);
-    float *g_du = host_from_dev(d_du, n), *g_du16 = host_from_dev_bf16(d_du16, n);
-    CHECK_REL("relu2 forward", g_h, h, n, F32_TOL);
-    CHECK_REL("relu2 forward bf16", g_h16, h, n, BF16_TOL);
-    CHECK_REL("relu2 backward du (+=)", g_du, r_du, n, F32_TOL);
-    CHECK_REL("relu2 backward du bf16", g_du16, r_c, n, BF16_TOL);
+    const size_t lengths[] = {(size_t)N * C, (size_t)N * C - 3, 5};
+    for (size_t li = 0; li < 3; li++)
+        for (int offset = 0; offset < 2; offset++) {
+            const size_t n = lengths[li];
+            float *u = random_host(n, -2, 2, &rng), *dh = random_host(n, -1, 1, &rng);
+            host_round_bf16(u, n);
+            host_round_bf16(dh, n);
+            float *h = malloc(n * sizeof(float)), *du = calloc(n, sizeof(float));
+            cpu_relu2_forward(h, u, 1, (int)n);
+            cpu_relu2_backward(du, dh, u, 1, (int)n);
+            /* offset 1: every buffer starts one element (2 bytes) past a 16-byte boundary */
+            ct_bf16 *b_u = dev_alloc((n + 1) * 2), *b_h = dev_alloc((n + 1) * 2), *b_dh = dev_alloc((n + 1) * 2);
+            ct_bf16 *u16 = b_u + offset, *h16 = b_h + offset, *dh16 = b_dh + offset;
+            uint16_t *host16 = malloc(n * 2);
+            for (size_t i = 0; i < n; i++) host16[i] = host_f32_to_bf16(u[i]);
+            dev_put(u16, host16, n * 2);
+            for (size_t i = 0; i < n; i++) host16[i] = host_f32_to_bf16(dh[i]);
+            dev_put(dh16, host16, n * 2);
+            dev_poison_bf16(h16, n);
+            CHECK_CUDA_OK(cuda_relu2_forward(h16, u16, n, 0));
+            CHECK_CUDA_OK(cuda_relu2_backward(dh16, dh16, u16, n, 0)); /* in place */
+            uint16_t *g_h = malloc(n * 2), *g_du = malloc(n * 2);
+            dev_get(g_h, h16, n * 2);
+            dev_get(g_du, dh16, n * 2);
+            size_t bad_h = 0, bad_du = 0;
+            for (size_t i = 0; i < n; i++) {
+                bad_h += host_bf16_to_f32(g_h[i]) != host_bf16_to_f32(host_f32_to_bf16(h[i]));
+                bad_du += host_bf16_to_f32(g_du[i]) != host_bf16_to_f32(host_f32_to_bf16(du[i]));
+            }
+            CHECK(bad_h == 0, "relu2 forward (n %zu, offset %d): %zu elements differ from bf16(cpu)", n, offset, bad_h);
+            CHECK(bad_du == 0, "relu2 backward (n %zu, offset %d): %zu elements differ from bf16(cpu)", n, offset,
+                  bad_du);
+            dev_free(b_u), dev_free(b_h), dev_free(b_dh);
+            free(u), free(dh), free(h), free(du), free(host16), free(g_h), free(g_du);
+        }
 }
 
 static void bf16_conversion_rounds_to_nearest_even(void) {
@@ -281,7 +312,7 @@ int main(void) {
     RUN(add_norm_forward_matches_cpu);
     RUN(scaled_add_matches_cpu);
     RUN(residual_mix_backward_matches_cpu);
-    RUN(relu2_matches_cpu);
+    RUN(relu2_bf16_matches_cpu);
     RUN(bf16_conversion_rounds_to_nearest_even);
     RUN(reductions_match_double);
     TEST_EXIT();

@@ -25,6 +25,7 @@
 #define __align__(n) __attribute__((aligned(n)))
 struct dim3 { unsigned x = 1, y = 1, z = 1; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 struct float2 { float x, y; };
+static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 #ifdef EMU_EXACT_BF16
