@@ -146,18 +146,20 @@ int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, 
                           const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
                           cudaStream_t stream);
 /* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
- *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd). */
-int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const float *branch,
+ *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd).
+ * branch bf16 (the attention projection's output, as a product's output under autocast). */
+int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
                           const float *scale, int N, int C, float eps, cudaStream_t stream);
-/* out = x + scale[c] * branch (out may equal x). */
-int cuda_scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N, int C,
+/* out = x + scale[c] * branch (out may equal x), branch bf16 (the MLP projection's output). */
+int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *branch, const float *scale, int N, int C,
                             cudaStream_t stream);
 /* Backward of out = x + scale * branch given dout: dx += dout (dx may be NULL: the caller keeps
  * dout as dx), dbranch += scale * dout (fp32, may be NULL), dbranch_bf16 = bf16(scale * dout)
- * (may be NULL), dscale [C] += sum_n dout * branch (partials: cuda_colsum_doubles(N, C, 1)). */
+ * (may be NULL), dscale [C] += sum_n dout * branch (partials: cuda_colsum_doubles(N, C, 1)).
+ * The branch is fp32 (branch) or bf16 (branch_bf16): exactly one of them is given. */
 int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale, const float *dout,
-                             const float *branch, const float *scale, int N, int C, double *partials,
-                             cudaStream_t stream);
+                             const float *branch, const ct_bf16 *branch_bf16, const float *scale, int N, int C,
+                             double *partials, cudaStream_t stream);
 /* Backward of out = mix[0]*x + mix[1]*x0: dx (+= when dx_accumulate, else =) mix[0]*dout (the
  * backend writes: the block's input gradient starts here); dx0 += mix[1]*dout;
  * dmix [2,C] += (sum_n dout*x ; sum_n dout*x0) (partials: cuda_colsum_doubles(N, C, 2)). */
@@ -171,10 +173,11 @@ int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t
 
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
- * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256. */
+ * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256.
+ * in (c_q / c_k's output) is bf16, as a product's output under autocast; the math is fp32. */
 /* out (fp32) and/or out_bf16 receive the result (either may be NULL; the bf16 copy feeds the
  * tensor-core attention). */
-int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const float *in, const float *gain,
+int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in, const float *gain,
                               const float *cos_table, const float *sin_table, int B, int T, int n_heads, int head_dim,
                               cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
@@ -182,7 +185,7 @@ size_t cuda_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
 size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
 /* din += gradient (fp32, may be NULL); din_bf16 = bf16(gradient) (may be NULL); dgain [heads]
  * += sum over tokens of <R^T dout, u> (NULL for k; needs scratch and partials then). */
-int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout, const float *in,
+int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout, const ct_bf16 *in,
                                const float *gain, const float *cos_table, const float *sin_table, int B, int T,
                                int n_heads, int head_dim, float *scratch, double *partials, cudaStream_t stream);
 

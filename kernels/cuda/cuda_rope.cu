@@ -23,16 +23,19 @@ static __device__ __forceinline__ void rope_place(size_t w, int T, int n_heads, 
     *t = (int)((w / (size_t)n_heads) % (size_t)T);
 }
 
-/* The lane's pairs of row x into x1, x2 (0 past half, or for a row past the end). */
-template <int PAIRS>
-static __device__ __forceinline__ void load_pairs(float (&x1)[PAIRS], float (&x2)[PAIRS], const float *x, bool valid,
+static __device__ __forceinline__ float as_f32(float x) { return x; }
+static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
+
+/* The lane's pairs of row x (fp32 or bf16) into x1, x2 (0 past half, or for a row past the end). */
+template <int PAIRS, typename T>
+static __device__ __forceinline__ void load_pairs(float (&x1)[PAIRS], float (&x2)[PAIRS], const T *x, bool valid,
                                                   int half) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int k = 0; k < PAIRS; k++) {
         const int i = lane + 32 * k;
-        x1[k] = valid && i < half ? x[i] : 0.0f;
-        x2[k] = valid && i < half ? x[i + half] : 0.0f;
+        x1[k] = valid && i < half ? as_f32(x[i]) : 0.0f;
+        x2[k] = valid && i < half ? as_f32(x[i + half]) : 0.0f;
     }
 }
 
@@ -49,7 +52,7 @@ static __device__ __forceinline__ float pairs_rstd(const float (&x1)[PAIRS], con
 
 template <int PAIRS>
 static __global__ void __launch_bounds__(ROPE_THREADS)
-    qk_norm_rope_forward_kernel(float *out, __nv_bfloat16 *out_bf16, const float *in, const float *gain,
+    qk_norm_rope_forward_kernel(float *out, __nv_bfloat16 *out_bf16, const __nv_bfloat16 *in, const float *gain,
                                 const float *cos_table, const float *sin_table, int T, int n_heads, int head_dim,
                                 size_t rows) {
     constexpr int R = ROPE_ROWS_PER_WARP;
@@ -98,13 +101,14 @@ static int check_head_dim(int head_dim) {
 
 static unsigned rope_blocks(size_t rows) { return ct_blocks(rows, ROPE_WARPS * ROPE_ROWS_PER_WARP); }
 
-extern "C" int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const float *in, const float *gain,
+extern "C" int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in_bf16, const float *gain,
                                          const float *cos_table, const float *sin_table, int B, int T, int n_heads,
                                          int head_dim, cudaStream_t stream) {
     const size_t rows = (size_t)B * T * n_heads;
     if (rows == 0) return 0;
     if (check_head_dim(head_dim) != 0) return -1;
     __nv_bfloat16 *ob = host_as_bf(out_bf16);
+    const __nv_bfloat16 *in = host_as_bf(in_bf16);
     const unsigned blocks = rope_blocks(rows);
     if (head_dim <= 64)
         qk_norm_rope_forward_kernel<1><<<blocks, ROPE_THREADS, 0, stream>>>(out, ob, in, gain, cos_table, sin_table, T,
@@ -130,8 +134,8 @@ extern "C" size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int 
 template <int PAIRS>
 static __global__ void __launch_bounds__(ROPE_THREADS)
     qk_norm_rope_backward_kernel(float *din, __nv_bfloat16 *din_bf16, float *dgain_partial, const float *dout,
-                                 const float *in, const float *gain, const float *cos_table, const float *sin_table,
-                                 int T, int n_heads, int head_dim, size_t rows) {
+                                 const __nv_bfloat16 *in, const float *gain, const float *cos_table,
+                                 const float *sin_table, int T, int n_heads, int head_dim, size_t rows) {
     constexpr int R = ROPE_ROWS_PER_WARP;
     const size_t w0 = rope_first_row();
     if (w0 >= rows) return; /* the whole warp leaves together */
@@ -193,7 +197,7 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
 }
 
 extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout,
-                                          const float *in, const float *gain, const float *cos_table,
+                                          const ct_bf16 *in_bf16, const float *gain, const float *cos_table,
                                           const float *sin_table, int B, int T, int n_heads, int head_dim,
                                           float *scratch, double *partials, cudaStream_t stream) {
     const size_t rows = (size_t)B * T * n_heads;
@@ -202,6 +206,7 @@ extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *
     if (dgain && (!gain || !scratch || !partials))
         return ct_fail("qk_norm_rope_backward: dgain needs gain, scratch and partials");
     __nv_bfloat16 *db = host_as_bf(din_bf16);
+    const __nv_bfloat16 *in = host_as_bf(in_bf16);
     float *part = dgain ? scratch : nullptr;
     const unsigned blocks = rope_blocks(rows);
     if (head_dim <= 64)

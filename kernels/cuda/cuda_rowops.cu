@@ -114,49 +114,53 @@ extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf1
 }
 
 static __global__ void __launch_bounds__(ROW_THREADS)
-    add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm, const float *branch,
-                            const float *scale, int N, int C, float eps) {
+    add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm,
+                            const __nv_bfloat16 *branch, const float *scale, int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = lane; c < C; c += 32) {
-        const float v = __fadd_rn(xm[base + c], __fmul_rn(scale[c], branch[base + c]));
+        const float v = __fadd_rn(xm[base + c], __fmul_rn(scale[c], from_bf16(branch[base + c])));
         x1[base + c] = v;
         ss += (double)v * (double)v;
     }
     norm_row_to_bf16(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
 }
 
-extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const float *branch,
+extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
                                      const float *scale, int N, int C, float eps, cudaStream_t stream) {
     if (N <= 0) return 0;
     add_norm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
-        x1, rstd, host_as_bf(m_bf16), xm, branch, scale, N, C, eps);
+        x1, rstd, host_as_bf(m_bf16), xm, host_as_bf(branch), scale, N, C, eps);
     CT_LAUNCHED("add_norm_forward", stream);
     return 0;
 }
 
 /* ---- scaled residual add ---- */
 
-static __global__ void scaled_add_forward_kernel(float *out, const float *x, const float *branch, const float *scale,
-                                                 size_t n, int C) {
+static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *branch,
+                                                 const float *scale, size_t n, int C) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __fadd_rn(x[i], __fmul_rn(scale[i % (size_t)C], branch[i]));
+        out[i] = __fadd_rn(x[i], __fmul_rn(scale[i % (size_t)C], from_bf16(branch[i])));
 }
 
-extern "C" int cuda_scaled_add_forward(float *out, const float *x, const float *branch, const float *scale, int N,
+extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *branch, const float *scale, int N,
                                        int C, cudaStream_t stream) {
     const size_t n = (size_t)N * C;
     if (n == 0) return 0;
-    scaled_add_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, branch, scale, n, C);
+    scaled_add_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n, C);
     CT_LAUNCHED("scaled_add_forward", stream);
     return 0;
 }
 
+static __device__ __forceinline__ float as_f32(float x) { return x; }
+static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
+
+template <typename BranchT>
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
     scaled_add_backward_kernel(float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials,
-                               const float *dout, const float *branch, const float *scale, int N, int C) {
+                               const float *dout, const BranchT *branch, const float *scale, int N, int C) {
     __shared__ double sh[COLSUM_TY][32];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
@@ -170,7 +174,7 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
             const float v = __fmul_rn(s, d);
             if (dbranch) dbranch[i] = __fadd_rn(dbranch[i], v);
             if (dbranch_bf16) dbranch_bf16[i] = to_bf16(v);
-            acc += (double)d * (double)branch[i];
+            acc += (double)d * (double)as_f32(branch[i]);
         }
     }
     const double total = colsum_block_reduce(acc, sh);
@@ -178,12 +182,18 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
 }
 
 extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale,
-                                        const float *dout, const float *branch, const float *scale, int N, int C,
-                                        double *partials, cudaStream_t stream) {
+                                        const float *dout, const float *branch, const ct_bf16 *branch_bf16,
+                                        const float *scale, int N, int C, double *partials, cudaStream_t stream) {
     if (N <= 0) return 0;
+    if ((branch == NULL) == (branch_bf16 == NULL))
+        return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");
     dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
-    scaled_add_backward_kernel<<<grid, block, 0, stream>>>(dx, dbranch, host_as_bf(dbranch_bf16), partials, dout,
-                                                           branch, scale, N, C);
+    if (branch)
+        scaled_add_backward_kernel<float><<<grid, block, 0, stream>>>(dx, dbranch, host_as_bf(dbranch_bf16), partials,
+                                                                      dout, branch, scale, N, C);
+    else
+        scaled_add_backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(
+            dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, host_as_bf(branch_bf16), scale, N, C);
     CT_LAUNCHED("scaled_add_backward", stream);
     return colsum_finish(dscale, partials, colsum_chunks(N), C, stream);
 }

@@ -73,15 +73,17 @@ typedef struct {
     const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *xm, *rstd_attn;
     ct_bf16 *a_in; /* rms_norm(xm): input of c_q, c_k, c_v */
-    float *q_raw, *k_raw;    /* c_q, c_k outputs (the QK-norm/RoPE backward needs them) */
+    ct_bf16 *q_raw, *k_raw;   /* c_q, c_k outputs (the QK-norm/RoPE backward needs them) */
     ct_bf16 *q16, *k16, *v16; /* attention inputs: normed, rotated q and k; v */
     ct_bf16 *y16;             /* attention output */
     float *lse;
-    float *ao, *x1, *rstd_mlp;
+    ct_bf16 *ao; /* attention projection output */
+    float *x1, *rstd_mlp;
     ct_bf16 *m_in;
     ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
     ct_bf16 *h; /* relu(u)^2 */
-    float *mo, *x_out;
+    ct_bf16 *mo; /* MLP projection output */
+    float *x_out;
 } CudaLayer;
 
 typedef struct {
@@ -184,20 +186,20 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->xm = TAKE_F(a, N * D, act);
         y->rstd_attn = TAKE_F(a, N, act);
         y->a_in = TAKE_H(a, N * D, act);
-        y->q_raw = TAKE_F(a, N * D, act);
-        y->k_raw = TAKE_F(a, N * KV, act);
+        y->q_raw = TAKE_H(a, N * D, act);
+        y->k_raw = TAKE_H(a, N * KV, act);
         y->q16 = TAKE_H(a, N * D, act);
         y->k16 = TAKE_H(a, N * KV, act);
         y->v16 = TAKE_H(a, N * KV, act);
         y->y16 = TAKE_H(a, N * D, act);
         y->lse = TAKE_F(a, N * (size_t)cb->H, act);
-        y->ao = TAKE_F(a, N * D, act);
+        y->ao = TAKE_H(a, N * D, act);
         y->x1 = TAKE_F(a, N * D, act);
         y->rstd_mlp = TAKE_F(a, N, act);
         y->m_in = TAKE_H(a, N * D, act);
         y->u = TAKE_H(a, N * HID, act);
         y->h = TAKE_H(a, N * HID, act);
-        y->mo = TAKE_F(a, N * D, act);
+        y->mo = TAKE_H(a, N * D, act);
         y->x_out = TAKE_F(a, N * D, act);
     }
     cb->rope_cos = TAKE_F(a, (size_t)cb->T * (size_t)(cb->HD / 2), act);
@@ -309,20 +311,20 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                   skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
                                   FLT_EPSILON, st));
         a->x_in_used = skip ? a->x_in : x;
-        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_F32, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
-        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_F32, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
+        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_BF16, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_BF16, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
         TRY(cuda_linear_forward(cb->blas, a->v16, CT_BF16, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
         TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
                                       cb->H, cb->HD, st));
         TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
                                       cb->HD, st));
         TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->v16, B, cb->T, cb->H, cb->KVH, cb->HD, st));
-        TRY(cuda_linear_forward(cb->blas, a->ao, CT_F32, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
         TRY(cuda_add_norm_forward(a->x1, a->rstd_mlp, a->m_in, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
                                   FLT_EPSILON, st));
         TRY(cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
         TRY(cuda_relu2_forward(a->h, a->u, (size_t)N * HID, st));
-        TRY(cuda_linear_forward(cb->blas, a->mo, CT_F32, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        TRY(cuda_linear_forward(cb->blas, a->mo, CT_BF16, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
         TRY(cuda_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D, st));
         x = a->x_out;
     }
@@ -375,8 +377,8 @@ static int backward_blocks(CudaBackend *cb) {
         const int skip_user = s->num_encoder - 1 - l;
         if (l < s->num_encoder && skip_user < s->num_skip) TRY(cuda_add_inplace(dx, cb->dskip[skip_user], ND, st));
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
-        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE),
-                                     N, D, cb->partials, st));
+        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, NULL, a->mo,
+                                     P(cb, l, BLK_MLP_SCALE), N, D, cb->partials, st));
         /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place) */
         TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, a->h,
                                  W16(cb, l, BLK_MLP_PROJ), N, HID, D));
@@ -385,7 +387,7 @@ static int backward_blocks(CudaBackend *cb) {
                                  HID));
         TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D, st));
         /* x1 = xm + attn_scale * ao */
-        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, a->ao,
+        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, NULL, a->ao,
                                      P(cb, l, BLK_ATTN_SCALE), N, D, cb->partials, st));
         /* dy straight to bf16: the attention backward is its only consumer */
         TRY(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, G(cb, l, BLK_PROJ), cb->gD16, a->y16,
@@ -416,7 +418,7 @@ static int backward_blocks(CudaBackend *cb) {
         const int dec = l - s->num_encoder;
         if (dec >= 0 && dec < s->num_skip)
             TRY(cuda_scaled_add_backward(NULL, cb->dskip[dec], NULL, dskip_w + (size_t)dec * D, dx,
-                                         cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D,
+                                         cb->layers[s->num_encoder - 1 - dec].x_out, NULL, skip_w + (size_t)dec * D, N, D,
                                          cb->partials, st));
     }
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */

@@ -86,17 +86,17 @@ static int op_rmsnorm_fwd(void *c) { (void)c; return cuda_rmsnorm_forward(y, NUL
 static int op_rmsnorm_bwd(void *c) { (void)c; return cuda_rmsnorm_backward(dx, dy, x, rstd, N, D, 0); }
 static int op_scaled_add_bwd(void *c) {
     (void)c;
-    return cuda_scaled_add_backward(NULL, NULL, xb, dscale, dy, x, scale, N, D, partials, 0);
+    return cuda_scaled_add_backward(NULL, NULL, xb, dscale, dy, NULL, yb, scale, N, D, partials, 0);
 }
 static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(hb, uhb, (size_t)N * HID, 0); }
 static int op_relu2_bwd(void *c) { (void)c; return cuda_relu2_backward(ub, hb, uhb, (size_t)N * HID, 0); }
 static int op_rope_fwd(void *c) {
     (void)c;
-    return cuda_qk_norm_rope_forward(NULL, qb, dq, gain, cos_t, sin_t, B, T, H, HD, 0);
+    return cuda_qk_norm_rope_forward(NULL, qb, yb, gain, cos_t, sin_t, B, T, H, HD, 0);
 }
 static int op_rope_bwd(void *c) {
     (void)c;
-    return cuda_qk_norm_rope_backward(NULL, xb, dgain, dy, dq, gain, cos_t, sin_t, B, T, H, HD, rope_scr, partials, 0);
+    return cuda_qk_norm_rope_backward(NULL, xb, dgain, dq, yb, gain, cos_t, sin_t, B, T, H, HD, rope_scr, partials, 0);
 }
 static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(yb, lse, qb, kb, vb, B, T, H, KVH, HD, 0); }
 static int op_attn_bwd(void *c) {
@@ -198,11 +198,11 @@ int main(int argc, char **argv) {
     line("logits_ce_fwd_bwd", time_op(op_logits, NULL, "logits"), 6.0 * N * D * V, 0);
     line("rmsnorm_fwd", time_op(op_rmsnorm_fwd, NULL, "rmsnorm fwd"), 0, 8.0 * ND + 4.0 * N);
     line("rmsnorm_bwd", time_op(op_rmsnorm_bwd, NULL, "rmsnorm bwd"), 0, 16.0 * ND + 4.0 * N);
-    line("scaled_add_bwd", time_op(op_scaled_add_bwd, NULL, "scaled_add bwd"), 0, 10.0 * ND);
+    line("scaled_add_bwd", time_op(op_scaled_add_bwd, NULL, "scaled_add bwd"), 0, 8.0 * ND);
     line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 4.0 * NH);
     line("relu2_bwd_bf16", time_op(op_relu2_bwd, NULL, "relu2 bwd"), 0, 6.0 * NH);
-    line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 6.0 * ND);
-    line("qk_norm_rope_bwd", time_op(op_rope_bwd, NULL, "rope bwd"), 0, 10.0 * ND);
+    line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 4.0 * ND);
+    line("qk_norm_rope_bwd", time_op(op_rope_bwd, NULL, "rope bwd"), 0, 8.0 * ND);
     line("adam_1024x512", time_op(op_adam, NULL, "adam"), 0, 28.0 * V * D);
     {
         /* NS5 flops: per iteration 2*m*m*n (A) + 2*m^3 (A A) + 2*m*m*n (B X), m = min, n = max */

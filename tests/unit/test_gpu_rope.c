@@ -26,6 +26,7 @@ static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t see
     float *cos_t = malloc(nt * sizeof(float)), *sin_t = malloc(nt * sizeof(float));
     cpu_rope_tables_init(cos_t, sin_t, T, hd, 10000.0f);
     float *in = random_host(n, -2, 2, &rng), *dout = random_host(n, -1, 1, &rng);
+    host_round_bf16(in, n); /* the kernels read c_q / c_k's bf16 output */
     float *gain = with_gain ? random_host(H, 0.5, 2, &rng) : NULL;
     float *din0 = random_host(n, -1, 1, &rng), *dgain0 = random_host(H, -1, 1, &rng);
     float *ref = malloc(n * sizeof(float));
@@ -35,7 +36,8 @@ static void check_shape(int B, int T, int H, int hd, int with_gain, uint64_t see
     cpu_qk_norm_rope_backward(r_din, with_gain ? r_dgain : NULL, dout, in, gain, cos_t, sin_t, B, T, H, hd, scratch);
     cpu_qk_norm_rope_backward(r_c, NULL, dout, in, gain, cos_t, sin_t, B, T, H, hd, scratch);
 
-    float *d_cos = dev_floats(cos_t, nt), *d_sin = dev_floats(sin_t, nt), *d_in = dev_floats(in, n);
+    float *d_cos = dev_floats(cos_t, nt), *d_sin = dev_floats(sin_t, nt);
+    ct_bf16 *d_in = dev_bf16(in, n);
     float *d_gain = gain ? dev_floats(gain, H) : NULL, *d_out = dev_nan(n), *d_dout = dev_floats(dout, n);
     float *d_din = dev_floats(din0, n), *d_dgain = dev_floats(dgain0, H);
     float *d_scr = dev_alloc(cuda_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));

@@ -107,10 +107,12 @@ static void add_norm_forward_matches_cpu(void) {
     uint64_t rng = 4;
     const size_t n = (size_t)N * C;
     float *xm = random_host(n, -2, 2, &rng), *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
+    host_round_bf16(br, n); /* the branch is a product's bf16 output */
     float *x1 = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *r = malloc(N * sizeof(float));
     cpu_scaled_add_forward(x1, xm, br, sc, N, C);
     cpu_rmsnorm_forward(m, r, x1, N, C, FLT_EPSILON);
-    float *d_xm = dev_floats(xm, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C);
+    float *d_xm = dev_floats(xm, n), *d_sc = dev_floats(sc, C);
+    ct_bf16 *d_br = dev_bf16(br, n);
     float *d_x1 = dev_nan(n), *d_r = dev_nan(N);
     ct_bf16 *d_m = dev_alloc(n * 2);
     dev_poison_bf16(d_m, n);
@@ -128,11 +130,13 @@ static void scaled_add_matches_cpu(void) {
     float *x = random_host(n, -2, 2, &rng), *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
     float *dout = random_host(n, -1, 1, &rng), *dx0 = random_host(n, -1, 1, &rng), *db0 = random_host(n, -1, 1, &rng);
     float *ds0 = random_host(C, -1, 1, &rng);
+    host_round_bf16(br, n); /* the forward's and the bf16 backward's branch is a product's bf16 output */
     /* forward */
     float *ref = malloc(n * sizeof(float));
     cpu_scaled_add_forward(ref, x, br, sc, N, C);
     float *d_x = dev_floats(x, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C), *d_out = dev_nan(n);
-    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br, d_sc, N, C, 0));
+    ct_bf16 *d_br16 = dev_bf16(br, n);
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br16, d_sc, N, C, 0));
     float *out = host_from_dev(d_out, n);
     CHECK_REL("scaled_add forward", out, ref, n, F32_TOL);
     /* backward, all outputs accumulating into non-zero buffers */
@@ -145,7 +149,7 @@ static void scaled_add_matches_cpu(void) {
     ct_bf16 *d_db16 = dev_alloc(n * 2);
     dev_poison_bf16(d_db16, n);
     double *partials = dev_alloc(cuda_colsum_doubles(N, C, 1) * sizeof(double));
-    CHECK_CUDA_OK(cuda_scaled_add_backward(d_dx, d_db, d_db16, d_ds, d_dout, d_br, d_sc, N, C, partials, 0));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(d_dx, d_db, d_db16, d_ds, d_dout, d_br, NULL, d_sc, N, C, partials, 0));
     float *g_dx = host_from_dev(d_dx, n), *g_db = host_from_dev(d_db, n), *g_ds = host_from_dev(d_ds, C);
     float *g_db16 = host_from_dev_bf16(d_db16, n);
     CHECK_REL("scaled_add backward dx (+=)", g_dx, r_dx, n, F32_TOL);
@@ -154,9 +158,19 @@ static void scaled_add_matches_cpu(void) {
     CHECK_REL("scaled_add backward dbranch bf16", g_db16, r_db16, n, BF16_TOL);
     /* determinism of the parameter gradient */
     dev_put(d_ds, ds0, C * sizeof(float));
-    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, d_br, d_sc, N, C, partials, 0));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, d_br, NULL, d_sc, N, C, partials, 0));
     float *again = host_from_dev(d_ds, C);
     CHECK(memcmp(again, g_ds, C * sizeof(float)) == 0, "dscale not deterministic (or depends on the other outputs)");
+    /* the bf16 branch (holding the same values) gives the same dscale bits */
+    dev_put(d_ds, ds0, C * sizeof(float));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, NULL, d_br16, d_sc, N, C, partials, 0));
+    float *from16 = host_from_dev(d_ds, C);
+    CHECK(memcmp(from16, g_ds, C * sizeof(float)) == 0, "dscale from the bf16 branch differs from the fp32 branch's");
+    /* both branches: refused */
+    CHECK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, d_br, d_br16, d_sc, N, C, partials, 0) != 0,
+          "two branches accepted");
+    dev_free(d_br16);
+    free(from16);
 }
 
 static void residual_mix_backward_matches_cpu(void) {
