@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the main job on the embedded default: installs what is missing, builds, makes a
 # small byte-level dataset from the license texts every Debian machine has
-# (/usr/share/common-licenses), and trains a small model on the CPU, writing runs/demo/.
+# (/usr/share/common-licenses), and trains a small model, writing runs/demo/ (device = auto: on
+# the GPU when one is visible, else the CPU).
 # Extra key=value arguments override scripts/demo.conf, e.g. `scripts/demo.sh iterations=50`.
 # Idempotent: the dataset is made once; a second run resumes from runs/demo's newest checkpoint.
 set -euo pipefail

@@ -10,6 +10,8 @@
  *
  * Parameter gradients (dscale, dmix) use the column-reduction layout of cuda_common.cuh:
  * blocks of 32 channels x COLSUM_TY row lanes over CUDA_COLSUM_ROWS-token chunks. */
+#include <initializer_list>
+
 #include "cuda_common.cuh"
 
 enum { ROW_THREADS = 256, ROWS_PER_BLOCK = ROW_THREADS / 32 };
@@ -18,31 +20,96 @@ static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, fl
     return (float)(1.0 / sqrt(sum_sq / C + (double)eps));
 }
 
+/* V consecutive channels of a row as one access: 16-byte fp32 loads and stores when V = 4 (rows
+ * of C % 4 == 0 channels in 16-byte aligned buffers: every row the backend has), so a warp moves
+ * 512 bytes per instruction; V = 1 otherwise. Lane l handles channels V*l + 32*V*k. */
+template <int V>
+struct alignas(4 * V) F32V {
+    float v[V];
+};
+template <int V>
+struct alignas(2 * V) Bf16V {
+    __nv_bfloat16 v[V];
+};
+template <int V>
+static __device__ __forceinline__ F32V<V> ld(const float *p) {
+    return *reinterpret_cast<const F32V<V> *>(p);
+}
+template <int V>
+static __device__ __forceinline__ void st(float *p, const F32V<V> &x) {
+    *reinterpret_cast<F32V<V> *>(p) = x;
+}
+template <int V>
+static __device__ __forceinline__ Bf16V<V> ld(const __nv_bfloat16 *p) {
+    return *reinterpret_cast<const Bf16V<V> *>(p);
+}
+template <int V>
+static __device__ __forceinline__ void st(__nv_bfloat16 *p, const Bf16V<V> &x) {
+    *reinterpret_cast<Bf16V<V> *>(p) = x;
+}
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* 4 when every row of C channels in these buffers (NULL ones ignored) can take V = 4 accesses. */
+static int row_vector_width(int C, std::initializer_list<const void *> buffers) {
+    if (C % 4 != 0) return 1;
+    for (const void *p : buffers)
+        if (p && !aligned16(p)) return 1;
+    return 4;
+}
+
 /* Second pass of the fused norm forwards, after the first wrote the row v and summed its
  * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16(v * r), rstd[row] = r. */
+template <int V>
 static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const float *v, double ss,
                                                         int row, int lane, int C, float eps) {
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
-    for (int c = lane; c < C; c += 32) dst[c] = to_bf16(__fmul_rn(v[c], r));
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> a = ld<V>(v + c);
+        Bf16V<V> y;
+#pragma unroll
+        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(a.v[e], r));
+        st<V>(dst + c, y);
+    }
     if (lane == 0) rstd[row] = r;
 }
 
+/* Launch KERNEL<4> or KERNEL<1> over N rows, one warp per row. */
+#define LAUNCH_ROWS(kernel, V, N, stream, ...)                                                     \
+    do {                                                                                           \
+        if ((V) == 4)                                                                              \
+            kernel<4><<<ct_blocks((size_t)(N), ROWS_PER_BLOCK), ROW_THREADS, 0, (stream)>>>(__VA_ARGS__); \
+        else                                                                                       \
+            kernel<1><<<ct_blocks((size_t)(N), ROWS_PER_BLOCK), ROW_THREADS, 0, (stream)>>>(__VA_ARGS__); \
+    } while (0)
+
 /* ---- RMSNorm ---- */
 
+template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm_forward_kernel(float *out, __nv_bfloat16 *out_bf16, float *rstd, const float *x, int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return; /* the whole warp leaves together */
-    const float *xr = x + (size_t)row * C;
+    const size_t base = (size_t)row * C;
     double ss = 0.0;
-    for (int c = lane; c < C; c += 32) ss += (double)xr[c] * (double)xr[c];
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> a = ld<V>(x + base + c);
+#pragma unroll
+        for (int e = 0; e < V; e++) ss += (double)a.v[e] * (double)a.v[e];
+    }
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
-    for (int c = lane; c < C; c += 32) {
-        const float y = __fmul_rn(xr[c], r);
-        if (out) out[(size_t)row * C + c] = y;
-        if (out_bf16) out_bf16[(size_t)row * C + c] = to_bf16(y);
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> a = ld<V>(x + base + c);
+        F32V<V> y;
+        Bf16V<V> y16;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            y.v[e] = __fmul_rn(a.v[e], r);
+            y16.v[e] = to_bf16(y.v[e]);
+        }
+        if (out) st<V>(out + base + c, y);
+        if (out_bf16) st<V>(out_bf16 + base + c, y16);
     }
     if (rstd && lane == 0) rstd[row] = r;
 }
@@ -50,38 +117,49 @@ static __global__ void __launch_bounds__(ROW_THREADS)
 extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float *x, int N, int C,
                                     float eps, cudaStream_t stream) {
     if (N <= 0) return 0;
-    rmsnorm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(out, host_as_bf(out_bf16),
-                                                                                           rstd, x, N, C, eps);
+    const int V = row_vector_width(C, {out, out_bf16, x});
+    LAUNCH_ROWS(rmsnorm_forward_kernel, V, N, stream, out, host_as_bf(out_bf16), rstd, x, N, C, eps);
     CT_LAUNCHED("rmsnorm_forward", stream);
     return 0;
 }
 
+template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm_backward_kernel(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double dot = 0.0;
-    for (int c = lane; c < C; c += 32) dot += (double)dout[base + c] * (double)x[base + c];
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> d = ld<V>(dout + base + c), a = ld<V>(x + base + c);
+#pragma unroll
+        for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
+    }
     dot = warp_sum_d(dot);
     const float r = rstd[row];
     const float x_coeff = (float)((double)r * r * r * dot / C);
-    for (int c = lane; c < C; c += 32) {
-        const float g = __fsub_rn(__fmul_rn(r, dout[base + c]), __fmul_rn(x_coeff, x[base + c]));
-        dx[base + c] = __fadd_rn(dx[base + c], g);
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> d = ld<V>(dout + base + c), a = ld<V>(x + base + c);
+        F32V<V> g = ld<V>(dx + base + c);
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, a.v[e])));
+        st<V>(dx + base + c, g);
     }
 }
 
 extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
                                      cudaStream_t stream) {
     if (N <= 0) return 0;
-    rmsnorm_backward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(dx, dout, x, rstd, N, C);
+    const int V = row_vector_width(C, {dx, dout, x});
+    LAUNCH_ROWS(rmsnorm_backward_kernel, V, N, stream, dx, dout, x, rstd, N, C);
     CT_LAUNCHED("rmsnorm_backward", stream);
     return 0;
 }
 
 /* ---- fused forwards ---- */
 
+template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     mix_norm_forward_kernel(float *x_in, float *xm, float *rstd, __nv_bfloat16 *a_bf16, const float *x,
                             const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
@@ -90,29 +168,38 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
-    for (int c = lane; c < C; c += 32) {
-        float xi = x[base + c];
+    for (int c = V * lane; c < C; c += 32 * V) {
+        F32V<V> xi = ld<V>(x + base + c);
+        const F32V<V> z = ld<V>(x0 + base + c), m0 = ld<V>(mix + c), m1 = ld<V>(mix + C + c);
         if (skip) {
-            xi = __fadd_rn(xi, __fmul_rn(skip_w[c], skip[base + c]));
-            x_in[base + c] = xi;
+            const F32V<V> sk = ld<V>(skip + base + c), sw = ld<V>(skip_w + c);
+#pragma unroll
+            for (int e = 0; e < V; e++) xi.v[e] = __fadd_rn(xi.v[e], __fmul_rn(sw.v[e], sk.v[e]));
+            st<V>(x_in + base + c, xi);
         }
-        const float m = __fadd_rn(__fmul_rn(mix[c], xi), __fmul_rn(mix[C + c], x0[base + c]));
-        xm[base + c] = m;
-        ss += (double)m * (double)m;
+        F32V<V> m;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            m.v[e] = __fadd_rn(__fmul_rn(m0.v[e], xi.v[e]), __fmul_rn(m1.v[e], z.v[e]));
+            ss += (double)m.v[e] * (double)m.v[e];
+        }
+        st<V>(xm + base + c, m);
     }
-    norm_row_to_bf16(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
+    norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
 }
 
 extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x,
                                      const float *skip, const float *skip_w, const float *x0, const float *mix, int N,
                                      int C, float eps, cudaStream_t stream) {
     if (N <= 0) return 0;
-    mix_norm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
-        x_in, xm, rstd, host_as_bf(a_bf16), x, skip, skip_w, x0, mix, N, C, eps);
+    const int V = row_vector_width(C, {x_in, xm, a_bf16, x, skip, skip_w, x0, mix});
+    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), x, skip, skip_w, x0, mix,
+                N, C, eps);
     CT_LAUNCHED("mix_norm_forward", stream);
     return 0;
 }
 
+template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm,
                             const __nv_bfloat16 *branch, const float *scale, int N, int C, float eps) {
@@ -120,36 +207,54 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
-    for (int c = lane; c < C; c += 32) {
-        const float v = __fadd_rn(xm[base + c], __fmul_rn(scale[c], from_bf16(branch[base + c])));
-        x1[base + c] = v;
-        ss += (double)v * (double)v;
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> a = ld<V>(xm + base + c), sc = ld<V>(scale + c);
+        const Bf16V<V> b = ld<V>(branch + base + c);
+        F32V<V> v;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            v.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
+            ss += (double)v.v[e] * (double)v.v[e];
+        }
+        st<V>(x1 + base + c, v);
     }
-    norm_row_to_bf16(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
+    norm_row_to_bf16<V>(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
 }
 
 extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
                                      const float *scale, int N, int C, float eps, cudaStream_t stream) {
     if (N <= 0) return 0;
-    add_norm_forward_kernel<<<ct_blocks((size_t)N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
-        x1, rstd, host_as_bf(m_bf16), xm, host_as_bf(branch), scale, N, C, eps);
+    const int V = row_vector_width(C, {x1, m_bf16, xm, branch, scale});
+    LAUNCH_ROWS(add_norm_forward_kernel, V, N, stream, x1, rstd, host_as_bf(m_bf16), xm, host_as_bf(branch), scale, N,
+                C, eps);
     CT_LAUNCHED("add_norm_forward", stream);
     return 0;
 }
 
 /* ---- scaled residual add ---- */
 
+template <int V>
 static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *branch,
                                                  const float *scale, size_t n, int C) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __fadd_rn(x[i], __fmul_rn(scale[i % (size_t)C], from_bf16(branch[i])));
+    for (size_t i = V * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * (size_t)gridDim.x * blockDim.x) {
+        const F32V<V> a = ld<V>(x + i), sc = ld<V>(scale + i % (size_t)C); /* C % V == 0: one row */
+        const Bf16V<V> b = ld<V>(branch + i);
+        F32V<V> y;
+#pragma unroll
+        for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
+        st<V>(out + i, y);
+    }
 }
 
 extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *branch, const float *scale, int N,
                                        int C, cudaStream_t stream) {
     const size_t n = (size_t)N * C;
     if (n == 0) return 0;
-    scaled_add_forward_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n, C);
+    if (row_vector_width(C, {out, x, branch, scale}) == 4)
+        scaled_add_forward_kernel<4><<<ct_grid_1d(n / 4, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n,
+                                                                                 C);
+    else
+        scaled_add_forward_kernel<1><<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n, C);
     CT_LAUNCHED("scaled_add_forward", stream);
     return 0;
 }
@@ -251,8 +356,6 @@ struct alignas(16) Bf16x8 {
 static __device__ __forceinline__ float relu2_value(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
 /* cpu_relu2_backward's (2u * dh), fp32 */
 static __device__ __forceinline__ float relu2_grad(float x, float dh) { return x > 0.0f ? __fmul_rn(2.0f * x, dh) : 0.0f; }
-
-static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 static __global__ void relu2_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *u, size_t n, size_t n_vec) {
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -8,10 +8,22 @@
 #include "common.h"
 #include "schedule.h"
 
+void backend_resolve_device(Config *cfg, char *note, size_t cap) {
+    note[0] = '\0';
+    if (strcmp(cfg->device, "auto") != 0) return;
+    char why[320];
+    const char *device = backend_cuda_visible(why, sizeof why) > 0 ? "cuda" : "cpu";
+    free(cfg->device);
+    cfg->device = ct_strdup(device);
+    snprintf(note, cap, "device: auto -> %s (%s)", device, why);
+}
+
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);
-    return ct_fail("device = '%s': expected cpu or cuda", cfg->device);
+    if (!strcmp(cfg->device, "auto"))
+        return ct_fail("device = auto: not resolved before the backend was created (backend_resolve_device)");
+    return ct_fail("device = '%s': expected auto, cpu or cuda", cfg->device);
 }
 
 StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scale) {

@@ -63,6 +63,10 @@ struct Backend {
 };
 
 /* Create the backend named by cfg->device over an initialised TrainState. */
+/* device=auto: sets cfg->device to cuda when a CUDA device is visible, else cpu, and writes
+ * "auto -> <device> (<why>)" into note (cap bytes); other devices are left as they are (note
+ * empty). Call before anything depends on the device (the distributed layer does). */
+void backend_resolve_device(Config *cfg, char *note, size_t cap);
 int backend_create(Backend **out, const Config *cfg, TrainState *st);
 
 /* The CPU backend (backend_cpu.c). */

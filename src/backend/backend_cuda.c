@@ -23,6 +23,10 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     (void)out, (void)cfg, (void)st;
     return no_cuda();
 }
+int backend_cuda_visible(char *why, size_t cap) {
+    snprintf(why, cap, "this ctrain was built without CUDA");
+    return 0;
+}
 int backend_cuda_sync_to_host(Backend *b) {
     (void)b;
     return no_cuda();
@@ -601,6 +605,21 @@ static void cuda_destroy(Backend *b) {
     free(cb->dskip);
     free(cb->layers);
     free(cb);
+}
+
+int backend_cuda_visible(char *why, size_t cap) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        snprintf(why, cap, "no CUDA device visible (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        snprintf(why, cap, "%d CUDA device%s visible, the first %s", count, count == 1 ? "" : "s", prop.name);
+    else
+        snprintf(why, cap, "%d CUDA device%s visible", count, count == 1 ? "" : "s");
+    return count;
 }
 
 static int select_device(int *device) {

@@ -28,6 +28,11 @@
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 
+/* How many CUDA devices this process sees (0 without a driver, a device or a CUDA build); with
+ * 0, why[] says why (the CUDA error, or that this build has no CUDA); with more, the first one's
+ * name. Creates no context. */
+int backend_cuda_visible(char *why, size_t cap);
+
 /* Device -> host: copies params, grads, exp_avg, exp_avg_sq and momentum into the TrainState's
  * host buffers (synchronous). Call before writing a checkpoint or comparing state. */
 int backend_cuda_sync_to_host(Backend *b);

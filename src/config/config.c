@@ -309,8 +309,8 @@ int config_validate(const Config *c, int world_size) {
             c->stop_signal);
     REQUIRE(c->stop_before_job_end >= 0, "stop_before_job_end = %g: expected >= 0 seconds (0 = off)",
             c->stop_before_job_end);
-    REQUIRE(!strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"), "device = '%s': expected cpu or cuda",
-            c->device);
+    REQUIRE(!strcmp(c->device, "auto") || !strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"),
+            "device = '%s': expected auto, cpu or cuda", c->device);
     REQUIRE(c->collective_timeout >= 0, "collective_timeout = %g: expected >= 0 seconds (0 = wait forever)",
             c->collective_timeout);
     REQUIRE(c->threads >= 0 && c->threads <= 4096, "threads = %lld: expected in [0, 4096] (0 = all cores)",

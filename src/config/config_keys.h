@@ -78,7 +78,7 @@
       "signal that asks for checkpoint + exit 75 (besides TERM and INT); USR2 where MPI/NCCL use USR1") \
     X(stop_before_job_end, FLOAT, "0", "run", FREE,                                                 \
       "under Slurm: checkpoint and exit 75 this many seconds before the job's end time; 0 = off")  \
-    X(device, STR, "cpu", "run", FREE, "cpu (fp32 reference) | cuda (bf16 compute)")               \
+    X(device, STR, "auto", "run", FREE, "auto (cuda if a GPU is visible, else cpu) | cpu (fp32 reference) | cuda (bf16 compute)")               \
     X(collective_timeout, FLOAT, "600", "run", FREE,                                                \
       "multi-rank: seconds a rank waits in one collective before ending the job (a rank died or hangs); 0 = forever") \
     X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")

@@ -220,7 +220,7 @@ static int train_loop(Trainer *t) {
     return CT_EXIT_OK;
 }
 
-int train_run(const Config *cfg) {
+int train_run(Config *cfg) {
     Trainer t;
     DistInfo dist;
     memset(&t, 0, sizeof t);
@@ -230,6 +230,8 @@ int train_run(const Config *cfg) {
     t.cfg = cfg;
     t.dist = &dist;
     int rc = CT_EXIT_FAILURE;
+    char device_note[400];
+    backend_resolve_device(cfg, device_note, sizeof device_note);
     /* CPU jobs reduce over MPI; GPU jobs will use NCCL bootstrapped through the PMI2 KVS */
     if (dist_init(&dist, !strcmp(cfg->device, "cpu"), 120.0) != 0) dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
     t.rank = dist.rank;
@@ -244,6 +246,7 @@ int train_run(const Config *cfg) {
     /* rank 0 speaks for the job; the others report only errors (on stderr) */
     if (t.rank != 0 && !freopen("/dev/null", "w", stdout)) dist_abort(&dist, 1, "cannot silence stdout");
 
+    if (device_note[0]) printf("%s\n", device_note);
     print_resolved(cfg);
     if (t.world > 1) {
         char map[4096];

@@ -35,7 +35,9 @@ struct Backend;
 int train_sample(struct Backend *b, const uint32_t *prompt, int64_t prompt_len, const SampleOptions *o,
                  void (*emit)(void *ctx, uint32_t token), void *ctx);
 
-/* Run training with a validated configuration; returns the process exit code. */
-int train_run(const Config *cfg);
+/* Run training with a validated configuration; returns the process exit code. device = auto is
+ * resolved in place first (to cuda or cpu, printed), so the run, its config.txt and its
+ * checkpoints name the device that trains. */
+int train_run(Config *cfg);
 
 #endif

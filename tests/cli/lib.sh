@@ -2,6 +2,8 @@
 # PASS/FAIL/SKIP line that tests/run.sh counts. Source it first; $CTRAIN is the binary.
 set -u
 : "${CTRAIN:?run through tests/run.sh (make test)}"
+# These tests check the CPU reference: device=auto (the default) must pick cpu on a GPU machine too.
+export CUDA_VISIBLE_DEVICES=""
 TEST_NAME=$(basename "$0" .sh)
 WORK=$(mktemp -d "${CT_TEST_TMP:-/tmp}/$TEST_NAME.XXXXXX")
 cd "$WORK" || exit 1

@@ -110,7 +110,7 @@ expect_ok golf_no_eval "$CTRAIN" ckpt golf run/checkpoints/step_00000006.h5 --ou
 if grep -q roundtrip out; then fail golf_no_eval_skips "$(cat out)"; else pass golf_no_eval_skips; fi
 cmp -s art.stz only.stz && pass golf_deterministic || fail golf_deterministic "two artifacts of one checkpoint differ"
 expect_fail golf_not_a_checkpoint 1 "'val.h5' has no root attribute 'format': not a ctrain checkpoint" "$CTRAIN" ckpt golf val.h5
-expect_fail golf_bad_device 2 "device = 'tpu': expected cpu or cuda" "$CTRAIN" ckpt golf run --device tpu --out x.stz
+expect_fail golf_bad_device 2 "device = 'tpu': expected auto, cpu or cuda" "$CTRAIN" ckpt golf run --device tpu --out x.stz
 expect_fail golf_no_val_data 1 "val_files: no files match 'nothing\*.h5'" \
     "$CTRAIN" ckpt golf run --out x.stz --val-files 'nothing*.h5'
 expect_fail golf_unwritable 1 "cannot write 'no/such/dir/a.stz.tmp" "$CTRAIN" ckpt golf run --out no/such/dir/a.stz

@@ -14,6 +14,9 @@ expect_ok run_a "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_
 cp out run_a.out
 expect_grep progress_line '^step 8/8  loss [0-9.]+  lr_scale 0\.333  step [0-9]+ms  [0-9]+ tok/s  eta' run_a.out
 expect_grep val_line '^step 4/8  val_loss [0-9.]+  val_bpb [0-9.]+' run_a.out
+# device=auto (the default) with no GPU visible trains on the CPU, says so, and records cpu
+expect_grep device_auto_note '^device: auto -> cpu \((no CUDA device visible|this ctrain was built without CUDA)' run_a.out
+expect_grep device_auto_config '^device = cpu$' a/config.txt
 expect_grep config_txt_written '^num_layers = 3$' a/config.txt
 # floats in their shortest exact form: 0.04, not 0.040000000000000001
 expect_grep config_txt_short_floats '^matrix_lr = 0\.04$' a/config.txt

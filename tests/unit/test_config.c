@@ -29,7 +29,7 @@ static void defaults_follow_train_gpt(void) {
           "misc");
     CHECK(c.rope_base == 10000.0 && c.logit_softcap == 30.0 && c.qk_gain_init == 1.5 &&
               c.tied_embed_init_std == 0.005, "model floats");
-    CHECK(!strcmp(c.device, "cpu") && !strcmp(c.resume, "auto") && c.train_files[0] == '\0', "ours");
+    CHECK(!strcmp(c.device, "auto") && !strcmp(c.resume, "auto") && c.train_files[0] == '\0', "ours");
     config_free(&c);
 }
 

@@ -2,7 +2,11 @@
  * src/backend/backend_common.c): one GPU per task as Slurm binds them, all GPUs shown to every
  * task, CT_CUDA_DEVICE, and the layouts that must fail with a message instead of putting two
  * ranks on one GPU. Plain C: runs without a GPU. */
+#include <stdlib.h>
+
+#include "backend.h"
 #include "backend_common.h"
+#include "config.h"
 #include "common.h"
 #include "harness.h"
 
@@ -52,7 +56,26 @@ static void layouts_that_fail(void) {
           "%s", ct_error());
 }
 
+/* device=auto with no device visible (CUDA_VISIBLE_DEVICES empty, set before CUDA starts in this
+ * process) resolves to cpu and says why; explicit devices are left alone. (auto -> cuda on a
+ * GPU: test_gpu_step.) */
+static void device_auto_without_gpu(void) {
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    Config cfg;
+    config_init(&cfg);
+    CHECK(!strcmp(cfg.device, "auto"), "default device %s", cfg.device);
+    char note[400];
+    backend_resolve_device(&cfg, note, sizeof note);
+    CHECK(!strcmp(cfg.device, "cpu"), "auto resolved to %s", cfg.device);
+    CHECK(strstr(note, "device: auto -> cpu (") == note, "note: %s", note);
+    CHECK(config_set(&cfg, "device", "cuda", 2, "test") == 0, "%s", ct_error());
+    backend_resolve_device(&cfg, note, sizeof note);
+    CHECK(!strcmp(cfg.device, "cuda") && note[0] == '\0', "explicit cuda changed: %s / %s", cfg.device, note);
+    config_free(&cfg);
+}
+
 int main(void) {
+    RUN(device_auto_without_gpu);
     RUN(one_gpu_per_task);
     RUN(all_gpus_visible);
     RUN(explicit_device);

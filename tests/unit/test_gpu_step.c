@@ -358,12 +358,25 @@ static void creation_reports_memory(void) {
     config_free(&cfg);
 }
 
+/* device=auto (the default) with a GPU visible resolves to cuda and names the device. */
+static void device_auto_picks_cuda(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    config_init(&cfg);
+    char note[400];
+    backend_resolve_device(&cfg, note, sizeof note);
+    CHECK(!strcmp(cfg.device, "cuda"), "auto resolved to %s (%s)", cfg.device, note);
+    CHECK(strstr(note, "device: auto -> cuda (") == note && strstr(note, "visible, the first "), "note: %s", note);
+    config_free(&cfg);
+}
+
 int main(void) {
     RUN(tied_matches_cpu);
     RUN(untied_clipped_matches_cpu);
     RUN(two_runs_bitwise_identical);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
+    RUN(device_auto_picks_cuda);
     TEST_EXIT();
 }
 
