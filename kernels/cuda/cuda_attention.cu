@@ -258,22 +258,57 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 
 /* ---- backward ---- */
 
-enum { DOT_THREADS = 256, DOT_WARPS = DOT_THREADS / 32 };
+enum { DOT_THREADS = 256, DOT_WARPS = DOT_THREADS / 32, DOT_GROUPS = 2 };
 
-/* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d] (fp32 of the bf16 values): one warp per (token, head). */
+struct alignas(16) Bf16x8 {
+    bf16 v[8];
+};
+
+/* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d] (fp32 of the bf16 values). Each lane takes 8
+ * consecutive elements (one 16-byte load of each operand; the rows are 16-byte aligned as the
+ * attention kernels' cp.async already requires), so a row is HD/8 lanes and a warp covers
+ * 32/(HD/8) rows per group, DOT_GROUPS groups with all loads issued first. Fixed order: the
+ * lane's 8 products in element order, then a butterfly over the row's lanes. */
+template <int HD>
 static __global__ void __launch_bounds__(DOT_THREADS)
-    attention_rowdot_kernel(float *D, const bf16 *dy, const bf16 *y, int T, int H, int hd, size_t rows) {
-    const size_t w = (size_t)blockIdx.x * DOT_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (w >= rows) return;
-    const bf16 *a = dy + w * hd, *c = y + w * hd;
-    float acc = 0.0f;
-    for (int d = lane; d < hd; d += 32) acc = fmaf(from_bf16(a[d]), from_bf16(c[d]), acc);
-    acc = warp_sum(acc);
-    const size_t n = w / (size_t)H;
-    const int h = (int)(w % (size_t)H);
-    const size_t b = n / (size_t)T, t = n % (size_t)T;
-    if (lane == 0) D[(b * H + h) * T + t] = acc;
+    attention_rowdot_kernel(float *D, const bf16 *dy, const bf16 *y, int T, int H, size_t rows) {
+    constexpr int LANES = HD / 8, ROWS = 32 / LANES;
+    const int lane = threadIdx.x & 31, sub = lane % LANES;
+    const size_t first = ((size_t)blockIdx.x * DOT_WARPS + (threadIdx.x >> 5)) * (DOT_GROUPS * ROWS);
+    Bf16x8 a[DOT_GROUPS], c[DOT_GROUPS];
+#pragma unroll
+    for (int g = 0; g < DOT_GROUPS; g++) {
+        const size_t w = first + (size_t)g * ROWS + lane / LANES;
+        if (w < rows) {
+            a[g] = reinterpret_cast<const Bf16x8 *>(dy + w * HD)[sub];
+            c[g] = reinterpret_cast<const Bf16x8 *>(y + w * HD)[sub];
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < DOT_GROUPS; g++) {
+        const size_t w = first + (size_t)g * ROWS + lane / LANES;
+        float acc = 0.0f;
+        if (w < rows) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc = fmaf(from_bf16(a[g].v[e]), from_bf16(c[g].v[e]), acc);
+        }
+#pragma unroll
+        for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(CT_FULL_MASK, acc, o);
+        if (w < rows && sub == 0) {
+            const size_t n = w / (size_t)H;
+            const int h = (int)(w % (size_t)H);
+            const size_t b = n / (size_t)T, t = n % (size_t)T;
+            D[(b * H + h) * T + t] = acc;
+        }
+    }
+}
+
+template <int HD>
+static int launch_rowdot(float *D, const bf16 *dy, const bf16 *y, int T, int H, size_t rows, cudaStream_t stream) {
+    constexpr int ROWS_PER_BLOCK = DOT_WARPS * DOT_GROUPS * (32 / (HD / 8));
+    attention_rowdot_kernel<HD><<<ct_blocks(rows, ROWS_PER_BLOCK), DOT_THREADS, 0, stream>>>(D, dy, y, T, H, rows);
+    CT_LAUNCHED("attention_backward_rowdot", stream);
+    return 0;
 }
 
 /* At ptxas's default register budget for 128 threads (168) the head_dim 64 instance spills 8
@@ -522,9 +557,10 @@ extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, c
     if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
     float *D = scratch;
     const size_t rows = (size_t)B * T * n_heads;
-    attention_rowdot_kernel<<<ct_blocks(rows, DOT_WARPS), DOT_THREADS, 0, stream>>>(D, host_as_bf(dy), host_as_bf(y), T,
-                                                                                     n_heads, head_dim, rows);
-    CT_LAUNCHED("attention_backward_rowdot", stream);
+    const int rc = head_dim == 64    ? launch_rowdot<64>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream)
+                   : head_dim == 128 ? launch_rowdot<128>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream)
+                                     : launch_rowdot<32>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream);
+    if (rc != 0) return rc;
     bf16 *dv = host_as_bf(dv_bf16);
     const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
     if (head_dim == 64) return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);

@@ -3,10 +3,13 @@
  *   small:    the CPU benchmark model (4 x 256, heads 4/2, T 256, vocab 1024, 16384 tokens per
  *             step in 8 micro-batches), comparable with `make bench`'s ctrain figure;
  *   baseline: train_gpt.py's model and batch (9 x 512, heads 8/4, T 1024, vocab 1024,
- *             524288 tokens per step in 8 micro-batches of 64 sequences).
+ *             524288 tokens per step in 8 micro-batches of 64 sequences);
+ *   wide:     12 x 768, heads 12/4, T 2048, the same batch (8 micro-batches of 32 sequences).
  * Prints ms per step (median over the timed steps, after one warm-up step), tokens/s, the
- * model FLOP rate (docs/model.md's count) and the backend's memory report.
- * Usage: bench_gpu_step [steps] [small|baseline|both]   (defaults 5, both)
+ * model FLOP rate (docs/model.md's count), MFU against the bf16 matrix-product rate measured in
+ * the same run (cuBLAS, 8192^3, best of 10) and the backend's memory report.
+ * Usage: bench_gpu_step [steps] [small|baseline|wide|both|all]   (defaults 5, both = small and
+ * baseline)
  * Without a CUDA device (or a build without CUDA) it prints SKIP and exits 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,9 +32,43 @@ int main(void) {
 #include "cpu_optim.h"
 #include "refcheck.h"
 
+#define BENCH_PROGRAM "bench_gpu_step"
+#include "bench_gpu.h"
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static double peak_tflops; /* measured bf16 matrix-product rate, TFLOP/s */
+
+/* cuBLAS bf16 x bf16 -> fp32, 8192^3 on uniform random operands, best of 10: the ceiling MFU is
+ * stated against (constant operands would run ~10% faster: less switching power). */
+static double measure_peak(void) {
+    const int n = 8192;
+    uint64_t rng = 5;
+    ct_bf16 *a = drandom_bf16((size_t)n * n, -1, 1, &rng), *bm = drandom_bf16((size_t)n * n, -1, 1, &rng);
+    float *c = dalloc((size_t)n * n * sizeof(float));
+    void *ws = dalloc(32 << 20);
+    cublasHandle_t h = NULL;
+    if (cuda_blas_create(&h, 0, ws, 32 << 20) != 0) die("cuda_blas_create");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double best = 1e30;
+    for (int r = 0; r < 11; r++) {
+        cudaEventRecord(e0, 0);
+        if (cuda_gemm(h, 0, 1, n, n, n, 1.0f, a, CT_BF16, n, bm, CT_BF16, n, 0.0f, c, CT_F32, n) != 0) die("gemm");
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r > 0 && ms < best) best = ms;
+    }
+    cublasDestroy(h);
+    cudaFree(a), cudaFree(bm), cudaFree(c), cudaFree(ws);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return 2.0 * n * n * (double)n / (best * 1e-3) * 1e-12;
 }
 
 static void run(const char *label, const char *const kv[][2], size_t n_kv, int steps) {
@@ -81,11 +118,13 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
     const double tokens = (double)cfg.train_batch_tokens;
     const double flops = model_train_flops_per_token(&st.spec, (int)cfg.train_seq_len);
     printf("== %s: %s\n", label, desc);
-    printf("  %.1f ms/step  %.0f tokens/s  %.1f model TFLOP/s  (last loss %.4f, %d timed steps)\n", med,
-           tokens / (med / 1000.0), tokens / (med / 1000.0) * flops * 1e-12, loss, steps);
+    const double tflops = tokens / (med / 1000.0) * flops * 1e-12;
+    printf("  %.1f ms/step  %.0f tokens/s  %.1f model TFLOP/s  MFU %.1f%% of %.0f  (last loss %.4f, %d timed steps)\n",
+           med, tokens / (med / 1000.0), tflops, 100.0 * tflops / peak_tflops, peak_tflops, loss, steps);
     printf("BENCH gpu_%s_step_ms %.2f\n", label, med);
     printf("BENCH gpu_%s_tokens_per_s %.0f\n", label, tokens / (med / 1000.0));
-    printf("BENCH gpu_%s_model_tflops %.2f\n", label, tokens / (med / 1000.0) * flops * 1e-12);
+    printf("BENCH gpu_%s_model_tflops %.2f\n", label, tflops);
+    printf("BENCH gpu_%s_mfu %.4f\n", label, tflops / peak_tflops);
     b->destroy(b);
     train_state_free(&st);
     config_free(&cfg);
@@ -107,9 +146,18 @@ int main(int argc, char **argv) {
                                            {"train_batch_tokens", "16384"}, {"grad_accum_slots", "8"}};
     static const char *const baseline[][2] = {{"vocab_size", "1024"}, {"train_batch_tokens", "524288"},
                                               {"grad_accum_slots", "8"}};
-    if (!strcmp(which, "small") || !strcmp(which, "both")) run("small", small, sizeof small / sizeof small[0], steps);
-    if (!strcmp(which, "baseline") || !strcmp(which, "both"))
+    static const char *const wide[][2] = {{"vocab_size", "1024"},          {"num_layers", "12"},
+                                          {"model_dim", "768"},           {"num_heads", "12"},
+                                          {"num_kv_heads", "4"},          {"train_seq_len", "2048"},
+                                          {"train_batch_tokens", "524288"}, {"grad_accum_slots", "8"}};
+    const int all = !strcmp(which, "all"), both = !strcmp(which, "both");
+    peak_tflops = measure_peak();
+    printf("bf16 matrix-product rate (cuBLAS 8192^3, best of 10): %.0f TFLOP/s\n", peak_tflops);
+    printf("BENCH gpu_peak_bf16_tflops %.1f\n", peak_tflops);
+    if (!strcmp(which, "small") || both || all) run("small", small, sizeof small / sizeof small[0], steps);
+    if (!strcmp(which, "baseline") || both || all)
         run("baseline", baseline, sizeof baseline / sizeof baseline[0], steps);
+    if (!strcmp(which, "wide") || all) run("wide", wide, sizeof wide / sizeof wide[0], steps);
     return 0;
 }
 

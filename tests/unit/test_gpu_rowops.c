@@ -26,7 +26,8 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #define GRAD_TOL 1e-5
 #define BF16_TOL 4e-3
 
-enum { N = 611, C = 200 };
+/* not constants: odd_channels_scalar_path runs the row-op cases again on another shape */
+static int N = 611, C = 200;
 
 static void rmsnorm_forward_matches_cpu(void) {
     REQUIRE_GPU();
@@ -319,6 +320,19 @@ static void reductions_match_double(void) {
     }
 }
 
+/* C % 4 != 0: the row kernels' one-channel-at-a-time path (the backend's rows always take the
+ * 4-wide one), and fewer rows than a block holds. */
+static void odd_channels_scalar_path(void) {
+    REQUIRE_GPU();
+    N = 37, C = 203;
+    rmsnorm_forward_matches_cpu();
+    rmsnorm_backward_matches_cpu();
+    mix_norm_forward_matches_cpu();
+    add_norm_forward_matches_cpu();
+    scaled_add_matches_cpu();
+    N = 611, C = 200;
+}
+
 int main(void) {
     RUN(rmsnorm_forward_matches_cpu);
     RUN(rmsnorm_backward_matches_cpu);
@@ -327,6 +341,7 @@ int main(void) {
     RUN(scaled_add_matches_cpu);
     RUN(residual_mix_backward_matches_cpu);
     RUN(relu2_bf16_matches_cpu);
+    RUN(odd_channels_scalar_path);
     RUN(bf16_conversion_rounds_to_nearest_even);
     RUN(reductions_match_double);
     TEST_EXIT();

@@ -1,0 +1,46 @@
+"""golf_shards.py — synthetic parameter-golf data for the whole-step benchmark against train_gpt.py:
+trains a SentencePiece BPE model (vocab 1024, as the sp1024 tokenizer) on the text files given,
+encodes them, and writes fineweb_train_*.bin / fineweb_val_*.bin shards in the parameter-golf /
+llm.c format (256 int32 header: magic 20240520, version 1, token count; then uint16 tokens), the
+encoded text repeated until each shard has its token count.
+Usage: golf_shards.py OUT_DIR TRAIN_TOKENS VAL_TOKENS TEXT_FILE...
+"""
+import os
+import sys
+
+import numpy as np
+import sentencepiece as spm
+
+
+def write_shard(path, tokens):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype("<u2").tobytes())
+
+
+def main():
+    out, train_tokens, val_tokens, texts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    os.makedirs(out, exist_ok=True)
+    corpus = os.path.join(out, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        for t in texts:
+            with open(t, encoding="utf-8", errors="replace") as g:
+                f.write(g.read())
+                f.write("\n")
+    prefix = os.path.join(out, "sp1024")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=1024, model_type="bpe",
+                                   character_coverage=1.0, byte_fallback=True, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    with open(corpus, encoding="utf-8") as f:
+        ids = np.asarray(sp.encode(f.read()), dtype=np.uint16)
+    reps = (train_tokens + val_tokens) // len(ids) + 2
+    stream = np.tile(ids, reps)
+    write_shard(os.path.join(out, "fineweb_train_000000.bin"), stream[:train_tokens])
+    write_shard(os.path.join(out, "fineweb_val_000000.bin"), stream[train_tokens:train_tokens + val_tokens])
+    print(f"golf_shards: sp1024 model and {train_tokens} train + {val_tokens} val tokens in {out}")
+
+
+if __name__ == "__main__":
+    main()
