@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -68,9 +69,14 @@ int fault_init(int rank) {
     return 0;
 }
 
+static int forward_to_parent;
+
+void fault_forward_to_parent(void) { forward_to_parent = 1; }
+
 static void fire(const Fault *f) {
     fflush(stdout);
     fflush(stderr);
+    if (forward_to_parent) kill(getppid(), f->sig);
     raise(f->sig);
 }
 

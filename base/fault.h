@@ -20,5 +20,9 @@ void fault_point_micro(int64_t step, int micro);
 /* Called by the checkpoint writer after the data is written but before the file is renamed
  * into place. */
 void fault_point_checkpoint(int64_t step);
+/* In the background checkpoint writer's child process: a checkpoint fault signals the parent
+ * (the training process) too, so that "killed half-way through a checkpoint write" still means
+ * the whole run dies there, as a crash of the node would. */
+void fault_forward_to_parent(void);
 
 #endif

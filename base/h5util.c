@@ -40,6 +40,16 @@ void ct_hdf5_lock(void) {
 
 void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
 
+void ct_hdf5_lock_reset_in_child(void) {
+    /* a recursive mutex remembers its owner, which is not this thread's id in the child:
+     * initialise it anew rather than unlock it */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&hdf5_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
 /* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
  * says that its plugin directory does not exist; the line above names the filter). */
 static herr_t keep_innermost(unsigned n, const H5E_error2_t *err, void *data) {

@@ -17,6 +17,10 @@
  * error-stack printing for the calling thread: failures are reported through ct_error(). */
 void ct_hdf5_lock(void);
 void ct_hdf5_unlock(void);
+/* In a child made by fork() while the forking thread held the lock (so that no other thread
+ * was inside HDF5): makes the lock free again in the child, where that thread's copy is the
+ * only thread. */
+void ct_hdf5_lock_reset_in_child(void);
 
 /* ct_fail with the most specific message of the calling thread's HDF5 error stack appended,
  * e.g. "cannot open 'x.h5' (HDF5: file signature not found)"; clears the stack; returns -1. */

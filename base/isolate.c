@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,12 +57,15 @@ static int read_all(int fd, void *buf, size_t n, double deadline_ms) {
     return 0;
 }
 
-int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_cap,
-                    double timeout_s) {
+int ct_child_start(CtChild *child, const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out,
+                   size_t out_cap, void (*child_init)(void)) {
+    child->pid = 0;
+    child->fd = -1;
     int fds[2];
     if (pipe(fds) != 0) return ct_fail("%s: cannot create a pipe: %s", what, strerror(errno));
     fflush(stdout);
     fflush(stderr);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -70,7 +74,12 @@ int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx
         return ct_fail("%s: cannot start a child process: %s", what, strerror(e));
     }
     if (pid == 0) {
+        /* a child never outlives its parent: one that was killed must not publish anything
+         * afterwards (and no longer holds out_dir's lock) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
         close(fds[0]);
+        if (child_init) child_init();
         ct_error_clear();
         int rc = fn(ctx, out) == 0 ? 0 : -1;
         const char *msg = rc == 0 ? "" : ct_error();
@@ -80,17 +89,28 @@ int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx
         _exit(ok ? 0 : 1);
     }
     close(fds[1]);
+    child->pid = (int)pid;
+    child->fd = fds[0];
+    return 0;
+}
+
+int ct_child_finish(CtChild *child, const char *what, void *out, size_t out_cap, double timeout_s) {
+    const pid_t pid = (pid_t)child->pid;
+    const int fd = child->fd;
+    child->pid = 0;
+    child->fd = -1;
+    if (pid <= 0) return ct_fail("%s: no child process to wait for", what);
     double deadline = timeout_s > 0 ? ct_now_ms() + 1000.0 * timeout_s : 0;
     ChildReport rep;
-    int got = read_all(fds[0], &rep, sizeof rep, deadline);
-    if (got == 0 && out_cap) got = read_all(fds[0], out, out_cap, deadline);
+    int got = read_all(fd, &rep, sizeof rep, deadline);
+    if (got == 0 && out_cap) got = read_all(fd, out, out_cap, deadline);
     char message[4096] = "";
     if (got == 0) {
         size_t n = rep.message_bytes < sizeof message ? rep.message_bytes : sizeof message;
-        got = read_all(fds[0], message, n, deadline);
+        got = read_all(fd, message, n, deadline);
         message[sizeof message - 1] = '\0';
     }
-    close(fds[0]);
+    close(fd);
     if (got == -2) kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -102,4 +122,11 @@ int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx
                                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     if (rep.rc != 0) return ct_fail("%s", message);
     return 0;
+}
+
+int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_cap,
+                    double timeout_s) {
+    CtChild child;
+    if (ct_child_start(&child, what, fn, ctx, out, out_cap, NULL) != 0) return -1;
+    return ct_child_finish(&child, what, out, out_cap, timeout_s);
 }

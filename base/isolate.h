@@ -19,4 +19,17 @@
 int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_cap,
                     double timeout_s);
 
+/* The same in two halves, so the caller can go on while the child works (the background
+ * checkpoint writer): ct_child_start forks and returns at once (child_init, if given, runs in
+ * the child before fn: e.g. to reset a lock the forking thread held); ct_child_finish waits for
+ * the child and gives what ct_run_isolated would have returned. Every started child must be
+ * finished exactly once. A child is killed when its parent dies (PR_SET_PDEATHSIG). */
+typedef struct {
+    int pid; /* 0: none running */
+    int fd;
+} CtChild;
+int ct_child_start(CtChild *child, const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out,
+                   size_t out_cap, void (*child_init)(void));
+int ct_child_finish(CtChild *child, const char *what, void *out, size_t out_cap, double timeout_s);
+
 #endif

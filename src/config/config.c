@@ -300,6 +300,9 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->checkpoint_every >= 0, "checkpoint_every = %lld: expected >= 0", (long long)c->checkpoint_every);
     REQUIRE(c->keep_checkpoints >= 1 && c->keep_checkpoints <= 1000000, "keep_checkpoints = %lld: expected in [1, 10^6]",
             (long long)c->keep_checkpoints);
+    REQUIRE(!strcmp(c->checkpoint_async, "auto") || !strcmp(c->checkpoint_async, "on") ||
+                !strcmp(c->checkpoint_async, "off"),
+            "checkpoint_async = '%s': expected on, off or auto", c->checkpoint_async);
     REQUIRE(c->lock_wait >= 0, "lock_wait = %g: expected >= 0 seconds (0 = fail at once)", c->lock_wait);
     REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
     REQUIRE(!strcmp(c->resume_data, "same") || !strcmp(c->resume_data, "moved") || !strcmp(c->resume_data, "changed"),

@@ -67,6 +67,8 @@
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \
     X(keep_checkpoints, INT, "3", "run", FREE, "how many recent checkpoints to keep")              \
+    X(checkpoint_async, STR, "auto", "run", FREE,                                                   \
+      "write checkpoints in a background process while training goes on: on | off | auto (on for device=cuda)") \
     X(lock_wait, FLOAT, "0", "run", FREE,                                                           \
       "seconds to wait while another run holds out_dir (the sbatch scripts use 300 for requeues); 0 = fail at once") \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \

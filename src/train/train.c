@@ -183,7 +183,7 @@ static int train_loop(Trainer *t) {
         int stop = sig ? 2 : deadline ? 1 : 0;
         if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
         if (stop && !last) {
-            if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
+            if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
             printf("stopped at step %lld/%lld (%s): checkpoint written; exit %d = requeue to continue\n",
                    (long long)t->step, (long long)cfg->iterations,
                    sig ? signal_name(sig) : stop == 1 ? "stop_before_job_end: the job's time limit is near"
@@ -214,7 +214,7 @@ static int train_loop(Trainer *t) {
         if (cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
             return CT_EXIT_FAILURE;
     }
-    if (trainer_save(t) != 0) return CT_EXIT_FAILURE;
+    if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
     t->training_ms += ct_now_ms() - t->t0;
     printf("done: %lld steps, train_time %.0fms\n", (long long)t->step, t->training_ms);
     return CT_EXIT_OK;
@@ -313,6 +313,7 @@ int train_run(Config *cfg) {
 fail:
     rc = CT_EXIT_FAILURE;
 fail_rc:
+    trainer_save_abandon(&t);
     /* with several ranks, the others may be waiting in a collective for this one: end the job */
     if (t.world > 1 && !t.failed_together) dist_abort(&dist, rc, ct_error());
     if (t.rank == 0 || !t.failed_together) ct_print_error();

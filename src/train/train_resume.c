@@ -1,5 +1,5 @@
-/* train_resume.c — where a run starts (resume = auto | none | PATH), continuing metrics.jsonl
- * after a resume, and writing checkpoints of the running state. */
+/* train_resume.c — where a run starts (resume = auto | none | PATH) and continuing metrics.jsonl
+ * after a resume. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -178,55 +178,5 @@ int trainer_open_metrics(Trainer *t) {
     }
     t->metrics = fopen(path, "a");
     if (!t->metrics) return ct_fail("cannot append to '%s': %s", path, strerror(errno));
-    return 0;
-}
-
-int trainer_save(Trainer *t) {
-    /* a checkpoint of this step exists, unless a validation has run since it was written (the
-     * final one, after the checkpoint_every save of the last step): then it is replaced, so that
-     * the final checkpoint holds the final validation */
-    if (t->last_saved_step == t->step && t->saved_val_step == t->last_val_step) return 0;
-    double start = ct_now_ms();
-    if (t->rank != 0) { /* rank 0 writes; wait for its verdict */
-        int rc = 0;
-        if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
-        if (rc != 0) return ct_fail("rank 0 failed to write the checkpoint of step %lld", (long long)t->step);
-        t->last_saved_step = t->step;
-        t->saved_val_step = t->last_val_step;
-        t->t0 += ct_now_ms() - start;
-        return 0;
-    }
-    CheckpointInfo info;
-    memset(&info, 0, sizeof info);
-    info.step = t->step;
-    info.cursor = loader_cursor(&t->loader);
-    info.train_tokens = info.cursor.stream_tokens;
-    info.world_size = t->world;
-    info.training_time_ms = t->training_ms + (start - t->t0);
-    info.device = t->backend->name;
-    /* the latest validation, for `ctrain ckpt info` and to continue after a resume */
-    static const char *const names[] = {"last_val_step", "last_val_loss", "last_val_bpb"};
-    const double values[] = {t->last_val_step, t->last_val_loss, t->last_val_bpb};
-    if (t->last_val_step >= 0) {
-        info.extra_names = names;
-        info.extra_values = values;
-        info.num_extras = isnan(t->last_val_bpb) ? 2 : 3; /* no bpb without tokenizer tables */
-    }
-    char path[4400];
-    /* a backend whose own copy is authoritative (CUDA) brings the host state up to date first */
-    if (t->backend->sync_to_host && t->backend->sync_to_host(t->backend) != 0)
-        return ct_fail_prefix("checkpoint at step %lld", (long long)t->step);
-    int rc = checkpoint_save(t->ckpt_dir, t->cfg, &t->st, &info, &t->train_set, (int)t->cfg->keep_checkpoints, path,
-                             sizeof path);
-    char saved_error[2048];
-    snprintf(saved_error, sizeof saved_error, "%s", ct_error());
-    if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
-    if (rc != 0) return ct_fail("checkpoint at step %lld: %s", (long long)t->step, saved_error);
-    t->last_saved_step = t->step;
-    t->saved_val_step = t->last_val_step;
-    printf("checkpoint: %s (%.0fms)\n", path, ct_now_ms() - start);
-    fflush(stdout);
-    /* checkpoint time is not training time: the time budget measures the steps */
-    t->t0 += ct_now_ms() - start;
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "data.h"
 #include "dist.h"
+#include "isolate.h"
 #include "loader.h"
 
 /* Validation data, read once: train_gpt.py's load_validation_tokens keeps
@@ -44,6 +45,11 @@ typedef struct {
     int64_t steps_timed;      /* steps this process has run, and the average time of those after */
     double step_ms_avg;       /* the first (an exponential moving average, for the ETA) */
     double t0;
+    /* the background checkpoint writer (train_save.c): rank 0's child process; every rank
+     * keeps save_pending/pending_step to collect the verdict together */
+    CtChild writer;
+    int save_pending;
+    int64_t pending_step;
 } Trainer;
 
 /* train_data.c */
@@ -68,8 +74,19 @@ int trainer_resume(Trainer *t, int *exit_code);
 /* Open metrics.jsonl: fresh, or truncated after the resumed step so that the file continues
  * without duplicated or missing steps. */
 int trainer_open_metrics(Trainer *t);
-/* Write a checkpoint of the current state (no-op if one exists for this step). Rank 0 writes;
- * every rank learns whether it worked before going on. */
+/* train_save.c */
+/* Write a checkpoint of the current state (no-op if one exists for this step). Rank 0 writes.
+ * In-line: every rank learns whether it worked before going on. In the background
+ * (trainer_save_async): the write runs while training goes on, and every rank learns its
+ * verdict at the next trainer_save or trainer_save_wait. */
 int trainer_save(Trainer *t);
+/* 1 when checkpoints are written in the background (checkpoint_async, device). */
+int trainer_save_async(const Trainer *t);
+/* Every rank: the verdict of the background write in flight, if any (0 when none). Call it
+ * before the run ends or stops, so the last checkpoint is complete and its failure reported. */
+int trainer_save_wait(Trainer *t);
+/* Rank 0 on a failure exit: let a background write in flight finish (its message, if it
+ * fails, is printed), without talking to the other ranks. */
+void trainer_save_abandon(Trainer *t);
 
 #endif

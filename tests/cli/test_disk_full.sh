@@ -49,3 +49,13 @@ expect_grep train_disk_full_names_checkpoint "writing checkpoint '.*/run/checkpo
 if ls "$disk"/run/checkpoints/step_*.h5 >/dev/null 2>&1; then fail train_disk_full_no_checkpoint "$(ls "$disk/run/checkpoints")"
 else pass train_disk_full_no_checkpoint; fi
 no_leftovers train_disk_full_no_leftovers
+
+# the same with the background writer: its failure ends the run with the same message
+rm -rf "${disk:?}"/run
+expect_full train_async_checkpoint_disk_full "$CTRAIN" train train_files=train.h5 vocab_size=256 num_layers=4 \
+    model_dim=128 num_heads=4 num_kv_heads=2 train_seq_len=16 train_batch_tokens=256 grad_accum_slots=4 iterations=2 \
+    val_loss_every=0 checkpoint_async=on out_dir="$disk/run"
+expect_grep train_async_disk_full_names_checkpoint "checkpoint of step 2: writing checkpoint '.*/run/checkpoints/step_00000002.h5'" "$WORK/err"
+if ls "$disk"/run/checkpoints/step_*.h5 >/dev/null 2>&1; then fail train_async_disk_full_no_checkpoint "$(ls "$disk/run/checkpoints")"
+else pass train_async_disk_full_no_checkpoint; fi
+no_leftovers train_async_disk_full_no_leftovers

@@ -65,6 +65,24 @@ same_as_reference interrupted multi
 leftovers=$(ls multi/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
 [ -z "$leftovers" ] && pass no_temporary_files_left || fail no_temporary_files_left "$leftovers"
 
+# 1b. the same interruptions with the background checkpoint writer (checkpoint_async=on, the
+#     default for device=cuda): the same exit codes (a kill half-way through a background write
+#     takes the training process down too) and, resumed, the same bits. Which checkpoint a
+#     resume after the plain SIGKILL finds depends on whether the background write of step 6
+#     had finished, so that is not asserted.
+plain_cfg=("${cfg[@]}")
+cfg+=(checkpoint_async=on)
+run multi_async "TERM@3.5" "INT@5.7" "KILL@7.2" "USR1@9.4" "KILL@ckpt:12" "-"
+cfg=("${plain_cfg[@]}")
+codes=$(tr '\n' ' ' <multi_async.codes)
+[ "$codes" = "75 75 137 75 137 0 " ] && pass async_exit_codes || fail async_exit_codes "expected 75 75 137 75 137 0, got $codes"
+expect_grep async_writes_in_background 'checkpoint: .*step_00000002.h5 \([0-9]+ms, written in the background; training paused [0-9]+ms\)' multi_async.log
+expect_grep async_stop_message 'stopped at step 3/16 \(SIGTERM\): checkpoint written; exit 75' multi_async.log
+expect_grep async_resumed_after_killed_write 'resumed from .*step_00000010.h5: step 10' multi_async.log
+same_as_reference interrupted_async multi_async
+leftovers=$(ls multi_async/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
+[ -z "$leftovers" ] && pass async_no_temporary_files_left || fail async_no_temporary_files_left "$leftovers"
+
 # a second SIGINT aborts at once (exit 130) without a checkpoint; the previous one stays valid
 CTRAIN_FAULT="INT@3.1,INT@3.4" "$CTRAIN" train "${cfg[@]}" out_dir=twice >twice.log 2>&1
 rc=$?
