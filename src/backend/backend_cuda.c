@@ -360,6 +360,30 @@ static int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, doubl
     return 0;
 }
 
+/* The softcapped logits at position pos of one sequence (for sampling): the blocks' forward
+ * for that sequence, the output product for the one row (bf16 operands, as in training), the
+ * softcap on the host in the CPU backend's fp32 operations. */
+static int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits) {
+    CudaBackend *cb = (CudaBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    if (pos < 0 || pos >= cb->T) return ct_fail("position %d outside the sequence of %d tokens", pos, cb->T);
+    TRY(backend_check_tokens(tokens, (size_t)cb->T, cb->V));
+    TRY(sync_stream(cb, "cuda: waiting for the previous token upload"));
+    for (int i = 0; i < cb->T; i++) cb->h_tok[i] = (int32_t)tokens[i];
+    TRY(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, (size_t)cb->T * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                   cb->stream),
+                   "cuda: token upload (cudaMemcpyAsync)"));
+    TRY(forward_blocks(cb, 1));
+    /* z[0, :] = xf[pos, :] @ W^T, in the logits scratch */
+    TRY(cuda_linear_forward(cb->blas, cb->z, CT_F32, cb->xf16 + (size_t)pos * cb->D, cb->w16[out_index(cb)], 1, cb->D,
+                            cb->V));
+    TRY(cuda_check(cudaMemcpyAsync(logits, cb->z, (size_t)cb->V * sizeof(float), cudaMemcpyDeviceToHost, cb->stream),
+                   "cuda: logits download"));
+    TRY(sync_stream(cb, "cuda position_logits"));
+    for (int v = 0; v < cb->V; v++) logits[v] = s->softcap * tanhf(logits[v] / s->softcap);
+    return 0;
+}
+
 /* ---- forward + backward ---- */
 
 static int backward_blocks(CudaBackend *cb) {
@@ -667,6 +691,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.seq_len = T;
     cb->base.forward_backward = cuda_forward_backward;
     cb->base.evaluate = cuda_evaluate;
+    cb->base.position_logits = cuda_position_logits;
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
     cb->base.sync_to_host = backend_cuda_sync_to_host;
@@ -755,6 +780,14 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     }
     if (copy_state(cb, 0) != 0) goto fail;
     if (cuda_check(cudaMemGetInfo(&cb->free_after, &cb->total_mem), "device = cuda: cudaMemGetInfo") != 0) goto fail;
+    {
+        /* the start banner's line: device and memory (the full split stays in describe) */
+        const double GiB = 1024.0 * 1024.0 * 1024.0;
+        snprintf(cb->base.detail, sizeof cb->base.detail,
+                 "device %d %.80s (sm_%d%d), %.2f GiB allocated (state %.2f, activations %.2f, work %.2f) of %.1f",
+                 device, cb->device_name, cb->cc_major, cb->cc_minor, cb->arena_bytes / GiB, cb->state_bytes / GiB,
+                 cb->act_bytes / GiB, cb->work_bytes / GiB, cb->total_mem / GiB);
+    }
     *out = &cb->base;
     return 0;
 fail:

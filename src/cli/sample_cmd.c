@@ -1,5 +1,5 @@
 /* sample_cmd.c — `ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N]
- * [--temperature T] [--top-k K] [--seed S] [--ids]`: text from a trained model. Byte-level
+ * [--temperature T] [--top-k K] [--seed S] [--ids] [--device D]`: text from a trained model. Byte-level
  * models (the data's tokenizer is "bytes") read the prompt as bytes and print bytes; others
  * take and print token ids. The work is train_sample's (src/train/train_sample.c). */
 #include <errno.h>
@@ -18,13 +18,14 @@
 
 static const char SAMPLE_USAGE[] =
     "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N] [--temperature T]\n"
-    "                     [--top-k K] [--seed S] [--ids]\n"
+    "                     [--top-k K] [--seed S] [--ids] [--device auto|cpu|cuda]\n"
     "\n"
     "Generate text from a checkpoint's model (CHECKPOINT may be a run directory: its newest\n"
     "checkpoint). Each token is drawn from the model's next-token distribution at temperature T,\n"
     "among the K most likely tokens; the same seed gives the same text. Byte-level models (data\n"
     "made by `ctrain data from-text`) read the prompt as bytes and print text; other models take\n"
-    "--prompt-ids and print token ids. Runs on the CPU.\n"
+    "--prompt-ids and print token ids. Runs on the GPU when one is visible (--device auto), else\n"
+    "the CPU; the two compute in different precision, so their samples differ.\n"
     "\n"
     "options:\n"
     "  --prompt TEXT        the start of the text (byte-level models; default: a newline)\n"
@@ -34,6 +35,7 @@ static const char SAMPLE_USAGE[] =
     "  --top-k K            draw among the K most likely tokens; 0 = all (default 40)\n"
     "  --seed S             random seed (default 1337)\n"
     "  --ids                print token ids (prompt, then generated), one line\n"
+    "  --device D           auto (default: cuda if a GPU is visible), cpu or cuda\n"
     "  -h, --help           show this help\n";
 
 typedef struct {
@@ -73,13 +75,13 @@ static int parse_int(const char *name, const char *text, int64_t lo, int64_t hi,
 int sample_main(int argc, char **argv) {
     char **pos;
     const char *prompt = NULL, *prompt_ids = NULL, *tokens_s = "200", *temp_s = "0.8", *topk_s = "40",
-               *seed_s = "1337";
+               *seed_s = "1337", *device = "auto";
     int as_ids = 0;
     const CliOption options[] = {{"--prompt", &prompt, NULL},    {"--prompt-ids", &prompt_ids, NULL},
                                  {"--tokens", &tokens_s, NULL},  {"--temperature", &temp_s, NULL},
                                  {"--top-k", &topk_s, NULL},     {"--seed", &seed_s, NULL},
-                                 {"--ids", NULL, &as_ids}};
-    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 7, &pos, &npos);
+                                 {"--ids", NULL, &as_ids},       {"--device", &device, NULL}};
+    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 8, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -113,7 +115,22 @@ int sample_main(int argc, char **argv) {
     uint32_t *ids = NULL;
     int64_t n = 0;
     rc = CT_EXIT_FAILURE;
-    if (checkpoint_read_weights(path, &cfg, &st) != 0 || config_set(&cfg, "device", "cpu", 2, "sample") != 0) goto done;
+    /* one sequence at a time: the backend needs room for a micro-batch of one */
+    if (checkpoint_read_weights(path, &cfg, &st) != 0) goto done;
+    char seq_len[32];
+    snprintf(seq_len, sizeof seq_len, "%lld", (long long)cfg.train_seq_len);
+    if (config_set(&cfg, "device", device, 2, "--device") != 0 ||
+        config_set(&cfg, "train_batch_tokens", seq_len, 2, "sample") != 0 ||
+        config_set(&cfg, "grad_accum_slots", "1", 2, "sample") != 0)
+        goto done;
+    if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+        ct_fail("--device '%s': expected auto, cpu or cuda", device);
+        rc = CT_EXIT_USAGE;
+        goto done;
+    }
+    char note[400];
+    backend_resolve_device(&cfg, note, sizeof note);
+    if (note[0]) fprintf(stderr, "%s\n", note);
     int bytes = byte_level(&cfg);
     if (prompt_ids) { /* comma-separated ids */
         ids = ct_calloc(strlen(prompt_ids) + 1, sizeof *ids, "prompt");

@@ -358,6 +358,44 @@ static void creation_reports_memory(void) {
     config_free(&cfg);
 }
 
+/* Sampling's logits (position_logits) from the CUDA backend against the CPU backend's for the
+ * same weights and tokens, at the first, a middle and the last position: the same math with
+ * bf16 product operands, so within the loss bound. */
+static void position_logits_match_cpu(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *cpu = NULL, *gpu = make_cuda(&cfg, &gs, 0);
+    CHECK(gpu, "cuda backend: %s", ct_error());
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    CHECK(gpu->position_logits, "the cuda backend has no position_logits");
+    if (!gpu || !cpu || !gpu->position_logits) return;
+    const int T = gpu->seq_len, V = cs.spec.vocab;
+    uint32_t *tok = make_tokens((size_t)T, V, 5);
+    float *g = malloc((size_t)V * sizeof(float)), *c = malloc((size_t)V * sizeof(float));
+    const int positions[] = {0, T / 2, T - 1};
+    for (int k = 0; k < 3; k++) {
+        CHECK(gpu->position_logits(gpu, tok, positions[k], g) == 0, "cuda position_logits: %s", ct_error());
+        CHECK(cpu->position_logits(cpu, tok, positions[k], c) == 0, "cpu position_logits: %s", ct_error());
+        double num = 0, den = 0;
+        for (int v = 0; v < V; v++) num += ((double)g[v] - c[v]) * ((double)g[v] - c[v]), den += (double)c[v] * c[v];
+        const double e = sqrt(num / den);
+        char what[64];
+        snprintf(what, sizeof what, "logits at position %d", positions[k]);
+        report(what, e, LOSS_TOL);
+        CHECK(e <= LOSS_TOL, "%s: relative error %.3e > %.1e", what, e, (double)LOSS_TOL);
+    }
+    CHECK(gpu->position_logits(gpu, tok, T, g) != 0 && strstr(ct_error(), "outside"), "position T accepted");
+    free(tok), free(g), free(c);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    train_state_free(&gs);
+    train_state_free(&cs);
+    config_free(&cfg);
+}
+
 /* device=auto (the default) with a GPU visible resolves to cuda and names the device. */
 static void device_auto_picks_cuda(void) {
     REQUIRE_GPU();
@@ -377,6 +415,7 @@ int main(void) {
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
     RUN(device_auto_picks_cuda);
+    RUN(position_logits_match_cpu);
     TEST_EXIT();
 }
 
