@@ -100,8 +100,12 @@ int trainer_save_wait(Trainer *t) {
 
 void trainer_save_abandon(Trainer *t) {
     if (t->rank == 0 && t->save_pending && t->writer.pid > 0) {
-        /* let it finish: a complete checkpoint is worth keeping, and it holds out_dir's lock */
+        /* let it finish: a complete checkpoint is worth keeping. Its own failure is printed
+         * here; the run's failure message (ct_error) is kept for the caller to report. */
+        char failure[2048];
+        snprintf(failure, sizeof failure, "%s", ct_error());
         if (ct_child_finish(&t->writer, "the background checkpoint writer", NULL, 0, 0) != 0) ct_print_error();
+        ct_fail("%s", failure);
     }
     t->save_pending = 0;
 }
