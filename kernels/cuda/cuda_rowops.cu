@@ -2,8 +2,9 @@
  * plus the fused block-input and add+norm forwards (see cuda_ops.h).
  *
  * Row kernels use one warp per row (8 rows per 256-thread block); each lane walks the channels
- * c = lane, lane+32, ... so loads are coalesced, and row sums go through a warp butterfly in
- * double (fixed order). Element-wise arithmetic spells out the CPU op's fp32 roundings with
+ * 4 at a time (16-byte accesses, c = 4*lane, 4*lane+128, ...; one at a time where a row is not
+ * a multiple of 4 or a buffer not 16-byte aligned), so loads are coalesced and wide, and row
+ * sums go through a warp butterfly in double (fixed order). Element-wise arithmetic spells out the CPU op's fp32 roundings with
  * __fmul_rn/__fadd_rn, so nvcc cannot contract them into FMAs: given the same inputs the
  * element-wise results are the CPU's bits (row sums in double may round differently in the last
  * bit of the double, which almost never reaches the fp32 result).
