@@ -8,6 +8,8 @@
 # synthetic: a SentencePiece BPE model (vocab 1024) trained on the spot on ctrain's own docs and
 # sources, and shards of that text (tests/bench/golf_shards.py).
 #   bash tests/bench/step_vs_train_gpt.sh BUILD TRAIN_GPT_PY [STEPS] [SHAPE...]
+# Beside them, the project's own PyTorch model (tests/parity/ref_gpt.py via step_torch.py: bf16
+# autocast, torch.compile, SDPA) on random tokens, as an anchor that needs no fetched file.
 # Per shape: the mean step time over steps 6..STEPS from each program's own log, tokens/s, MFU
 # (docs/model.md's FLOPs over the cuBLAS bf16 rate bench_gpu_step measures in the same run) and
 # peak device memory (ctrain: its one allocation; train_gpt.py: max_memory_allocated).
@@ -45,7 +47,10 @@ for shape in "${shapes[@]}"; do
         ITERATIONS="$steps" WARMUP_STEPS=3 VAL_LOSS_EVERY=0 TRAIN_LOG_EVERY=1 MAX_WALLCLOCK_SECONDS=0 \
         RUN_ID="$shape" python3 "$train_gpt" >"$work/train_gpt-$shape.log" 2>&1) ||
         { tail -20 "$work/train_gpt-$shape.log"; exit 1; }
-    python3 - "$shape" "$flops" "$peak" "$work/ctrain-$shape" "$work/ctrain-$shape.log" "$work/train_gpt-$shape.log" <<'PY'
+    python3 "$root/tests/bench/step_torch.py" "$shape" "$steps" >"$work/ref-$shape.log" 2>&1 ||
+        echo "(the ref_gpt.py anchor failed: $(tail -1 "$work/ref-$shape.log"))"
+    python3 - "$shape" "$flops" "$peak" "$work/ctrain-$shape" "$work/ctrain-$shape.log" "$work/train_gpt-$shape.log" \
+        "$work/ref-$shape.log" <<'PY'
 import json, re, sys
 shape, flops, peak = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 ms = [json.loads(l)["step_ms"] for l in open(sys.argv[4] + "/metrics.jsonl") if '"step_ms"' in l]
@@ -57,11 +62,19 @@ last = max(t)
 p_ms = (t[last] - t[5]) / (last - 5)
 p_mem = float(re.search(r"peak memory allocated: (\d+) MiB", log).group(1)) / 1024
 tok = 524288
+rows = [("ctrain", c_ms, c_mem), ("train_gpt.py", p_ms, p_mem)]
+ref = open(sys.argv[7]).read()
+r_ms = re.search(r"^BENCH torch_ref_\w+_ms ([0-9.]+)", ref, re.M)
+if r_ms:
+    rows.append(("ref_gpt.py", float(r_ms.group(1)),
+                 float(re.search(r"^BENCH torch_ref_\w+_peak_gib ([0-9.]+)", ref, re.M).group(1))))
 print(f"== {shape}: mean of steps 6..{last}")
-for name, v, mem in (("ctrain", c_ms, c_mem), ("train_gpt.py", p_ms, p_mem)):
+for name, v, mem in rows:
     tps = tok / (v / 1000)
     print(f"  {name:13s} {v:8.1f} ms/step  {tps / 1e6:5.2f} M tok/s  MFU {100 * tps * flops / (peak * 1e12):4.1f}%  peak {mem:5.1f} GiB")
 print(f"  ratio (train_gpt.py / ctrain): {p_ms / c_ms:.2f}x  (target >= 1.5)")
+if r_ms:
+    print(f"  ratio (ref_gpt.py / ctrain): {rows[2][1] / c_ms:.2f}x")
 print(f"BENCH step_{shape}_ctrain_ms {c_ms:.1f}")
 print(f"BENCH step_{shape}_train_gpt_ms {p_ms:.1f}")
 PY
