@@ -21,17 +21,9 @@ def sdpa_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
-def newton_schulz_bf16(g, steps=5):
-    a, b, c = 3.4445, -4.7750, 2.0315
-    x = g.bfloat16()
-    x = x / (x.norm() + 1e-7)
-    tall = g.shape[0] > g.shape[1]
-    if tall:
-        x = x.T
-    for _ in range(steps):
-        gram = x @ x.T
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return x.T if tall else x
+def newton_schulz_bf16(g):
+    """train_gpt.py's zeropower: ref_gpt's Newton-Schulz on the bf16 matrix (bf16 products)."""
+    return ref_gpt.newton_schulz(g.bfloat16(), 5)
 
 
 def main():
