@@ -38,6 +38,16 @@ run() { # out_dir, then env assignments for each attempt as separate words "CTRA
         echo $? >>"$out.codes"
     done
 }
+expect_codes() { # name, out_dir, the exit codes of its run() attempts ("75 0 " ...)
+    local codes
+    codes=$(tr '\n' ' ' <"$2.codes")
+    [ "$codes" = "$3" ] && pass "$1" || fail "$1" "expected $3, got $codes"
+}
+no_temporary_files() { # name, out_dir: only finished checkpoints and latest remain
+    local leftovers
+    leftovers=$(ls "$2/checkpoints" | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
+    [ -z "$leftovers" ] && pass "$1" || fail "$1" "$leftovers"
+}
 same_as_reference() { # name, out_dir
     train_losses "$2/metrics.jsonl" >"$2.losses"
     if cmp -s ref.losses "$2.losses"; then pass "$1_losses_bitwise"
@@ -54,16 +64,14 @@ same_as_reference() { # name, out_dir
 #    SIGKILL half-way through writing the step-12 checkpoint -> latest stays at step 10
 #    then a clean finish.
 run multi "TERM@3.5" "INT@5.7" "KILL@7.2" "USR1@9.4" "KILL@ckpt:12" "-"
-codes=$(tr '\n' ' ' <multi.codes)
-[ "$codes" = "75 75 137 75 137 0 " ] && pass exit_codes || fail exit_codes "expected 75 75 137 75 137 0, got $codes"
+expect_codes exit_codes multi "75 75 137 75 137 0 "
 expect_grep stop_message 'stopped at step 3/16 \(SIGTERM\): checkpoint written; exit 75' multi.log
 expect_grep int_message 'stopped at step 5/16 \(SIGINT\)' multi.log
 expect_grep usr1_message 'stopped at step 9/16 \(SIGUSR1\)' multi.log
 expect_grep resumed_after_kill 'resumed from .*step_00000006.h5: step 6' multi.log
 expect_grep resumed_after_killed_write 'resumed from .*step_00000010.h5: step 10' multi.log
 same_as_reference interrupted multi
-leftovers=$(ls multi/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
-[ -z "$leftovers" ] && pass no_temporary_files_left || fail no_temporary_files_left "$leftovers"
+no_temporary_files no_temporary_files_left multi
 
 # 1b. the same interruptions with the background checkpoint writer (checkpoint_async=on, the
 #     default for device=cuda): the same exit codes (a kill half-way through a background write
@@ -74,14 +82,12 @@ plain_cfg=("${cfg[@]}")
 cfg+=(checkpoint_async=on)
 run multi_async "TERM@3.5" "INT@5.7" "KILL@7.2" "USR1@9.4" "KILL@ckpt:12" "-"
 cfg=("${plain_cfg[@]}")
-codes=$(tr '\n' ' ' <multi_async.codes)
-[ "$codes" = "75 75 137 75 137 0 " ] && pass async_exit_codes || fail async_exit_codes "expected 75 75 137 75 137 0, got $codes"
+expect_codes async_exit_codes multi_async "75 75 137 75 137 0 "
 expect_grep async_writes_in_background 'checkpoint: .*step_00000002.h5 \([0-9]+ms, written in the background; training paused [0-9]+ms\)' multi_async.log
 expect_grep async_stop_message 'stopped at step 3/16 \(SIGTERM\): checkpoint written; exit 75' multi_async.log
 expect_grep async_resumed_after_killed_write 'resumed from .*step_00000010.h5: step 10' multi_async.log
 same_as_reference interrupted_async multi_async
-leftovers=$(ls multi_async/checkpoints | grep -v -E '^(step_[0-9]{8}\.h5|latest)$' || true)
-[ -z "$leftovers" ] && pass async_no_temporary_files_left || fail async_no_temporary_files_left "$leftovers"
+no_temporary_files async_no_temporary_files_left multi_async
 
 # a second SIGINT aborts at once (exit 130) without a checkpoint; the previous one stays valid
 CTRAIN_FAULT="INT@3.1,INT@3.4" "$CTRAIN" train "${cfg[@]}" out_dir=twice >twice.log 2>&1
