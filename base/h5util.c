@@ -17,6 +17,15 @@
 static pthread_mutex_t hdf5_mutex;
 static pthread_once_t hdf5_mutex_once = PTHREAD_ONCE_INIT;
 
+/* Recursive: a holder may call code that takes the lock again. */
+static void init_recursive_mutex(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&hdf5_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
 static void hdf5_mutex_init(void) {
     /* HDF5's exit handler closes every file still open. A file whose close failed (a full disk)
      * stays open in HDF5's tables, and closing it again at exit crashes inside HDF5 1.10
@@ -24,11 +33,7 @@ static void hdf5_mutex_init(void) {
      * opens and deletes what it failed to write, so the handler has nothing useful left to do.
      * It must be said before any other HDF5 call: every HDF5 call takes this lock first. */
     H5dont_atexit();
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&hdf5_mutex, &attr);
-    pthread_mutexattr_destroy(&attr);
+    init_recursive_mutex();
 }
 
 void ct_hdf5_lock(void) {
@@ -43,11 +48,7 @@ void ct_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mutex); }
 void ct_hdf5_lock_reset_in_child(void) {
     /* a recursive mutex remembers its owner, which is not this thread's id in the child:
      * initialise it anew rather than unlock it */
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&hdf5_mutex, &attr);
-    pthread_mutexattr_destroy(&attr);
+    init_recursive_mutex();
 }
 
 /* Keeps the innermost message, skipping the plugin loader's (for a missing filter it only
