@@ -123,8 +123,7 @@ int sample_main(int argc, char **argv) {
         config_set(&cfg, "train_batch_tokens", seq_len, 2, "sample") != 0 ||
         config_set(&cfg, "grad_accum_slots", "1", 2, "sample") != 0)
         goto done;
-    if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda")) {
-        ct_fail("--device '%s': expected auto, cpu or cuda", device);
+    if (config_validate(&cfg, 1) != 0) { /* names a bad --device */
         rc = CT_EXIT_USAGE;
         goto done;
     }

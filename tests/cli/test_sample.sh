@@ -72,7 +72,7 @@ expect_fail sample_bad_id 2 "--prompt-ids '1,999': expected comma-separated toke
 expect_fail sample_both_prompts 2 'give --prompt or --prompt-ids, not both' "$CTRAIN" sample run --prompt a --prompt-ids 1
 expect_fail sample_zero_tokens 2 "--tokens '0': expected an integer in \[1, 1000000\]" "$CTRAIN" sample run --tokens 0
 expect_fail sample_bad_temperature 2 "--temperature 'hot'" "$CTRAIN" sample run --temperature hot
-expect_fail sample_bad_device 2 "--device 'tpu': expected auto, cpu or cuda" "$CTRAIN" sample run --device tpu
+expect_fail sample_bad_device 2 "device = 'tpu': expected auto, cpu or cuda" "$CTRAIN" sample run --device tpu
 # auto picks the CPU here (lib.sh hides GPUs) and says so on stderr; stdout holds only the sample
 expect_ok sample_auto_device "$CTRAIN" sample run --prompt "Copyright" --tokens 12 --temperature 0 --ids
 [ "$(cat out)" = "$greedy" ] && pass sample_auto_is_cpu_sample || fail sample_auto_is_cpu_sample "$(cat out) vs $greedy"
