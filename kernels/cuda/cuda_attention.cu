@@ -260,10 +260,6 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 
 enum { DOT_THREADS = 256, DOT_WARPS = DOT_THREADS / 32, DOT_GROUPS = 2 };
 
-struct alignas(16) Bf16x8 {
-    bf16 v[8];
-};
-
 /* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d] (fp32 of the bf16 values). Each lane takes 8
  * consecutive elements (one 16-byte load of each operand; the rows are 16-byte aligned as the
  * attention kernels' cp.async already requires), so a row is HD/8 lanes and a warp covers
@@ -275,13 +271,13 @@ static __global__ void __launch_bounds__(DOT_THREADS)
     constexpr int LANES = HD / 8, ROWS = 32 / LANES;
     const int lane = threadIdx.x & 31, sub = lane % LANES;
     const size_t first = ((size_t)blockIdx.x * DOT_WARPS + (threadIdx.x >> 5)) * (DOT_GROUPS * ROWS);
-    Bf16x8 a[DOT_GROUPS], c[DOT_GROUPS];
+    Bf16V<8> a[DOT_GROUPS], c[DOT_GROUPS];
 #pragma unroll
     for (int g = 0; g < DOT_GROUPS; g++) {
         const size_t w = first + (size_t)g * ROWS + lane / LANES;
         if (w < rows) {
-            a[g] = reinterpret_cast<const Bf16x8 *>(dy + w * HD)[sub];
-            c[g] = reinterpret_cast<const Bf16x8 *>(y + w * HD)[sub];
+            a[g] = ld_vec<8>(dy + w * HD + 8 * sub);
+            c[g] = ld_vec<8>(y + w * HD + 8 * sub);
         }
     }
 #pragma unroll

@@ -36,6 +36,37 @@ static inline const __nv_bfloat16 *host_as_bf(const ct_bf16 *p) { return reinter
 static __device__ __forceinline__ __nv_bfloat16 to_bf16(float x) { return __float2bfloat16_rn(x); }
 static __device__ __forceinline__ float from_bf16(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+/* V consecutive elements as one access (16 bytes for 4 floats or 8 bf16): the wide loads and
+ * stores of the memory-bound kernels. The pointer must be aligned to the access size. */
+template <int V>
+struct alignas(4 * V) F32V {
+    float v[V];
+};
+template <int V>
+struct alignas(2 * V) Bf16V {
+    __nv_bfloat16 v[V];
+};
+template <int V>
+static __device__ __forceinline__ F32V<V> ld_vec(const float *p) {
+    return *reinterpret_cast<const F32V<V> *>(p);
+}
+template <int V>
+static __device__ __forceinline__ void st_vec(float *p, const F32V<V> &x) {
+    *reinterpret_cast<F32V<V> *>(p) = x;
+}
+template <int V>
+static __device__ __forceinline__ Bf16V<V> ld_vec(const __nv_bfloat16 *p) {
+    return *reinterpret_cast<const Bf16V<V> *>(p);
+}
+template <int V>
+static __device__ __forceinline__ void st_vec(__nv_bfloat16 *p, const Bf16V<V> &x) {
+    *reinterpret_cast<Bf16V<V> *>(p) = x;
+}
+
+/* An fp32 or bf16 element as fp32, for kernels that read either. */
+static __device__ __forceinline__ float as_f32(float x) { return x; }
+static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
+
 /* Butterfly sums: every lane ends with the same bits (each step adds a pair that its partner
  * lane adds in the other order, and fp addition is commutative), in a fixed order. */
 static __device__ __forceinline__ float warp_sum(float v) {

@@ -23,9 +23,6 @@ static __device__ __forceinline__ void rope_place(size_t w, int T, int n_heads, 
     *t = (int)((w / (size_t)n_heads) % (size_t)T);
 }
 
-static __device__ __forceinline__ float as_f32(float x) { return x; }
-static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
-
 /* The lane's pairs of row x (fp32 or bf16) into x1, x2 (0 past half, or for a row past the end). */
 template <int PAIRS, typename T>
 static __device__ __forceinline__ void load_pairs(float (&x1)[PAIRS], float (&x2)[PAIRS], const T *x, bool valid,

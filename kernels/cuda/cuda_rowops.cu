@@ -21,34 +21,10 @@ static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, fl
     return (float)(1.0 / sqrt(sum_sq / C + (double)eps));
 }
 
-/* V consecutive channels of a row as one access: 16-byte fp32 loads and stores when V = 4 (rows
- * of C % 4 == 0 channels in 16-byte aligned buffers: every row the backend has), so a warp moves
- * 512 bytes per instruction; V = 1 otherwise. Lane l handles channels V*l + 32*V*k. */
-template <int V>
-struct alignas(4 * V) F32V {
-    float v[V];
-};
-template <int V>
-struct alignas(2 * V) Bf16V {
-    __nv_bfloat16 v[V];
-};
-template <int V>
-static __device__ __forceinline__ F32V<V> ld(const float *p) {
-    return *reinterpret_cast<const F32V<V> *>(p);
-}
-template <int V>
-static __device__ __forceinline__ void st(float *p, const F32V<V> &x) {
-    *reinterpret_cast<F32V<V> *>(p) = x;
-}
-template <int V>
-static __device__ __forceinline__ Bf16V<V> ld(const __nv_bfloat16 *p) {
-    return *reinterpret_cast<const Bf16V<V> *>(p);
-}
-template <int V>
-static __device__ __forceinline__ void st(__nv_bfloat16 *p, const Bf16V<V> &x) {
-    *reinterpret_cast<Bf16V<V> *>(p) = x;
-}
-
+/* Rows are walked V channels at a time (ld_vec/st_vec, cuda_common.cuh): 16-byte fp32 accesses
+ * when V = 4 (rows of C % 4 == 0 channels in 16-byte aligned buffers: every row the backend
+ * has), so a warp moves 512 bytes per instruction; V = 1 otherwise. Lane l handles channels
+ * V*l + 32*V*k. */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* 4 when every row of C channels in these buffers (NULL ones ignored) can take V = 4 accesses. */
 static int row_vector_width(int C, std::initializer_list<const void *> buffers) {
@@ -66,11 +42,11 @@ static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, floa
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld<V>(v + c);
+        const F32V<V> a = ld_vec<V>(v + c);
         Bf16V<V> y;
 #pragma unroll
         for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(a.v[e], r));
-        st<V>(dst + c, y);
+        st_vec<V>(dst + c, y);
     }
     if (lane == 0) rstd[row] = r;
 }
@@ -94,14 +70,14 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld<V>(x + base + c);
+        const F32V<V> a = ld_vec<V>(x + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++) ss += (double)a.v[e] * (double)a.v[e];
     }
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld<V>(x + base + c);
+        const F32V<V> a = ld_vec<V>(x + base + c);
         F32V<V> y;
         Bf16V<V> y16;
 #pragma unroll
@@ -109,8 +85,8 @@ static __global__ void __launch_bounds__(ROW_THREADS)
             y.v[e] = __fmul_rn(a.v[e], r);
             y16.v[e] = to_bf16(y.v[e]);
         }
-        if (out) st<V>(out + base + c, y);
-        if (out_bf16) st<V>(out_bf16 + base + c, y16);
+        if (out) st_vec<V>(out + base + c, y);
+        if (out_bf16) st_vec<V>(out_bf16 + base + c, y16);
     }
     if (rstd && lane == 0) rstd[row] = r;
 }
@@ -132,7 +108,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const size_t base = (size_t)row * C;
     double dot = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld<V>(dout + base + c), a = ld<V>(x + base + c);
+        const F32V<V> d = ld_vec<V>(dout + base + c), a = ld_vec<V>(x + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
     }
@@ -140,12 +116,12 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const float r = rstd[row];
     const float x_coeff = (float)((double)r * r * r * dot / C);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld<V>(dout + base + c), a = ld<V>(x + base + c);
-        F32V<V> g = ld<V>(dx + base + c);
+        const F32V<V> d = ld_vec<V>(dout + base + c), a = ld_vec<V>(x + base + c);
+        F32V<V> g = ld_vec<V>(dx + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++)
             g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, a.v[e])));
-        st<V>(dx + base + c, g);
+        st_vec<V>(dx + base + c, g);
     }
 }
 
@@ -170,13 +146,13 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        F32V<V> xi = ld<V>(x + base + c);
-        const F32V<V> z = ld<V>(x0 + base + c), m0 = ld<V>(mix + c), m1 = ld<V>(mix + C + c);
+        F32V<V> xi = ld_vec<V>(x + base + c);
+        const F32V<V> z = ld_vec<V>(x0 + base + c), m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
         if (skip) {
-            const F32V<V> sk = ld<V>(skip + base + c), sw = ld<V>(skip_w + c);
+            const F32V<V> sk = ld_vec<V>(skip + base + c), sw = ld_vec<V>(skip_w + c);
 #pragma unroll
             for (int e = 0; e < V; e++) xi.v[e] = __fadd_rn(xi.v[e], __fmul_rn(sw.v[e], sk.v[e]));
-            st<V>(x_in + base + c, xi);
+            st_vec<V>(x_in + base + c, xi);
         }
         F32V<V> m;
 #pragma unroll
@@ -184,7 +160,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
             m.v[e] = __fadd_rn(__fmul_rn(m0.v[e], xi.v[e]), __fmul_rn(m1.v[e], z.v[e]));
             ss += (double)m.v[e] * (double)m.v[e];
         }
-        st<V>(xm + base + c, m);
+        st_vec<V>(xm + base + c, m);
     }
     norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
 }
@@ -209,15 +185,15 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld<V>(xm + base + c), sc = ld<V>(scale + c);
-        const Bf16V<V> b = ld<V>(branch + base + c);
+        const F32V<V> a = ld_vec<V>(xm + base + c), sc = ld_vec<V>(scale + c);
+        const Bf16V<V> b = ld_vec<V>(branch + base + c);
         F32V<V> v;
 #pragma unroll
         for (int e = 0; e < V; e++) {
             v.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
             ss += (double)v.v[e] * (double)v.v[e];
         }
-        st<V>(x1 + base + c, v);
+        st_vec<V>(x1 + base + c, v);
     }
     norm_row_to_bf16<V>(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
 }
@@ -238,12 +214,12 @@ template <int V>
 static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *branch,
                                                  const float *scale, size_t n, int C) {
     for (size_t i = V * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * (size_t)gridDim.x * blockDim.x) {
-        const F32V<V> a = ld<V>(x + i), sc = ld<V>(scale + i % (size_t)C); /* C % V == 0: one row */
-        const Bf16V<V> b = ld<V>(branch + i);
+        const F32V<V> a = ld_vec<V>(x + i), sc = ld_vec<V>(scale + i % (size_t)C); /* C % V == 0: one row */
+        const Bf16V<V> b = ld_vec<V>(branch + i);
         F32V<V> y;
 #pragma unroll
         for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
-        st<V>(out + i, y);
+        st_vec<V>(out + i, y);
     }
 }
 
@@ -259,9 +235,6 @@ extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16
     CT_LAUNCHED("scaled_add_forward", stream);
     return 0;
 }
-
-static __device__ __forceinline__ float as_f32(float x) { return x; }
-static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
 
 template <typename BranchT>
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
@@ -350,10 +323,6 @@ extern "C" int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *d
  * backward; h and du feed products). Eight elements (16 bytes) per thread and step where every
  * buffer is 16-byte aligned, so each warp moves 512-byte lines; the rest one by one. */
 
-struct alignas(16) Bf16x8 {
-    __nv_bfloat16 v[8];
-};
-
 static __device__ __forceinline__ float relu2_value(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
 /* cpu_relu2_backward's (2u * dh), fp32 */
 static __device__ __forceinline__ float relu2_grad(float x, float dh) { return x > 0.0f ? __fmul_rn(2.0f * x, dh) : 0.0f; }
@@ -361,11 +330,11 @@ static __device__ __forceinline__ float relu2_grad(float x, float dh) { return x
 static __global__ void relu2_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *u, size_t n, size_t n_vec) {
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (size_t i = first; i < n_vec; i += stride) {
-        const Bf16x8 a = reinterpret_cast<const Bf16x8 *>(u)[i];
-        Bf16x8 y;
+        const Bf16V<8> a = ld_vec<8>(u + 8 * i);
+        Bf16V<8> y;
 #pragma unroll
         for (int e = 0; e < 8; e++) y.v[e] = to_bf16(relu2_value(from_bf16(a.v[e])));
-        reinterpret_cast<Bf16x8 *>(h)[i] = y;
+        st_vec<8>(h + 8 * i, y);
     }
     for (size_t i = 8 * n_vec + first; i < n; i += stride) h[i] = to_bf16(relu2_value(from_bf16(u[i])));
 }
@@ -383,11 +352,11 @@ static __global__ void relu2_backward_kernel(__nv_bfloat16 *du, const __nv_bfloa
                                              size_t n, size_t n_vec) {
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (size_t i = first; i < n_vec; i += stride) {
-        const Bf16x8 a = reinterpret_cast<const Bf16x8 *>(u)[i], d = reinterpret_cast<const Bf16x8 *>(dh)[i];
-        Bf16x8 g;
+        const Bf16V<8> a = ld_vec<8>(u + 8 * i), d = ld_vec<8>(dh + 8 * i);
+        Bf16V<8> g;
 #pragma unroll
         for (int e = 0; e < 8; e++) g.v[e] = to_bf16(relu2_grad(from_bf16(a.v[e]), from_bf16(d.v[e])));
-        reinterpret_cast<Bf16x8 *>(du)[i] = g;
+        st_vec<8>(du + 8 * i, g);
     }
     for (size_t i = 8 * n_vec + first; i < n; i += stride) du[i] = to_bf16(relu2_grad(from_bf16(u[i]), from_bf16(dh[i])));
 }
