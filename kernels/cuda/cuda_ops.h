@@ -246,11 +246,16 @@ int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v
  *                                                          or fp32 throughout when ns_fp32)
  *   update (fp32 [rows,cols]) = X (transposed back) * sqrt(max(1, rows/cols))
  * scratch: cuda_muon_scratch_bytes(rows, cols) bytes (16-byte aligned);
- * partials: cuda_reduce_doubles(rows*cols) + 1 doubles. */
+ * partials: cuda_reduce_doubles(rows*cols) + 1 doubles. update may be grad itself (every element
+ * of grad is read before that element of update is written): the backend puts each update in
+ * its gradient's place, where one sum across ranks combines the sharded updates. */
 size_t cuda_muon_scratch_bytes(int rows, int cols);
 int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows, int cols,
                      double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
                      cudaStream_t stream);
+/* For a matrix whose update another rank computes (sharded Muon): buf = buf*mu + g, bitwise
+ * cpu_muon_momentum_advance, then g = +0. */
+int cuda_muon_momentum_advance(float *grad, float *momentum_buf, size_t n, double momentum, cudaStream_t stream);
 /* p = fmaf(update, -lr, p) (cpu_muon_apply_update); p_bf16 (may be NULL) = bf16(new p). */
 int cuda_muon_apply(float *p, ct_bf16 *p_bf16, const float *update, size_t n, double lr, cudaStream_t stream);
 

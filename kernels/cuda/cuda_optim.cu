@@ -53,6 +53,24 @@ static __global__ void muon_momentum_kernel(float *u, float *buf, const float *g
     }
 }
 
+/* A matrix whose update another rank computes: only its momentum moves (the same operations as
+ * muon_momentum_kernel's buf line), and its gradient slot becomes +0, this rank's share of the
+ * sum that combines the updates. */
+static __global__ void muon_momentum_advance_kernel(float *g, float *buf, size_t n, float mu) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        buf[i] = __fadd_rn(__fmul_rn(buf[i], mu), g[i]);
+        g[i] = 0.0f;
+    }
+}
+
+extern "C" int cuda_muon_momentum_advance(float *grad, float *momentum_buf, size_t n, double momentum,
+                                          cudaStream_t stream) {
+    if (n == 0) return 0;
+    muon_momentum_advance_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(grad, momentum_buf, n, (float)momentum);
+    CT_LAUNCHED("muon_momentum_advance", stream);
+    return 0;
+}
+
 template <typename T>
 static __device__ __forceinline__ T convert_to(float x);
 template <>

@@ -18,6 +18,13 @@ void backend_resolve_device(Config *cfg, char *note, size_t cap) {
     snprintf(note, cap, "device: auto -> %s (%s)", device, why);
 }
 
+int backend_choose_gpu(const Config *cfg, BackendGpu *gpu) {
+    memset(gpu, 0, sizeof *gpu);
+    gpu->index = -1;
+    if (!strcmp(cfg->device, "cuda")) return backend_cuda_choose_gpu(gpu);
+    return ct_fail("device = %s: no GPU to choose", cfg->device);
+}
+
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);

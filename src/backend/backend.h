@@ -27,6 +27,11 @@ typedef struct {
     int shard_rank, shard_world;
     int (*combine)(void *ctx, float *buf, size_t n);
     void *combine_ctx;
+    /* The same sum on a device buffer, queued after the backend's work on its stream (see
+     * Backend.device_stream) and finished when it returns; NULL where the caller has none. A
+     * backend whose state lives on a device uses it instead of `combine`, and calls it even
+     * with shard_world 1 when it is set (so a one-GPU run exercises the multi-GPU path). */
+    int (*combine_device)(void *ctx, float *device_buf, size_t n, void *stream);
 } StepHyper;
 
 /* The step's hyperparameters from the configuration: learning rates times lr_scale (the
@@ -59,14 +64,44 @@ struct Backend {
      * host buffers up to date from the backend's own copy, before a checkpoint is written. */
     int (*sync_to_host)(Backend *b);
     void (*destroy)(Backend *b);
+    /* (optional, NULL where the gradients live on the host) The device gradient buffer (fp32,
+     * the TrainState's flat layout) and the stream (a cudaStream_t, as void *) the backend's work
+     * is queued on, for a reduction on the device. */
+    float *(*device_grads)(Backend *b);
+    void *(*device_stream)(Backend *b);
+    /* Set by the caller (NULL when unused), called by forward_backward as its backward pass
+     * ends each stage of model_grad_ready_stage (model.h), with the stage: from then on the
+     * gradients final at that stage are not touched again by this micro-batch. On a device the
+     * work is then queued on device_stream, not necessarily done. GPU jobs set it for the last
+     * micro-batch of a step to start reducing gradients while the backward goes on. A nonzero
+     * return fails the micro-batch. */
+    int (*grad_ready)(void *ctx, int stage);
+    void *grad_ready_ctx;
     int micro_batch_seqs, seq_len; /* B and T of forward_backward */
 };
 
-/* Create the backend named by cfg->device over an initialised TrainState. */
+/* Report stage `stage` of the backward to b->grad_ready when one is set (backends call it). */
+static inline int backend_grad_ready(Backend *b, int stage) {
+    return b->grad_ready ? b->grad_ready(b->grad_ready_ctx, stage) : 0;
+}
+
 /* device=auto: sets cfg->device to cuda when a CUDA device is visible, else cpu, and writes
  * "auto -> <device> (<why>)" into note (cap bytes); other devices are left as they are (note
  * empty). Call before anything depends on the device (the distributed layer does). */
 void backend_resolve_device(Config *cfg, char *note, size_t cap);
+/* The GPU this rank of a device=cuda job uses, chosen as backend_create will choose it
+ * (backend_pick_gpu: CT_CUDA_DEVICE, the local rank, what CUDA_VISIBLE_DEVICES shows), made the
+ * process's current device, with what identifies it across ranks (the UUID, as nvidia-smi -L
+ * prints it). Fails, naming host and rank, when the rank sees no GPU or fewer than its node's
+ * tasks; for device=cpu it fails too (there is no GPU to choose). */
+typedef struct {
+    int index;      /* among the devices this process sees */
+    char uuid[48];  /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    char desc[200]; /* "CUDA device 0 (NVIDIA H100 80GB HBM3, PCI 0000:18:00.0)" */
+} BackendGpu;
+int backend_choose_gpu(const Config *cfg, BackendGpu *gpu);
+
+/* Create the backend named by cfg->device over an initialised TrainState. */
 int backend_create(Backend **out, const Config *cfg, TrainState *st);
 
 /* The CPU backend (backend_cpu.c). */

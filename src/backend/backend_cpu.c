@@ -232,6 +232,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
     if (backend_check_loss(*mean_loss) != 0) return -1;
+    if (backend_grad_ready(b, 0) != 0) return -1;
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     cpu_zero(dx, ND);
@@ -291,13 +292,14 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         if (dec >= 0 && dec < s->num_skip)
             cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
                                 cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+        if (backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
     }
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
     cpu_add_into(dx, cb->dx0, ND);
     cpu_zero(cb->dD1, ND);
     cpu_rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
     cpu_embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
-    return 0;
+    return backend_grad_ready(b, model_grad_num_stages(s) - 1);
 }
 
 void cpu_destroy(Backend *b) {

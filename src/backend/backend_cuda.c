@@ -27,6 +27,10 @@ int backend_cuda_visible(char *why, size_t cap) {
     snprintf(why, cap, "this ctrain was built without CUDA");
     return 0;
 }
+int backend_cuda_choose_gpu(BackendGpu *gpu) {
+    (void)gpu;
+    return no_cuda();
+}
 int backend_cuda_sync_to_host(Backend *b) {
     (void)b;
     return no_cuda();
@@ -137,7 +141,6 @@ typedef struct {
     ct_bf16 *dz;
 
     /* optimizer */
-    float *muon_update;
     void *muon_scratch;
 } CudaBackend;
 
@@ -231,16 +234,14 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->z = TAKE_F(a, cuda_logits_z_floats(cb->chunk, cb->V), wk);
     cb->dz = TAKE_H(a, cuda_logits_dz_elems(cb->chunk, cb->V), wk);
 
-    size_t update = 1, scratch = 1, reduce = cuda_reduce_doubles(N);
+    size_t scratch = 1, reduce = cuda_reduce_doubles(N);
     reduce = max_size(reduce, cuda_reduce_doubles(total));
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group != PARAM_MATRIX) continue;
-        update = max_size(update, p->count);
         scratch = max_size(scratch, cuda_muon_scratch_bytes((int)p->shape[0], (int)p->shape[1]));
         reduce = max_size(reduce, cuda_reduce_doubles(p->count));
     }
-    cb->muon_update = TAKE_F(a, update, wk);
     cb->muon_scratch = backend_arena_take(a, scratch, wk);
     cb->red_partials = TAKE_D(a, reduce + 1, wk);
 }
@@ -448,6 +449,7 @@ static int backward_blocks(CudaBackend *cb) {
             TRY(cuda_scaled_add_backward(NULL, cb->dskip[dec], NULL, dskip_w + (size_t)dec * D, dx,
                                          cb->layers[s->num_encoder - 1 - dec].x_out, NULL, skip_w + (size_t)dec * D, N, D,
                                          cb->partials, st));
+        TRY(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
     TRY(cuda_add_inplace(dx, cb->dx0, ND, st));
@@ -457,7 +459,7 @@ static int backward_blocks(CudaBackend *cb) {
     const int32_t *starts = positions + cb->N, *rows = starts + cb->V + 1;
     TRY(cuda_embedding_backward(cb->d_grads + s->params[s->tok_emb].offset, cb->dxf, rows, starts, positions,
                                 cb->emb_rows, D, st));
-    return 0;
+    return backend_grad_ready(&cb->base, model_grad_num_stages(s) - 1);
 }
 
 static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
@@ -482,6 +484,7 @@ static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_
     TRY(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
     TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
                    "cuda: loss download"));
+    TRY(backend_grad_ready(b, 0));
     TRY(backward_blocks(cb));
     TRY(sync_stream(cb, "cuda forward_backward"));
     *mean_loss = cb->h_scalars[0] / N;
@@ -504,6 +507,24 @@ static float *cuda_grad_buffer(Backend *b) {
     return b->state->grads;
 }
 
+/* The flat range that holds every Muon matrix (the blocks' parameters), for the one sum that
+ * combines sharded updates; the control tensors inside it are zeroed before that sum. */
+static void matrix_range(const ModelSpec *s, size_t *begin, size_t *end) {
+    *begin = (size_t)-1;
+    *end = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        if (p->offset < *begin) *begin = p->offset;
+        if (p->offset + p->count > *end) *end = p->offset + p->count;
+    }
+}
+
+/* Adam on the embeddings and control tensors, then Muon: each matrix's update is written in
+ * its gradient's place (the gradient is not needed after the momentum step). With
+ * combine_device, matrix i's update is computed only on rank i % shard_world (the others
+ * advance its momentum and leave +0 there) and one sum across ranks over the blocks' range
+ * gives every rank every update, bitwise what it would have computed itself. */
 static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     CudaBackend *cb = (CudaBackend *)b;
     TrainState *st = b->state;
@@ -526,25 +547,45 @@ static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm
     st->adam_step++;
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
-        float *w = cb->d_params + p->offset, *g = cb->d_grads + p->offset;
-        switch (p->group) {
-        case PARAM_MATRIX:
-            if (cuda_muon_update(cb->blas, cb->muon_update, g, cb->d_momentum + p->offset, (int)p->shape[0],
-                                 (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->ns_fp32, cb->muon_scratch,
-                                 cb->red_partials, stream) != 0 ||
-                cuda_muon_apply(w, cb->w16[i], cb->muon_update, p->count, h->matrix_lr, stream) != 0)
-                return ct_fail_prefix("optimizer step, %s", p->name);
-            break;
-        case PARAM_TOKEN_EMBED:
-        case PARAM_HEAD:
-        case PARAM_SCALAR: {
-            if (cuda_adam_step(w, cb->w16[i], g, cb->d_exp_avg + p->offset, cb->d_exp_avg_sq + p->offset, p->count,
-                               backend_adam_lr(p->group, h), h->beta1, h->beta2, h->adam_eps, st->adam_step,
-                               stream) != 0)
-                return ct_fail_prefix("optimizer step, %s", p->name);
-            break;
+        if (p->group == PARAM_MATRIX) continue;
+        if (cuda_adam_step(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, cb->d_exp_avg + p->offset,
+                           cb->d_exp_avg_sq + p->offset, p->count, backend_adam_lr(p->group, h), h->beta1, h->beta2,
+                           h->adam_eps, st->adam_step, stream) != 0)
+            return ct_fail_prefix("optimizer step, %s", p->name);
+    }
+    const int sharded = h->combine_device != NULL;
+    const int world = sharded && h->shard_world > 1 ? h->shard_world : 1;
+    int matrix_index = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        float *g = cb->d_grads + p->offset;
+        int rc;
+        if (matrix_index++ % world == h->shard_rank % world)
+            rc = cuda_muon_update(cb->blas, g, g, cb->d_momentum + p->offset, (int)p->shape[0], (int)p->shape[1],
+                                  h->muon_momentum, 1, h->muon_steps, cb->ns_fp32, cb->muon_scratch, cb->red_partials,
+                                  stream);
+        else
+            rc = cuda_muon_momentum_advance(g, cb->d_momentum + p->offset, p->count, h->muon_momentum, stream);
+        if (rc != 0) return ct_fail_prefix("optimizer step, %s", p->name);
+    }
+    if (sharded) {
+        size_t begin, end;
+        matrix_range(s, &begin, &end);
+        for (int i = 0; i < s->num_params; i++) { /* the control tensors there are spent: +0 in the sum */
+            const ParamInfo *p = &s->params[i];
+            if (p->group != PARAM_MATRIX && p->offset >= begin && p->offset < end)
+                TRY(zero(cb, cb->d_grads + p->offset, p->count * sizeof(float), "cuda: zeroing spent gradients"));
         }
-        }
+        if (end > begin && h->combine_device(h->combine_ctx, cb->d_grads + begin, end - begin, stream) != 0)
+            return ct_fail_prefix("combining the Muon updates");
+    }
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX) continue;
+        if (cuda_muon_apply(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, p->count, h->matrix_lr,
+                            stream) != 0)
+            return ct_fail_prefix("optimizer step, %s", p->name);
     }
     TRY(zero(cb, cb->d_grads, s->total_floats * sizeof(float), "cuda: zeroing the gradients"));
     TRY(sync_stream(cb, "cuda optimizer_step"));
@@ -666,6 +707,21 @@ static int select_device(int *device) {
                             device);
 }
 
+int backend_cuda_choose_gpu(BackendGpu *gpu) {
+    if (select_device(&gpu->index) != 0) return -1;
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaSetDevice(gpu->index);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, gpu->index);
+    if (e != cudaSuccess) return ct_fail("device = cuda: CUDA device %d: %s", gpu->index, cudaGetErrorString(e));
+    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+    snprintf(gpu->uuid, sizeof gpu->uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4],
+             u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    snprintf(gpu->desc, sizeof gpu->desc, "CUDA device %d (%.120s, PCI %04x:%02x:%02x.0)", gpu->index, prop.name,
+             prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    return 0;
+}
+
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     const ModelSpec *s = &st->spec;
     int device = 0;
@@ -695,6 +751,8 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
     cb->base.sync_to_host = backend_cuda_sync_to_host;
+    cb->base.device_grads = backend_cuda_device_grads;
+    cb->base.device_stream = backend_cuda_stream;
     cb->base.destroy = cuda_destroy;
     cb->B = B;
     cb->T = T;

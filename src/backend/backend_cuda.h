@@ -28,6 +28,9 @@
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 
+/* backend_choose_gpu for device=cuda (backend.h). */
+int backend_cuda_choose_gpu(BackendGpu *gpu);
+
 /* How many CUDA devices this process sees (0 without a driver, a device or a CUDA build); with
  * 0, why[] says why (the CUDA error, or that this build has no CUDA); with more, the first one's
  * name. Creates no context. */

@@ -14,7 +14,10 @@
 #include "cli.h"
 #include "commands.h"
 #include "common.h"
+#include "config.h"
 #include "dist.h"
+#include "dist_nccl.h"
+#include "train.h"
 
 #ifdef CT_HAVE_MPI
 #define HAVE_MPI 1
@@ -24,7 +27,7 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: ctrain launch-check [--timeout S] [--no-mpi]\n"
+            "usage: ctrain launch-check [--timeout S] [--no-mpi | --nccl]\n"
             "\n"
             "Checks a multi-rank launch: rank discovery (rank 0 prints the rank map), the KVS\n"
             "broadcast of a random blob from rank 0, and exact, bitwise-identical sums across ranks.\n"
@@ -34,8 +37,13 @@ static void usage(FILE *out) {
             "options:\n"
             "  --timeout S     seconds to wait for the other ranks at each step before ending the\n"
             "                  whole job with a message naming the rank and the step (default 60)\n"
-            "  --no-mpi        check the path GPU jobs use (Slurm's libpmi2 and its KVS) instead of MPI\n"
+            "  --no-mpi        check Slurm's libpmi2 and its KVS alone (no MPI, no GPU)\n"
+            "  --nccl          check the path GPU jobs use: libpmi2, each rank's own GPU (chosen and\n"
+            "                  checked as training does), the NCCL communicator made from an id sent\n"
+            "                  through the KVS, and exact sums over NCCL on host and device buffers\n"
             "  --hang-rank R   (testing) rank R stops after start-up and waits forever\n"
+            "  --gpu-id ID     (testing, with --no-mpi) run the GPU placement check with ID as every\n"
+            "                  rank's GPU, no CUDA needed: two ranks with one ID must fail\n"
             "\n"
             "prints \"launch-check: N ranks on M nodes OK\" on rank 0 and exits 0; exits 1 otherwise.\n");
 }
@@ -105,7 +113,8 @@ static long check_sums(const DistInfo *d, size_t n) {
 
 int launch_check_main(int argc, char **argv) {
     double timeout = 60;
-    int no_mpi = 0, hang_rank = -1;
+    int no_mpi = 0, nccl = 0, hang_rank = -1;
+    const char *gpu_id = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -125,6 +134,10 @@ int launch_check_main(int argc, char **argv) {
             hang_rank = (int)v;
         } else if (!strcmp(a, "--no-mpi")) {
             no_mpi = 1;
+        } else if (!strcmp(a, "--gpu-id") && i + 1 < argc) {
+            gpu_id = argv[++i];
+        } else if (!strcmp(a, "--nccl")) {
+            nccl = no_mpi = 1;
         } else {
             fprintf(stderr, "ctrain: error: launch-check: unknown or incomplete option '%s'\n\n", a);
             usage(stderr);
@@ -135,13 +148,25 @@ int launch_check_main(int argc, char **argv) {
     DistInfo d;
     if (dist_init(&d, HAVE_MPI && !no_mpi, timeout) < 0) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
     d.op_timeout_s = timeout;
+    if (gpu_id && dist_check_gpu_placement(&d, gpu_id, "given with --gpu-id") != 0)
+        dist_abort(&d, CT_EXIT_FAILURE, ct_error());
+    char nccl_note[600] = "";
+    if (nccl) {
+        Config cfg;
+        config_init(&cfg);
+        int rc = config_set(&cfg, "device", "cuda", 2, "launch-check");
+        if (rc == 0) rc = train_nccl_connect(&cfg, &d, nccl_note, sizeof nccl_note);
+        config_free(&cfg);
+        if (rc != 0) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
+    }
 
     if (d.rank == 0) {
         char map[8192];
         dist_rank_map(&d, map, sizeof map);
         printf("%s\n", map);
         printf("launch-check: launcher %s%s, %d ranks on %d nodes, timeout %g s\n", d.launcher,
-               d.mpi ? " + MPI" : "", d.world_size, d.num_nodes, timeout);
+               d.mpi ? " + MPI" : d.nccl ? " + NCCL" : "", d.world_size, d.num_nodes, timeout);
+        if (nccl_note[0]) printf("launch-check: %s\n", nccl_note);
         fflush(stdout);
     }
     if (d.rank == hang_rank) {
@@ -166,11 +191,20 @@ int launch_check_main(int argc, char **argv) {
         bad = 1;
     }
 
-    /* 2. Sums (MPI only: without MPI, GPU jobs sum with NCCL), uneven and tiny chunks. */
-    if (d.mpi || d.world_size == 1) {
+    /* 2. Sums (MPI, or NCCL on a GPU job), uneven and tiny chunks; over NCCL also the device
+     * sum the gradients use, in a size that takes several of NCCL's chunks */
+    if (d.mpi || d.nccl || d.world_size == 1) {
         if (check_sums(&d, 1037) >= 0 || check_sums(&d, 3) >= 0) bad = 1;
-    } else if (d.rank == 0) {
-        printf("launch-check: sums skipped (no MPI in this process: GPU jobs sum with NCCL)\n");
+    }
+    if (d.nccl) {
+        long at = dist_nccl_check_device_sum(&d, (size_t)3 << 20);
+        if (at == -2) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
+        if (at >= 0) {
+            fprintf(stderr, "launch-check: rank %d (%s): NCCL device sum wrong at element %ld\n", d.rank, d.host, at);
+            bad = 1;
+        }
+    } else if (!d.mpi && d.world_size > 1 && d.rank == 0) {
+        printf("launch-check: sums skipped (neither MPI nor NCCL in this process: add --nccl for the GPU path)\n");
     }
     int top = d.rank;
     if (dist_allreduce_max_i32(&d, &top) < 0) dist_abort(&d, CT_EXIT_FAILURE, ct_error());

@@ -316,9 +316,22 @@ int config_validate(const Config *c, int world_size) {
             "device = '%s': expected auto, cpu or cuda", c->device);
     REQUIRE(c->collective_timeout >= 0, "collective_timeout = %g: expected >= 0 seconds (0 = wait forever)",
             c->collective_timeout);
+    REQUIRE(!strcmp(c->nccl, "auto") || !strcmp(c->nccl, "on") || !strcmp(c->nccl, "off"),
+            "nccl = '%s': expected auto, on or off", c->nccl);
+    REQUIRE(strcmp(c->nccl, "on") != 0 || strcmp(c->device, "cpu") != 0,
+            "nccl = on needs device = cuda (CPU jobs sum over MPI)");
+    REQUIRE(strcmp(c->nccl, "off") != 0 || strcmp(c->device, "cuda") != 0 || world_size == 1,
+            "nccl = off with device = cuda and %d ranks: GPU ranks reduce over NCCL only (set nccl = auto)", world_size);
+    REQUIRE(c->grad_bucket_mb > 0 && c->grad_bucket_mb <= 4096, "grad_bucket_mb = %g: expected in (0, 4096]",
+            c->grad_bucket_mb);
     REQUIRE(c->threads >= 0 && c->threads <= 4096, "threads = %lld: expected in [0, 4096] (0 = all cores)",
             (long long)c->threads);
     return 0;
+}
+
+int config_uses_nccl(const Config *cfg, int world_size) {
+    if (strcmp(cfg->device, "cuda") != 0) return 0;
+    return !strcmp(cfg->nccl, "on") || (!strcmp(cfg->nccl, "auto") && world_size > 1);
 }
 
 int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }

@@ -75,6 +75,8 @@ void config_print_help(FILE *out);
 /* docs/configuration.md's key tables (the docs test compares the committed file to this). */
 void config_print_markdown(FILE *out);
 
+/* The job's ranks talk over NCCL (device = cuda with nccl = on, or auto and world_size > 1). */
+int config_uses_nccl(const Config *cfg, int world_size);
 /* Derived geometry, valid after config_validate. */
 int64_t config_head_dim(const Config *cfg);
 int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-step */

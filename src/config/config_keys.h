@@ -83,6 +83,10 @@
     X(device, STR, "auto", "run", FREE, "auto (cuda if a GPU is visible, else cpu) | cpu (fp32 reference) | cuda (bf16 compute)")               \
     X(collective_timeout, FLOAT, "600", "run", FREE,                                                \
       "multi-rank: seconds a rank waits in one collective before ending the job (a rank died or hangs); 0 = forever") \
+    X(nccl, STR, "auto", "run", FREE,                                                               \
+      "device=cuda: auto (NCCL when world > 1) | on (also with one rank: checks the multi-GPU path) | off (one rank only)") \
+    X(grad_bucket_mb, FLOAT, "8", "run", FREE,                                                      \
+      "NCCL gradient buckets (MB), reduced while the last micro-batch's backward goes on") \
     X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")
 
 #endif

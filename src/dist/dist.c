@@ -192,6 +192,7 @@ int dist_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size_t n,
 
 int dist_allreduce_sum_f32(const DistInfo *d, float *buf, size_t n) {
     if (d->world_size == 1) return 0;
+    if (d->nccl) return dist_nccl_sum(d, buf, n, 0);
     if (!d->mpi) return no_collectives(d, "dist_allreduce_sum_f32");
     dist_watchdog_arm(d->op_timeout_s, "dist_allreduce_sum_f32 (%zu floats over MPI)", n);
     int rc = dist_mpi_allreduce_sum(d, buf, n, 0);
@@ -201,6 +202,7 @@ int dist_allreduce_sum_f32(const DistInfo *d, float *buf, size_t n) {
 
 int dist_allreduce_sum_f64(const DistInfo *d, double *buf, size_t n) {
     if (d->world_size == 1) return 0;
+    if (d->nccl) return dist_nccl_sum(d, buf, n, 1);
     if (!d->mpi) return no_collectives(d, "dist_allreduce_sum_f64");
     dist_watchdog_arm(d->op_timeout_s, "dist_allreduce_sum_f64 (%zu doubles over MPI)", n);
     int rc = dist_mpi_allreduce_sum(d, buf, n, 1);
@@ -210,6 +212,7 @@ int dist_allreduce_sum_f64(const DistInfo *d, double *buf, size_t n) {
 
 int dist_allreduce_max_i32(const DistInfo *d, int *v) {
     if (d->world_size == 1) return 0;
+    if (d->nccl) return dist_nccl_max_i32(d, v);
     int rc;
     dist_watchdog_arm(d->op_timeout_s, "dist_allreduce_max_i32 (%s)", d->mpi ? "MPI" : "PMI2 KVS");
     if (d->mpi) rc = dist_mpi_max_i32(d, v);
@@ -223,6 +226,7 @@ int dist_bcast(const DistInfo *d, void *buf, size_t bytes, int root) {
     if (root < 0 || root >= d->world_size)
         return ct_fail("dist_bcast: root %d outside 0..%d", root, d->world_size - 1);
     if (d->world_size == 1) return 0;
+    if (d->nccl) return dist_nccl_bcast(d, buf, bytes, root);
     if (d->mpi) {
         dist_watchdog_arm(d->op_timeout_s, "dist_bcast (%zu bytes from rank %d over MPI)", bytes, root);
         int rc = dist_mpi_bcast(d, buf, bytes, root);
@@ -239,6 +243,7 @@ int dist_bcast(const DistInfo *d, void *buf, size_t bytes, int root) {
 
 int dist_barrier(const DistInfo *d) {
     if (d->world_size == 1) return 0;
+    if (d->nccl) return dist_nccl_barrier(d);
     if (d->mpi) {
         dist_watchdog_arm(d->op_timeout_s, "dist_barrier (MPI_Barrier, waiting for all %d ranks)", d->world_size);
         int rc = dist_mpi_barrier(d);
@@ -247,6 +252,19 @@ int dist_barrier(const DistInfo *d) {
     }
     if (dist_pmi2_active()) return dist_pmi2_fence(d, d->op_timeout_s, "dist_barrier");
     return no_collectives(d, "dist_barrier");
+}
+
+int dist_allgather_str(const DistInfo *d, const char *key, const char *mine, char *all, size_t cap) {
+    if (strlen(mine) >= cap || strchr(mine, '\n'))
+        return ct_fail("dist_allgather_str('%s'): the value must be one line below %zu characters", key, cap);
+    if (d->world_size == 1) {
+        snprintf(all, cap, "%s", mine);
+        return 0;
+    }
+    if (!d->mpi && dist_pmi2_active())
+        return dist_pmi2_allgather_str(d, key, key, mine, all, cap, d->timeout_s);
+    return ct_fail("rank %d (%s): dist_allgather_str needs the PMI2 KVS (a GPU job started by srun --mpi=pmi2)",
+                   d->rank, d->host);
 }
 
 void dist_abort(const DistInfo *d, int code, const char *msg) {
@@ -263,6 +281,10 @@ void dist_abort(const DistInfo *d, int code, const char *msg) {
 }
 
 void dist_finalize(DistInfo *d) {
+    if (d->nccl) {
+        dist_watchdog_arm(d->timeout_s > 0 ? d->timeout_s + 60 : 0, "closing the NCCL communicator");
+        dist_nccl_finalize(d);
+    }
     if (dist_mpi_active()) {
         dist_watchdog_arm(d->timeout_s, "MPI_Finalize (waiting for the other ranks to finish)");
         dist_mpi_finalize(d);

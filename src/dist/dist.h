@@ -31,6 +31,7 @@ typedef struct {
      * prints what it waited for and ends the whole job. 0 (the default) waits forever, which
      * is right when a rank may legitimately be slow (e.g. rank 0 writing a checkpoint). */
     double op_timeout_s;
+    int nccl;                   /* an NCCL communicator carries the collectives (dist_nccl.h) */
 } DistInfo;
 
 /* Discover this process's rank and layout and, with use_mpi and world_size > 1, initialise
@@ -64,6 +65,18 @@ int dist_allreduce_max_i32(const DistInfo *d, int *v);
 int dist_bcast(const DistInfo *d, void *buf, size_t bytes, int root);
 /* Wait until every rank arrives. MPI_Barrier, or PMI2_KVS_Fence without MPI. */
 int dist_barrier(const DistInfo *d);
+/* With an NCCL communicator (d->nccl, GPU jobs) the five collectives above go over NCCL instead,
+ * with the same results: sums in rank order (every rank's values gathered, then added 0..W-1). */
+
+/* Every rank's string (at most cap-1 characters, no newlines): entry r of all (world_size
+ * entries of cap bytes each) is rank r's `mine`. Through the PMI2 KVS (before NCCL exists);
+ * key unique per call within the job. */
+int dist_allgather_str(const DistInfo *d, const char *key, const char *mine, char *all, size_t cap);
+
+/* A GPU job's placement check, before NCCL: every rank publishes its GPU (gpu_id, the device's
+ * UUID; desc, e.g. "CUDA device 0 (NVIDIA H100 80GB HBM3)") and fails, naming both ranks, their
+ * host and the GPU, when another rank uses the same GPU (NCCL refuses that, less clearly). */
+int dist_check_gpu_placement(const DistInfo *d, const char *gpu_id, const char *desc);
 
 /* Print "ctrain: error: rank R (host): msg" (msg as is when it already starts with "rank ")
  * and end the whole job now (MPI_Abort or

@@ -45,6 +45,10 @@ int dist_pmi2_fence(const DistInfo *d, double timeout_s, const char *what);
 int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size_t n, int root,
                             double timeout_s);
 int dist_pmi2_max_i32(const DistInfo *d, int *v);
+/* Every rank's string: entry r of all (world_size entries of cap bytes) is rank r's `mine`; key
+ * unique per call in the job, `what` names the call in messages. */
+int dist_pmi2_allgather_str(const DistInfo *d, const char *key, const char *what, const char *mine, char *all, size_t cap,
+                            double timeout_s);
 int dist_pmi2_active(void);
 int dist_pmi2_compiled(void); /* built with libpmi2 */
 void dist_pmi2_abort(const char *msg) __attribute__((noreturn));
@@ -61,5 +65,12 @@ int dist_mpi_can_abort_async(void);
 int dist_mpi_active(void);
 void dist_mpi_abort(int code) __attribute__((noreturn));
 void dist_mpi_finalize(const DistInfo *d);
+
+/* dist_nccl.c: the collectives of dist.h over the NCCL communicator (when d->nccl). */
+int dist_nccl_sum(const DistInfo *d, void *buf, size_t n, int is_f64);
+int dist_nccl_max_i32(const DistInfo *d, int *v);
+int dist_nccl_bcast(const DistInfo *d, void *buf, size_t bytes, int root);
+int dist_nccl_barrier(const DistInfo *d);
+void dist_nccl_finalize(DistInfo *d);
 
 #endif

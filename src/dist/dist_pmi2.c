@@ -154,23 +154,48 @@ int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size
     return 0;
 }
 
+int dist_pmi2_allgather_str(const DistInfo *d, const char *key, const char *what, const char *mine, char *all, size_t cap,
+                            double timeout_s) {
+    char k[PMI2_MAX_KEYLEN], value[PMI2_MAX_VALLEN];
+    if (strlen(mine) >= sizeof value || strlen(mine) >= cap)
+        return ct_fail("rank %d (%s): %s: value of %zu characters is too long for the KVS", d->rank, d->host, key,
+                       strlen(mine));
+    snprintf(k, sizeof k, "%s.%d", key, d->rank);
+    if (kvs_put(d, k, mine) < 0) return -1;
+    if (dist_pmi2_fence(d, timeout_s, what) < 0) return -1;
+    for (int r = 0; r < d->world_size; r++) {
+        if (r == d->rank) {
+            snprintf(all + (size_t)r * cap, cap, "%s", mine);
+            continue;
+        }
+        snprintf(k, sizeof k, "%s.%d", key, r);
+        if (kvs_get(d, r, k, value, sizeof value, timeout_s) < 0) return -1;
+        snprintf(all + (size_t)r * cap, cap, "%s", value);
+    }
+    return 0;
+}
+
 int dist_pmi2_max_i32(const DistInfo *d, int *v) {
-    char key[PMI2_MAX_KEYLEN], value[PMI2_MAX_VALLEN];
-    unsigned seq = max_seq++;
-    snprintf(key, sizeof key, "ct!max.%u.%d", seq, d->rank);
-    snprintf(value, sizeof value, "%d", *v);
-    if (kvs_put(d, key, value) < 0) return -1;
-    if (dist_pmi2_fence(d, d->op_timeout_s, "dist_allreduce_max_i32") < 0) return -1;
+    char key[32], mine[16];
+    snprintf(key, sizeof key, "ct!max.%u", max_seq++);
+    snprintf(mine, sizeof mine, "%d", *v);
+    char *all = ct_malloc((size_t)d->world_size * sizeof mine, "max values");
+    if (dist_pmi2_allgather_str(d, key, "dist_allreduce_max_i32", mine, all, sizeof mine, d->op_timeout_s) < 0) {
+        free(all);
+        return ct_fail_prefix("dist_allreduce_max_i32");
+    }
     int best = *v;
     for (int r = 0; r < d->world_size; r++) {
-        if (r == d->rank) continue;
-        snprintf(key, sizeof key, "ct!max.%u.%d", seq, r);
-        if (kvs_get(d, r, key, value, sizeof value, d->op_timeout_s) < 0) return -1;
         char *end;
-        long x = strtol(value, &end, 10);
-        if (*end) return ct_fail("rank %d: rank %d published a malformed value '%s' for max", d->rank, r, value);
+        long x = strtol(all + (size_t)r * sizeof mine, &end, 10);
+        if (*end || end == all + (size_t)r * sizeof mine) {
+            ct_fail("rank %d: rank %d published a malformed value '%s' for max", d->rank, r, all + (size_t)r * sizeof mine);
+            free(all);
+            return -1;
+        }
         if (x > best) best = (int)x;
     }
+    free(all);
     *v = best;
     return 0;
 }
@@ -220,6 +245,12 @@ int dist_pmi2_kvs_broadcast(const DistInfo *d, const char *key, void *blob, size
 int dist_pmi2_max_i32(const DistInfo *d, int *v) {
     (void)v;
     return ct_fail("rank %d: dist_allreduce_max_i32: built without PMI2", d->rank);
+}
+
+int dist_pmi2_allgather_str(const DistInfo *d, const char *key, const char *what, const char *mine, char *all, size_t cap,
+                            double timeout_s) {
+    (void)key, (void)mine, (void)all, (void)cap, (void)timeout_s;
+    return ct_fail("rank %d: %s: built without PMI2", d->rank, what);
 }
 
 void dist_pmi2_abort(const char *msg) {

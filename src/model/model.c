@@ -96,6 +96,14 @@ const ParamInfo *model_find_param(const ModelSpec *s, const char *name) {
     return NULL;
 }
 
+int model_grad_ready_stage(const ModelSpec *s, int param) {
+    if (param == s->tok_emb) return model_grad_num_stages(s) - 1;
+    if (param == s->lm_head) return 0;
+    /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
+    if (param == s->skip_weights) return model_grad_stage_of_block(s, s->num_encoder);
+    return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);
+}
+
 /* splitmix64 finaliser: a counter-based generator, so element i of parameter p gets the same
  * random number however the initialisation is scheduled. */
 static uint64_t mix64(uint64_t x) {

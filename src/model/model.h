@@ -54,6 +54,18 @@ static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, 
 }
 const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
 
+/* The backward pass in stages, the points at which some gradients become final (every backend
+ * runs the backward in this order and reports the stages through Backend.grad_ready, so that a
+ * GPU job can start reducing those gradients while the rest of the backward runs):
+ *   stage 0                    the output layer (logits): lm_head when untied
+ *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
+ *                              after the last decoder block that uses them, block num_encoder)
+ *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share)
+ * model_grad_ready_stage gives the stage after which parameter `param`'s gradient is final. */
+static inline int model_grad_num_stages(const ModelSpec *s) { return s->num_layers + 2; }
+static inline int model_grad_stage_of_block(const ModelSpec *s, int layer) { return s->num_layers - layer; }
+int model_grad_ready_stage(const ModelSpec *spec, int param);
+
 /* Deterministic initialisation as train_gpt.py's GPT.__init__ (distributions, not torch's
  * bits): tok_emb N(0, tied_embed_init_std) when tied (N(0, 1), nn.Embedding's default, when
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);

@@ -92,6 +92,9 @@ static int run_validation(Trainer *t) {
 }
 
 static int combine_updates(void *ctx, float *buf, size_t n) { return dist_allreduce_sum_f32(ctx, buf, n); }
+static int combine_updates_device(void *ctx, float *buf, size_t n, void *stream) {
+    return dist_nccl_allreduce_device(ctx, buf, n, stream, "combining the Muon updates");
+}
 
 /* One optimizer step: accumulation over this rank's micro-batches, one sum of the gradients
  * across ranks, then the optimizers. */
@@ -107,11 +110,20 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
         double mean_loss;
         fault_point_micro(t->step + 1, m);
         if (loader_next(&t->loader, &tokens) != 0) return -1;
-        if (b->forward_backward(b, tokens, loss_weight, &mean_loss) != 0)
-            return ct_fail_prefix("step %lld, micro-batch %d", (long long)t->step + 1, m);
+        /* NCCL jobs: the last micro-batch's backward starts each bucket's sum as it completes it */
+        if (t->reducer && m == t->accum - 1) {
+            b->grad_ready = dist_grad_reducer_stage;
+            b->grad_ready_ctx = t->reducer;
+        }
+        int rc = b->forward_backward(b, tokens, loss_weight, &mean_loss);
+        b->grad_ready = NULL;
+        if (rc != 0) return ct_fail_prefix("step %lld, micro-batch %d", (long long)t->step + 1, m);
         loss_sum += mean_loss;
     }
-    if (t->world > 1) {
+    if (t->reducer) {
+        if (dist_grad_reducer_finish(t->reducer) != 0 || dist_allreduce_sum_f64(t->dist, &loss_sum, 1) != 0)
+            return ct_fail_prefix("step %lld: reducing gradients across %d ranks", (long long)t->step + 1, t->world);
+    } else if (t->world > 1) {
         if (dist_allreduce_sum_f32(t->dist, b->grad_buffer(b), t->st.spec.total_floats) != 0 ||
             dist_allreduce_sum_f64(t->dist, &loss_sum, 1) != 0)
             return ct_fail_prefix("step %lld: reducing gradients across %d ranks", (long long)t->step + 1, t->world);
@@ -122,6 +134,7 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
     h.shard_world = t->world;
     h.combine = t->world > 1 ? combine_updates : NULL;
     h.combine_ctx = t->dist;
+    h.combine_device = t->reducer ? combine_updates_device : NULL;
     return b->optimizer_step(b, &h, grad_norm);
 }
 
@@ -232,7 +245,7 @@ int train_run(Config *cfg) {
     int rc = CT_EXIT_FAILURE;
     char device_note[400];
     backend_resolve_device(cfg, device_note, sizeof device_note);
-    /* CPU jobs reduce over MPI; GPU jobs will use NCCL bootstrapped through the PMI2 KVS */
+    /* CPU jobs reduce over MPI; GPU jobs over NCCL, bootstrapped through the PMI2 KVS */
     if (dist_init(&dist, !strcmp(cfg->device, "cpu"), 120.0) != 0) dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
     t.rank = dist.rank;
     t.world = dist.world_size;
@@ -242,6 +255,9 @@ int train_run(Config *cfg) {
         dist_finalize(&dist);
         return CT_EXIT_USAGE;
     }
+    /* a GPU rank without a GPU of its own fails now, before any data is read */
+    if (config_uses_nccl(cfg, t.world) && train_nccl_connect(cfg, &dist, t.nccl_note, sizeof t.nccl_note) != 0)
+        dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
     t.accum = (int)(cfg->grad_accum_slots / t.world);
     /* rank 0 speaks for the job; the others report only errors (on stderr) */
     if (t.rank != 0 && !freopen("/dev/null", "w", stdout)) dist_abort(&dist, 1, "cannot silence stdout");
@@ -293,6 +309,8 @@ int train_run(Config *cfg) {
            t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
            (long long)cfg->train_seq_len);
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
+    if (t.nccl_note[0]) printf("%s\n", t.nccl_note);
+    if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
     if (cfg->warmup_steps > 0)
         printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
     fflush(stdout);
@@ -324,6 +342,7 @@ out:
         rc = CT_EXIT_FAILURE;
     }
     loader_free(&t.loader);
+    trainer_reducer_free(&t);
     if (t.backend) t.backend->destroy(t.backend);
     train_state_free(&t.st);
     val_free(&t.val);

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "data.h"
+#include "dist.h"
 #include "train_state.h"
 
 /* Resolve, check and describe the data a configuration names: opens the train (and val) sets,
@@ -34,6 +35,13 @@ struct Backend;
  * called with each new token as it is drawn. Needs the backend's position_logits (CPU). */
 int train_sample(struct Backend *b, const uint32_t *prompt, int64_t prompt_len, const SampleOptions *o,
                  void (*emit)(void *ctx, uint32_t token), void *ctx);
+
+/* A GPU job's start over NCCL (train_nccl.c), for training and `ctrain launch-check --nccl`:
+ * this rank's GPU (backend_choose_gpu), the check that no other rank uses it, and the NCCL
+ * communicator on it (d->nccl set: dist.h's collectives go over NCCL from then on). Every rank
+ * calls it right after dist_init; it fails within seconds, naming rank, host and GPU, when a
+ * rank has no GPU of its own. note (cap bytes) gets a line for the log. */
+int train_nccl_connect(const Config *cfg, DistInfo *d, char *note, size_t cap);
 
 /* Run training with a validated configuration; returns the process exit code. device = auto is
  * resolved in place first (to cuda or cpu, printed), so the run, its config.txt and its

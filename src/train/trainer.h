@@ -10,6 +10,7 @@
 #include "config.h"
 #include "data.h"
 #include "dist.h"
+#include "dist_nccl.h"
 #include "isolate.h"
 #include "loader.h"
 
@@ -50,6 +51,9 @@ typedef struct {
     CtChild writer;
     int save_pending;
     int64_t pending_step;
+    /* NCCL jobs (train_nccl.c): the gradient reducer (NULL otherwise) and the log line */
+    DistGradReducer *reducer;
+    char nccl_note[600];
 } Trainer;
 
 /* train_data.c */
@@ -57,6 +61,12 @@ typedef struct {
  * values below vocab_size and tokens_crc32 where a file has one. Every rank returns the same
  * verdict (-1 on all when any rank found a bad file; that rank's message names it). */
 int train_check_tokens(const TokenSet *train, const DistInfo *dist, int rank, int world);
+
+/* train_nccl.c (jobs where config_uses_nccl; train_nccl_connect in train.h starts them) */
+/* After backend_create: the gradient reducer (bucket plan of grad_bucket_mb over the model's
+ * backward stages) on the backend's device gradients. */
+int trainer_reducer_init(Trainer *t);
+void trainer_reducer_free(Trainer *t);
 
 /* train_eval.c */
 int val_load(const Config *cfg, const TokenSet *set, ValData *v);

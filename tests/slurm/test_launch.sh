@@ -2,8 +2,9 @@
 # test_launch.sh — `ctrain launch-check` under real launchers: plainly, MPICH's mpiexec (hydra,
 # no Slurm), and srun --mpi=pmi2 on a throwaway two-node Slurm cluster (tests/slurm/cluster.sh):
 # rank maps with the right local ranks and node indices, the KVS exchange (PMI2, no MPI), the
-# MPI collectives, a clear error without PMI2, an sbatch script, and a rank killed with SIGKILL
-# during a hang ending the whole job within seconds. Takes about 20 seconds.
+# MPI collectives, a clear error without PMI2, the GPU path's start-up checks (two ranks on one
+# GPU, --nccl without a GPU), an sbatch script, and a rank killed with SIGKILL during a hang
+# ending the whole job within seconds. Takes about 30 seconds.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../cli/lib.sh"
 
@@ -100,6 +101,29 @@ run_ok srun_cyclic srun -N 2 -n 4 --ntasks-per-node=2 -m cyclic --mpi=pmi2 "$CTR
 # Without PMI2 the ranks cannot find each other: a clear error, not 2 separate trainings.
 expect_fail srun_without_pmi2 1 'without PMI2.*--mpi=pmi2' \
     timeout 60 srun -N 1 -n 2 --mpi=none "$CTRAIN" launch-check --timeout 10
+
+# The GPU path's start-up checks, on nodes without GPUs: each failure within seconds, naming ranks
+# and host. fails_fast NAME PATTERN CMD...: non-zero exit in under 30 s, PATTERN on stderr.
+fails_fast() {
+    local name=$1 pattern=$2; shift 2
+    local t0; t0=$(now)
+    timeout 90 "$@" >"$WORK/out" 2>"$WORK/err"
+    local rc=$? took; took=$(elapsed "$t0")
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then fail "$name" "exit $rc after ${took} s :: $(tail -c 400 "$WORK/err")"
+    elif awk -v t="$took" 'BEGIN { exit !(t >= 30) }'; then fail "$name" "took ${took} s (limit 30 s)"
+    elif ! grep -qE -- "$pattern" "$WORK/err"; then fail "$name" "stderr lacks /$pattern/: $(tail -c 400 "$WORK/err")"
+    else pass "$name"; fi
+}
+# two ranks on one GPU (the placement check over the PMI2 KVS, GPU identities given)
+fails_fast gpu_placement_duplicate 'ranks 0 and 1 both use GPU GPU-test-1 on n1 ' \
+    srun -N 1 -n 2 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --no-mpi --gpu-id GPU-test-1 --timeout 10
+expect_grep gpu_placement_says_what_to_do 'srun --gpus-per-task=1' "$WORK/err"
+# ... and one GPU each, on two nodes
+run_ok gpu_placement_distinct srun -N 2 -n 4 --ntasks-per-node=2 --mpi=pmi2 \
+    bash -c 'exec "$0" launch-check --no-mpi --gpu-id "GPU-test-$SLURM_PROCID" --timeout 20' "$CTRAIN"
+# the NCCL path on nodes without a GPU: every rank names itself
+fails_fast nccl_without_gpu 'rank [01] \(n1\): device = cuda: (no CUDA device found|this ctrain was built without CUDA)' \
+    srun -N 1 -n 2 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --nccl --timeout 10
 
 # As users run it: the first step of an sbatch script.
 cat >"$WORK/job.sh" <<EOF

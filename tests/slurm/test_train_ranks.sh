@@ -111,6 +111,24 @@ expect_grep bad_token_other_rank_named "error: train_files: '.*badtok/b.h5': tok
 if grep -q '^step 1/' badtok_run.log; then fail bad_token_before_step_1 "it trained: $(grep -m1 '^step 1/' badtok_run.log)"
 else pass bad_token_before_step_1; fi
 
+# ---- device=cuda with 2 ranks on nodes without GPUs: every rank fails at once, before any data
+# is read, naming itself; nothing is written ----
+start=$SECONDS
+CUDA_VISIBLE_DEVICES="" train nogpu 2 device=cuda
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && pass cuda_without_gpu_fails_fast \
+    || fail cuda_without_gpu_fails_fast "exit $rc after $((SECONDS - start)) s: $(tail -3 nogpu.log)"
+expect_grep cuda_without_gpu_message \
+    'error: rank [01] \(n[12]\): device = cuda: (no CUDA device found|this ctrain was built without CUDA)' nogpu.log
+if grep -qE '^(train data|step 1/)' nogpu.log || ls nogpu/checkpoints/step_*.h5 >/dev/null 2>&1; then
+    fail cuda_without_gpu_nothing_done "$(grep -m1 -E '^(train data|step 1/)' nogpu.log)"
+else pass cuda_without_gpu_nothing_done; fi
+# nccl=off cannot carry a multi-GPU job: a configuration error (exit 2) before any GPU is touched
+train nccl_off 2 device=cuda nccl=off
+rc=$?
+[ $rc = 2 ] && pass nccl_off_refused || fail nccl_off_refused "exit $rc: $(tail -3 nccl_off.log)"
+expect_grep nccl_off_message 'nccl = off with device = cuda and 2 ranks' nccl_off.log
+
 # ---- stop_before_job_end: a step with a 1-minute limit stops itself 50 s before its end ----
 start=$SECONDS
 timeout 120 srun --mpi=pmi2 -n 2 -c 1 -t 1 "$CTRAIN" train "${cfg[@]}" iterations=1000000 val_loss_every=0 \

@@ -153,6 +153,41 @@ static int validate_with(const char *arg, int world) {
     return rc;
 }
 
+static int validate_pair(const char *a, const char *b, int world) {
+    Config c;
+    config_init(&c);
+    char *args[] = {"train_files=x.h5", (char *)a, (char *)b};
+    int rc = config_apply_args(&c, 3, args);
+    if (rc == 0) rc = config_validate(&c, world);
+    config_free(&c);
+    return rc;
+}
+
+/* nccl and its bucket size: which device and world size each setting allows */
+static void nccl_settings(void) {
+    CHECK(validate_with("nccl=maybe", 1) != 0 && strstr(ct_error(), "nccl = 'maybe': expected auto, on or off"), "%s",
+          ct_error());
+    CHECK(validate_pair("device=cpu", "nccl=on", 1) != 0 && strstr(ct_error(), "nccl = on needs device = cuda"), "%s",
+          ct_error());
+    CHECK(validate_pair("device=cuda", "nccl=on", 1) == 0, "nccl=on, one GPU: %s", ct_error());
+    CHECK(validate_pair("device=cuda", "nccl=off", 1) == 0, "nccl=off, one GPU: %s", ct_error());
+    CHECK(validate_pair("device=cuda", "nccl=off", 2) != 0 && strstr(ct_error(), "nccl = off with device = cuda and 2"),
+          "%s", ct_error());
+    CHECK(validate_pair("device=cpu", "nccl=off", 2) == 0, "cpu ranks ignore nccl=off: %s", ct_error());
+    CHECK(validate_with("grad_bucket_mb=0", 1) != 0 && strstr(ct_error(), "grad_bucket_mb = 0"), "%s", ct_error());
+    CHECK(validate_with("grad_bucket_mb=0.5", 1) == 0, "%s", ct_error());
+    Config c;
+    config_init(&c);
+    char *cuda[] = {"device=cuda"}, *on[] = {"nccl=on"}, *cpu[] = {"device=cpu"};
+    config_apply_args(&c, 1, cuda);
+    CHECK(!config_uses_nccl(&c, 1) && config_uses_nccl(&c, 2), "auto: NCCL only with ranks");
+    config_apply_args(&c, 1, on);
+    CHECK(config_uses_nccl(&c, 1), "nccl=on: NCCL with one rank too");
+    config_apply_args(&c, 1, cpu);
+    CHECK(!config_uses_nccl(&c, 8), "cpu: never NCCL");
+    config_free(&c);
+}
+
 static void inconsistent_combinations(void) {
     CHECK(validate_with("seed=1", 1) == 0, "defaults must validate: %s", ct_error());
     CHECK(validate_with("seed=1", 8) == 0, "world 8 divides 8 slots: %s", ct_error());
@@ -218,6 +253,7 @@ int main(void) {
     RUN(bad_values_name_key_and_value);
     RUN(file_syntax_errors_name_file_and_line);
     RUN(inconsistent_combinations);
+    RUN(nccl_settings);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

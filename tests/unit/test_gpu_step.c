@@ -292,6 +292,118 @@ static void two_runs_bitwise_identical(void) {
     config_free(&cfg);
 }
 
+/* Two "ranks" on one GPU for the sharded Muon step: rank 0's combine runs rank 1's whole
+ * optimizer step, whose combine then sums the two partial update buffers into both (the sum
+ * NCCL would do: each element is one rank's update plus +0 from the other). */
+typedef struct {
+    Backend *peer;
+    const StepHyper *peer_h;
+    float *first;  /* rank 0's buffer while rank 1's step runs */
+    int calls;
+} ShardPair;
+
+static int pair_combine(void *ctx, float *buf, size_t n, void *stream) {
+    ShardPair *p = ctx;
+    p->calls++;
+    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) return ct_fail("pair_combine: sync");
+    if (!p->first) {
+        p->first = buf;
+        double norm;
+        int rc = p->peer->optimizer_step(p->peer, p->peer_h, &norm);
+        p->first = NULL;
+        return rc;
+    }
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int rc = cudaMemcpy(a, p->first, n * sizeof *a, cudaMemcpyDeviceToHost) == cudaSuccess &&
+             cudaMemcpy(b, buf, n * sizeof *b, cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (size_t i = 0; rc && i < n; i++) a[i] += b[i];
+    rc = rc && cudaMemcpy(p->first, a, n * sizeof *a, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(buf, a, n * sizeof *a, cudaMemcpyHostToDevice) == cudaSuccess;
+    free(a);
+    free(b);
+    return rc ? 0 : ct_fail("pair_combine: copies");
+}
+
+static int one_rank_combine(void *ctx, float *buf, size_t n, void *stream) {
+    (void)buf, (void)n, (void)stream;
+    ++*(int *)ctx;
+    return 0;
+}
+
+static int count_stage(void *ctx, int stage) {
+    int *seen = ctx; /* seen[0]: calls, seen[1]: 1 while in order */
+    if (stage != seen[0]) seen[1] = 0;
+    seen[0]++;
+    return 0;
+}
+
+/* Muon sharded over two ranks (matrix i on rank i % 2, one sum combining the updates, as a
+ * multi-GPU job does over NCCL) gives bitwise the state of the unsharded step on both ranks;
+ * with one rank and a combine (nccl = on, one GPU) too. The backward reports its stages in
+ * order (the gradient reducer's cue). */
+static void sharded_muon_bitwise(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 0, 0.0);
+    TrainState sr, s0, s1, s2;
+    make_states(&sr, &s0, &cfg);
+    make_states(&s1, &s2, &cfg);
+    const ModelSpec *s = &sr.spec;
+    const size_t bytes = s->total_floats * sizeof(float);
+    memcpy(s1.params, sr.params, bytes);
+    memcpy(s2.params, sr.params, bytes);
+    Backend *ref = make_cuda(&cfg, &sr, 0), *r0 = make_cuda(&cfg, &s0, 0), *r1 = make_cuda(&cfg, &s1, 0),
+            *solo = make_cuda(&cfg, &s2, 0);
+    CHECK(ref && r0 && r1 && solo, "cuda backend: %s", ct_error());
+    const size_t span = (size_t)ref->micro_batch_seqs * ref->seq_len + 1;
+    Backend *all[4] = {ref, r0, r1, solo};
+    for (int step = 0; step < 2; step++) {
+        for (int m = 0; m < ACCUM; m++) {
+            uint32_t *tok = make_tokens(span, s->vocab, 3000 + (uint64_t)(step * ACCUM + m));
+            int seen[2] = {0, 1};
+            for (int k = 0; k < 4; k++) {
+                double loss;
+                if (k == 0 && m == ACCUM - 1) {
+                    ref->grad_ready = count_stage;
+                    ref->grad_ready_ctx = seen;
+                }
+                CHECK(all[k]->forward_backward(all[k], tok, 0.5f, &loss) == 0, "fb: %s", ct_error());
+                ref->grad_ready = NULL;
+            }
+            free(tok);
+            if (m == ACCUM - 1)
+                CHECK(seen[0] == model_grad_num_stages(s) && seen[1], "%d stage reports (in order: %d), expected %d",
+                      seen[0], seen[1], model_grad_num_stages(s));
+        }
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+        double norm;
+        CHECK(ref->optimizer_step(ref, &h, &norm) == 0, "reference step: %s", ct_error());
+        StepHyper h0 = h, h1 = h, hs = h;
+        ShardPair pair = {.peer = r1, .peer_h = &h1};
+        h0.shard_rank = 0, h1.shard_rank = 1;
+        h0.shard_world = h1.shard_world = 2;
+        h0.combine_device = h1.combine_device = pair_combine;
+        h0.combine_ctx = h1.combine_ctx = &pair;
+        CHECK(r0->optimizer_step(r0, &h0, &norm) == 0, "sharded step: %s", ct_error());
+        CHECK(pair.calls == 2, "combine called %d times, expected 2 (once per rank)", pair.calls);
+        int solo_calls = 0; /* one rank: the sum over one rank leaves the buffer as it is */
+        hs.combine_device = one_rank_combine;
+        hs.combine_ctx = &solo_calls;
+        CHECK(solo->optimizer_step(solo, &hs, &norm) == 0 && solo_calls == 1, "one-rank step (%d combines): %s",
+              solo_calls, ct_error());
+    }
+    TrainState *st[4] = {&sr, &s0, &s1, &s2};
+    for (int k = 0; k < 4; k++) CHECK(backend_cuda_sync_to_host(all[k]) == 0, "sync: %s", ct_error());
+    for (int k = 1; k < 4; k++) {
+        CHECK(memcmp(st[k]->params, sr.params, bytes) == 0, "rank view %d: params differ from the unsharded step", k);
+        CHECK(memcmp(st[k]->momentum, sr.momentum, bytes) == 0, "rank view %d: momentum differs", k);
+        CHECK(memcmp(st[k]->exp_avg, sr.exp_avg, bytes) == 0, "rank view %d: exp_avg differs", k);
+    }
+    for (int k = 0; k < 4; k++) all[k]->destroy(all[k]);
+    for (int k = 0; k < 4; k++) train_state_free(st[k]);
+    config_free(&cfg);
+}
+
 /* grad_buffer hands out host gradients; an unchanged round trip must not change the result,
  * and sync_from_host must restore a state exactly. */
 static void grad_buffer_and_sync_round_trip(void) {
@@ -412,6 +524,7 @@ int main(void) {
     RUN(tied_matches_cpu);
     RUN(untied_clipped_matches_cpu);
     RUN(two_runs_bitwise_identical);
+    RUN(sharded_muon_bitwise);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
     RUN(device_auto_picks_cuda);

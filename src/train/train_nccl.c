@@ -1,0 +1,55 @@
+/* train_nccl.c — what a GPU job's ranks share over NCCL: at start, each rank's GPU (chosen from
+ * its local rank, checked against the other ranks' so no two share one) and the communicator;
+ * after the backend exists, the gradient reducer whose buckets follow the model's backward
+ * stages (model_grad_ready_stage), so the last micro-batch's gradients are summed across ranks
+ * while its backward still runs. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "common.h"
+#include "dist_buckets.h"
+#include "dist_nccl.h"
+#include "train.h"
+#include "trainer.h"
+
+int train_nccl_connect(const Config *cfg, DistInfo *d, char *note, size_t cap) {
+    BackendGpu gpu;
+    if (backend_choose_gpu(cfg, &gpu) != 0) return ct_fail_prefix("rank %d (%s)", d->rank, d->host);
+    if (d->world_size > 1 && dist_check_gpu_placement(d, gpu.uuid, gpu.desc) != 0) return -1;
+    char detail[300];
+    if (dist_nccl_init(d, gpu.index, d->timeout_s, detail, sizeof detail) != 0) return -1;
+    snprintf(note, cap, "nccl: %s; rank %d on %s", detail, d->rank, gpu.desc);
+    return 0;
+}
+
+int trainer_reducer_init(Trainer *t) {
+    Backend *b = t->backend;
+    if (!b->device_grads || !b->device_stream)
+        return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
+    const ModelSpec *s = &t->st.spec;
+    DistGradSegment *seg = ct_malloc((size_t)s->num_params * sizeof *seg, "gradient segments");
+    int n = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        if (s->params[i].count == 0) continue; /* skip_weights of a model without skips */
+        seg[n].offset = s->params[i].offset;
+        seg[n].count = s->params[i].count;
+        seg[n].ready_stage = model_grad_ready_stage(s, i);
+        n++;
+    }
+    DistBucketPlan plan;
+    const size_t cap = (size_t)(t->cfg->grad_bucket_mb * 1048576.0 / sizeof(float));
+    int rc = dist_bucket_plan_build(&plan, seg, n, model_grad_num_stages(s), cap > 0 ? cap : 1);
+    free(seg);
+    if (rc != 0) return -1;
+    rc = dist_grad_reducer_create(&t->reducer, t->dist, &plan, b->device_grads(b), b->device_stream(b));
+    printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward\n",
+           plan.num_buckets, t->cfg->grad_bucket_mb);
+    dist_bucket_plan_free(&plan);
+    return rc;
+}
+
+void trainer_reducer_free(Trainer *t) {
+    dist_grad_reducer_free(t->reducer);
+    t->reducer = NULL;
+}
