@@ -21,7 +21,8 @@
 # Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain, or bin/ctrain in a bundle),
 # CTRAIN_HOME (default: the checkout or bundle the sbatch script was submitted from),
 # CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun options),
-# CTRAIN_LAUNCH_CHECK=0 to skip the launch check. The job runs in the directory it was submitted
+# CTRAIN_LAUNCH_CHECK=0 to skip the launch check, CTRAIN_LAUNCH_CHECK_ARGS for its options (the GPU
+# scripts set --nccl: the check then takes the path training takes, libpmi2 + GPUs + NCCL). The job runs in the directory it was submitted
 # from (or sbatch --chdir).
 
 ctrain_log() { echo "ctrain-slurm: $(date -u +%FT%TZ) job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0}: $*"; }
@@ -59,7 +60,10 @@ ctrain_train_step() {
     # shellcheck disable=SC2206
     local extra=(${CTRAIN_SRUN_OPTS:-})
     if [ "${CTRAIN_LAUNCH_CHECK:-1}" != 0 ]; then
-        if ! srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" launch-check --timeout 120; then
+        # shellcheck disable=SC2206
+        local check_args=(${CTRAIN_LAUNCH_CHECK_ARGS:-})
+        if ! srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" launch-check --timeout 120 \
+            "${check_args[@]}"; then
             ctrain_log "error: launch-check failed; not starting training"
             exit 1
         fi

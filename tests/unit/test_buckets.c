@@ -82,6 +82,16 @@ static void check_plan(int layers, int tied, int dim, double cap_mb) {
             }
         }
         CHECK(latest == k->ready_stage, "bucket %d: ready at %d, its latest parameter at %d", b, k->ready_stage, latest);
+        /* what waits for a later stage than its own is less than a quarter of the cap */
+        size_t delayed = 0;
+        for (int i = 0; i < s.num_params; i++) {
+            const ParamInfo *p = &s.params[i];
+            if (p->count && p->offset >= k->offset && p->offset < k->offset + k->count &&
+                model_grad_ready_stage(&s, i) < k->ready_stage)
+                delayed += p->count;
+        }
+        CHECK(delayed == 0 || delayed < cap / 4, "bucket %d: %zu floats wait for stage %d (cap %zu)", b, delayed,
+              k->ready_stage, cap);
     }
     for (size_t j = 0; j < s.total_floats; j++) CHECK(owner[j], "float %zu in no bucket", j);
     CHECK(segs == n, "%d segments in buckets, %d parameters", segs, n);

@@ -10,7 +10,8 @@ typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidV
 typedef enum { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 } cudaMemcpyKind;
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
-struct cudaDeviceProp { char name[256]; int major, minor; size_t totalGlobalMem; int multiProcessorCount; };
+typedef struct { char bytes[16]; } cudaUUID_t;
+struct cudaDeviceProp { char name[256]; cudaUUID_t uuid; int major, minor; size_t totalGlobalMem; int multiProcessorCount; int pciBusID, pciDeviceID, pciDomainID; };
 #define cudaStreamNonBlocking 1
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_nccl_gpu.sh — the multi-GPU path on one GPU (nccl=on): the communicator from an id sent
+# through the KVS, the bucketed gradient reduction overlapped with the backward, Muon sharded
+# with its device sum; the run must equal the one without NCCL (nccl=off) bit for bit: every
+# logged loss and every tensor of the final checkpoint. Also `launch-check --nccl` on one rank,
+# and a resume across the two paths. Needs a CUDA GPU (skips without one; make test-gpu
+# requires it).
+source "$CT_ROOT/tests/cli/lib.sh"
+unset CUDA_VISIBLE_DEVICES # lib.sh hides GPUs from the CPU tests; this one needs one
+if ! "$CTRAIN" launch-check --nccl --timeout 60 >lc.out 2>lc.err; then
+    if grep -qE 'no CUDA device found|built without (CUDA|NCCL)' lc.err; then
+        skip nccl_gpu "no CUDA GPU here: $(head -c 200 lc.err)"; exit 0
+    fi
+    fail launch_check_nccl "$(tail -c 600 lc.err)"; exit 0
+fi
+pass launch_check_nccl
+expect_grep launch_check_nccl_says_nccl 'launcher single \+ NCCL, 1 ranks' lc.out
+expect_grep launch_check_nccl_note '^launch-check: nccl: NCCL [0-9.]+, 1 rank, NVLS and CollNet off' lc.out
+
+"$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.1 /usr/share/common-licenses/GPL-3 \
+    >/dev/null 2>&1 || { fail data "from-text"; exit 0; }
+# 4 layers (2 skips), head_dim 64, 4 micro-batches per step, a small bucket cap so the plan
+# has many buckets and several stages release more than one
+cfg=(train_files="$WORK/train.h5" val_files="$WORK/val.h5" vocab_size=256 num_layers=4 model_dim=128 num_heads=2
+     num_kv_heads=1 train_seq_len=64 train_batch_tokens=2048 grad_accum_slots=4 val_batch_size=2048 iterations=12
+     warmdown_iters=4 val_loss_every=6 checkpoint_every=6 device=cuda grad_bucket_mb=0.1 grad_clip_norm=1.0)
+run() { "$CTRAIN" train "${cfg[@]}" out_dir="$1" "${@:2}" >"$1.log" 2>&1; }
+losses() { grep -oE '"(train_loss|val_loss)": [^,}]*' "$1/metrics.jsonl"; }
+
+run off nccl=off && pass train_without_nccl || fail train_without_nccl "$(tail -3 off.log)"
+run on nccl=on && pass train_with_nccl || fail train_with_nccl "$(tail -3 on.log)"
+expect_grep nccl_used '^nccl: NCCL [0-9.]+, 1 rank, NVLS and CollNet off \(bitwise reproducible\); rank 0 on CUDA device' on.log
+expect_grep nccl_buckets '^nccl: gradients in [0-9]+ buckets of up to 0.1 MB' on.log
+if grep -q '^nccl:' off.log; then fail nccl_off_no_nccl "$(grep -m1 '^nccl:' off.log)"; else pass nccl_off_no_nccl; fi
+if [ -n "$(losses off)" ] && [ "$(losses off)" = "$(losses on)" ]; then pass losses_bitwise
+else fail losses_bitwise "$(diff <(losses off) <(losses on) | head -4)"; fi
+expect_ok weights_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 on/checkpoints/step_00000012.h5
+
+# a checkpoint written without NCCL resumes with it (and the run ends where the others did)
+run mixed nccl=on resume="$WORK/off/checkpoints/step_00000006.h5" && pass resume_with_nccl || fail resume_with_nccl "$(tail -3 mixed.log)"
+expect_ok resume_with_nccl_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 \
+    mixed/checkpoints/step_00000012.h5
