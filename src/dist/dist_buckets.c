@@ -1,7 +1,8 @@
 /* dist_buckets.c — building the gradient-reduction plan (dist_buckets.h): sort the parameters
  * by the stage that finalises them (and, within a stage, from the top of the buffer down, the
  * order a backward pass meets a block's parameters), then grow each bucket downwards through
- * the flat buffer while the next parameter is its neighbour and the cap allows. */
+ * the flat buffer while the next parameter is its neighbour, the cap allows, and it either
+ * becomes final at the same stage or the bucket is still small. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +60,11 @@ int dist_bucket_plan_build(DistBucketPlan *plan, const DistGradSegment *segments
     for (int k = 0; k < n; k++) {
         const DistGradSegment *s = &segments[order[k]];
         plan->total_floats += s->count;
-        /* joins the open bucket when it lies just below it and the bucket stays within the cap */
-        if (cur && s->offset + s->count == cur->offset && cur->count + s->count <= cap_floats) {
+        /* joins the open bucket when it lies just below it, the bucket stays within the cap, and
+         * it becomes final at the bucket's stage, or the bucket is still small (below a quarter
+         * of the cap): a bucket waits for a later stage only for a little data, never a layer's */
+        if (cur && s->offset + s->count == cur->offset && cur->count + s->count <= cap_floats &&
+            (s->ready_stage == cur->ready_stage || cur->count < cap_floats / 4)) {
             cur->offset = s->offset;
             cur->count += s->count;
             cur->ready_stage = s->ready_stage; /* sorted: never earlier than the bucket's */

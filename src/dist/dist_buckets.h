@@ -8,7 +8,10 @@
  * order the backward reaches them (model_grad_ready_stage in model.h gives each parameter's).
  * A bucket is a run of parameters that are neighbours in the flat buffer, gathered in the
  * order they become final (reverse layer order), holding at most cap floats unless one
- * parameter alone is larger; it may start once the last of its parameters is final. */
+ * parameter alone is larger; it may start once the last of its parameters is final. A bucket
+ * takes in parameters of a later stage only while it is below a quarter of the cap, so a
+ * layer's gradients never wait for the next layer's, and tiny parameters do not make tiny
+ * buckets of their own (where they are neighbours). */
 #ifndef CT_DIST_BUCKETS_H
 #define CT_DIST_BUCKETS_H
 
