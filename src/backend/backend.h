@@ -60,8 +60,10 @@ struct Backend {
     /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.
      * *grad_norm gets the global gradient norm when clipping is on (else 0). */
     int (*optimizer_step)(Backend *b, const StepHyper *h, double *grad_norm);
-    /* (optional, NULL when the state's host buffers are always current) Bring the TrainState's
-     * host buffers up to date from the backend's own copy, before a checkpoint is written. */
+    /* (optional, NULL when the state's host buffers are always current) Bring what a checkpoint
+     * holds of the TrainState's host buffers (the weights, Muon momentum of the matrices, Adam
+     * moments of the others; not the gradients) up to date from the backend's own copy, before a
+     * checkpoint is written. */
     int (*sync_to_host)(Backend *b);
     void (*destroy)(Backend *b);
     /* (optional, NULL where the gradients live on the host) The device gradient buffer (fp32,

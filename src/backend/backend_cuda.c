@@ -617,6 +617,41 @@ static int copy_state(CudaBackend *cb, int to_host) {
 }
 
 int backend_cuda_sync_to_host(Backend *b) { return copy_state((CudaBackend *)b, 1); }
+
+/* Backend.sync_to_host, before a checkpoint: only what a checkpoint holds (ckpt_layout.c) — the
+ * weights, Muon's momentum of the matrices, Adam's moments of the others — in runs of
+ * neighbouring parameters; not the gradients (zero after every step) nor the unused halves of
+ * the optimizer buffers. For the baseline that is 138 MB instead of 341 MB, which shortens the
+ * pause of a background checkpoint. */
+static int cuda_sync_for_checkpoint(Backend *b) {
+    CudaBackend *cb = (CudaBackend *)b;
+    TrainState *st = b->state;
+    const ModelSpec *s = &st->spec;
+    TRY(cuda_check(cudaMemcpyAsync(st->params, cb->d_params, s->total_floats * sizeof(float), cudaMemcpyDeviceToHost,
+                                   cb->stream),
+                   "cuda: download of params"));
+    for (int i = 0; i < s->num_params;) {
+        const int matrix = s->params[i].group == PARAM_MATRIX;
+        const size_t begin = s->params[i].offset;
+        int j = i + 1;
+        while (j < s->num_params && (s->params[j].group == PARAM_MATRIX) == matrix) j++;
+        const size_t bytes = (s->params[j - 1].offset + s->params[j - 1].count - begin) * sizeof(float);
+        if (matrix) {
+            TRY(cuda_check(cudaMemcpyAsync(st->momentum + begin, cb->d_momentum + begin, bytes, cudaMemcpyDeviceToHost,
+                                           cb->stream),
+                           "cuda: download of momentum"));
+        } else {
+            TRY(cuda_check(cudaMemcpyAsync(st->exp_avg + begin, cb->d_exp_avg + begin, bytes, cudaMemcpyDeviceToHost,
+                                           cb->stream),
+                           "cuda: download of exp_avg"));
+            TRY(cuda_check(cudaMemcpyAsync(st->exp_avg_sq + begin, cb->d_exp_avg_sq + begin, bytes,
+                                           cudaMemcpyDeviceToHost, cb->stream),
+                           "cuda: download of exp_avg_sq"));
+        }
+        i = j;
+    }
+    return sync_stream(cb, "cuda: state download for a checkpoint");
+}
 int backend_cuda_sync_from_host(Backend *b) { return copy_state((CudaBackend *)b, 0); }
 
 void backend_cuda_set_ns_fp32(Backend *b, int on) { ((CudaBackend *)b)->ns_fp32 = on ? 1 : 0; }
@@ -750,7 +785,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.position_logits = cuda_position_logits;
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
-    cb->base.sync_to_host = backend_cuda_sync_to_host;
+    cb->base.sync_to_host = cuda_sync_for_checkpoint;
     cb->base.device_grads = backend_cuda_device_grads;
     cb->base.device_stream = backend_cuda_stream;
     cb->base.destroy = cuda_destroy;

@@ -37,7 +37,8 @@ int backend_cuda_choose_gpu(BackendGpu *gpu);
 int backend_cuda_visible(char *why, size_t cap);
 
 /* Device -> host: copies params, grads, exp_avg, exp_avg_sq and momentum into the TrainState's
- * host buffers (synchronous). Call before writing a checkpoint or comparing state. */
+ * host buffers (synchronous), whole, for comparing state. (The Backend.sync_to_host hook, used
+ * before checkpoints, copies only what a checkpoint holds.) */
 int backend_cuda_sync_to_host(Backend *b);
 /* Host -> device: uploads those five buffers from the TrainState (e.g. after a checkpoint was
  * loaded into it) and refreshes the bf16 weight shadows (synchronous). st->adam_step is read

@@ -404,6 +404,55 @@ static void sharded_muon_bitwise(void) {
     config_free(&cfg);
 }
 
+/* The hook a checkpoint uses (Backend.sync_to_host) brings every value a checkpoint holds to the
+ * host — weights, Muon momentum of the matrices, Adam moments of the others — bitwise as the
+ * full download does, whatever the host buffers held before. */
+static void checkpoint_sync_covers_checkpoint(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 0, 0.0);
+    TrainState sa, sb;
+    make_states(&sa, &sb, &cfg);
+    const ModelSpec *s = &sa.spec;
+    Backend *b = make_cuda(&cfg, &sa, 0);
+    CHECK(b, "cuda backend: %s", ct_error());
+    const size_t span = (size_t)b->micro_batch_seqs * b->seq_len + 1;
+    for (int step = 0; step < 2; step++) {
+        uint32_t *tok = make_tokens(span, s->vocab, 4000 + (uint64_t)step);
+        double loss, norm;
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+        CHECK(b->forward_backward(b, tok, 1.0f, &loss) == 0 && b->optimizer_step(b, &h, &norm) == 0, "step: %s",
+              ct_error());
+        free(tok);
+    }
+    const size_t n = s->total_floats;
+    for (size_t i = 0; i < n; i++) sa.params[i] = sa.exp_avg[i] = sa.exp_avg_sq[i] = sa.momentum[i] = NAN;
+    CHECK(b->sync_to_host && b->sync_to_host(b) == 0, "checkpoint sync: %s", ct_error());
+    float *keep[4];
+    float *bufs[4] = {sa.params, sa.exp_avg, sa.exp_avg_sq, sa.momentum};
+    for (int k = 0; k < 4; k++) {
+        keep[k] = malloc(n * sizeof(float));
+        memcpy(keep[k], bufs[k], n * sizeof(float));
+    }
+    CHECK(backend_cuda_sync_to_host(b) == 0, "full sync: %s", ct_error());
+    CHECK(memcmp(keep[0], sa.params, n * sizeof(float)) == 0, "params differ from the full download");
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        const size_t bytes = p->count * sizeof(float);
+        if (p->group == PARAM_MATRIX)
+            CHECK(memcmp(keep[3] + p->offset, sa.momentum + p->offset, bytes) == 0, "%s: momentum not downloaded", p->name);
+        else
+            CHECK(memcmp(keep[1] + p->offset, sa.exp_avg + p->offset, bytes) == 0 &&
+                      memcmp(keep[2] + p->offset, sa.exp_avg_sq + p->offset, bytes) == 0,
+                  "%s: Adam moments not downloaded", p->name);
+    }
+    for (int k = 0; k < 4; k++) free(keep[k]);
+    b->destroy(b);
+    train_state_free(&sa);
+    train_state_free(&sb);
+    config_free(&cfg);
+}
+
 /* grad_buffer hands out host gradients; an unchanged round trip must not change the result,
  * and sync_from_host must restore a state exactly. */
 static void grad_buffer_and_sync_round_trip(void) {
@@ -525,6 +574,7 @@ int main(void) {
     RUN(untied_clipped_matches_cpu);
     RUN(two_runs_bitwise_identical);
     RUN(sharded_muon_bitwise);
+    RUN(checkpoint_sync_covers_checkpoint);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
     RUN(device_auto_picks_cuda);
