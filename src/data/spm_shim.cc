@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,24 +26,31 @@ static void set_error(char *err, size_t cap, const std::string &message) {
     if (cap > 0) std::snprintf(err, cap, "%s", message.c_str());
 }
 
+/* f(), or -1 with the message of any exception it throws in err: none crosses into C. */
+template <typename F>
+static int guarded(char *err, size_t cap, F f) {
+    try {
+        return f();
+    } catch (const std::exception &e) {
+        set_error(err, cap, e.what());
+    } catch (...) {
+        set_error(err, cap, "unknown C++ exception in the SentencePiece library");
+    }
+    return -1;
+}
+
 extern "C" int ct_spm_load(const char *path, CtSpmModel **model, char *err, size_t err_cap) {
     *model = nullptr;
-    try {
-        CtSpmModel *m = new CtSpmModel;
+    return guarded(err, err_cap, [&] {
+        std::unique_ptr<CtSpmModel> m(new CtSpmModel);
         const auto status = m->processor.Load(path);
         if (!status.ok()) {
             set_error(err, err_cap, status.ToString());
-            delete m;
             return -1;
         }
-        *model = m;
+        *model = m.release();
         return 0;
-    } catch (const std::exception &e) {
-        set_error(err, err_cap, e.what());
-    } catch (...) {
-        set_error(err, err_cap, "unknown C++ exception in the SentencePiece library");
-    }
-    return -1;
+    });
 }
 
 extern "C" void ct_spm_free(CtSpmModel *model) { delete model; }
@@ -67,7 +75,7 @@ extern "C" int ct_spm_type(const CtSpmModel *model, int id) {
 extern "C" int ct_spm_decode(const CtSpmModel *model, const int *ids, int n, char **text, size_t *len, char *err,
                              size_t err_cap) {
     *text = nullptr;
-    try {
+    return guarded(err, err_cap, [&] {
         std::string out;
         const auto status = model->processor.Decode(std::vector<int>(ids, ids + n), &out);
         if (!status.ok()) {
@@ -84,10 +92,5 @@ extern "C" int ct_spm_decode(const CtSpmModel *model, const int *ids, int n, cha
         *text = copy;
         *len = out.size();
         return 0;
-    } catch (const std::exception &e) {
-        set_error(err, err_cap, e.what());
-    } catch (...) {
-        set_error(err, err_cap, "unknown C++ exception in the SentencePiece library");
-    }
-    return -1;
+    });
 }
