@@ -271,6 +271,33 @@ assert got == want, (got[:200], want[:200])
 "
     done
 done
+# byte runs that SentencePiece's UTF-8 rules reject or cut (overlong, surrogate, above U+10FFFF,
+# cut short by a control piece, by a word or by the end), as the prompt: decoded like sp.decode
+"$PY" - >byte_prompts.txt <<'EOF'
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='bpe.model')
+b = lambda *xs: [sp.piece_to_id('<0x%02X>' % x) for x in xs]
+word = [i for i in range(sp.vocab_size()) if sp.id_to_piece(i).startswith('\u2581') and not sp.is_byte(i)][0]
+for seq in (b(0xC0, 0x80, 0xED, 0xA0, 0x80, 0xF4, 0x90, 0x80, 0x80, 0x41) + [2] + b(0xE2, 0x82),
+            b(0xF0, 0x9F, 0x99) + [word] + b(0xF0, 0x9F, 0x99, 0x82, 0xEF, 0xBF, 0xBD, 0xE2, 0x82),
+            [3, 3] + b(0x80, 0xC3, 0xA9, 0xFF) + [word, 1] + b(0xE6, 0x97)):
+    print(','.join(map(str, seq)))
+EOF
+n=0
+while read -r ids; do
+    n=$((n + 1))
+    args=(sample run --prompt-ids "$ids" --tokens 1 --temperature 0)
+    "$CTRAIN" "${args[@]}" --ids >ids.txt 2>/dev/null
+    expect_ok "sample_bytes_${n}_text" "$CTRAIN" "${args[@]}"
+    check "sample_bytes_${n}_is_sp_decode" "
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='bpe.model')
+ids = [int(t) for t in open('ids.txt').read().split()]
+want = sp.decode(ids).encode('utf-8') + b'\n'
+got = open('out', 'rb').read()
+assert len(ids) > 1 and got == want, (ids, got, want)
+"
+done <byte_prompts.txt
 # the default prompt is the data's bos_id
 expect_ok sample_default_prompt "$CTRAIN" sample run --tokens 3 --ids
 expect_grep sample_default_prompt_is_bos '^1 ' out
