@@ -298,6 +298,10 @@ static int import_bin_main(int argc, char **argv) {
 
     /* The model first: its vocabulary decides vocab_size. */
     rc = CT_EXIT_FAILURE;
+    struct stat st;
+    if (!model_given && tokenizer[0] && stat(tokenizer, &st) == 0 && S_ISREG(st.st_mode))
+        fprintf(stderr, "ctrain: note: --tokenizer '%s' names a file but is stored as free text; a SentencePiece "
+                "model's name must end in .model\n", tokenizer);
     if (model_given) {
         if (spm_tokenizer_load(tokenizer, &model) != 0) {
             ct_fail_prefix("--tokenizer");

@@ -161,6 +161,11 @@ check import_luts_pieces_copied "import sys; sys.path.insert(0, '.'); import exp
 # the old free-text --tokenizer: stored as it is, no tables
 expect_ok import_free_text "$CTRAIN" data import-bin --out text.h5 --vocab-size 400 --tokenizer sp400-custom \
     fineweb_val_000000.bin
+if [ -s err ]; then fail import_free_text_quiet "stderr: $(head -c 300 err)"; else pass import_free_text_quiet; fi
+cp bpe.model bpe.spm
+expect_ok import_file_as_text "$CTRAIN" data import-bin --out text2.h5 --vocab-size 400 --tokenizer bpe.spm \
+    fineweb_val_000000.bin
+expect_grep import_file_as_text_note "note: --tokenizer 'bpe.spm' names a file but is stored as free text" err
 check import_free_text_stored "
 import h5py
 with h5py.File('text.h5', 'r') as f:
