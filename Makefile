@@ -6,7 +6,7 @@
 #   make bench      CPU benchmarks
 #   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
-#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, CUDA_HOME, NCCL_HOME
+#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
 
 BUILD ?= build
@@ -90,6 +90,21 @@ PMI2_CFLAGS := -I/usr/include/slurm -DCT_HAVE_PMI2=1
 PMI2_LIBS := -lpmi2
 endif
 
+# ---- SentencePiece (optional: `ctrain data import-bin --tokenizer MODEL.model`, `ctrain data luts`) ----
+# Its interface is C++, so src/data/spm_shim.cc, the one C++ file, is compiled with $(CXX) when
+# the library and a C++ compiler are found; without them those commands say what to install.
+CXX ?= g++
+ifdef SENTENCEPIECE_HOME
+SPM_CFLAGS := -I$(SENTENCEPIECE_HOME)/include -DCT_HAVE_SENTENCEPIECE=1
+SPM_LIBS := -L$(SENTENCEPIECE_HOME)/lib -Wl,-rpath,$(SENTENCEPIECE_HOME)/lib -lsentencepiece -lstdc++
+else ifneq ($(shell command -v $(CXX) 2>/dev/null),)
+SPM_LIBS := $(filter-out -lsentencepiece_train,$(shell pkg-config --libs sentencepiece 2>/dev/null))
+SPM_CFLAGS := $(if $(SPM_LIBS),$(shell pkg-config --cflags sentencepiece 2>/dev/null) -DCT_HAVE_SENTENCEPIECE=1,)
+SPM_LIBS := $(if $(SPM_LIBS),$(SPM_LIBS) -lstdc++,)
+endif
+CXXFLAGS ?= $(OPT)
+override CXXFLAGS += -std=c++17 -Wall -Wextra -MMD -MP $(SPM_CFLAGS)
+
 # ---- CUDA + cuBLAS + NCCL (optional: device=cuda) ----
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
@@ -109,14 +124,16 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif
 
-override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(CUDA_CFLAGS)
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(CUDA_LIBS) $(LDLIBS)
+override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 # ---- sources ----
 LIB_SRCS := $(filter-out src/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CU_SRCS := $(if $(NVCC),$(wildcard kernels/cuda/*.cu),)
 CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+CXX_SRCS := $(if $(SPM_CFLAGS),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.cc)),)
+CXX_OBJS := $(CXX_SRCS:%.cc=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
@@ -140,7 +157,12 @@ $(BUILD)/obj/%.o: %.cu | check-deps
 	$(NVCC) $(NVCCFLAGS) $(call layer_inc,$(patsubst %/,%,$(dir $<))) $(NVCC_DEFS) -c $< -o $@
 -include $(CU_OBJS:.o=.d)
 
-$(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
+$(BUILD)/obj/%.o: %.cc | check-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(call layer_inc,$(patsubst %/,%,$(dir $<))) -c $< -o $@
+-include $(CXX_OBJS:.o=.d)
+
+$(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS) $(CXX_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -148,7 +170,7 @@ $(BUILD)/libctrain.a: $(LIB_OBJS) $(CU_OBJS)
 $(BUILD)/layers.txt: Makefile $(BUILD)/libctrain.a
 	@mkdir -p $(dir $@)
 	@( $(foreach d,$(SRC_DIRS),echo 'layer $(d): $(LAYER_$(d))';) \
-	   $(foreach o,$(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/src/cli/main.o,echo 'object $(o)';) ) >$@
+	   $(foreach o,$(LIB_OBJS) $(CU_OBJS) $(CXX_OBJS) $(BUILD)/obj/src/cli/main.o,echo 'object $(o)';) ) >$@
 
 $(BUILD)/ctrain: $(BUILD)/obj/src/cli/main.o $(BUILD)/libctrain.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bundle.sh BUILD_DIR OUT.tar.gz — a relocatable ctrain: the executable, the non-system shared
-# libraries it loads (HDF5, OpenBLAS, MPICH, PMI2 and everything they pull in, as `ldd`
+# libraries it loads (HDF5, OpenBLAS, MPICH, PMI2, SentencePiece and all they pull in, as `ldd`
 # resolves them here), the Slurm scripts and the plotting script, in one directory found
 # through an $ORIGIN-relative RPATH, so it runs from wherever it is unpacked on a node that has
 # only the C library and, for device=cuda, a CUDA driver with the CUDA runtime, cuBLAS and NCCL

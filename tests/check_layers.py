@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-SOURCE_EXT = ('.c', '.h', '.cu', '.cuh')
+SOURCE_EXT = ('.c', '.cc', '.h', '.cu', '.cuh')
 
 
 def read_manifest(path):

@@ -2,6 +2,7 @@
  *   import-bin  llm.c / parameter-golf .bin shards -> HDF5, one output per shard, streamed
  *   from-text   text files -> a byte-level HDF5 data set (optionally split into train + val)
  *   info        describe the files of a glob and check every token id against vocab_size
+ *   luts        a SentencePiece model -> an HDF5 file of its /tokenizer tables and pieces
  * Exit codes: 0 success, 1 bad data or I/O failure, 2 usage error. */
 #include <errno.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "data.h"
 #include "isolate.h"
 #include "progress.h"
+#include "tokenizer.h"
 
 /* llm.c shard layout: 256 little-endian int32 header words, then uint16 tokens. */
 #define SHARD_HEADER_BYTES 1024
@@ -33,6 +35,7 @@ static const char DATA_USAGE[] =
     "  import-bin --out DIR_OR_FILE SHARD.bin...   convert llm.c / parameter-golf shards\n"
     "  from-text --out FILE.h5 TEXT...             byte-level data set from text files\n"
     "  info FILE_OR_GLOB...                        show the files and check every token\n"
+    "  luts MODEL.model --out FILE.h5              a SentencePiece model's tables and pieces\n"
     "\n"
     "Run `ctrain data <command> --help` for the options of a command.\n";
 
@@ -46,11 +49,16 @@ static const char IMPORT_USAGE[] =
     "options:\n"
     "  --out PATH         a directory (created if needed) receiving <shard name>.h5 for each\n"
     "                     shard; or, with a single shard, a file path ending in .h5 or .hdf5\n"
-    "  --vocab-size N     tokenizer vocabulary size, 1..65536 (default 1024, parameter-golf's\n"
-    "                     sp1024); every token must be below it\n"
+    "  --vocab-size N     tokenizer vocabulary size, 1..65536 (default: the --tokenizer model's,\n"
+    "                     else 1024, parameter-golf's sp1024); every token must be below it\n"
     "  --bos-id N         beginning-of-sequence token id, or -1 for none (default -1)\n"
-    "  --tokenizer TEXT   free-text description of the tokenizer (default: empty)\n"
-    "  --luts FILE.h5     copy the /tokenizer byte-count tables (for bits per byte) from FILE.h5\n"
+    "  --tokenizer MODEL.model\n"
+    "                     a SentencePiece model (a path ending in .model): store the tables that\n"
+    "                     bits per byte needs (train_gpt.py's rule) and the pieces that `ctrain\n"
+    "                     sample` decodes with; its vocabulary size must equal --vocab-size\n"
+    "  --tokenizer TEXT   any other value: free text describing the tokenizer (default: empty)\n"
+    "  --luts FILE.h5     copy the /tokenizer tables (and pieces, if it has them) from FILE.h5,\n"
+    "                     e.g. one written by `ctrain data luts`\n"
     "  -h, --help         show this help\n";
 
 static const char FROM_TEXT_USAGE[] =
@@ -66,6 +74,19 @@ static const char FROM_TEXT_USAGE[] =
     "  --val-fraction F     the fraction of the bytes that goes to --val-out, 0 < F < 1\n"
     "                       (default 0.1)\n"
     "  -h, --help           show this help\n";
+
+static const char LUTS_USAGE[] =
+    "usage: ctrain data luts MODEL.model --out FILE.h5\n"
+    "\n"
+    "Read a SentencePiece model with the SentencePiece library and write FILE.h5 holding only\n"
+    "/tokenizer: the tables that validation's bits per byte needs, made by train_gpt.py's\n"
+    "build_sentencepiece_luts rule, and the pieces that `ctrain sample` decodes with. Give it to\n"
+    "`ctrain data import-bin --luts FILE.h5`, or read it with h5dump or h5py\n"
+    "(docs/data-format.md). `import-bin --tokenizer MODEL.model` stores the same in each file.\n"
+    "\n"
+    "options:\n"
+    "  --out FILE.h5   the file to write\n"
+    "  -h, --help      show this help\n";
 
 static const char INFO_USAGE[] =
     "usage: ctrain data info FILE_OR_GLOB...\n"
@@ -164,6 +185,7 @@ typedef struct {
     const char *tokenizer;
     const int16_t *base_bytes; /* NULL: no tables */
     const uint8_t *has_leading_space, *is_boundary_token;
+    const TokenPieces *pieces; /* NULL: no pieces */
 } ImportSettings;
 
 /* Stream one validated shard into out_path. */
@@ -172,9 +194,9 @@ static int convert_shard(const char *shard, FILE *f, int64_t num_tokens, const c
     TokenWriter *writer;
     if (token_writer_create(&writer, out_path, 2, settings->vocab_size, settings->bos_id, settings->tokenizer) != 0)
         return -1;
-    if (settings->base_bytes &&
-        token_writer_set_luts(writer, settings->base_bytes, settings->has_leading_space,
-                              settings->is_boundary_token) != 0) {
+    if ((settings->base_bytes && token_writer_set_luts(writer, settings->base_bytes, settings->has_leading_space,
+                                                       settings->is_boundary_token) != 0) ||
+        (settings->pieces && token_writer_set_pieces(writer, settings->pieces) != 0)) {
         token_writer_abort(writer);
         return -1;
     }
@@ -209,8 +231,16 @@ static int convert_shard(const char *shard, FILE *f, int64_t num_tokens, const c
     return token_writer_close(writer);
 }
 
+/* A --tokenizer value naming a SentencePiece model rather than describing a tokenizer. */
+static int names_model(const char *tokenizer) { return ends_with(tokenizer, ".model"); }
+
+/* Print ctrain's note when its decoding of a model's pieces differs from the library's. */
+static void warn_decode_mismatch(const SpmTokenizer *tok) {
+    if (tok->decode_mismatch) fprintf(stderr, "ctrain: warning: %s\n", tok->decode_mismatch);
+}
+
 static int import_bin_main(int argc, char **argv) {
-    const char *out = NULL, *vocab_text = "1024", *bos_text = "-1", *tokenizer = "", *luts = NULL;
+    const char *out = NULL, *vocab_text = NULL, *bos_text = "-1", *tokenizer = "", *luts = NULL;
     const CliOption options[] = {{"--out", &out, NULL},
                                  {"--vocab-size", &vocab_text, NULL},
                                  {"--bos-id", &bos_text, NULL},
@@ -229,6 +259,9 @@ static int import_bin_main(int argc, char **argv) {
     int64_t *counts = NULL, total_tokens = 0;
     int16_t *base_bytes = NULL;
     uint8_t *has_leading_space = NULL, *is_boundary_token = NULL;
+    SpmTokenizer model = {0};
+    TokenPieces pieces = {0};
+    int model_given = names_model(tokenizer);
     rc = CT_EXIT_USAGE;
     if (num_shards == 0) {
         cli_usage_error("data", cmd, "no shards given");
@@ -238,8 +271,14 @@ static int import_bin_main(int argc, char **argv) {
         cli_usage_error("data", cmd, "--out is required (a directory, or a .h5 file path for a single shard)");
         goto done;
     }
-    if (parse_int_option(cmd, "--vocab-size", vocab_text, 1, 65536, &settings.vocab_size) != 0 ||
-        parse_int_option(cmd, "--bos-id", bos_text, -1, settings.vocab_size - 1, &settings.bos_id) != 0)
+    if (model_given && luts) {
+        cli_usage_error("data", cmd, "give --tokenizer MODEL.model or --luts FILE.h5, not both: each supplies the "
+                        "/tokenizer tables");
+        goto done;
+    }
+    if (parse_int_option(cmd, "--vocab-size", vocab_text ? vocab_text : "1024", 1, 65536, &settings.vocab_size) != 0 ||
+        parse_int_option(cmd, "--bos-id", bos_text, -1, (vocab_text || !model_given ? settings.vocab_size : 65536) - 1,
+                         &settings.bos_id) != 0)
         goto done;
     int out_is_file = !is_directory(out) && (ends_with(out, ".h5") || ends_with(out, ".hdf5"));
     if (out_is_file && num_shards > 1) {
@@ -257,10 +296,45 @@ static int import_bin_main(int argc, char **argv) {
             }
     }
 
+    /* The model first: its vocabulary decides vocab_size. */
+    rc = CT_EXIT_FAILURE;
+    struct stat st;
+    if (!model_given && tokenizer[0] && stat(tokenizer, &st) == 0 && S_ISREG(st.st_mode))
+        fprintf(stderr, "ctrain: note: --tokenizer '%s' names a file but is stored as free text; a SentencePiece "
+                "model's name must end in .model\n", tokenizer);
+    if (model_given) {
+        if (spm_tokenizer_load(tokenizer, &model) != 0) {
+            ct_fail_prefix("--tokenizer");
+            goto fail;
+        }
+        if (vocab_text && settings.vocab_size != model.vocab_size) {
+            ct_fail("--vocab-size %lld does not match SentencePiece model '%s', which has %lld pieces (train_gpt.py "
+                    "requires them equal; leave out --vocab-size to take the model's)", (long long)settings.vocab_size,
+                    tokenizer, (long long)model.vocab_size);
+            goto fail;
+        }
+        if (model.vocab_size > 65536) {
+            ct_fail("SentencePiece model '%s' has %lld pieces, but .bin shards hold uint16 tokens (at most 65536 ids)",
+                    tokenizer, (long long)model.vocab_size);
+            goto fail;
+        }
+        settings.vocab_size = model.vocab_size;
+        if (settings.bos_id >= settings.vocab_size) {
+            rc = cli_usage_error("data", cmd, "--bos-id '%s' is not below the model's vocabulary size %lld", bos_text,
+                                 (long long)settings.vocab_size);
+            goto done;
+        }
+        settings.tokenizer = model.description;
+        settings.base_bytes = model.base_bytes;
+        settings.has_leading_space = model.has_leading_space;
+        settings.is_boundary_token = model.is_boundary_token;
+        settings.pieces = &model.pieces;
+        warn_decode_mismatch(&model);
+    }
+
     /* Check every header first, so a bad shard is reported before hours of conversion. Each
      * shard is open only while it is checked or converted: thousands of shards must not need
      * thousands of file descriptors. */
-    rc = CT_EXIT_FAILURE;
     files = ct_calloc((size_t)num_shards, sizeof(FILE *), "shard files");
     counts = ct_calloc((size_t)num_shards, sizeof(int64_t), "shard sizes");
     for (int i = 0; i < num_shards; i++) {
@@ -270,15 +344,22 @@ static int import_bin_main(int argc, char **argv) {
         total_tokens += counts[i];
     }
     if (luts) {
-        if (data_read_luts_file(luts, settings.vocab_size, &base_bytes, &has_leading_space, &is_boundary_token) != 0) {
+        int has_pieces = 0;
+        if (data_read_luts_file(luts, settings.vocab_size, &base_bytes, &has_leading_space, &is_boundary_token) != 0 ||
+            data_read_pieces_file(luts, settings.vocab_size, &pieces, &has_pieces) != 0) {
             ct_fail_prefix("--luts");
             goto fail;
         }
         settings.base_bytes = base_bytes;
         settings.has_leading_space = has_leading_space;
         settings.is_boundary_token = is_boundary_token;
+        settings.pieces = has_pieces ? &pieces : NULL;
     }
     if (!out_is_file && ct_mkdir_p(out) != 0) goto fail;
+    if (model_given) {
+        printf("tokenizer: %s: bits-per-byte tables and pieces stored in each file\n", model.description);
+        fflush(stdout);
+    }
 
     Progress progress;
     int64_t done_tokens = 0;
@@ -316,7 +397,52 @@ done:
     free(base_bytes);
     free(has_leading_space);
     free(is_boundary_token);
+    token_pieces_free(&pieces);
+    spm_tokenizer_free(&model);
     free(shards);
+    return rc;
+}
+
+/* ---- luts ---- */
+
+static int luts_main(int argc, char **argv) {
+    const char *out = NULL;
+    const CliOption options[] = {{"--out", &out, NULL}};
+    char **models;
+    int num_models, rc = cli_parse("data", argc, argv, LUTS_USAGE, options, 1, &models, &num_models);
+    if (rc != 0) {
+        free(models);
+        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
+    }
+    SpmTokenizer tok = {0};
+    rc = CT_EXIT_USAGE;
+    if (num_models != 1) {
+        cli_usage_error("data", "luts", "give one SentencePiece model (got %d)", num_models);
+        goto done;
+    }
+    if (!out) {
+        cli_usage_error("data", "luts", "--out FILE.h5 is required");
+        goto done;
+    }
+    rc = CT_EXIT_FAILURE;
+    if (spm_tokenizer_load(models[0], &tok) != 0 ||
+        data_write_tokenizer_file(out, tok.vocab_size, tok.base_bytes, tok.has_leading_space, tok.is_boundary_token,
+                                  &tok.pieces) != 0) {
+        ct_print_error();
+        goto done;
+    }
+    warn_decode_mismatch(&tok);
+    int64_t bytes = 0, boundary = 0;
+    for (int64_t i = 0; i < tok.vocab_size; i++) {
+        bytes += tok.pieces.type[i] == CT_PIECE_BYTE;
+        boundary += tok.is_boundary_token[i];
+    }
+    printf("wrote %s: /tokenizer tables and pieces of %s; %lld byte pieces, %lld control/unknown/unused\n", out,
+           tok.description, (long long)bytes, (long long)boundary);
+    rc = CT_EXIT_OK;
+done:
+    spm_tokenizer_free(&tok);
+    free(models);
     return rc;
 }
 
@@ -582,6 +708,6 @@ static int info_main(int argc, char **argv) {
 
 int data_main(int argc, char **argv) {
     static const CliCommand commands[] = {
-        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", info_main}};
-    return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 3);
+        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", info_main}, {"luts", luts_main}};
+    return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 4);
 }

@@ -1,7 +1,9 @@
 /* sample_cmd.c — `ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N]
- * [--temperature T] [--top-k K] [--seed S] [--ids] [--device D]`: text from a trained model. Byte-level
- * models (the data's tokenizer is "bytes") read the prompt as bytes and print bytes; others
- * take and print token ids. The work is train_sample's (src/train/train_sample.c). */
+ * [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--device D]`: text from a
+ * trained model. Byte-level models (the data's tokenizer is "bytes") read the prompt as bytes
+ * and print bytes; models whose data stores tokenizer pieces (or --pieces) take token ids and
+ * print decoded text (tokenizer.h); others take and print token ids. The work is
+ * train_sample's (src/train/train_sample.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,51 +16,95 @@
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "tokenizer.h"
 #include "train.h"
 
 static const char SAMPLE_USAGE[] =
     "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N] [--temperature T]\n"
-    "                     [--top-k K] [--seed S] [--ids] [--device auto|cpu|cuda]\n"
+    "                     [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--device auto|cpu|cuda]\n"
     "\n"
     "Generate text from a checkpoint's model (CHECKPOINT may be a run directory: its newest\n"
     "checkpoint). Each token is drawn from the model's next-token distribution at temperature T,\n"
     "among the K most likely tokens; the same seed gives the same text. Byte-level models (data\n"
-    "made by `ctrain data from-text`) read the prompt as bytes and print text; other models take\n"
-    "--prompt-ids and print token ids. Runs on the GPU when one is visible (--device auto), else\n"
-    "the CPU; the two compute in different precision, so their samples differ.\n"
+    "made by `ctrain data from-text`) read the prompt as bytes and print text. Other models take\n"
+    "--prompt-ids; they print text decoded as SentencePiece does when the training data holds\n"
+    "the tokenizer's pieces (`ctrain data import-bin --tokenizer MODEL.model`) or --pieces gives\n"
+    "them, else token ids. Runs on the GPU when one is visible (--device auto), else the CPU;\n"
+    "the two compute in different precision, so their samples differ.\n"
     "\n"
     "options:\n"
     "  --prompt TEXT        the start of the text (byte-level models; default: a newline)\n"
-    "  --prompt-ids IDS     the start as comma-separated token ids (any model)\n"
+    "  --prompt-ids IDS     the start as comma-separated token ids (any model; default for\n"
+    "                       tokenizer models: the data's bos_id, else token 0)\n"
     "  --tokens N           tokens to generate (default 200)\n"
     "  --temperature T      0 = always the most likely token; default 0.8\n"
     "  --top-k K            draw among the K most likely tokens; 0 = all (default 40)\n"
     "  --seed S             random seed (default 1337)\n"
     "  --ids                print token ids (prompt, then generated), one line\n"
+    "  --pieces FILE.h5     decode with the /tokenizer/pieces of FILE.h5 (a data file or\n"
+    "                       `ctrain data luts` output) instead of the training data's\n"
     "  --device D           auto (default: cuda if a GPU is visible), cpu or cuda\n"
     "  -h, --help           show this help\n";
 
+/* How the sample is printed. */
+typedef enum { PRINT_IDS, PRINT_BYTES, PRINT_PIECES } PrintMode;
+
 typedef struct {
-    int as_ids;
+    PrintMode mode;
+    int64_t printed;       /* ids printed so far (PRINT_IDS) */
+    PieceDecoder *decoder; /* PRINT_PIECES */
 } Printer;
 
+static void write_stdout(void *ctx, const char *bytes, size_t n) {
+    (void)ctx;
+    fwrite(bytes, 1, n, stdout);
+}
+
 static void print_token(void *ctx, uint32_t token) {
-    const Printer *p = ctx;
-    if (p->as_ids) printf(" %u", token);
-    else putchar((int)token);
+    Printer *p = ctx;
+    if (p->mode == PRINT_IDS) printf("%s%u", p->printed++ ? " " : "", token);
+    else if (p->mode == PRINT_BYTES) putchar((int)token);
+    else piece_decoder_push(p->decoder, token, write_stdout, NULL);
     fflush(stdout);
 }
 
-/* Whether the model reads bytes: its training data says tokenizer "bytes" (or, the data being
- * gone, a vocabulary of 256). */
-static int byte_level(const Config *cfg) {
+/* What the model's data says about its tokenizer. */
+typedef struct {
+    int bytes;          /* byte-level: the data's tokenizer is "bytes" (or, the data gone, vocab 256) */
+    int64_t bos_id;     /* -1: none or unknown */
+    int has_pieces;
+    TokenPieces pieces; /* from --pieces, else from the first training file */
+    char note[600];     /* why text cannot be decoded, for a note on stderr */
+} DataTokenizer;
+
+/* Read it from --pieces (pieces_path, may be NULL) and the checkpoint's training files. Only a
+ * bad --pieces file is an error; unreadable training data leaves the defaults. */
+static int data_tokenizer(const Config *cfg, const char *pieces_path, DataTokenizer *t) {
+    memset(t, 0, sizeof *t);
+    t->bos_id = -1;
+    t->bytes = cfg->vocab_size == 256;
     TokenSet set;
+    const char *source = cfg->train_files;
     if (data_open_set(cfg->train_files, &set) == 0) {
-        int bytes = !strcmp(set.files[0].tokenizer, "bytes");
+        t->bytes = !strcmp(set.files[0].tokenizer, "bytes");
+        t->bos_id = set.files[0].bos_id;
+        if (!pieces_path && data_read_pieces_file(set.files[0].path, cfg->vocab_size, &t->pieces, &t->has_pieces) != 0)
+            snprintf(t->note, sizeof t->note, "%s", ct_error());
+        else if (!pieces_path && !t->has_pieces)
+            snprintf(t->note, sizeof t->note, "'%s' has no /tokenizer/pieces (import with --tokenizer MODEL.model)",
+                     set.files[0].path);
         data_free_set(&set);
-        return bytes;
+    } else {
+        snprintf(t->note, sizeof t->note, "the training data '%s' cannot be read: %s", source, ct_error());
     }
-    return cfg->vocab_size == 256;
+    if (pieces_path) {
+        if (data_read_pieces_file(pieces_path, cfg->vocab_size, &t->pieces, &t->has_pieces) != 0)
+            return ct_fail_prefix("--pieces");
+        if (!t->has_pieces)
+            return ct_fail("--pieces: '%s' has no /tokenizer/pieces (make one with `ctrain data luts MODEL.model`)",
+                           pieces_path);
+    }
+    return 0;
 }
 
 static int parse_int(const char *name, const char *text, int64_t lo, int64_t hi, int64_t *out) {
@@ -75,13 +121,14 @@ static int parse_int(const char *name, const char *text, int64_t lo, int64_t hi,
 int sample_main(int argc, char **argv) {
     char **pos;
     const char *prompt = NULL, *prompt_ids = NULL, *tokens_s = "200", *temp_s = "0.8", *topk_s = "40",
-               *seed_s = "1337", *device = "auto";
+               *seed_s = "1337", *device = "auto", *pieces_path = NULL;
     int as_ids = 0;
     const CliOption options[] = {{"--prompt", &prompt, NULL},    {"--prompt-ids", &prompt_ids, NULL},
                                  {"--tokens", &tokens_s, NULL},  {"--temperature", &temp_s, NULL},
                                  {"--top-k", &topk_s, NULL},     {"--seed", &seed_s, NULL},
-                                 {"--ids", NULL, &as_ids},       {"--device", &device, NULL}};
-    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 8, &pos, &npos);
+                                 {"--ids", NULL, &as_ids},       {"--device", &device, NULL},
+                                 {"--pieces", &pieces_path, NULL}};
+    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 9, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -114,6 +161,8 @@ int sample_main(int argc, char **argv) {
     Backend *b = NULL;
     uint32_t *ids = NULL;
     int64_t n = 0;
+    DataTokenizer tok = {0};
+    Printer printer = {0};
     rc = CT_EXIT_FAILURE;
     /* one sequence at a time: the backend needs room for a micro-batch of one */
     if (checkpoint_read_weights(path, &cfg, &st) != 0) goto done;
@@ -130,7 +179,8 @@ int sample_main(int argc, char **argv) {
     char note[400];
     backend_resolve_device(&cfg, note, sizeof note);
     if (note[0]) fprintf(stderr, "%s\n", note);
-    int bytes = byte_level(&cfg);
+    if (data_tokenizer(&cfg, pieces_path, &tok) != 0) goto done;
+    int bytes = tok.bytes && !tok.has_pieces;
     if (prompt_ids) { /* comma-separated ids */
         ids = ct_calloc(strlen(prompt_ids) + 1, sizeof *ids, "prompt");
         for (const char *p = prompt_ids; *p;) {
@@ -148,12 +198,14 @@ int sample_main(int argc, char **argv) {
         }
     } else if (!bytes) {
         if (prompt) {
-            ct_fail("this model's tokenizer is not byte-level ('%s'): give the prompt as --prompt-ids",
-                    cfg.train_files);
+            ct_fail("this model's tokenizer is not byte-level ('%s'): give the prompt as --prompt-ids (for a "
+                    "SentencePiece model: python3 -c \"import sentencepiece as s; print(*s.SentencePieceProcessor("
+                    "model_file='MODEL.model').encode('TEXT'), sep=',')\")", cfg.train_files);
             rc = CT_EXIT_USAGE;
             goto done;
         }
-        ids = ct_calloc(1, sizeof *ids, "prompt"); /* token 0 */
+        ids = ct_calloc(1, sizeof *ids, "prompt"); /* the data's bos_id, else token 0 */
+        ids[0] = tok.bos_id >= 0 ? (uint32_t)tok.bos_id : 0;
         n = 1;
     } else {
         const char *text = prompt && *prompt ? prompt : "\n";
@@ -167,20 +219,21 @@ int sample_main(int argc, char **argv) {
         goto done;
     }
     if (backend_create(&b, &cfg, &st) != 0) goto done;
-    Printer printer = {as_ids || !bytes};
-    for (int64_t i = 0; i < n; i++) {
-        if (printer.as_ids) printf("%s%u", i ? " " : "", ids[i]);
-        else putchar((int)ids[i]);
-    }
-    if (train_sample(b, ids, n, &o, print_token, &printer) != 0) {
-        putchar('\n');
-        goto done;
-    }
+    printer.mode = as_ids ? PRINT_IDS : bytes ? PRINT_BYTES : tok.has_pieces ? PRINT_PIECES : PRINT_IDS;
+    if (printer.mode == PRINT_PIECES) printer.decoder = piece_decoder_create(&tok.pieces);
+    if (printer.mode == PRINT_IDS && !as_ids && tok.note[0])
+        fprintf(stderr, "ctrain: printing token ids: %s\n", tok.note);
+    for (int64_t i = 0; i < n; i++) print_token(&printer, ids[i]);
+    int sampled = train_sample(b, ids, n, &o, print_token, &printer);
+    if (printer.decoder) piece_decoder_finish(printer.decoder, write_stdout, NULL);
     putchar('\n');
+    if (sampled != 0) goto done;
     rc = CT_EXIT_OK;
 done:
     if (rc != CT_EXIT_OK) ct_print_error();
     if (b) b->destroy(b);
+    piece_decoder_free(printer.decoder);
+    token_pieces_free(&tok.pieces);
     free(ids);
     config_free(&cfg);
     train_state_free(&st);

@@ -60,6 +60,12 @@ void version_print(FILE *out) {
     fprintf(out, "pmi2: no (install libpmi2-0-dev or set PMI2_HOME)\n");
 #endif
 
+#ifdef CT_HAVE_SENTENCEPIECE
+    fprintf(out, "sentencepiece: yes\n");
+#else
+    fprintf(out, "sentencepiece: no (install libsentencepiece-dev and g++, or set SENTENCEPIECE_HOME)\n");
+#endif
+
 #ifdef CT_HAVE_CUDA
     int runtime = 0, driver = 0, devices = 0;
     cudaRuntimeGetVersion(&runtime);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "data_pieces.h"
 #include "h5util.h"
 
 /* Open files a TokenReader keeps: the loader walks files in order, so a few suffice. */
@@ -767,6 +768,39 @@ static int writer_flush(TokenWriter *w) {
     return rc;
 }
 
+/* Create "<path>.tmp", the file a finished write renames to path: *tmp_path (caller frees) and
+ * the open *file, or -1 with neither (and no file left behind). Takes the lock itself. */
+static int create_tmp_file(const char *path, char **tmp_path, hid_t *file) {
+    *file = H5I_INVALID_HID;
+    size_t n = strlen(path);
+    char *tmp = ct_malloc(n + 5, "temporary path");
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp", 5);
+    /* fopen first for a plain "No such file or directory" instead of HDF5's wording. */
+    FILE *probe = fopen(tmp, "wb");
+    if (!probe) {
+        ct_fail("cannot create '%s': %s", tmp, strerror(errno));
+        free(tmp); /* not ours to remove */
+        *tmp_path = NULL;
+        return -1;
+    }
+    fclose(probe);
+    ct_hdf5_lock();
+    hid_t fapl = ct_h5_file_access_plist();
+    *file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    int rc = *file < 0 ? ct_h5_fail("cannot create '%s'", tmp) : 0;
+    H5Pclose(fapl);
+    ct_hdf5_unlock();
+    if (rc != 0) {
+        *file = H5I_INVALID_HID;
+        unlink(tmp);
+        free(tmp);
+        tmp = NULL;
+    }
+    *tmp_path = tmp;
+    return rc;
+}
+
 int token_writer_create(TokenWriter **writer, const char *path, int token_bytes, int64_t vocab_size,
                         int64_t bos_id, const char *tokenizer) {
     *writer = NULL;
@@ -782,35 +816,13 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
                        (long long)bos_id, (long long)vocab_size);
     TokenWriter *w = ct_calloc(1, sizeof *w, "token writer");
     w->path = ct_strdup(path);
-    size_t n = strlen(path);
-    w->tmp_path = ct_malloc(n + 5, "temporary path");
-    memcpy(w->tmp_path, path, n);
-    memcpy(w->tmp_path + n, ".tmp", 5);
     w->token_bytes = token_bytes;
     w->vocab_size = vocab_size;
     w->bos_id = bos_id;
     w->tokenizer = ct_strdup(tokenizer ? tokenizer : "");
     w->dset = H5I_INVALID_HID;
     w->buffer = ct_malloc((size_t)CT_DATA_CHUNK_TOKENS * (size_t)token_bytes, "token write buffer");
-    /* fopen first for a plain "No such file or directory" instead of HDF5's wording. */
-    FILE *probe = fopen(w->tmp_path, "wb");
-    if (!probe) {
-        ct_fail("cannot create '%s': %s", w->tmp_path, strerror(errno));
-        w->file = H5I_INVALID_HID;
-        free(w->tmp_path);
-        w->tmp_path = NULL; /* not ours to remove */
-        token_writer_abort(w);
-        return -1;
-    }
-    fclose(probe);
-    ct_hdf5_lock();
-    hid_t fapl = ct_h5_file_access_plist();
-    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    int rc = w->file < 0 ? ct_h5_fail("cannot create '%s'", w->tmp_path) : 0;
-    H5Pclose(fapl);
-    ct_hdf5_unlock();
-    if (rc != 0) {
-        w->file = H5I_INVALID_HID;
+    if (create_tmp_file(path, &w->tmp_path, &w->file) != 0) {
         token_writer_abort(w);
         return -1;
     }
@@ -858,21 +870,78 @@ static int write_lut_table(hid_t group, const char *name, hid_t file_type, hid_t
     return rc;
 }
 
-int token_writer_set_luts(TokenWriter *w, const int16_t *base_bytes, const uint8_t *has_leading_space,
-                          const uint8_t *is_boundary_token) {
-    for (int64_t i = 0; i < w->vocab_size; i++)
+/* The three tables as /tokenizer (created) of an open file. Lock held. */
+static int write_luts_locked(hid_t file, const char *path, int64_t vocab_size, const int16_t *base_bytes,
+                             const uint8_t *has_leading_space, const uint8_t *is_boundary_token) {
+    for (int64_t i = 0; i < vocab_size; i++)
         if (base_bytes[i] < 0)
-            return ct_fail("'%s': base_bytes[%lld] = %d, expected a byte count >= 0", w->path, (long long)i,
+            return ct_fail("'%s': base_bytes[%lld] = %d, expected a byte count >= 0", path, (long long)i,
                            base_bytes[i]);
     int rc = 0;
-    ct_hdf5_lock();
-    hid_t group = H5Gcreate2(w->file, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t group = H5Gcreate2(file, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (group < 0 ||
-        write_lut_table(group, LUT_NAMES[0], H5T_STD_I16LE, H5T_NATIVE_INT16, w->vocab_size, base_bytes) != 0 ||
-        write_lut_table(group, LUT_NAMES[1], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, has_leading_space) != 0 ||
-        write_lut_table(group, LUT_NAMES[2], H5T_STD_U8LE, H5T_NATIVE_UINT8, w->vocab_size, is_boundary_token) != 0)
-        rc = ct_h5_fail("'%s': cannot write the /tokenizer tables", w->tmp_path);
+        write_lut_table(group, LUT_NAMES[0], H5T_STD_I16LE, H5T_NATIVE_INT16, vocab_size, base_bytes) != 0 ||
+        write_lut_table(group, LUT_NAMES[1], H5T_STD_U8LE, H5T_NATIVE_UINT8, vocab_size, has_leading_space) != 0 ||
+        write_lut_table(group, LUT_NAMES[2], H5T_STD_U8LE, H5T_NATIVE_UINT8, vocab_size, is_boundary_token) != 0)
+        rc = ct_h5_fail("'%s': cannot write the /tokenizer tables", path);
     if (group >= 0) H5Gclose(group);
+    return rc;
+}
+
+int token_writer_set_luts(TokenWriter *w, const int16_t *base_bytes, const uint8_t *has_leading_space,
+                          const uint8_t *is_boundary_token) {
+    ct_hdf5_lock();
+    int rc = write_luts_locked(w->file, w->tmp_path, w->vocab_size, base_bytes, has_leading_space, is_boundary_token);
+    ct_hdf5_unlock();
+    return rc;
+}
+
+/* The pieces into the /tokenizer group that write_luts_locked made. Lock held. */
+static int write_pieces_locked(hid_t file, const char *path, int64_t vocab_size, const TokenPieces *pieces) {
+    if (pieces->vocab_size != vocab_size)
+        return ct_fail("'%s': the tokenizer has %lld pieces but vocab_size is %lld", path,
+                       (long long)pieces->vocab_size, (long long)vocab_size);
+    hid_t group = H5Gopen2(file, "tokenizer", H5P_DEFAULT);
+    if (group < 0) return ct_h5_fail("'%s': pieces need the /tokenizer tables first", path);
+    int rc = data_pieces_write_locked(group, path, pieces);
+    H5Gclose(group);
+    return rc;
+}
+
+int token_writer_set_pieces(TokenWriter *w, const TokenPieces *pieces) {
+    ct_hdf5_lock();
+    int rc = write_pieces_locked(w->file, w->tmp_path, w->vocab_size, pieces);
+    ct_hdf5_unlock();
+    return rc;
+}
+
+int data_write_tokenizer_file(const char *path, int64_t vocab_size, const int16_t *base_bytes,
+                              const uint8_t *has_leading_space, const uint8_t *is_boundary_token,
+                              const TokenPieces *pieces) {
+    char *tmp;
+    hid_t file;
+    if (create_tmp_file(path, &tmp, &file) != 0) return -1;
+    ct_hdf5_lock();
+    int rc = write_luts_locked(file, tmp, vocab_size, base_bytes, has_leading_space, is_boundary_token);
+    if (rc == 0 && pieces) rc = write_pieces_locked(file, tmp, vocab_size, pieces);
+    if (H5Fclose(file) < 0 && rc == 0) rc = ct_h5_fail("'%s': cannot finish writing", tmp);
+    ct_hdf5_unlock();
+    if (rc == 0 && rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (rc != 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int data_read_pieces_file(const char *path, int64_t vocab_size, TokenPieces *pieces, int *present) {
+    memset(pieces, 0, sizeof *pieces);
+    *present = 0;
+    ct_hdf5_lock();
+    int rc = -1;
+    hid_t file = open_data_file(path);
+    if (file >= 0) {
+        rc = data_pieces_read_locked(file, path, vocab_size, pieces, present);
+        H5Fclose(file);
+    }
     ct_hdf5_unlock();
     return rc;
 }

@@ -88,6 +88,49 @@ int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn pr
 int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes,
                         uint8_t **has_leading_space, uint8_t **is_boundary_token);
 
+/* ---- tokenizer pieces (for decoding ids to text) ----
+ * A tokenizer vocabulary's pieces, stored beside the byte-count tables as /tokenizer/pieces
+ * (variable-length UTF-8 strings) and /tokenizer/piece_type (uint8), with two attributes of
+ * /tokenizer/pieces, leading_space and unk_surface (docs/data-format.md). tokenizer.h turns
+ * them into text. */
+typedef enum { /* SentencePiece's own type numbers (user-defined pieces are stored as normal) */
+    CT_PIECE_NORMAL = 1,
+    CT_PIECE_UNKNOWN = 2, /* decodes to unk_surface */
+    CT_PIECE_CONTROL = 3, /* <s>, </s>, <pad>: decodes to nothing */
+    CT_PIECE_UNUSED = 5,  /* decodes as a normal piece */
+    CT_PIECE_BYTE = 6,    /* "<0xNN>": the byte NN */
+} PieceType;
+/* What happens to the '\u2581' (space mark) that starts a piece at the start of the text,
+ * as SentencePiece decides from the model's normalizer (add_dummy_prefix,
+ * remove_extra_whitespaces); the attribute holds the name. */
+typedef enum {
+    CT_LEADING_SPACE_KEEP,        /* "keep": it becomes a space like any other */
+    CT_LEADING_SPACE_STRIP_FIRST, /* "strip_first": dropped from the first piece that has one */
+    CT_LEADING_SPACE_STRIP_UNTIL_TEXT, /* "strip_until_text": dropped from every piece while the text is empty */
+} LeadingSpaceRule;
+typedef struct {
+    int64_t vocab_size;
+    char **text;    /* vocab_size NUL-terminated UTF-8 strings (the piece as the model has it) */
+    uint8_t *type;  /* vocab_size PieceType values */
+    LeadingSpaceRule leading_space;
+    char *unk_surface; /* what an unknown piece decodes to (SentencePiece's default " \u2047 ") */
+} TokenPieces;
+void token_pieces_free(TokenPieces *pieces); /* frees the members; NULL members are fine */
+/* The byte of a byte piece's text "<0xNN>" (hex digits in either case), or -1 if it is not one. */
+int token_piece_byte(const char *piece);
+
+/* The pieces of any HDF5 file holding /tokenizer (a data file or `ctrain data luts` output).
+ * vocab_size >= 1: they must have that many entries; -1: any count (pieces->vocab_size says).
+ * *present = 0 (and pieces zeroed) when the file has no /tokenizer/pieces. */
+int data_read_pieces_file(const char *path, int64_t vocab_size, TokenPieces *pieces, int *present);
+/* Store the pieces in a file being written (vocab_size entries, as the writer's). */
+int token_writer_set_pieces(TokenWriter *writer, const TokenPieces *pieces);
+/* A file holding only /tokenizer: the three tables and, if pieces is not NULL, the pieces;
+ * written as "<path>.tmp" and renamed into place. `--luts` reads it like a data file. */
+int data_write_tokenizer_file(const char *path, int64_t vocab_size, const int16_t *base_bytes,
+                              const uint8_t *has_leading_space, const uint8_t *is_boundary_token,
+                              const TokenPieces *pieces);
+
 /* Check the storage of every file's /tokens without reading the tokens: every chunk of the
  * chunk index is looked up and must lie inside the file (a truncated copy, a damaged index).
  * Run before training, in a child process (isolate.h), so that damaged metadata that would

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_bundle.sh — scripts/bundle.sh (`make bundle`): the tarball unpacked elsewhere runs on its
-# own libraries: `ldd` resolves HDF5, OpenBLAS, MPICH, PMI2 and their dependencies inside the
-# bundle (the copies here are found first through its RPATH), and `ctrain --version`, a tiny
-# training run, `ckpt verify` and `plot` work from there with the source tree out of reach.
+# own libraries: `ldd` resolves HDF5, OpenBLAS, MPICH, PMI2, SentencePiece and their dependencies
+# inside the bundle (the copies here are found first through its RPATH), and `ctrain --version`,
+# a tiny training run, `ckpt verify` and `plot` work from there with the source tree out of reach.
 source "$CT_ROOT/tests/cli/lib.sh"
 if ! command -v patchelf >/dev/null; then skip bundle "patchelf is not installed (scripts/install-deps.sh)"; exit 0; fi
 
@@ -14,7 +14,7 @@ top=$(ls -d "$WORK"/unpacked/ctrain-*-linux-*)
 exe="$top/bin/ctrain"
 
 ldd "$exe" >ldd.out 2>&1
-for lib in libhdf5 libopenblas libmpich libpmi2 libgomp libsz; do
+for lib in libhdf5 libopenblas libmpich libpmi2 libsentencepiece libgomp libsz; do
     path=$(awk -v l="$lib" 'index($1, l) == 1 {print $3}' ldd.out)
     if [ -z "$path" ]; then skip "bundle_resolves_$lib" "the build does not use $lib"; continue; fi
     case "$(readlink -f "$path")" in

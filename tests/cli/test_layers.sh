@@ -10,11 +10,14 @@ check="$CT_ROOT/tests/check_layers.py"
 if (cd "$CT_ROOT" && python3 "$check" . "$CT_BUILD/layers.txt") >real.out 2>&1; then pass tree_points_one_way
 else fail tree_points_one_way "$(head -c 1500 real.out)"; fi
 
-# The objects the manifest lists are the library's: every .c under the source folders, and every
-# .cu when the build compiled CUDA.
+# The objects the manifest lists are the library's: every .c under the source folders, every
+# .cu when the build compiled CUDA, and every .cc when it compiled the SentencePiece shim.
 sources=$(cd "$CT_ROOT" && ls base/*.c src/*/*.c checkpoint/*.c kernels/*/*.c 2>/dev/null | wc -l)
 cuda_listed=$(grep -c '^object .*/kernels/cuda/' "$CT_BUILD/layers.txt")
 [ "$cuda_listed" -gt 0 ] && sources=$((sources + $(cd "$CT_ROOT" && ls kernels/cuda/*.cu | wc -l)))
+if "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
+    sources=$((sources + $(cd "$CT_ROOT" && ls base/*.cc src/*/*.cc checkpoint/*.cc 2>/dev/null | wc -l)))
+fi
 listed=$(grep -c '^object ' "$CT_BUILD/layers.txt")
 if [ "$listed" -eq "$sources" ]; then pass manifest_lists_every_object
 else fail manifest_lists_every_object "$listed objects listed, $sources sources"; fi
