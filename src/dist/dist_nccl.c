@@ -155,8 +155,15 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
     memset(&id, 0, sizeof id);
     ncclResult_t r;
     if (d->rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess) return fail_nccl("ncclGetUniqueId", r);
-    if (dist_kvs_broadcast(d, "ct!nccl.id", &id, sizeof id, 0, timeout_s) != 0)
-        return ct_fail_prefix("rank %d (%s): sending the NCCL id", d->rank, d->host);
+    /* through the PMI2 KVS directly (dist.c dispatches to this file, so it does not call back) */
+    if (d->world_size > 1) {
+        if (!dist_pmi2_active())
+            return ct_fail("rank %d (%s): %d GPU ranks need the PMI2 key-value store to exchange the NCCL id: start "
+                           "them with srun --mpi=pmi2",
+                           d->rank, d->host, d->world_size);
+        if (dist_pmi2_kvs_broadcast(d, "ct!nccl.id", &id, sizeof id, 0, timeout_s) != 0)
+            return ct_fail_prefix("rank %d (%s): sending the NCCL id", d->rank, d->host);
+    }
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
