@@ -23,11 +23,7 @@ int train_nccl_connect(const Config *cfg, DistInfo *d, char *note, size_t cap) {
     return 0;
 }
 
-int trainer_reducer_init(Trainer *t) {
-    Backend *b = t->backend;
-    if (!b->device_grads || !b->device_stream)
-        return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
-    const ModelSpec *s = &t->st.spec;
+int trainer_bucket_plan(const ModelSpec *s, double bucket_mb, DistBucketPlan *plan) {
     DistGradSegment *seg = ct_malloc((size_t)s->num_params * sizeof *seg, "gradient segments");
     int n = 0;
     for (int i = 0; i < s->num_params; i++) {
@@ -37,14 +33,22 @@ int trainer_reducer_init(Trainer *t) {
         seg[n].ready_stage = model_grad_ready_stage(s, i);
         n++;
     }
-    DistBucketPlan plan;
-    const size_t cap = (size_t)(t->cfg->grad_bucket_mb * 1048576.0 / sizeof(float));
-    int rc = dist_bucket_plan_build(&plan, seg, n, model_grad_num_stages(s), cap > 0 ? cap : 1);
+    const size_t cap = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    int rc = dist_bucket_plan_build(plan, seg, n, model_grad_num_stages(s), cap > 0 ? cap : 1);
     free(seg);
-    if (rc != 0) return -1;
-    rc = dist_grad_reducer_create(&t->reducer, t->dist, &plan, b->device_grads(b), b->device_stream(b));
-    printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward\n",
-           plan.num_buckets, t->cfg->grad_bucket_mb);
+    return rc;
+}
+
+int trainer_reducer_init(Trainer *t) {
+    Backend *b = t->backend;
+    if (!b->device_grads || !b->device_stream)
+        return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
+    DistBucketPlan plan;
+    if (trainer_bucket_plan(&t->st.spec, t->cfg->grad_bucket_mb, &plan) != 0) return -1;
+    int rc = dist_grad_reducer_create(&t->reducer, t->dist, &plan, b->device_grads(b), b->device_stream(b));
+    if (rc == 0)
+        printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward\n",
+               plan.num_buckets, t->cfg->grad_bucket_mb);
     dist_bucket_plan_free(&plan);
     return rc;
 }

@@ -63,6 +63,9 @@ typedef struct {
 int train_check_tokens(const TokenSet *train, const DistInfo *dist, int rank, int world);
 
 /* train_nccl.c (jobs where config_uses_nccl; train_nccl_connect in train.h starts them) */
+/* The gradient buckets of a model: its parameters with model_grad_ready_stage, buckets of up to
+ * bucket_mb MB (dist_buckets.h). */
+int trainer_bucket_plan(const ModelSpec *s, double bucket_mb, DistBucketPlan *plan);
 /* After backend_create: the gradient reducer (bucket plan of grad_bucket_mb over the model's
  * backward stages) on the backend's device gradients. */
 int trainer_reducer_init(Trainer *t);

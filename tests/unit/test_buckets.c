@@ -1,5 +1,5 @@
 /* test_buckets.c — the orchestration of a GPU job's gradient reduction, on the CPU: the bucket
- * plan (dist_buckets.c) over the model's parameters (coverage, contiguity, cap, reverse layer
+ * plan (dist_buckets.c) over the model's parameters, as the trainer makes it (trainer_bucket_plan) (coverage, contiguity, cap, reverse layer
  * order, launch order), which buckets start after which backward stage, and the claim the
  * overlap rests on: a parameter's gradient is final once the backward has reported its
  * model_grad_ready_stage (checked on the CPU backend, which runs the backward in the order the
@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "model.h"
 #include "train_state.h"
+#include "trainer.h"
 
 static void make_config(Config *cfg, int layers, int tied, int dim) {
     config_init(cfg);
@@ -32,30 +33,18 @@ static void make_config(Config *cfg, int layers, int tied, int dim) {
         }
 }
 
-static DistGradSegment *segments_of(const ModelSpec *s, int *n) {
-    DistGradSegment *seg = calloc((size_t)s->num_params, sizeof *seg);
-    *n = 0;
-    for (int i = 0; i < s->num_params; i++) {
-        if (s->params[i].count == 0) continue;
-        seg[*n].offset = s->params[i].offset;
-        seg[*n].count = s->params[i].count;
-        seg[*n].ready_stage = model_grad_ready_stage(s, i);
-        (*n)++;
-    }
-    return seg;
-}
-
 /* Coverage, contiguity, cap, order, and which stage releases which bucket, for one model. */
 static void check_plan(int layers, int tied, int dim, double cap_mb) {
     Config cfg;
     make_config(&cfg, layers, tied, dim);
     ModelSpec s;
     CHECK(model_spec_init(&s, &cfg) == 0, "%s", ct_error());
-    int n;
-    DistGradSegment *seg = segments_of(&s, &n);
-    const size_t cap = (size_t)(cap_mb * 1048576.0 / sizeof(float));
-    DistBucketPlan plan;
-    CHECK(dist_bucket_plan_build(&plan, seg, n, model_grad_num_stages(&s), cap) == 0, "%s", ct_error());
+    int n = 0;
+    for (int i = 0; i < s.num_params; i++) n += s.params[i].count > 0;
+    size_t cap = (size_t)(cap_mb * 1048576.0 / sizeof(float));
+    if (cap == 0) cap = 1;
+    DistBucketPlan plan; /* the plan a GPU job's trainer makes */
+    CHECK(trainer_bucket_plan(&s, cap_mb, &plan) == 0, "%s", ct_error());
     CHECK(plan.total_floats == s.total_floats, "plan covers %zu of %zu floats", plan.total_floats, s.total_floats);
     /* every float in exactly one bucket */
     unsigned char *owner = calloc(s.total_floats, 1);
@@ -121,7 +110,6 @@ static void check_plan(int layers, int tied, int dim, double cap_mb) {
     dist_bucket_plan_ready(&plan, plan.num_stages, &first, &count);
     CHECK(count == 0, "a stage past the end released %d buckets", count);
     free(owner);
-    free(seg);
     dist_bucket_plan_free(&plan);
     model_spec_free(&s);
     config_free(&cfg);
