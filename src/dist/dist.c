@@ -281,10 +281,7 @@ void dist_abort(const DistInfo *d, int code, const char *msg) {
 }
 
 void dist_finalize(DistInfo *d) {
-    if (d->nccl) {
-        dist_watchdog_arm(d->timeout_s > 0 ? d->timeout_s + 60 : 0, "closing the NCCL communicator");
-        dist_nccl_finalize(d);
-    }
+    if (d->nccl) dist_nccl_finalize(d); /* its waits have their own deadlines */
     if (dist_mpi_active()) {
         dist_watchdog_arm(d->timeout_s, "MPI_Finalize (waiting for the other ranks to finish)");
         dist_mpi_finalize(d);

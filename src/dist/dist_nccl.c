@@ -61,10 +61,11 @@ static int fail_nccl(const char *what, ncclResult_t r) {
     return -1;
 }
 
-static int fail_timeout(const char *what, double waited_s) {
+/* setting: the key or bound that gave the timeout, for the message */
+static int fail_timeout(const char *what, double waited_s, const char *setting) {
     ct_fail("rank %d (%s): timed out after %.0f s in %s (NCCL): another rank died, hangs or cannot reach this "
-            "one (collective_timeout = %.0f)",
-            g.rank, g.host, waited_s, what, g.timeout_s);
+            "one (%s)",
+            g.rank, g.host, waited_s, what, setting);
     if (g.comm) ncclCommAbort(g.comm);
     g.comm = NULL;
     g.up = 0;
@@ -80,19 +81,31 @@ static int check_async(const char *what) {
 }
 
 /* Wait until NCCL has finished queuing a call that returned r (ncclInProgress on a
- * non-blocking communicator). */
-static int settle(ncclResult_t r, double timeout_s, const char *what) {
+ * non-blocking communicator). The watchdog backs the wait (and an abort that hangs). */
+static int settle(ncclResult_t r, double timeout_s, const char *what, const char *setting) {
     if (r == ncclSuccess) return 0;
     if (r != ncclInProgress) return fail_nccl(what, r);
     const double t0 = ct_now_ms();
+    dist_watchdog_arm(timeout_s > 0 ? timeout_s + BACKSTOP_S : 0, "%s (NCCL)", what);
+    int rc;
     for (;;) {
         int state = check_async(what);
-        if (state <= 0) return state;
+        if (state <= 0) {
+            rc = state;
+            break;
+        }
         double waited = ct_now_ms() - t0;
-        if (timeout_s > 0 && waited > 1000.0 * timeout_s) return fail_timeout(what, waited / 1000.0);
+        if (timeout_s > 0 && waited > 1000.0 * timeout_s) {
+            rc = fail_timeout(what, waited / 1000.0, setting);
+            break;
+        }
         pause_briefly(waited);
     }
+    dist_watchdog_disarm();
+    return rc;
 }
+
+static char g_collective_setting[64]; /* "collective_timeout = 600" */
 
 /* Wait until the GPU has passed event ev, watching NCCL's error state and the timeout. */
 static int wait_event(cudaEvent_t ev, const char *what) {
@@ -110,7 +123,7 @@ static int wait_event(cudaEvent_t ev, const char *what) {
         rc = 0;
         double waited = ct_now_ms() - t0;
         if (g.timeout_s > 0 && waited > 1000.0 * g.timeout_s) {
-            rc = fail_timeout(what, waited / 1000.0);
+            rc = fail_timeout(what, waited / 1000.0, g_collective_setting);
             break;
         }
         pause_briefly(waited);
@@ -126,6 +139,13 @@ static int cuda_ok(cudaError_t e, const char *what) {
 
 static int not_up(const char *what) {
     return ct_fail("rank %d (%s): %s: no NCCL communicator (it failed or was closed)", g.rank, g.host, what);
+}
+
+/* NCCL writes its log (NCCL_DEBUG=WARN: the reason of a failure) to stdout, which ranks other
+ * than 0 send to /dev/null: send it to stderr unless the user chose a file. Before the first
+ * NCCL call, like the settings below. */
+static void nccl_log_to_stderr(void) {
+    if (!getenv("NCCL_DEBUG_FILE")) setenv("NCCL_DEBUG_FILE", "/dev/stderr", 0);
 }
 
 /* NCCL reads most of its settings once per process: set before the first NCCL call. A value
@@ -147,7 +167,9 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
     g.world = d->world_size;
     snprintf(g.host, sizeof g.host, "%s", d->host);
     g.timeout_s = d->op_timeout_s;
+    snprintf(g_collective_setting, sizeof g_collective_setting, "collective_timeout = %.0f", g.timeout_s);
     char user_set[200];
+    nccl_log_to_stderr();
     pin_determinism(user_set, sizeof user_set);
     if (cuda_ok(cudaSetDevice(device), "cudaSetDevice for NCCL") != 0) return -1;
 
@@ -167,13 +189,13 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    dist_watchdog_arm(timeout_s > 0 ? timeout_s + BACKSTOP_S : 0, "ncclCommInitRankConfig (%d ranks)", d->world_size);
-    r = ncclCommInitRankConfig(&g.comm, d->world_size, id, d->rank, &config);
-    char what[96];
+    char what[96], setting[64];
     snprintf(what, sizeof what, "creating the communicator of %d ranks (ncclCommInitRankConfig)", d->world_size);
-    int rc = settle(r, timeout_s, what);
+    snprintf(setting, sizeof setting, "the start-up timeout, %.0f s", timeout_s);
+    dist_watchdog_arm(timeout_s > 0 ? timeout_s + BACKSTOP_S : 0, "%s", what); /* the call itself may block */
+    r = ncclCommInitRankConfig(&g.comm, d->world_size, id, d->rank, &config);
     dist_watchdog_disarm();
-    if (rc != 0) return -1;
+    if (settle(r, timeout_s, what, setting) != 0) return -1;
     g.up = 1;
 
     if (cuda_ok(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), "NCCL stream") != 0 ||
@@ -195,7 +217,7 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
 
 /* Queue `call` on the host-value stream, then wait for it. */
 static int run_host_collective(ncclResult_t r, const char *what) {
-    if (settle(r, g.timeout_s, what) != 0) return -1;
+    if (settle(r, g.timeout_s, what, g_collective_setting) != 0) return -1;
     if (cuda_ok(cudaEventRecord(g.done, g.stream), what) != 0) return -1;
     return wait_event(g.done, what);
 }
@@ -204,6 +226,8 @@ static int run_host_collective(ncclResult_t r, const char *what) {
 static int host_allgather(const void *mine, size_t bytes, unsigned char *all, const char *what) {
     if (!g.up) return not_up(what);
     const size_t chunk = STAGE_BYTES / 2 / (size_t)g.world;
+    if (chunk == 0) return ct_fail("rank %d (%s): %s: %d ranks are more than the staging buffer serves", g.rank, g.host,
+                                   what, g.world);
     unsigned char *d_send = g.d_stage, *d_recv = g.d_stage + STAGE_BYTES / 2;
     unsigned char *h_send = g.h_stage, *h_recv = g.h_stage + STAGE_BYTES / 2;
     for (size_t off = 0; off < bytes; off += chunk) {
@@ -290,7 +314,8 @@ int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *st
     (void)d;
     if (!g.up) return not_up(what);
     cudaStream_t s = (cudaStream_t)stream;
-    if (settle(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, g.comm, s), g.timeout_s, what) != 0) return -1;
+    if (settle(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, g.comm, s), g.timeout_s, what, g_collective_setting) != 0)
+        return -1;
     if (cuda_ok(cudaEventRecord(g.done, s), what) != 0) return -1;
     return wait_event(g.done, what);
 }
@@ -300,9 +325,12 @@ long dist_nccl_check_device_sum(const DistInfo *d, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = (float)((d->rank + 1) * (int)(i % 97 + 1)) * 0.25f;
     long bad = -2;
     if (cuda_ok(cudaMalloc((void **)&dev, n * sizeof *dev), "launch-check device buffer") == 0 &&
-        cuda_ok(cudaMemcpy(dev, h, n * sizeof *h, cudaMemcpyHostToDevice), "launch-check upload") == 0 &&
+        /* on the stream the sum runs on: a pageable cudaMemcpy may return before the copy has
+         * landed, and g.stream does not wait for the default stream */
+        cuda_ok(cudaMemcpyAsync(dev, h, n * sizeof *h, cudaMemcpyHostToDevice, g.stream), "launch-check upload") == 0 &&
         dist_nccl_allreduce_device(d, dev, n, g.stream, "launch-check device sum (ncclAllReduce)") == 0 &&
-        cuda_ok(cudaMemcpy(h, dev, n * sizeof *h, cudaMemcpyDeviceToHost), "launch-check download") == 0) {
+        cuda_ok(cudaMemcpyAsync(h, dev, n * sizeof *h, cudaMemcpyDeviceToHost, g.stream), "launch-check download") == 0 &&
+        cuda_ok(cudaStreamSynchronize(g.stream), "launch-check download") == 0) {
         bad = -1;
         const int W = d->world_size;
         for (size_t i = 0; i < n && bad == -1; i++) {
@@ -340,7 +368,11 @@ int dist_grad_reducer_create(DistGradReducer **out, const DistInfo *d, const Dis
     r->grads = grads;
     r->compute = (cudaStream_t)stream;
     *out = r;
-    if (cuda_ok(cudaStreamCreateWithFlags(&r->comm, cudaStreamNonBlocking), "gradient reduction stream") != 0 ||
+    /* the highest priority: a bucket's sum starts as soon as its stage is done instead of queuing
+     * behind the rest of the backward, which would keep the other ranks waiting */
+    int least = 0, greatest = 0;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (cuda_ok(cudaStreamCreateWithPriority(&r->comm, cudaStreamNonBlocking, greatest), "gradient reduction stream") != 0 ||
         cuda_ok(cudaEventCreateWithFlags(&r->reduced, cudaEventDisableTiming), "gradient reduction event") != 0)
         return -1;
     for (int s = 0; s < plan->num_stages; s++)
@@ -371,7 +403,7 @@ static int start_buckets(DistGradReducer *r, int first, int end, cudaEvent_t aft
             return fail_nccl(what, rs);
         }
     }
-    if (settle(ncclGroupEnd(), g.timeout_s, what) != 0) return -1;
+    if (settle(ncclGroupEnd(), g.timeout_s, what, g_collective_setting) != 0) return -1;
     r->next = end;
     return 0;
 }
@@ -417,8 +449,13 @@ void dist_nccl_finalize(DistInfo *d) {
     if (g.comm) {
         /* flush what is queued, then free; abort if the other ranks are gone */
         ncclResult_t r = ncclCommFinalize(g.comm);
-        if (settle(r, d->timeout_s, "closing the NCCL communicator (ncclCommFinalize)") == 0 && g.comm)
+        char setting[64];
+        snprintf(setting, sizeof setting, "the start-up timeout, %.0f s", d->timeout_s);
+        if (settle(r, d->timeout_s, "closing the NCCL communicator (ncclCommFinalize)", setting) == 0 && g.comm) {
+            dist_watchdog_arm(d->timeout_s > 0 ? d->timeout_s + BACKSTOP_S : 0, "ncclCommDestroy");
             ncclCommDestroy(g.comm);
+            dist_watchdog_disarm();
+        }
         g.comm = NULL;
     }
     if (g.d_stage) cudaFree(g.d_stage);

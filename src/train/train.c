@@ -255,6 +255,9 @@ int train_run(Config *cfg) {
         dist_finalize(&dist);
         return CT_EXIT_USAGE;
     }
+    /* signals asking for a stop are caught from here on (a preemption during NCCL's start-up
+     * must not kill the process before it can exit 75) */
+    if (stop_install(cfg->stop_signal) != 0) dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
     /* a GPU rank without a GPU of its own fails now, before any data is read */
     if (config_uses_nccl(cfg, t.world) && train_nccl_connect(cfg, &dist, t.nccl_note, sizeof t.nccl_note) != 0)
         dist_abort(&dist, CT_EXIT_FAILURE, ct_error());
@@ -270,7 +273,7 @@ int train_run(Config *cfg) {
         printf("%d ranks (%s): %s\n", t.world, dist.launcher, map);
     }
     char path[4200];
-    if (stop_install(cfg->stop_signal) != 0 || fault_init(t.rank) != 0) goto fail;
+    if (fault_init(t.rank) != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
     /* one run per out_dir: two would interleave checkpoints and prune each other's files */
     if (t.rank == 0 && (t.lock_fd = ct_dir_lock(cfg->out_dir, cfg->lock_wait)) < 0) goto fail;

@@ -3,6 +3,7 @@
  * after the backend exists, the gradient reducer whose buckets follow the model's backward
  * stages (model_grad_ready_stage), so the last micro-batch's gradients are summed across ranks
  * while its backward still runs. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,12 +40,39 @@ int trainer_bucket_plan(const ModelSpec *s, double bucket_mb, DistBucketPlan *pl
     return rc;
 }
 
+/* A 31-bit digest of a plan (FNV-1a over the buckets' ranges and stages). */
+static int plan_digest(const DistBucketPlan *p) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int b = 0; b < p->num_buckets; b++) {
+        const uint64_t v[3] = {p->buckets[b].offset, p->buckets[b].count, (uint64_t)p->buckets[b].ready_stage};
+        const unsigned char *c = (const unsigned char *)v;
+        for (size_t i = 0; i < sizeof v; i++) h = (h ^ c[i]) * 1099511628211ULL;
+    }
+    return (int)(h & 0x7fffffff);
+}
+
+/* Every rank must reduce the same buckets in the same order: a rank with another grad_bucket_mb
+ * or another ctrain would otherwise wait in a collective until collective_timeout. */
+static int same_plan_everywhere(const Trainer *t, const DistBucketPlan *plan) {
+    const int mine = plan_digest(plan);
+    int hi = mine, lo_neg = -mine;
+    if (dist_allreduce_max_i32(t->dist, &hi) != 0 || dist_allreduce_max_i32(t->dist, &lo_neg) != 0) return -1;
+    if (hi == -lo_neg) return 0;
+    return ct_fail("rank %d (%s): the ranks' gradient bucket plans differ (this rank: %d buckets of up to %g MB): "
+                   "every rank needs the same grad_bucket_mb and the same ctrain build",
+                   t->rank, t->dist->host, plan->num_buckets, t->cfg->grad_bucket_mb);
+}
+
 int trainer_reducer_init(Trainer *t) {
     Backend *b = t->backend;
     if (!b->device_grads || !b->device_stream)
         return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
     DistBucketPlan plan;
     if (trainer_bucket_plan(&t->st.spec, t->cfg->grad_bucket_mb, &plan) != 0) return -1;
+    if (same_plan_everywhere(t, &plan) != 0) {
+        dist_bucket_plan_free(&plan);
+        return -1;
+    }
     int rc = dist_grad_reducer_create(&t->reducer, t->dist, &plan, b->device_grads(b), b->device_stream(b));
     if (rc == 0)
         printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward\n",
