@@ -3,8 +3,9 @@
 # trained here by Python's sentencepiece, `ctrain data luts` and `import-bin --tokenizer
 # MODEL.model` store exactly the tables train_gpt.py's build_sentencepiece_luts makes (computed
 # here again with the Python API) and the model's pieces; `--luts` carries them over; the old
-# free-text --tokenizer still works; `ctrain sample` prints what sp.decode makes of its ids, for
-# each of SentencePiece's three leading-space rules; bad models, options and files fail clearly.
+# free-text --tokenizer still works; `ctrain data info` says which files hold pieces; `ctrain
+# sample` prints what sp.decode makes of its ids, for each of SentencePiece's three leading-space
+# rules; bad models, options and files fail clearly.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -22,6 +23,8 @@ expect_ok import_help "$CTRAIN" data import-bin --help
 expect_grep import_help_model '--tokenizer MODEL.model' out
 expect_ok sample_help "$CTRAIN" sample --help
 expect_grep sample_help_pieces '--pieces FILE.h5' out
+expect_ok info_help "$CTRAIN" data info --help
+expect_grep info_help_pieces '\+pieces' out
 
 if ! "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
     # A build without the library says what to install, for both commands.
@@ -151,7 +154,8 @@ for split in ('train', 'val'):
         assert np.array_equal(f['tokens'][:], want), 'tokens differ'
 "
 expect_ok info_model_data "$CTRAIN" data info 'data/*.h5'
-expect_grep info_shows_model 'yes +sentencepiece:bpe.model \(vocab 400\)$' out
+expect_grep info_shows_model '^data/fineweb_val_000000.h5 .* yes\+pieces +sentencepiece:bpe.model \(vocab 400\)$' out
+expect_grep info_total_pieces '^total \(2 files\) +[0-9]+ +400 +yes\+pieces$' out
 
 # --luts carries the pieces of a `data luts` file over
 expect_ok import_luts_with_pieces "$CTRAIN" data import-bin --out copied.h5 --vocab-size 400 --luts bpe_luts.h5 \
@@ -173,6 +177,31 @@ with h5py.File('text.h5', 'r') as f:
     assert tok == 'sp400-custom', tok
     assert 'tokenizer' not in f, list(f)
 "
+
+# ---- data info: which files hold pieces ----
+expect_ok info_luts_copied "$CTRAIN" data info copied.h5
+expect_grep info_luts_copied_pieces '^copied.h5 .* yes\+pieces +$' out
+expect_ok info_free_text "$CTRAIN" data info text.h5
+expect_grep info_free_text_no_luts '^text.h5 .* -1 +no +sp400-custom$' out
+"$CTRAIN" data from-text --out bytes.h5 corpus.txt >/dev/null 2>&1 || fail make_bytes "from-text failed"
+expect_ok info_bytes "$CTRAIN" data info bytes.h5
+expect_grep info_bytes_no_pieces '^bytes.h5 .* -1  yes   bytes$' out
+expect_grep info_bytes_total '^total \(1 file\) +[0-9]+ +256 +yes$' out
+# pieces without the tables, and pieces that data info reads and rejects
+"$PY" - <<'EOF'
+import h5py, shutil
+shutil.copy('text.h5', 'pieces_only.h5')
+shutil.copy('data/fineweb_val_000000.h5', 'bad_pieces.h5')
+with h5py.File('bpe_luts.h5', 'r') as src, h5py.File('pieces_only.h5', 'r+') as f:
+    src.copy('tokenizer/pieces', f, 'tokenizer/pieces')
+    src.copy('tokenizer/piece_type', f, 'tokenizer/piece_type')
+with h5py.File('bad_pieces.h5', 'r+') as f:
+    f['tokenizer/piece_type'][7] = 9
+EOF
+expect_ok info_pieces_only "$CTRAIN" data info pieces_only.h5
+expect_grep info_pieces_only_shown '^pieces_only.h5 .* no\+pieces +sp400-custom$' out
+expect_fail info_bad_pieces 1 "'bad_pieces.h5': /tokenizer/piece_type\[7\] = 9, expected a SentencePiece piece type" \
+    "$CTRAIN" data info bad_pieces.h5
 
 # ---- errors ----
 expect_fail model_missing 1 "--tokenizer: cannot open SentencePiece model 'nope.model': No such file or directory" \
