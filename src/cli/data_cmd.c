@@ -92,7 +92,8 @@ static const char INFO_USAGE[] =
     "usage: ctrain data info FILE_OR_GLOB...\n"
     "\n"
     "Print each file of the glob (sorted by path, the order training reads them) with its token\n"
-    "count, dtype, vocab_size, bos_id, whether it has the /tokenizer tables, and the tokenizer\n"
+    "count, dtype, vocab_size, bos_id, whether it has the /tokenizer tables (luts: yes or no,\n"
+    "with +pieces when it also stores the tokenizer's pieces, for decoding), and the tokenizer\n"
     "text; then read every token and check it is below vocab_size. Quote globs so that ctrain,\n"
     "not the shell, expands them. Exit status 0 if every file is valid, 1 otherwise.\n"
     "\n"
@@ -615,13 +616,35 @@ static void report_scan_progress(void *ctx, int64_t done, int64_t total) {
     progress_update(ctx, done);
 }
 
+/* The luts column: the tables, and whether the tokenizer's pieces are there too. */
+static const char *luts_column(int has_luts, int has_pieces) {
+    return has_luts ? (has_pieces ? "yes+pieces" : "yes") : (has_pieces ? "no+pieces" : "no");
+}
+
+/* Read (and so check) each file's pieces, if it has them: has_pieces[i] says. */
+static int check_pieces(const TokenSet *set, int *has_pieces) {
+    for (int i = 0; i < set->num_files; i++) {
+        TokenPieces pieces;
+        if (data_read_pieces_file(set->files[i].path, set->vocab_size, &pieces, &has_pieces[i]) != 0) return -1;
+        token_pieces_free(&pieces);
+    }
+    return 0;
+}
+
 /* Describe and check one glob; 0 if valid. */
 static int info_one(const char *pattern) {
     TokenSet set;
     if (data_open_set(pattern, &set) != 0) return -1;
-    if (data_check_storage(&set) != 0) {
+    int *has_pieces = ct_calloc((size_t)set.num_files, sizeof *has_pieces, "pieces flags");
+    if (data_check_storage(&set) != 0 || check_pieces(&set, has_pieces) != 0) {
+        free(has_pieces);
         data_free_set(&set);
         return -1;
+    }
+    int all_pieces = 1, luts_width = 4; /* room for "yes+pieces" only when some file has them */
+    for (int i = 0; i < set.num_files; i++) {
+        all_pieces &= has_pieces[i];
+        if (has_pieces[i]) luts_width = 10;
     }
     char total_label[64];
     snprintf(total_label, sizeof total_label, "total (%d file%s)", set.num_files, set.num_files == 1 ? "" : "s");
@@ -630,18 +653,19 @@ static int info_one(const char *pattern) {
         int n = (int)strlen(set.files[i].path);
         if (n > width) width = n;
     }
-    printf("%-*s %12s  %-6s %10s %7s  %-4s  %s\n", width, "file", "tokens", "dtype", "vocab", "bos", "luts",
-           "tokenizer");
+    printf("%-*s %12s  %-6s %10s %7s  %-*s  %s\n", width, "file", "tokens", "dtype", "vocab", "bos", luts_width,
+           "luts", "tokenizer");
     for (int i = 0; i < set.num_files; i++) {
         const TokenFileInfo *f = &set.files[i];
-        printf("%-*s %12lld  %-6s %10lld %7lld  %-4s  ", width, f->path, (long long)f->num_tokens,
-               f->token_bytes == 2 ? "uint16" : "uint32", (long long)f->vocab_size, (long long)f->bos_id,
-               f->has_luts ? "yes" : "no");
+        printf("%-*s %12lld  %-6s %10lld %7lld  %-*s  ", width, f->path, (long long)f->num_tokens,
+               f->token_bytes == 2 ? "uint16" : "uint32", (long long)f->vocab_size, (long long)f->bos_id, luts_width,
+               luts_column(f->has_luts, has_pieces[i]));
         print_sanitized(f->tokenizer);
         putchar('\n');
     }
     printf("%-*s %12lld  %-6s %10lld %7s  %s\n", width, total_label, (long long)set.total_tokens, "",
-           (long long)set.vocab_size, "", set.has_luts ? "yes" : "no");
+           (long long)set.vocab_size, "", luts_column(set.has_luts, all_pieces));
+    free(has_pieces);
     fflush(stdout);
 
     Progress progress;

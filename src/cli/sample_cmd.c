@@ -1,9 +1,11 @@
 /* sample_cmd.c — `ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N]
- * [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--device D]`: text from a
- * trained model. Byte-level models (the data's tokenizer is "bytes") read the prompt as bytes
- * and print bytes; models whose data stores tokenizer pieces (or --pieces) take token ids and
- * print decoded text (tokenizer.h); others take and print token ids. The work is
- * train_sample's (src/train/train_sample.c). */
+ * [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--tokenizer MODEL.model]
+ * [--device D]`: text from a trained model. Byte-level models (the data's tokenizer is "bytes")
+ * read the prompt as bytes and print bytes; models whose data stores tokenizer pieces (or
+ * --pieces, or --tokenizer) take token ids and print decoded text (tokenizer.h); with
+ * --tokenizer a text prompt is encoded by the SentencePiece model, checked against the stored
+ * pieces; others take and print token ids. The work is train_sample's
+ * (src/train/train_sample.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +23,22 @@
 
 static const char SAMPLE_USAGE[] =
     "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N] [--temperature T]\n"
-    "                     [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--device auto|cpu|cuda]\n"
+    "                     [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--tokenizer MODEL.model]\n"
+    "                     [--device auto|cpu|cuda]\n"
     "\n"
     "Generate text from a checkpoint's model (CHECKPOINT may be a run directory: its newest\n"
     "checkpoint). Each token is drawn from the model's next-token distribution at temperature T,\n"
     "among the K most likely tokens; the same seed gives the same text. Byte-level models (data\n"
     "made by `ctrain data from-text`) read the prompt as bytes and print text. Other models take\n"
-    "--prompt-ids; they print text decoded as SentencePiece does when the training data holds\n"
-    "the tokenizer's pieces (`ctrain data import-bin --tokenizer MODEL.model`) or --pieces gives\n"
-    "them, else token ids. Runs on the GPU when one is visible (--device auto), else the CPU;\n"
-    "the two compute in different precision, so their samples differ.\n"
+    "--prompt-ids, or --prompt with --tokenizer MODEL.model (the SentencePiece model of the\n"
+    "data); they print text decoded as SentencePiece does when the training data holds the\n"
+    "tokenizer's pieces (`ctrain data import-bin --tokenizer MODEL.model`) or --pieces or\n"
+    "--tokenizer gives them, else token ids. Runs on the GPU when one is visible (--device\n"
+    "auto), else the CPU; the two compute in different precision, so their samples differ.\n"
     "\n"
     "options:\n"
-    "  --prompt TEXT        the start of the text (byte-level models; default: a newline)\n"
+    "  --prompt TEXT        the start of the text (byte-level models, default a newline; with\n"
+    "                       --tokenizer: encoded by the model, as Python's sp.encode(TEXT))\n"
     "  --prompt-ids IDS     the start as comma-separated token ids (any model; default for\n"
     "                       tokenizer models: the data's bos_id, else token 0)\n"
     "  --tokens N           tokens to generate (default 200)\n"
@@ -43,6 +48,10 @@ static const char SAMPLE_USAGE[] =
     "  --ids                print token ids (prompt, then generated), one line\n"
     "  --pieces FILE.h5     decode with the /tokenizer/pieces of FILE.h5 (a data file or\n"
     "                       `ctrain data luts` output) instead of the training data's\n"
+    "  --tokenizer MODEL.model\n"
+    "                       the SentencePiece model of the training data: encodes --prompt,\n"
+    "                       decodes when no pieces are stored; its vocabulary must be the\n"
+    "                       checkpoint's and its pieces the stored ones (a wrong model fails)\n"
     "  --device D           auto (default: cuda if a GPU is visible), cpu or cuda\n"
     "  -h, --help           show this help\n";
 
@@ -73,7 +82,8 @@ typedef struct {
     int bytes;          /* byte-level: the data's tokenizer is "bytes" (or, the data gone, vocab 256) */
     int64_t bos_id;     /* -1: none or unknown */
     int has_pieces;
-    TokenPieces pieces; /* from --pieces, else from the first training file */
+    TokenPieces pieces; /* from --pieces, else from the first training file, else from --tokenizer */
+    char pieces_from[4200]; /* the file they came from */
     char note[600];     /* why text cannot be decoded, for a note on stderr */
 } DataTokenizer;
 
@@ -88,6 +98,7 @@ static int data_tokenizer(const Config *cfg, const char *pieces_path, DataTokeni
     if (data_open_set(cfg->train_files, &set) == 0) {
         t->bytes = !strcmp(set.files[0].tokenizer, "bytes");
         t->bos_id = set.files[0].bos_id;
+        snprintf(t->pieces_from, sizeof t->pieces_from, "%s", set.files[0].path);
         if (!pieces_path && data_read_pieces_file(set.files[0].path, cfg->vocab_size, &t->pieces, &t->has_pieces) != 0)
             snprintf(t->note, sizeof t->note, "%s", ct_error());
         else if (!pieces_path && !t->has_pieces)
@@ -98,6 +109,7 @@ static int data_tokenizer(const Config *cfg, const char *pieces_path, DataTokeni
         snprintf(t->note, sizeof t->note, "the training data '%s' cannot be read: %s", source, ct_error());
     }
     if (pieces_path) {
+        snprintf(t->pieces_from, sizeof t->pieces_from, "%s", pieces_path);
         if (data_read_pieces_file(pieces_path, cfg->vocab_size, &t->pieces, &t->has_pieces) != 0)
             return ct_fail_prefix("--pieces");
         if (!t->has_pieces)
@@ -105,6 +117,29 @@ static int data_tokenizer(const Config *cfg, const char *pieces_path, DataTokeni
                            pieces_path);
     }
     return 0;
+}
+
+/* The SentencePiece model of --tokenizer: its vocabulary must be the checkpoint's, and its pieces
+ * the stored ones, if any (else they become the pieces to decode with). */
+static int model_tokenizer(const Config *cfg, const char *checkpoint, const char *model_path, DataTokenizer *t) {
+    SpmTokenizer model;
+    if (spm_tokenizer_load(model_path, &model) != 0) return ct_fail_prefix("--tokenizer");
+    int rc = 0;
+    if (model.vocab_size != cfg->vocab_size)
+        rc = ct_fail("--tokenizer: SentencePiece model '%s' has %lld pieces but the checkpoint '%s' has vocab_size "
+                     "%lld: give the model its training data was tokenized with", model_path,
+                     (long long)model.vocab_size, checkpoint, (long long)cfg->vocab_size);
+    else if (t->has_pieces && spm_check_pieces(&model, model_path, &t->pieces, t->pieces_from) != 0)
+        rc = ct_fail_prefix("--tokenizer");
+    if (rc == 0 && model.decode_mismatch) fprintf(stderr, "ctrain: warning: %s\n", model.decode_mismatch);
+    if (rc == 0 && !t->has_pieces) {
+        token_pieces_free(&t->pieces);
+        t->pieces = model.pieces;
+        memset(&model.pieces, 0, sizeof model.pieces);
+        t->has_pieces = 1;
+    }
+    spm_tokenizer_free(&model);
+    return rc;
 }
 
 static int parse_int(const char *name, const char *text, int64_t lo, int64_t hi, int64_t *out) {
@@ -121,14 +156,14 @@ static int parse_int(const char *name, const char *text, int64_t lo, int64_t hi,
 int sample_main(int argc, char **argv) {
     char **pos;
     const char *prompt = NULL, *prompt_ids = NULL, *tokens_s = "200", *temp_s = "0.8", *topk_s = "40",
-               *seed_s = "1337", *device = "auto", *pieces_path = NULL;
+               *seed_s = "1337", *device = "auto", *pieces_path = NULL, *model_path = NULL;
     int as_ids = 0;
     const CliOption options[] = {{"--prompt", &prompt, NULL},    {"--prompt-ids", &prompt_ids, NULL},
                                  {"--tokens", &tokens_s, NULL},  {"--temperature", &temp_s, NULL},
                                  {"--top-k", &topk_s, NULL},     {"--seed", &seed_s, NULL},
                                  {"--ids", NULL, &as_ids},       {"--device", &device, NULL},
-                                 {"--pieces", &pieces_path, NULL}};
-    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 9, &pos, &npos);
+                                 {"--pieces", &pieces_path, NULL}, {"--tokenizer", &model_path, NULL}};
+    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 10, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -180,6 +215,7 @@ int sample_main(int argc, char **argv) {
     backend_resolve_device(&cfg, note, sizeof note);
     if (note[0]) fprintf(stderr, "%s\n", note);
     if (data_tokenizer(&cfg, pieces_path, &tok) != 0) goto done;
+    if (model_path && model_tokenizer(&cfg, path, model_path, &tok) != 0) goto done;
     int bytes = tok.bytes && !tok.has_pieces;
     if (prompt_ids) { /* comma-separated ids */
         ids = ct_calloc(strlen(prompt_ids) + 1, sizeof *ids, "prompt");
@@ -196,11 +232,21 @@ int sample_main(int argc, char **argv) {
             ids[n++] = (uint32_t)v;
             p = *stop ? stop + 1 : stop;
         }
+    } else if (prompt && model_path) {
+        if (spm_encode(model_path, prompt, &ids, &n) != 0) {
+            ct_fail_prefix("--tokenizer");
+            goto done;
+        }
+        if (n == 0) {
+            ct_fail("--prompt '%s' encodes to no tokens with SentencePiece model '%s'", prompt, model_path);
+            rc = CT_EXIT_USAGE;
+            goto done;
+        }
     } else if (!bytes) {
         if (prompt) {
-            ct_fail("this model's tokenizer is not byte-level ('%s'): give the prompt as --prompt-ids (for a "
-                    "SentencePiece model: python3 -c \"import sentencepiece as s; print(*s.SentencePieceProcessor("
-                    "model_file='MODEL.model').encode('TEXT'), sep=',')\")", cfg.train_files);
+            ct_fail("this model's tokenizer is not byte-level ('%s'): give --tokenizer MODEL.model (the "
+                    "SentencePiece model of the data) to encode --prompt, or the prompt as --prompt-ids",
+                    cfg.train_files);
             rc = CT_EXIT_USAGE;
             goto done;
         }

@@ -1,8 +1,8 @@
 /* spm_shim.cc — SentencePiece models through the SentencePiece library. The library has only a
  * C++ interface (sentencepiece_processor.h) and the rest of ctrain is C11, so this one file is
  * C++ and offers C functions (spm_shim.h) for one concern: load a .model, and tell its
- * vocabulary size, each piece's text and type (control, unknown, unused, byte or normal), and
- * the library's decoding of a list of ids. Everything built from that (the bits-per-byte tables,
+ * vocabulary size, each piece's text and type (control, unknown, unused, byte or normal), the
+ * library's decoding of a list of ids and its encoding of a text. Everything built from that (the bits-per-byte tables,
  * the pieces stored for decoding) is C, in tokenizer_spm.c. No exception leaves this file. */
 #include "spm_shim.h"
 
@@ -39,15 +39,25 @@ static int guarded(char *err, size_t cap, F f) {
     return -1;
 }
 
+/* true, with the library's message in err, if status is an error. */
+static bool failed(const sentencepiece::util::Status &status, char *err, size_t cap) {
+    if (!status.ok()) set_error(err, cap, status.ToString());
+    return !status.ok();
+}
+
+/* A malloc'ed copy of bytes bytes of data (for C to free()), or NULL with "out of memory" in err. */
+static void *copy_out(const void *data, size_t bytes, char *err, size_t cap) {
+    void *copy = std::malloc(bytes);
+    if (!copy) set_error(err, cap, "out of memory");
+    else std::memcpy(copy, data, bytes);
+    return copy;
+}
+
 extern "C" int ct_spm_load(const char *path, CtSpmModel **model, char *err, size_t err_cap) {
     *model = nullptr;
     return guarded(err, err_cap, [&] {
         std::unique_ptr<CtSpmModel> m(new CtSpmModel);
-        const auto status = m->processor.Load(path);
-        if (!status.ok()) {
-            set_error(err, err_cap, status.ToString());
-            return -1;
-        }
+        if (failed(m->processor.Load(path), err, err_cap)) return -1;
         *model = m.release();
         return 0;
     });
@@ -77,20 +87,25 @@ extern "C" int ct_spm_decode(const CtSpmModel *model, const int *ids, int n, cha
     *text = nullptr;
     return guarded(err, err_cap, [&] {
         std::string out;
-        const auto status = model->processor.Decode(std::vector<int>(ids, ids + n), &out);
-        if (!status.ok()) {
-            set_error(err, err_cap, status.ToString());
-            return -1;
-        }
-        char *copy = static_cast<char *>(std::malloc(out.size() + 1));
-        if (!copy) {
-            set_error(err, err_cap, "out of memory");
-            return -1;
-        }
-        std::memcpy(copy, out.data(), out.size());
-        copy[out.size()] = '\0';
-        *text = copy;
+        if (failed(model->processor.Decode(std::vector<int>(ids, ids + n), &out), err, err_cap)) return -1;
+        *text = static_cast<char *>(copy_out(out.c_str(), out.size() + 1, err, err_cap)); /* with its NUL */
+        if (!*text) return -1;
         *len = out.size();
+        return 0;
+    });
+}
+
+extern "C" int ct_spm_encode(const CtSpmModel *model, const char *text, size_t len, int **ids, int *n, char *err,
+                             size_t err_cap) {
+    *ids = nullptr;
+    *n = 0;
+    return guarded(err, err_cap, [&] {
+        std::vector<int> out;
+        if (failed(model->processor.Encode(std::string(text, len), &out), err, err_cap)) return -1;
+        if (out.empty()) return 0;
+        *ids = static_cast<int *>(copy_out(out.data(), out.size() * sizeof(int), err, err_cap));
+        if (!*ids) return -1;
+        *n = static_cast<int>(out.size());
         return 0;
     });
 }

@@ -30,6 +30,11 @@ int ct_spm_type(const CtSpmModel *model, int id);
 int ct_spm_decode(const CtSpmModel *model, const int *ids, int n, char **text, size_t *len, char *err,
                   size_t err_cap);
 
+/* The library's encoding of text (len bytes) into a new array of *n ids (malloc'ed, free() it;
+ * NULL when *n is 0): the ids of Python's sp.encode(text). */
+int ct_spm_encode(const CtSpmModel *model, const char *text, size_t len, int **ids, int *n, char *err,
+                  size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,7 @@
 /* tokenizer.h — tokenizers of the data files (docs/data-format.md "Tokenizers"):
  *   - a SentencePiece .model read with the SentencePiece library and turned into what a data
  *     file stores: the bits-per-byte tables by train_gpt.py's build_sentencepiece_luts rule,
- *     and the pieces for decoding (tokenizer_spm.c);
+ *     and the pieces for decoding; and text encoded with it (tokenizer_spm.c);
  *   - token ids turned back into text with stored pieces, as SentencePiece's own decoding
  *     does (tokenizer_decode.c).
  * Functions that can fail return 0, or -1 with ct_error() naming the file and the problem. */
@@ -40,6 +40,18 @@ typedef struct {
  * a SentencePiece model, or (without the library) what to install. */
 int spm_tokenizer_load(const char *model_path, SpmTokenizer *tok);
 void spm_tokenizer_free(SpmTokenizer *tok);
+
+/* 0 if the model's pieces (tok, loaded from model_path) are the pieces stored in stored_path:
+ * the same number, and each piece's text and type; else -1 naming both files, the first id that
+ * differs and its two values. */
+int spm_check_pieces(const SpmTokenizer *tok, const char *model_path, const TokenPieces *stored,
+                     const char *stored_path);
+
+/* Encode text (NUL-ended UTF-8) with the model at model_path as the library does (Python's
+ * sp.encode(text): no bos or eos added) into a new array of *n ids (free() it; *n may be 0, for
+ * a text that normalizes to nothing). Like spm_tokenizer_load it works in a child process
+ * first, so a model that crashes the library is an error. */
+int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t *n);
 
 /* ---- decoding with stored pieces (tokenizer_decode.c) ----
  * Byte pieces <0xNN> gather into byte runs, each UTF-8 character of a run is written as it is

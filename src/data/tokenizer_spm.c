@@ -1,8 +1,9 @@
 /* tokenizer_spm.c — a SentencePiece .model turned into what a data file stores: the
  * bits-per-byte tables by train_gpt.py's build_sentencepiece_luts rule and the pieces for
  * decoding, with the decoding rules read off the library itself (docs/data-format.md
- * "Tokenizers"). The model is read through spm_shim.cc, the C++ side; without the library this
- * file only says what to install. */
+ * "Tokenizers"), and text encoded as the library encodes it (for `ctrain sample --prompt`). The
+ * model is read through spm_shim.cc, the C++ side; without the library this file only says what
+ * to install. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,15 +32,40 @@ void spm_tokenizer_free(SpmTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
 }
 
+int spm_check_pieces(const SpmTokenizer *tok, const char *model_path, const TokenPieces *stored,
+                     const char *stored_path) {
+    const TokenPieces *m = &tok->pieces;
+    if (m->vocab_size != stored->vocab_size)
+        return ct_fail("SentencePiece model '%s' has %lld pieces but '%s' stores %lld", model_path,
+                       (long long)m->vocab_size, stored_path, (long long)stored->vocab_size);
+    for (int64_t id = 0; id < m->vocab_size; id++)
+        if (strcmp(m->text[id], stored->text[id]) != 0 || m->type[id] != stored->type[id])
+            return ct_fail("SentencePiece model '%s' is not the tokenizer of '%s': piece %lld is '%s' (type %d) in "
+                           "the model but '%s' (type %d) in /tokenizer/pieces", model_path, stored_path,
+                           (long long)id, m->text[id], m->type[id], stored->text[id], stored->type[id]);
+    return 0;
+}
+
 #ifndef CT_HAVE_SENTENCEPIECE
 
 int spm_available(void) { return 0; }
 
-int spm_tokenizer_load(const char *model_path, SpmTokenizer *tok) {
-    memset(tok, 0, sizeof *tok);
+static int without_library(const char *model_path) {
     return ct_fail("cannot read SentencePiece model '%s': this ctrain was built without the SentencePiece library; "
                    "install it (Debian: apt-get install libsentencepiece-dev g++, or run scripts/install-deps.sh) "
                    "and rebuild with make", model_path);
+}
+
+int spm_tokenizer_load(const char *model_path, SpmTokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    return without_library(model_path);
+}
+
+int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t *n) {
+    (void)text;
+    *ids = NULL;
+    *n = 0;
+    return without_library(model_path);
 }
 
 #else
@@ -172,23 +198,29 @@ static int check_decoding(const CtSpmModel *model, const char *path, SpmTokenize
     return 0;
 }
 
-/* Everything, in this process. */
-static int load_here(const char *path, SpmTokenizer *tok) {
-    memset(tok, 0, sizeof *tok);
+/* Load the model at path, with errors that say what is wrong with the file. */
+static int open_model(const char *path, CtSpmModel **model) {
     FILE *probe = fopen(path, "rb"); /* the system's words for a missing or unreadable file */
     if (!probe) return ct_fail("cannot open SentencePiece model '%s': %s", path, strerror(errno));
     struct stat st;
     int regular = fstat(fileno(probe), &st) == 0 && S_ISREG(st.st_mode);
     fclose(probe);
     if (!regular) return ct_fail("SentencePiece model '%s' is not a regular file", path);
-    CtSpmModel *model;
     char err[512];
-    if (ct_spm_load(path, &model, err, sizeof err) != 0) {
+    if (ct_spm_load(path, model, err, sizeof err) != 0) {
         if (strstr(err, "ParseFromArray"))
             return ct_fail("'%s' is not a SentencePiece model: it does not parse as one (another kind of file, or "
                            "a truncated or damaged model)", path);
         return ct_fail("'%s' is not a usable SentencePiece model: %s", path, err);
     }
+    return 0;
+}
+
+/* Everything, in this process. */
+static int load_here(const char *path, SpmTokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    CtSpmModel *model;
+    if (open_model(path, &model) != 0) return -1;
     int rc = read_vocabulary(model, path, tok);
     if (rc == 0) rc = read_leading_space_rule(model, path, &tok->pieces);
     if (rc == 0) {
@@ -235,13 +267,60 @@ static int load_check(void *path, void *out) {
     return rc;
 }
 
+/* fn(ctx, NULL) in a child process, where a crash of the library is only an error: "DOING
+ * SentencePiece model 'PATH' (a damaged file?) crashed (signal ...)". */
+static int in_child(const char *doing, const char *path, int (*fn)(void *ctx, void *out), void *ctx) {
+    char what[4200];
+    snprintf(what, sizeof what, "%s SentencePiece model '%s' (a damaged file?)", doing, path);
+    fflush(stdout);
+    return ct_run_isolated(what, fn, ctx, NULL, 0, 0);
+}
+
 int spm_tokenizer_load(const char *model_path, SpmTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
-    char what[4200];
-    snprintf(what, sizeof what, "reading SentencePiece model '%s' (a damaged file?)", model_path);
-    fflush(stdout);
-    if (ct_run_isolated(what, load_check, (void *)model_path, NULL, 0, 0) != 0) return -1;
+    if (in_child("reading", model_path, load_check, (void *)model_path) != 0) return -1;
     return load_here(model_path, tok);
+}
+
+/* ---- encoding ---- */
+
+typedef struct {
+    const char *path, *text;
+} EncodeJob;
+
+/* Encode in this process. */
+static int encode_here(const EncodeJob *job, uint32_t **ids, int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    CtSpmModel *model;
+    if (open_model(job->path, &model) != 0) return -1;
+    int *encoded, count;
+    char err[512];
+    int rc = ct_spm_encode(model, job->text, strlen(job->text), &encoded, &count, err, sizeof err);
+    ct_spm_free(model);
+    if (rc != 0) return ct_fail("SentencePiece model '%s': encoding failed: %s", job->path, err);
+    *ids = ct_calloc(count > 0 ? (size_t)count : 1, sizeof **ids, "encoded ids");
+    for (int i = 0; i < count; i++) (*ids)[i] = (uint32_t)encoded[i];
+    *n = count;
+    free(encoded);
+    return 0;
+}
+
+static int encode_check(void *job, void *out) {
+    (void)out;
+    uint32_t *ids;
+    int64_t n;
+    int rc = encode_here(job, &ids, &n);
+    free(ids);
+    return rc;
+}
+
+int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    EncodeJob job = {model_path, text};
+    if (in_child("encoding with", model_path, encode_check, &job) != 0) return -1;
+    return encode_here(&job, ids, n);
 }
 
 #endif

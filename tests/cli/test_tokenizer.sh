@@ -3,8 +3,10 @@
 # trained here by Python's sentencepiece, `ctrain data luts` and `import-bin --tokenizer
 # MODEL.model` store exactly the tables train_gpt.py's build_sentencepiece_luts makes (computed
 # here again with the Python API) and the model's pieces; `--luts` carries them over; the old
-# free-text --tokenizer still works; `ctrain sample` prints what sp.decode makes of its ids, for
-# each of SentencePiece's three leading-space rules; bad models, options and files fail clearly.
+# free-text --tokenizer still works; `ctrain data info` says which files hold pieces; `ctrain
+# sample` prints what sp.decode makes of its ids, for each of SentencePiece's three leading-space
+# rules, and with --tokenizer takes a text prompt as sp.encode makes it; bad models, options and
+# files fail clearly.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -22,6 +24,9 @@ expect_ok import_help "$CTRAIN" data import-bin --help
 expect_grep import_help_model '--tokenizer MODEL.model' out
 expect_ok sample_help "$CTRAIN" sample --help
 expect_grep sample_help_pieces '--pieces FILE.h5' out
+expect_grep sample_help_tokenizer '--tokenizer MODEL.model' out
+expect_ok info_help "$CTRAIN" data info --help
+expect_grep info_help_pieces '\+pieces' out
 
 if ! "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
     # A build without the library says what to install, for both commands.
@@ -47,6 +52,7 @@ fi
     cat /usr/share/common-licenses/GPL-3
     printf 'UTF-8: \xc3\xa9\xe2\x82\xac \xf0\x9f\x99\x82 \xe6\x97\xa5\xe6\x9c\xac\n  two  spaces  <sep>\n'
 } >corpus.txt
+{ cat /usr/share/common-licenses/GPL-2; printf 'UTF-8: \xc3\xa9\xe2\x82\xac\n'; } >corpus2.txt
 "$PY" - <<'EOF' >train_models.out 2>&1 || { fail train_models "$(tail -c 600 train_models.out)"; exit 1; }
 import sentencepiece as spm
 common = dict(input='corpus.txt', vocab_size=400, minloglevel=2, character_coverage=0.995)
@@ -56,6 +62,11 @@ spm.SentencePieceTrainer.train(model_prefix='uni', model_type='unigram', add_dum
                                remove_extra_whitespaces=False, user_defined_symbols=['<sep>'], **common)
 spm.SentencePieceTrainer.train(model_prefix='keep', model_type='bpe', byte_fallback=True, add_dummy_prefix=False,
                                remove_extra_whitespaces=False, **common)
+spm.SentencePieceTrainer.train(model_prefix='small', model_type='bpe', **dict(common, vocab_size=300))
+# bpe's settings on another text: the same special and byte pieces, other merged pieces
+spm.SentencePieceTrainer.train(model_prefix='other', model_type='bpe', byte_fallback=True, add_dummy_prefix=False,
+                               normalization_rule_name='nmt_nfkc', pad_id=0, bos_id=1, eos_id=2, unk_id=3,
+                               **dict(common, input='corpus2.txt'))
 EOF
 pass train_models
 
@@ -151,7 +162,8 @@ for split in ('train', 'val'):
         assert np.array_equal(f['tokens'][:], want), 'tokens differ'
 "
 expect_ok info_model_data "$CTRAIN" data info 'data/*.h5'
-expect_grep info_shows_model 'yes +sentencepiece:bpe.model \(vocab 400\)$' out
+expect_grep info_shows_model '^data/fineweb_val_000000.h5 .* yes\+pieces +sentencepiece:bpe.model \(vocab 400\)$' out
+expect_grep info_total_pieces '^total \(2 files\) +[0-9]+ +400 +yes\+pieces$' out
 
 # --luts carries the pieces of a `data luts` file over
 expect_ok import_luts_with_pieces "$CTRAIN" data import-bin --out copied.h5 --vocab-size 400 --luts bpe_luts.h5 \
@@ -173,6 +185,31 @@ with h5py.File('text.h5', 'r') as f:
     assert tok == 'sp400-custom', tok
     assert 'tokenizer' not in f, list(f)
 "
+
+# ---- data info: which files hold pieces ----
+expect_ok info_luts_copied "$CTRAIN" data info copied.h5
+expect_grep info_luts_copied_pieces '^copied.h5 .* yes\+pieces +$' out
+expect_ok info_free_text "$CTRAIN" data info text.h5
+expect_grep info_free_text_no_luts '^text.h5 .* -1 +no +sp400-custom$' out
+"$CTRAIN" data from-text --out bytes.h5 corpus.txt >/dev/null 2>&1 || fail make_bytes "from-text failed"
+expect_ok info_bytes "$CTRAIN" data info bytes.h5
+expect_grep info_bytes_no_pieces '^bytes.h5 .* -1  yes   bytes$' out
+expect_grep info_bytes_total '^total \(1 file\) +[0-9]+ +256 +yes$' out
+# pieces without the tables, and pieces that data info reads and rejects
+"$PY" - <<'EOF'
+import h5py, shutil
+shutil.copy('text.h5', 'pieces_only.h5')
+shutil.copy('data/fineweb_val_000000.h5', 'bad_pieces.h5')
+with h5py.File('bpe_luts.h5', 'r') as src, h5py.File('pieces_only.h5', 'r+') as f:
+    src.copy('tokenizer/pieces', f, 'tokenizer/pieces')
+    src.copy('tokenizer/piece_type', f, 'tokenizer/piece_type')
+with h5py.File('bad_pieces.h5', 'r+') as f:
+    f['tokenizer/piece_type'][7] = 9
+EOF
+expect_ok info_pieces_only "$CTRAIN" data info pieces_only.h5
+expect_grep info_pieces_only_shown '^pieces_only.h5 .* no\+pieces +sp400-custom$' out
+expect_fail info_bad_pieces 1 "'bad_pieces.h5': /tokenizer/piece_type\[7\] = 9, expected a SentencePiece piece type" \
+    "$CTRAIN" data info bad_pieces.h5
 
 # ---- errors ----
 expect_fail model_missing 1 "--tokenizer: cannot open SentencePiece model 'nope.model': No such file or directory" \
@@ -306,7 +343,8 @@ done <byte_prompts.txt
 # the default prompt is the data's bos_id
 expect_ok sample_default_prompt "$CTRAIN" sample run --tokens 3 --ids
 expect_grep sample_default_prompt_is_bos '^1 ' out
-expect_fail sample_text_prompt 2 "give the prompt as --prompt-ids .*encode" "$CTRAIN" sample run --prompt "The "
+expect_fail sample_text_prompt 2 "not byte-level .*: give --tokenizer MODEL.model .* to encode --prompt, or the prompt as --prompt-ids" \
+    "$CTRAIN" sample run --prompt "The "
 expect_fail sample_pieces_missing 1 "--pieces: .*'nope.h5'" "$CTRAIN" sample run --pieces nope.h5
 expect_fail sample_pieces_absent 1 "--pieces: 'text.h5' has no /tokenizer/pieces" "$CTRAIN" sample run --pieces text.h5
 expect_fail sample_pieces_wrong_vocab 1 "--pieces: 'vocab300.h5': /tokenizer/pieces has 300 entries, expected vocab_size = 400" \
@@ -316,3 +354,63 @@ expect_ok train_free_text "$CTRAIN" train "${run[@]}" train_files=text.h5 val_lo
 expect_ok sample_without_pieces "$CTRAIN" sample run_text --tokens 3 --prompt-ids 5
 expect_grep sample_without_pieces_ids '^5( [0-9]+){3}$' out
 expect_grep sample_without_pieces_note "printing token ids: 'text.h5' has no /tokenizer/pieces" err
+
+# ---- a text prompt, encoded with --tokenizer MODEL.model ----
+# --ids prints the prompt's ids, then the N generated: the prompt must be sp.encode(TEXT), and the
+# greedy continuation the one from --prompt-ids sp.encode(TEXT). run's data stores bpe's pieces
+# (the model is checked against them); run_text's has none (uni's own pieces decode).
+encode() { "$PY" -c "import sys, sentencepiece as s; print(*s.SentencePieceProcessor(model_file=sys.argv[1]).encode(sys.argv[2]), sep=',')" "$@"; }
+texts=("The GNU General Public License" $'UTF-8: \xc3\xa9\xe2\x82\xac \xf0\x9f\x99\x82 \xe6\x97\xa5\xe6\x9c\xac\n  two  spaces  <sep> \xe4\xb8\x8d\xe8\xa7\x81')
+for case in bpe:run uni:run_text; do
+    m=${case%%:*} r=${case#*:}
+    for k in 0 1; do
+        text=${texts[$k]} name="prompt_${m}_$k"
+        ids=$(encode "$m.model" "$text")
+        args=(sample "$r" --tokens 8 --temperature 0)
+        expect_ok "${name}_ids" "$CTRAIN" "${args[@]}" --tokenizer "$m.model" --prompt "$text" --ids
+        cp out text_ids.txt
+        check "${name}_is_sp_encode" "
+import sys, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='$m.model')
+want = sp.encode(sys.argv[1])
+ids = [int(t) for t in open('text_ids.txt').read().split()]
+assert want and ids[:len(want)] == want and len(ids) == len(want) + 8, (ids, want)
+" "$text"
+        expect_ok "${name}_as_ids" "$CTRAIN" "${args[@]}" --prompt-ids "$ids" --ids
+        cmp -s out text_ids.txt && pass "${name}_greedy_as_ids" || fail "${name}_greedy_as_ids" "$(cat out) vs $(cat text_ids.txt)"
+        expect_ok "${name}_text" "$CTRAIN" "${args[@]}" --tokenizer "$m.model" --prompt "$text"
+        if grep -v '^device: ' err | grep -q .; then fail "${name}_quiet" "$(head -c 300 err)"; else pass "${name}_quiet"; fi
+        check "${name}_text_is_sp_decode" "
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='$m.model')
+ids = [int(t) for t in open('text_ids.txt').read().split()]
+got, want = open('out', 'rb').read(), sp.decode(ids).encode('utf-8') + b'\n'
+assert got == want, (got, want)
+"
+    done
+done
+# a model that is not the data's: vocabulary size, then pieces (file, first index that differs,
+# both values): other.model differs from the data's bpe.model only after the byte pieces
+expect_fail prompt_model_vocab 1 "--tokenizer: SentencePiece model 'small.model' has 300 pieces but the checkpoint 'run/checkpoints/step_[0-9]+.h5' has vocab_size 400" \
+    "$CTRAIN" sample run --tokenizer small.model --prompt "The "
+"$PY" - >first_diff.txt <<'EOF'
+import sentencepiece as spm
+a, b = (spm.SentencePieceProcessor(model_file=m) for m in ('other.model', 'bpe.model'))
+t = lambda sp, i: 3 if sp.is_control(i) else 2 if sp.is_unknown(i) else 5 if sp.is_unused(i) else 6 if sp.is_byte(i) else 1
+i = next(i for i in range(400) if (a.id_to_piece(i), t(a, i)) != (b.id_to_piece(i), t(b, i)))
+assert i > 260, i
+print("piece %d is '%s' (type %d) in the model but '%s' (type %d) in /tokenizer/pieces" % (i, a.id_to_piece(i), t(a, i), b.id_to_piece(i), t(b, i)))
+EOF
+expect_fail prompt_model_not_data 1 "--tokenizer: SentencePiece model 'other.model' is not the tokenizer of 'data/fineweb_train_000000.h5': piece" \
+    "$CTRAIN" sample run --tokenizer other.model --prompt "The "
+grep -qF -- "$(cat first_diff.txt)" err && pass prompt_model_not_data_names_piece || fail prompt_model_not_data_names_piece "$(cat first_diff.txt) :: $(cat err)"
+expect_fail prompt_model_not_pieces 1 "--tokenizer: SentencePiece model 'uni.model' is not the tokenizer of 'bpe_luts.h5': piece" \
+    "$CTRAIN" sample run_text --pieces bpe_luts.h5 --tokenizer uni.model --prompt-ids 5
+expect_fail prompt_model_missing 1 "--tokenizer: cannot open SentencePiece model 'nope.model'" \
+    "$CTRAIN" sample run --tokenizer nope.model --prompt "The "
+expect_fail prompt_model_not_model 1 "--tokenizer: 'text.model' is not a SentencePiece model" \
+    "$CTRAIN" sample run --tokenizer text.model --prompt "The "
+expect_fail prompt_encodes_to_nothing 2 "--prompt '   ' encodes to no tokens with SentencePiece model 'bpe.model'" \
+    "$CTRAIN" sample run --tokenizer bpe.model --prompt "   "
+expect_fail prompt_and_ids 2 'give --prompt or --prompt-ids, not both' \
+    "$CTRAIN" sample run --tokenizer bpe.model --prompt "The " --prompt-ids 5
