@@ -80,20 +80,15 @@ static int check_async(const char *what) {
     return state == ncclInProgress ? 1 : 0;
 }
 
-/* Wait until NCCL has finished queuing a call that returned r (ncclInProgress on a
- * non-blocking communicator). The watchdog backs the wait (and an abort that hangs). */
-static int settle(ncclResult_t r, double timeout_s, const char *what, const char *setting) {
-    if (r == ncclSuccess) return 0;
-    if (r != ncclInProgress) return fail_nccl(what, r);
+/* The one waiting loop of this file: poll(ctx, what) returns 0 when done, 1 while not yet, -1
+ * after failing with a message; past timeout_s (> 0) the communicator is aborted and the wait
+ * fails naming `setting`. The watchdog backs the wait (and an abort that hangs). */
+static int poll_until(int (*poll)(void *ctx, const char *what), void *ctx, double timeout_s, const char *what,
+                      const char *setting) {
     const double t0 = ct_now_ms();
     dist_watchdog_arm(timeout_s > 0 ? timeout_s + BACKSTOP_S : 0, "%s (NCCL)", what);
     int rc;
-    for (;;) {
-        int state = check_async(what);
-        if (state <= 0) {
-            rc = state;
-            break;
-        }
+    while ((rc = poll(ctx, what)) > 0) {
         double waited = ct_now_ms() - t0;
         if (timeout_s > 0 && waited > 1000.0 * timeout_s) {
             rc = fail_timeout(what, waited / 1000.0, setting);
@@ -105,31 +100,33 @@ static int settle(ncclResult_t r, double timeout_s, const char *what, const char
     return rc;
 }
 
+static int poll_queued(void *ctx, const char *what) {
+    (void)ctx;
+    return check_async(what);
+}
+
+/* Wait until NCCL has finished queuing a call that returned r (ncclInProgress on a
+ * non-blocking communicator). */
+static int settle(ncclResult_t r, double timeout_s, const char *what, const char *setting) {
+    if (r == ncclSuccess) return 0;
+    if (r != ncclInProgress) return fail_nccl(what, r);
+    return poll_until(poll_queued, NULL, timeout_s, what, setting);
+}
+
 static char g_collective_setting[64]; /* "collective_timeout = 600" */
 
-/* Wait until the GPU has passed event ev, watching NCCL's error state and the timeout. */
+/* The GPU has passed the event, or not yet; NCCL's error state is watched meanwhile. */
+static int poll_event(void *ctx, const char *what) {
+    cudaError_t e = cudaEventQuery(*(cudaEvent_t *)ctx);
+    if (e == cudaSuccess) return 0;
+    if (e != cudaErrorNotReady)
+        return ct_fail("rank %d (%s): %s: CUDA error while waiting: %s", g.rank, g.host, what, cudaGetErrorString(e));
+    return check_async(what) < 0 ? -1 : 1;
+}
+
+/* Wait until the GPU has passed event ev, within collective_timeout. */
 static int wait_event(cudaEvent_t ev, const char *what) {
-    const double t0 = ct_now_ms();
-    dist_watchdog_arm(g.timeout_s > 0 ? g.timeout_s + BACKSTOP_S : 0, "%s (NCCL)", what);
-    int rc = 0;
-    for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
-        if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) {
-            rc = ct_fail("rank %d (%s): %s: CUDA error while waiting: %s", g.rank, g.host, what, cudaGetErrorString(e));
-            break;
-        }
-        if ((rc = check_async(what)) < 0) break;
-        rc = 0;
-        double waited = ct_now_ms() - t0;
-        if (g.timeout_s > 0 && waited > 1000.0 * g.timeout_s) {
-            rc = fail_timeout(what, waited / 1000.0, g_collective_setting);
-            break;
-        }
-        pause_briefly(waited);
-    }
-    dist_watchdog_disarm();
-    return rc;
+    return poll_until(poll_event, &ev, g.timeout_s, what, g_collective_setting);
 }
 
 static int cuda_ok(cudaError_t e, const char *what) {
