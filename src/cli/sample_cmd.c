@@ -1,10 +1,10 @@
-/* sample_cmd.c — `ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N]
+/* sample_cmd.c — `ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--bos] [--tokens N]
  * [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--tokenizer MODEL.model]
  * [--device D]`: text from a trained model. Byte-level models (the data's tokenizer is "bytes")
  * read the prompt as bytes and print bytes; models whose data stores tokenizer pieces (or
  * --pieces, or --tokenizer) take token ids and print decoded text (tokenizer.h); with
  * --tokenizer a text prompt is encoded by the SentencePiece model, checked against the stored
- * pieces; others take and print token ids. The work is train_sample's
+ * pieces; others take and print token ids; --bos puts the data's bos_id first. The work is train_sample's
  * (src/train/train_sample.c). */
 #include <errno.h>
 #include <stdio.h>
@@ -22,9 +22,9 @@
 #include "train.h"
 
 static const char SAMPLE_USAGE[] =
-    "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--tokens N] [--temperature T]\n"
-    "                     [--top-k K] [--seed S] [--ids] [--pieces FILE.h5] [--tokenizer MODEL.model]\n"
-    "                     [--device auto|cpu|cuda]\n"
+    "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--bos] [--tokens N]\n"
+    "                     [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5]\n"
+    "                     [--tokenizer MODEL.model] [--device auto|cpu|cuda]\n"
     "\n"
     "Generate text from a checkpoint's model (CHECKPOINT may be a run directory: its newest\n"
     "checkpoint). Each token is drawn from the model's next-token distribution at temperature T,\n"
@@ -41,6 +41,8 @@ static const char SAMPLE_USAGE[] =
     "                       --tokenizer: encoded by the model, as Python's sp.encode(TEXT))\n"
     "  --prompt-ids IDS     the start as comma-separated token ids (any model; default for\n"
     "                       tokenizer models: the data's bos_id, else token 0)\n"
+    "  --bos                put the data's bos_id before the prompt, as every document of\n"
+    "                       the training data starts (the data must record a bos_id)\n"
     "  --tokens N           tokens to generate (default 200)\n"
     "  --temperature T      0 = always the most likely token; default 0.8\n"
     "  --top-k K            draw among the K most likely tokens; 0 = all (default 40)\n"
@@ -157,13 +159,14 @@ int sample_main(int argc, char **argv) {
     char **pos;
     const char *prompt = NULL, *prompt_ids = NULL, *tokens_s = "200", *temp_s = "0.8", *topk_s = "40",
                *seed_s = "1337", *device = "auto", *pieces_path = NULL, *model_path = NULL;
-    int as_ids = 0;
+    int as_ids = 0, with_bos = 0;
     const CliOption options[] = {{"--prompt", &prompt, NULL},    {"--prompt-ids", &prompt_ids, NULL},
+                                 {"--bos", NULL, &with_bos},
                                  {"--tokens", &tokens_s, NULL},  {"--temperature", &temp_s, NULL},
                                  {"--top-k", &topk_s, NULL},     {"--seed", &seed_s, NULL},
                                  {"--ids", NULL, &as_ids},       {"--device", &device, NULL},
                                  {"--pieces", &pieces_path, NULL}, {"--tokenizer", &model_path, NULL}};
-    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 10, &pos, &npos);
+    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 11, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -253,6 +256,7 @@ int sample_main(int argc, char **argv) {
         ids = ct_calloc(1, sizeof *ids, "prompt"); /* the data's bos_id, else token 0 */
         ids[0] = tok.bos_id >= 0 ? (uint32_t)tok.bos_id : 0;
         n = 1;
+        if (tok.bos_id >= 0) with_bos = 0; /* already the prompt */
     } else {
         const char *text = prompt && *prompt ? prompt : "\n";
         n = (int64_t)strlen(text);
@@ -263,6 +267,21 @@ int sample_main(int argc, char **argv) {
         ct_fail("--prompt-ids is empty");
         rc = CT_EXIT_USAGE;
         goto done;
+    }
+    if (with_bos) {
+        if (tok.bos_id < 0) {
+            ct_fail("--bos: the training data '%s' records no bos_id (its bos_id is -1; `ctrain data import-bin "
+                    "--bos-id N` records one)",
+                    cfg.train_files);
+            rc = CT_EXIT_USAGE;
+            goto done;
+        }
+        uint32_t *with = ct_calloc((size_t)n + 1, sizeof *with, "prompt");
+        with[0] = (uint32_t)tok.bos_id;
+        memcpy(with + 1, ids, (size_t)n * sizeof *ids);
+        free(ids);
+        ids = with;
+        n++;
     }
     if (backend_create(&b, &cfg, &st) != 0) goto done;
     printer.mode = as_ids ? PRINT_IDS : bytes ? PRINT_BYTES : tok.has_pieces ? PRINT_PIECES : PRINT_IDS;

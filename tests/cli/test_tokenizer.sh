@@ -389,6 +389,21 @@ assert got == want, (got, want)
 "
     done
 done
+# --bos: the data's bos_id (1) before the encoded prompt, the same continuation as --prompt-ids
+# 1,sp.encode(TEXT); refused where the data records none
+ids=$(encode bpe.model "${texts[0]}")
+expect_ok prompt_bos "$CTRAIN" sample run --tokens 8 --temperature 0 --tokenizer bpe.model --prompt "${texts[0]}" --bos --ids
+cp out bos_ids.txt
+grep -q "^1 ${ids//,/ } " bos_ids.txt && pass prompt_bos_first || fail prompt_bos_first "$(cat bos_ids.txt) vs 1,$ids"
+expect_ok prompt_bos_as_ids "$CTRAIN" sample run --tokens 8 --temperature 0 --prompt-ids "1,$ids" --ids
+cmp -s out bos_ids.txt && pass prompt_bos_greedy_as_ids || fail prompt_bos_greedy_as_ids "$(cat out) vs $(cat bos_ids.txt)"
+expect_ok prompt_ids_bos "$CTRAIN" sample run --tokens 8 --temperature 0 --prompt-ids "$ids" --bos --ids
+cmp -s out bos_ids.txt && pass prompt_ids_bos_same || fail prompt_ids_bos_same "$(cat out) vs $(cat bos_ids.txt)"
+expect_ok default_prompt_bos "$CTRAIN" sample run --tokens 3 --ids --bos
+expect_grep default_prompt_bos_once '^1( [0-9]+){3}$' out
+expect_fail prompt_bos_none 2 "--bos: the training data 'text.h5' records no bos_id \\(its bos_id is -1" \
+    "$CTRAIN" sample run_text --tokens 3 --prompt-ids 5 --bos
+
 # a model that is not the data's: vocabulary size, then pieces (file, first index that differs,
 # both values): other.model differs from the data's bpe.model only after the byte pieces
 expect_fail prompt_model_vocab 1 "--tokenizer: SentencePiece model 'small.model' has 300 pieces but the checkpoint 'run/checkpoints/step_[0-9]+.h5' has vocab_size 400" \
