@@ -27,15 +27,7 @@ echo "== checkpoint save/load vs raw disk write"
 "$build/bench/bench_checkpoint"
 
 echo "== 3. ctrain vs PyTorch (fp32, $threads threads each)"
-/usr/bin/python3 - "$work/data.h5" <<'PY'
-import sys, h5py, numpy as np
-rng = np.random.default_rng(0)
-with h5py.File(sys.argv[1], "w") as f:
-    d = f.create_dataset("tokens", data=rng.integers(0, 1024, size=4_000_000, dtype=np.uint16), chunks=(1 << 20,))
-    d.attrs["vocab_size"] = 1024
-    d.attrs["bos_id"] = -1
-    d.attrs["tokenizer"] = "synthetic uniform tokens (benchmark)"
-PY
+/usr/bin/python3 "$root/tests/bench/synthetic_tokens.py" "$work/data.h5" 1024 4000000
 cfg=(vocab_size=1024 num_layers=4 model_dim=256 num_heads=4 num_kv_heads=2 train_seq_len=256
      train_batch_tokens=16384 grad_accum_slots=8)
 ctrain_rate() { # out_dir -> median tokens/s and step_ms over steps 2.. (step 1 warms caches)
