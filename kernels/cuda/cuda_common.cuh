@@ -15,6 +15,11 @@ extern "C" {
 
 #define CT_FULL_MASK 0xffffffffu
 
+#ifndef CT_GPU_EMU /* the host emulator brings its own (tests/gpu_emu/shim/emu_mma.h) */
+/* Dynamic shared memory of a kernel, for those that need more than the 48 KB static limit. */
+#define CT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 /* Return -1 from the calling launcher if the launch failed (cuda_check_launch sets the message). */
 #define CT_LAUNCHED(kernel, stream)                                                                \
     do {                                                                                           \
@@ -128,18 +133,33 @@ static inline int colsum_chunks(int N) { return (N + CUDA_COLSUM_ROWS - 1) / CUD
 /* Column-reduction kernels use blocks of 32 channels x COLSUM_TY rows. */
 #define COLSUM_TY 8
 
-/* Sum of the COLSUM_TY per-row-lane accumulators of a (32 x COLSUM_TY) block in ty order, by
- * the threads with ty == 0. sh: shared [COLSUM_TY][32] doubles. Every thread calls. */
-static __device__ __forceinline__ double colsum_block_reduce(double acc, double (*sh)[32]) {
-    sh[threadIdx.y][threadIdx.x] = acc;
+/* Sum of the COLSUM_TY per-row-lane accumulators of a (32 x COLSUM_TY) block in ty order, V
+ * channels per thread (thread x holds channels V*x .. V*x + V-1 of the block's 32*V): each
+ * channel's total adds its row lanes' accumulators in ty order whatever V is, so a kernel that
+ * moves 4 channels per thread (16-byte accesses) sums in the order of one that moves 1. On
+ * return acc holds the totals in the threads with ty == 0. sh: shared [COLSUM_TY][32*V]
+ * doubles. Every thread calls. */
+template <int V>
+static __device__ __forceinline__ void colsum_block_reduce_v(double (&acc)[V], double (*sh)[32 * V]) {
+#pragma unroll
+    for (int e = 0; e < V; e++) sh[threadIdx.y][V * threadIdx.x + e] = acc[e];
     __syncthreads();
-    double total = 0.0;
     if (threadIdx.y == 0) {
 #pragma unroll
-        for (int y = 0; y < COLSUM_TY; y++) total += sh[y][threadIdx.x];
+        for (int e = 0; e < V; e++) {
+            double total = 0.0;
+#pragma unroll
+            for (int y = 0; y < COLSUM_TY; y++) total += sh[y][V * threadIdx.x + e];
+            acc[e] = total;
+        }
     }
     __syncthreads();
-    return total;
+}
+/* One channel per thread: the total, in the threads with ty == 0. sh: shared [COLSUM_TY][32]. */
+static __device__ __forceinline__ double colsum_block_reduce(double acc, double (*sh)[32]) {
+    double a[1] = {acc};
+    colsum_block_reduce_v<1>(a, sh);
+    return a[0];
 }
 
 #endif

@@ -21,9 +21,6 @@
 
 typedef __nv_bfloat162 bf16x2;
 
-/* Dynamic shared memory of a kernel: the attention kernels need more than the 48 KB static limit. */
-#define CT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
 static __device__ __forceinline__ uint32_t bf16x2_bits(const bf16x2 &v) {
     return *reinterpret_cast<const uint32_t *>(&v);
 }

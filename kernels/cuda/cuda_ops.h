@@ -147,16 +147,29 @@ int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, 
                           cudaStream_t stream);
 /* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
  *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd).
- * branch bf16 (the attention projection's output, as a product's output under autocast). */
+ * branch bf16 (the attention projection's output, as a product's output under autocast). x1 is
+ * written only when not NULL: the backend does not keep it (cuda_add_norm_backward and
+ * cuda_scaled_add_forward recompute it, to the same bits). */
 int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
                           const float *scale, int N, int C, float eps, cudaStream_t stream);
-/* out = x + scale[c] * branch (out may equal x), branch bf16 (the MLP projection's output). */
-int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *branch, const float *scale, int N, int C,
-                            cudaStream_t stream);
+/* cuda_rmsnorm_backward of that norm, its input recomputed as the forwards made it: dx +=
+ * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
+ * (the backend keeps neither xm nor x1). When renorm is given (with renorm_rstd [N]), also
+ * renorm = bf16(xm * renorm_rstd): xm's own norm, the attention's input a_bf16 of
+ * cuda_mix_norm_forward, recomputed to the same bits while xm is in hand. */
+int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, const float *dout, const float *x_in, const float *x0,
+                           const float *mix, const ct_bf16 *branch, const float *scale, const float *rstd,
+                           const float *renorm_rstd, int N, int C, cudaStream_t stream);
+/* out = (x + inner_scale[c] * inner) + scale[c] * branch (out may equal x), branches bf16 (the
+ * attention and MLP projections' outputs); inner and inner_scale may be NULL (out = x +
+ * scale * branch). The block output x1 + mlp_scale * mo from xm, without a stored x1. */
+int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *inner, const float *inner_scale,
+                            const ct_bf16 *branch, const float *scale, int N, int C, cudaStream_t stream);
 /* Backward of out = x + scale * branch given dout: dx += dout (dx may be NULL: the caller keeps
- * dout as dx), dbranch += scale * dout (fp32, may be NULL), dbranch_bf16 = bf16(scale * dout)
- * (may be NULL), dscale [C] += sum_n dout * branch (partials: cuda_colsum_doubles(N, C, 1)).
- * The branch is fp32 (branch) or bf16 (branch_bf16): exactly one of them is given. */
+ * dout as dx), dbranch = scale * dout (fp32, WRITTEN, may be NULL), dbranch_bf16 =
+ * bf16(scale * dout) (may be NULL), dscale [C] += sum_n dout * branch (partials:
+ * cuda_colsum_doubles(N, C, 1)). The branch is fp32 (branch) or bf16 (branch_bf16): exactly one
+ * of them is given. */
 int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale, const float *dout,
                              const float *branch, const ct_bf16 *branch_bf16, const float *scale, int N, int C,
                              double *partials, cudaStream_t stream);
@@ -165,6 +178,16 @@ int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, f
  * dmix [2,C] += (sum_n dout*x ; sum_n dout*x0) (partials: cuda_colsum_doubles(N, C, 2)). */
 int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout, const float *x,
                                const float *x0, const float *mix, int N, int C, double *partials, cudaStream_t stream);
+/* The block input's backward, fused: the attention norm's (cuda_rmsnorm_backward with its input
+ * xm = mix[0] * x_in + mix[1] * x0 recomputed) giving g = dx + rmsnorm_backward(dout, xm, rstd),
+ * then the residual mix's (cuda_residual_mix_backward with dx_accumulate = 0) on g: dx_in =
+ * mix[0] * g (WRITTEN), dx0 += mix[1] * g, dmix [2,C] += (sum_n g*x_in ; sum_n g*x0) (partials:
+ * cuda_colsum_doubles(N, C, 2)). Bitwise those two ops; dx's contents are undefined afterwards
+ * (where the device lacks the shared memory the fused kernel needs, 16 C bytes per row lane,
+ * the two ops run and leave g there). */
+int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, const float *dout, const float *x_in,
+                           const float *x0, const float *mix, const float *rstd, int N, int C, double *partials,
+                           cudaStream_t stream);
 /* h = bf16(relu(u)^2) over n elements, u bf16 (the fc product's output). */
 int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaStream_t stream);
 /* du = bf16(2*relu(u)*dh) (WRITTEN: its only consumer is the fc product), dh and u bf16; du may

@@ -1,5 +1,7 @@
 /* cuda_rowops.cu — RMSNorm, residual mix, scaled residual add and relu^2 (forward/backward),
- * plus the fused block-input and add+norm forwards (see cuda_ops.h).
+ * plus the fused block-input (mix + norm) and add + norm forwards and their backwards, which
+ * recompute the norms' inputs xm and x1 from the block input instead of keeping them
+ * (see cuda_ops.h; docs/cuda.md, "Memory plan").
  *
  * Row kernels use one warp per row (8 rows per 256-thread block); each lane walks the channels
  * 4 at a time (16-byte accesses, c = 4*lane, 4*lane+128, ...; one at a time where a row is not
@@ -34,7 +36,7 @@ static int row_vector_width(int C, std::initializer_list<const void *> buffers) 
     return 4;
 }
 
-/* Second pass of the fused norm forwards, after the first wrote the row v and summed its
+/* Second pass of mix_norm_forward, after the first wrote the row v and summed its
  * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16(v * r), rstd[row] = r. */
 template <int V>
 static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const float *v, double ss,
@@ -49,6 +51,28 @@ static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, floa
         st_vec<V>(dst + c, y);
     }
     if (lane == 0) rstd[row] = r;
+}
+
+/* x + scale * bf16 branch, the residual add of the attention and MLP outputs, V channels: one
+ * definition, so that every kernel that recomputes x1 = xm + attn_scale * ao instead of reading
+ * it from memory gets the bits add_norm_forward got. */
+template <int V>
+static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32V<V> &scale, const Bf16V<V> &branch) {
+    F32V<V> y;
+#pragma unroll
+    for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(x.v[e], __fmul_rn(scale.v[e], from_bf16(branch.v[e])));
+    return y;
+}
+
+/* xm = mix[0] * x_in + mix[1] * x0, the block-input mix, V channels: one definition for the
+ * forward that makes xm and the backwards that recompute it instead of keeping it. */
+template <int V>
+static __device__ __forceinline__ F32V<V> mix_value(const F32V<V> &m0, const F32V<V> &m1, const F32V<V> &x_in,
+                                                    const F32V<V> &x0) {
+    F32V<V> y;
+#pragma unroll
+    for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(__fmul_rn(m0.v[e], x_in.v[e]), __fmul_rn(m1.v[e], x0.v[e]));
+    return y;
 }
 
 /* Launch KERNEL<4> or KERNEL<1> over N rows, one warp per row. */
@@ -100,37 +124,100 @@ extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, 
     return 0;
 }
 
-template <int V>
-static __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_backward_kernel(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
+/* The input x of the norm whose backward rmsnorm_backward_row computes: stored (NORM_X), or the
+ * block-input mix xm = mix[0] * x_in + mix[1] * x0 recomputed (NORM_MIX: x is x_in), or the MLP
+ * norm's input x1 = xm + scale * branch recomputed (NORM_MIX_ADD); *xm receives xm in the
+ * latter two. The backend keeps neither xm nor x1 (docs/cuda.md, "Memory plan"). */
+enum { NORM_X, NORM_MIX, NORM_MIX_ADD };
+template <int V, int MODE>
+static __device__ __forceinline__ F32V<V> norm_input(F32V<V> *xm, const float *x, const float *x0, const float *mix,
+                                                     const __nv_bfloat16 *branch, const float *scale, size_t i,
+                                                     int c, int C) {
+    if (MODE == NORM_X) return ld_vec<V>(x + i);
+    *xm = mix_value<V>(ld_vec<V>(mix + c), ld_vec<V>(mix + C + c), ld_vec<V>(x + i), ld_vec<V>(x0 + i));
+    if (MODE == NORM_MIX) return *xm;
+    return add_scaled<V>(*xm, ld_vec<V>(scale + c), ld_vec<V>(branch + i));
+}
+
+/* dx += rstd*dout - x*rstd^3*mean(dout*x), x as norm_input gives it; NORM_MIX_ADD with renorm
+ * also writes renorm = bf16(xm * renorm_rstd[row]) (xm's own norm, recomputed while xm is in
+ * hand). One warp per row. */
+template <int V, int MODE>
+static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const float *dout, const float *x,
+                                                            const float *x0, const float *mix, const float *rstd,
+                                                            const __nv_bfloat16 *branch, const float *scale,
+                                                            __nv_bfloat16 *renorm, const float *renorm_rstd, int N,
+                                                            int C) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
+    F32V<V> xm{};
     double dot = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld_vec<V>(dout + base + c), a = ld_vec<V>(x + base + c);
+        const F32V<V> d = ld_vec<V>(dout + base + c);
+        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
 #pragma unroll
         for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
     }
     dot = warp_sum_d(dot);
     const float r = rstd[row];
     const float x_coeff = (float)((double)r * r * r * dot / C);
+    const float r2 = MODE == NORM_MIX_ADD && renorm ? renorm_rstd[row] : 0.0f;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld_vec<V>(dout + base + c), a = ld_vec<V>(x + base + c);
+        const F32V<V> d = ld_vec<V>(dout + base + c);
+        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
         F32V<V> g = ld_vec<V>(dx + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++)
             g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, a.v[e])));
         st_vec<V>(dx + base + c, g);
+        if (MODE == NORM_MIX_ADD && renorm) {
+            Bf16V<V> y;
+#pragma unroll
+            for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
+            st_vec<V>(renorm + base + c, y);
+        }
     }
+}
+
+template <int V>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_backward_plain(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
+    rmsnorm_backward_row<V, NORM_X>(dx, dout, x, NULL, NULL, rstd, NULL, NULL, NULL, NULL, N, C);
+}
+template <int V>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_backward_mix(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
+                         const float *rstd, int N, int C) {
+    rmsnorm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, rstd, NULL, NULL, NULL, NULL, N, C);
+}
+template <int V>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_backward_mix_add(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
+                             const float *rstd, const __nv_bfloat16 *branch, const float *scale,
+                             __nv_bfloat16 *renorm, const float *renorm_rstd, int N, int C) {
+    rmsnorm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, rstd, branch, scale, renorm, renorm_rstd, N, C);
 }
 
 extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
                                      cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {dx, dout, x});
-    LAUNCH_ROWS(rmsnorm_backward_kernel, V, N, stream, dx, dout, x, rstd, N, C);
+    LAUNCH_ROWS(rmsnorm_backward_plain, V, N, stream, dx, dout, x, rstd, N, C);
     CT_LAUNCHED("rmsnorm_backward", stream);
+    return 0;
+}
+
+extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, const float *dout, const float *x_in,
+                                      const float *x0, const float *mix, const ct_bf16 *branch, const float *scale,
+                                      const float *rstd, const float *renorm_rstd, int N, int C, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    if ((renorm == NULL) != (renorm_rstd == NULL))
+        return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
+    const int V = row_vector_width(C, {dx, renorm, dout, x_in, x0, mix, branch, scale});
+    LAUNCH_ROWS(rmsnorm_backward_mix_add, V, N, stream, dx, dout, x_in, x0, mix, rstd, host_as_bf(branch), scale,
+                host_as_bf(renorm), renorm_rstd, N, C);
+    CT_LAUNCHED("add_norm_backward", stream);
     return 0;
 }
 
@@ -154,12 +241,9 @@ static __global__ void __launch_bounds__(ROW_THREADS)
             for (int e = 0; e < V; e++) xi.v[e] = __fadd_rn(xi.v[e], __fmul_rn(sw.v[e], sk.v[e]));
             st_vec<V>(x_in + base + c, xi);
         }
-        F32V<V> m;
+        const F32V<V> m = mix_value<V>(m0, m1, xi, z);
 #pragma unroll
-        for (int e = 0; e < V; e++) {
-            m.v[e] = __fadd_rn(__fmul_rn(m0.v[e], xi.v[e]), __fmul_rn(m1.v[e], z.v[e]));
-            ss += (double)m.v[e] * (double)m.v[e];
-        }
+        for (int e = 0; e < V; e++) ss += (double)m.v[e] * (double)m.v[e];
         st_vec<V>(xm + base + c, m);
     }
     norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
@@ -176,6 +260,9 @@ extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf1
     return 0;
 }
 
+/* x1 = xm + scale * branch is written only when x1 != NULL (the backend recomputes it where
+ * it is needed: cuda_add_norm_backward, cuda_scaled_add_forward's inner branch), so the second
+ * pass recomputes it rather than reading it back. */
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm,
@@ -185,17 +272,21 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld_vec<V>(xm + base + c), sc = ld_vec<V>(scale + c);
-        const Bf16V<V> b = ld_vec<V>(branch + base + c);
-        F32V<V> v;
+        const F32V<V> v = add_scaled<V>(ld_vec<V>(xm + base + c), ld_vec<V>(scale + c), ld_vec<V>(branch + base + c));
 #pragma unroll
-        for (int e = 0; e < V; e++) {
-            v.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
-            ss += (double)v.v[e] * (double)v.v[e];
-        }
-        st_vec<V>(x1 + base + c, v);
+        for (int e = 0; e < V; e++) ss += (double)v.v[e] * (double)v.v[e];
+        if (x1) st_vec<V>(x1 + base + c, v);
     }
-    norm_row_to_bf16<V>(m_bf16 + base, rstd, x1 + base, ss, row, lane, C, eps);
+    ss = warp_sum_d(ss);
+    const float r = rstd_from_sumsq(ss, C, eps);
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> v = add_scaled<V>(ld_vec<V>(xm + base + c), ld_vec<V>(scale + c), ld_vec<V>(branch + base + c));
+        Bf16V<V> y;
+#pragma unroll
+        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(v.v[e], r));
+        st_vec<V>(m_bf16 + base + c, y);
+    }
+    if (lane == 0) rstd[row] = r;
 }
 
 extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
@@ -211,53 +302,91 @@ extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, co
 /* ---- scaled residual add ---- */
 
 template <int V>
-static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *branch,
+static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *inner,
+                                                 const float *inner_scale, const __nv_bfloat16 *branch,
                                                  const float *scale, size_t n, int C) {
     for (size_t i = V * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * (size_t)gridDim.x * blockDim.x) {
-        const F32V<V> a = ld_vec<V>(x + i), sc = ld_vec<V>(scale + i % (size_t)C); /* C % V == 0: one row */
-        const Bf16V<V> b = ld_vec<V>(branch + i);
-        F32V<V> y;
-#pragma unroll
-        for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(a.v[e], __fmul_rn(sc.v[e], from_bf16(b.v[e])));
-        st_vec<V>(out + i, y);
+        const size_t c = i % (size_t)C; /* C % V == 0: the V elements are in one row */
+        F32V<V> a = ld_vec<V>(x + i);
+        if (inner) a = add_scaled<V>(a, ld_vec<V>(inner_scale + c), ld_vec<V>(inner + i));
+        st_vec<V>(out + i, add_scaled<V>(a, ld_vec<V>(scale + c), ld_vec<V>(branch + i)));
     }
 }
 
-extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *branch, const float *scale, int N,
-                                       int C, cudaStream_t stream) {
+extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *inner, const float *inner_scale,
+                                       const ct_bf16 *branch, const float *scale, int N, int C, cudaStream_t stream) {
     const size_t n = (size_t)N * C;
     if (n == 0) return 0;
-    if (row_vector_width(C, {out, x, branch, scale}) == 4)
-        scaled_add_forward_kernel<4><<<ct_grid_1d(n / 4, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n,
-                                                                                 C);
+    if ((inner == NULL) != (inner_scale == NULL))
+        return ct_fail("scaled_add_forward: inner and inner_scale go together");
+    if (row_vector_width(C, {out, x, inner, inner_scale, branch, scale}) == 4)
+        scaled_add_forward_kernel<4><<<ct_grid_1d(n / 4, 256), 256, 0, stream>>>(
+            out, x, host_as_bf(inner), inner_scale, host_as_bf(branch), scale, n, C);
     else
-        scaled_add_forward_kernel<1><<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(branch), scale, n, C);
+        scaled_add_forward_kernel<1><<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(inner), inner_scale,
+                                                                             host_as_bf(branch), scale, n, C);
     CT_LAUNCHED("scaled_add_forward", stream);
     return 0;
 }
 
-template <typename BranchT>
+/* The two column-reduction backwards move V = 4 channels per thread (16-byte fp32 accesses) where
+ * row_vector_width allows, else 1; a thread's rows are those of the 1-wide layout (r0 + ty + 8j),
+ * so the parameter-gradient partials are the same sums in the same order either way. */
+template <typename BranchT, int V>
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
     scaled_add_backward_kernel(float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials,
                                const float *dout, const BranchT *branch, const float *scale, int N, int C) {
-    __shared__ double sh[COLSUM_TY][32];
-    const int c = blockIdx.x * 32 + threadIdx.x;
+    __shared__ double sh[COLSUM_TY][32 * V];
+    const int c = (blockIdx.x * 32 + threadIdx.x) * V;
     const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
-    double acc = 0.0;
+    double acc[V];
+#pragma unroll
+    for (int e = 0; e < V; e++) acc[e] = 0.0;
     if (c < C) {
-        const float s = scale[c];
+        const F32V<V> s = ld_vec<V>(scale + c);
         for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
             const size_t i = (size_t)r * C + c;
-            const float d = dout[i];
-            if (dx) dx[i] = __fadd_rn(dx[i], d);
-            const float v = __fmul_rn(s, d);
-            if (dbranch) dbranch[i] = __fadd_rn(dbranch[i], v);
-            if (dbranch_bf16) dbranch_bf16[i] = to_bf16(v);
-            acc += (double)d * (double)as_f32(branch[i]);
+            const F32V<V> d = ld_vec<V>(dout + i);
+            const auto b = ld_vec<V>(branch + i);
+            F32V<V> v;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                v.v[e] = __fmul_rn(s.v[e], d.v[e]);
+                acc[e] += (double)d.v[e] * (double)as_f32(b.v[e]);
+            }
+            if (dx) {
+                F32V<V> g = ld_vec<V>(dx + i);
+#pragma unroll
+                for (int e = 0; e < V; e++) g.v[e] = __fadd_rn(g.v[e], d.v[e]);
+                st_vec<V>(dx + i, g);
+            }
+            if (dbranch) st_vec<V>(dbranch + i, v);
+            if (dbranch_bf16) {
+                Bf16V<V> h;
+#pragma unroll
+                for (int e = 0; e < V; e++) h.v[e] = to_bf16(v.v[e]);
+                st_vec<V>(dbranch_bf16 + i, h);
+            }
         }
     }
-    const double total = colsum_block_reduce(acc, sh);
-    if (threadIdx.y == 0 && c < C) partials[(size_t)blockIdx.y * C + c] = total;
+    colsum_block_reduce_v<V>(acc, sh);
+    if (threadIdx.y == 0 && c < C) {
+#pragma unroll
+        for (int e = 0; e < V; e++) partials[(size_t)blockIdx.y * C + c + e] = acc[e];
+    }
+}
+
+template <typename BranchT>
+static void launch_scaled_add_backward(int V, dim3 chunks, float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16,
+                                       double *partials, const float *dout, const BranchT *branch, const float *scale,
+                                       int N, int C, cudaStream_t stream) {
+    const dim3 block(32, COLSUM_TY);
+    if (V == 4)
+        scaled_add_backward_kernel<BranchT, 4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks.y), block, 0, stream>>>(
+            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
+    else
+        scaled_add_backward_kernel<BranchT, 1><<<dim3(ct_blocks((size_t)C, 32), chunks.y), block, 0, stream>>>(
+            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
 }
 
 extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale,
@@ -266,44 +395,57 @@ extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbra
     if (N <= 0) return 0;
     if ((branch == NULL) == (branch_bf16 == NULL))
         return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");
-    dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
+    const int V = row_vector_width(C, {dx, dbranch, dbranch_bf16, dout, branch, branch_bf16, scale});
+    const dim3 chunks(1, (unsigned)colsum_chunks(N));
     if (branch)
-        scaled_add_backward_kernel<float><<<grid, block, 0, stream>>>(dx, dbranch, host_as_bf(dbranch_bf16), partials,
-                                                                      dout, branch, scale, N, C);
+        launch_scaled_add_backward<float>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, branch,
+                                          scale, N, C, stream);
     else
-        scaled_add_backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(
-            dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, host_as_bf(branch_bf16), scale, N, C);
+        launch_scaled_add_backward<__nv_bfloat16>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout,
+                                                  host_as_bf(branch_bf16), scale, N, C, stream);
     CT_LAUNCHED("scaled_add_backward", stream);
     return colsum_finish(dscale, partials, colsum_chunks(N), C, stream);
 }
 
 /* ---- residual mix backward ---- */
 
+template <int V>
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
     residual_mix_backward_kernel(float *dx, int dx_accumulate, float *dx0, double *partials, const float *dout,
                                  const float *x, const float *x0, const float *mix, int N, int C) {
-    __shared__ double sh[COLSUM_TY][32];
-    const int c = blockIdx.x * 32 + threadIdx.x;
+    __shared__ double sh[COLSUM_TY][32 * V];
+    const int c = (blockIdx.x * 32 + threadIdx.x) * V;
     const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
-    double acc_x = 0.0, acc_x0 = 0.0;
+    double acc_x[V], acc_x0[V];
+#pragma unroll
+    for (int e = 0; e < V; e++) acc_x[e] = acc_x0[e] = 0.0;
     if (c < C) {
-        const float m0 = mix[c], m1 = mix[C + c];
+        const F32V<V> m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
         for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
             const size_t i = (size_t)r * C + c;
-            const float d = dout[i];
-            const float g = __fmul_rn(m0, d);
-            dx[i] = dx_accumulate ? __fadd_rn(dx[i], g) : g;
-            dx0[i] = __fadd_rn(dx0[i], __fmul_rn(m1, d));
-            acc_x += (double)d * (double)x[i];
-            acc_x0 += (double)d * (double)x0[i];
+            const F32V<V> d = ld_vec<V>(dout + i), xv = ld_vec<V>(x + i), zv = ld_vec<V>(x0 + i);
+            F32V<V> g = dx_accumulate ? ld_vec<V>(dx + i) : F32V<V>{}, g0 = ld_vec<V>(dx0 + i);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float t = __fmul_rn(m0.v[e], d.v[e]);
+                g.v[e] = dx_accumulate ? __fadd_rn(g.v[e], t) : t;
+                g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(m1.v[e], d.v[e]));
+                acc_x[e] += (double)d.v[e] * (double)xv.v[e];
+                acc_x0[e] += (double)d.v[e] * (double)zv.v[e];
+            }
+            st_vec<V>(dx + i, g);
+            st_vec<V>(dx0 + i, g0);
         }
     }
-    const double total_x = colsum_block_reduce(acc_x, sh);
-    const double total_x0 = colsum_block_reduce(acc_x0, sh);
+    colsum_block_reduce_v<V>(acc_x, sh);
+    colsum_block_reduce_v<V>(acc_x0, sh);
     if (threadIdx.y == 0 && c < C) {
         double *p = partials + (size_t)blockIdx.y * 2 * C;
-        p[c] = total_x;
-        p[C + c] = total_x0;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            p[c + e] = acc_x[e];
+            p[C + c + e] = acc_x0[e];
+        }
     }
 }
 
@@ -311,11 +453,130 @@ extern "C" int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *d
                                           const float *x, const float *x0, const float *mix, int N, int C,
                                           double *partials, cudaStream_t stream) {
     if (N <= 0) return 0;
-    dim3 grid(ct_blocks((size_t)C, 32), (unsigned)colsum_chunks(N)), block(32, COLSUM_TY);
-    residual_mix_backward_kernel<<<grid, block, 0, stream>>>(dx, dx_accumulate, dx0, partials, dout, x, x0, mix,
-                                                             N, C);
+    const dim3 block(32, COLSUM_TY);
+    const unsigned chunks = (unsigned)colsum_chunks(N);
+    if (row_vector_width(C, {dx, dx0, dout, x, x0, mix}) == 4)
+        residual_mix_backward_kernel<4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks), block, 0, stream>>>(
+            dx, dx_accumulate, dx0, partials, dout, x, x0, mix, N, C);
+    else
+        residual_mix_backward_kernel<1><<<dim3(ct_blocks((size_t)C, 32), chunks), block, 0, stream>>>(
+            dx, dx_accumulate, dx0, partials, dout, x, x0, mix, N, C);
     CT_LAUNCHED("residual_mix_backward", stream);
     return colsum_finish(dmix, partials, colsum_chunks(N), 2 * C, stream);
+}
+
+/* ---- block-input backward: attention norm + residual mix, fused ----
+ * cuda_rmsnorm_backward of the attention norm, whose input xm is recomputed from x_in and x0,
+ * then cuda_residual_mix_backward of xm = mix[0] x_in + mix[1] x0 on its result g, without
+ * writing g: one block per CUDA_COLSUM_ROWS-row chunk, warp w = the column reductions' row lane
+ * ty (rows r0 + w + 8j), one row at a time as the row kernels walk it (same dot, same g), and
+ * each lane's share of the dmix sums kept per warp in shared memory, then added over the warps
+ * in ty order: the two kernels' bits, with three passes over [N, C] fewer (g is neither written
+ * nor read back, xm not read). A warp's accumulators are laid out lane-fastest (channel
+ * V*lane + 32*V*k + e in slot (k*V + e)*32 + lane), so its 32 lanes touch 32 consecutive doubles
+ * (no bank conflicts). Needs 8 warps x 2 x C doubles of shared memory (C rounded up to 32*V;
+ * 64 KiB at C = 512); where the device has less the two kernels run instead. */
+
+static_assert(ROWS_PER_BLOCK == COLSUM_TY, "norm_mix_backward: a warp per column-reduction row lane");
+
+static __host__ __device__ __forceinline__ int norm_mix_padded(int C, int V) { return (C + 32 * V - 1) / (32 * V) * (32 * V); }
+static size_t norm_mix_smem(int C, int V) {
+    return (size_t)ROWS_PER_BLOCK * 2 * (size_t)norm_mix_padded(C, V) * sizeof(double);
+}
+
+template <int V>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    norm_mix_backward_kernel(float *dx_in, float *dx0, double *partials, const float *dx, const float *dout,
+                             const float *x_in, const float *x0, const float *mix, const float *rstd, int N, int C) {
+    CT_DYNAMIC_SMEM(smem);
+    double *acc = reinterpret_cast<double *>(smem);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cpad = norm_mix_padded(C, V);
+    double *acc_x = acc + (size_t)warp * 2 * cpad + lane, *acc_x0 = acc_x + cpad; /* slot (k*V + e)*32 */
+    for (int k = 0; V * lane + 32 * V * k < C; k++)
+#pragma unroll
+        for (int e = 0; e < V; e++) acc_x[(k * V + e) * 32] = acc_x0[(k * V + e) * 32] = 0.0;
+    const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
+    for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
+        const size_t base = (size_t)row * C;
+        double dot = 0.0;
+        for (int c = V * lane; c < C; c += 32 * V) {
+            const F32V<V> d = ld_vec<V>(dout + base + c);
+            const F32V<V> m = mix_value<V>(ld_vec<V>(mix + c), ld_vec<V>(mix + C + c), ld_vec<V>(x_in + base + c),
+                                           ld_vec<V>(x0 + base + c));
+#pragma unroll
+            for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)m.v[e];
+        }
+        dot = warp_sum_d(dot);
+        const float r = rstd[row];
+        const float x_coeff = (float)((double)r * r * r * dot / C);
+        double *ax = acc_x, *ax0 = acc_x0; /* slot k*V*32 of channel V*lane + 32*V*k */
+        for (int c = V * lane; c < C; c += 32 * V, ax += 32 * V, ax0 += 32 * V) {
+            const F32V<V> d = ld_vec<V>(dout + base + c), xi = ld_vec<V>(x_in + base + c), z = ld_vec<V>(x0 + base + c);
+            const F32V<V> m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
+            const F32V<V> m = mix_value<V>(m0, m1, xi, z);
+            F32V<V> g = ld_vec<V>(dx + base + c), gi, g0 = ld_vec<V>(dx0 + base + c);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, m.v[e])));
+                gi.v[e] = __fmul_rn(m0.v[e], g.v[e]);
+                g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(m1.v[e], g.v[e]));
+                ax[e * 32] += (double)g.v[e] * (double)xi.v[e];
+                ax0[e * 32] += (double)g.v[e] * (double)z.v[e];
+            }
+            st_vec<V>(dx_in + base + c, gi);
+            st_vec<V>(dx0 + base + c, g0);
+        }
+    }
+    __syncthreads();
+    double *p = partials + (size_t)blockIdx.x * 2 * C;
+    for (int c = threadIdx.x; c < C; c += ROW_THREADS) {
+        const int k = c / (32 * V), lane_c = c % (32 * V) / V, e = c % V;
+        const size_t slot = (size_t)(k * V + e) * 32 + lane_c;
+        double sx = 0.0, sx0 = 0.0;
+#pragma unroll
+        for (int w = 0; w < ROWS_PER_BLOCK; w++) {
+            sx += acc[(size_t)w * 2 * cpad + slot];
+            sx0 += acc[(size_t)w * 2 * cpad + cpad + slot];
+        }
+        p[c] = sx;
+        p[C + c] = sx0;
+    }
+}
+
+/* Whether the fused kernel can take this C here: the shared memory it asks for must be granted
+ * (cudaFuncSetAttribute fails beyond the device's per-block maximum; that error is cleared so
+ * that it does not surface at the next launch check). */
+template <int V>
+static bool norm_mix_fits(int C) {
+    const size_t smem = norm_mix_smem(C, V);
+    if (smem <= INT32_MAX && cudaFuncSetAttribute(norm_mix_backward_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  (int)smem) == cudaSuccess)
+        return true;
+    (void)cudaGetLastError();
+    return false;
+}
+
+extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, const float *dout,
+                                      const float *x_in, const float *x0, const float *mix, const float *rstd, int N,
+                                      int C, double *partials, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    const int V = row_vector_width(C, {dx_in, dx0, dx, dout, x_in, x0, mix});
+    const unsigned chunks = (unsigned)colsum_chunks(N);
+    const size_t smem = norm_mix_smem(C, V);
+    if (V == 4 ? norm_mix_fits<4>(C) : norm_mix_fits<1>(C)) {
+        if (V == 4)
+            norm_mix_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
+                                                                               mix, rstd, N, C);
+        else
+            norm_mix_backward_kernel<1><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
+                                                                               mix, rstd, N, C);
+        CT_LAUNCHED("norm_mix_backward", stream);
+        return colsum_finish(dmix, partials, (int)chunks, 2 * C, stream);
+    }
+    /* the two kernels: g in place in dx, then the mix backward on it */
+    LAUNCH_ROWS(rmsnorm_backward_mix, V, N, stream, dx, dout, x_in, x0, mix, rstd, N, C);
+    CT_LAUNCHED("rmsnorm_backward (mix)", stream);
+    return cuda_residual_mix_backward(dx_in, 0, dx0, dmix, dx, x_in, x0, mix, N, C, partials, stream);
 }
 
 /* ---- relu^2 ----

@@ -75,21 +75,24 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
 
 enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, LOGITS_Z_TARGET_FLOATS = 16 << 20 };
 
-/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16. */
+/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16.
+ * Not kept, because the kernels that need them recompute them (to the same bits) for less than
+ * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
+ * xm + attn_scale * ao (read from x_in, x0 and ao), the norm rms_norm(xm) that feeds
+ * c_q/c_k/c_v and relu(u)^2; the forward writes xm, that norm and relu(u)^2 of the block being
+ * computed into buffers shared by all blocks (CudaBackend.xm, .a_in, .h). */
 typedef struct {
     float *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
     const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
-    float *xm, *rstd_attn;
-    ct_bf16 *a_in; /* rms_norm(xm): input of c_q, c_k, c_v */
+    float *rstd_attn;
     ct_bf16 *q_raw, *k_raw;   /* c_q, c_k outputs (the QK-norm/RoPE backward needs them) */
     ct_bf16 *q16, *k16, *v16; /* attention inputs: normed, rotated q and k; v */
     ct_bf16 *y16;             /* attention output */
     float *lse;
     ct_bf16 *ao; /* attention projection output */
-    float *x1, *rstd_mlp;
+    float *rstd_mlp;
     ct_bf16 *m_in;
     ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
-    ct_bf16 *h; /* relu(u)^2 */
     ct_bf16 *mo; /* MLP projection output */
     float *x_out;
 } CudaLayer;
@@ -127,13 +130,15 @@ typedef struct {
     /* activations */
     float *emb, *x0, *rstd0, *rstdf, *losses;
     ct_bf16 *xf16;
+    float *xm;         /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
+    ct_bf16 *a_in, *h;
     CudaLayer *layers;
     float *rope_cos, *rope_sin;
 
     /* backward work buffers */
     float *dx, *dx_alt, *dx0, *dxf, *dD2, *dq, *dk;
     ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16, *dy16;
-    float **dskip;
+    float **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch;
     double *partials;     /* column reductions */
     double *red_partials; /* whole-buffer reductions (loss sum, norms) */
@@ -184,15 +189,16 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->x0 = TAKE_F(a, N * D, act);
     cb->rstd0 = TAKE_F(a, N, act);
     cb->xf16 = TAKE_H(a, N * D, act);
+    cb->xm = TAKE_F(a, N * D, act);
+    cb->a_in = TAKE_H(a, N * D, act);
+    cb->h = TAKE_H(a, N * HID, act);
     cb->rstdf = TAKE_F(a, N, act);
     cb->losses = TAKE_F(a, N, act);
     for (int l = 0; l < cb->L; l++) {
         CudaLayer *y = &cb->layers[l];
         const int dec = l - s->num_encoder;
         y->x_in = dec >= 0 && dec < s->num_skip ? TAKE_F(a, N * D, act) : NULL;
-        y->xm = TAKE_F(a, N * D, act);
         y->rstd_attn = TAKE_F(a, N, act);
-        y->a_in = TAKE_H(a, N * D, act);
         y->q_raw = TAKE_H(a, N * D, act);
         y->k_raw = TAKE_H(a, N * KV, act);
         y->q16 = TAKE_H(a, N * D, act);
@@ -201,11 +207,9 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->y16 = TAKE_H(a, N * D, act);
         y->lse = TAKE_F(a, N * (size_t)cb->H, act);
         y->ao = TAKE_H(a, N * D, act);
-        y->x1 = TAKE_F(a, N * D, act);
         y->rstd_mlp = TAKE_F(a, N, act);
         y->m_in = TAKE_H(a, N * D, act);
         y->u = TAKE_H(a, N * HID, act);
-        y->h = TAKE_H(a, N * HID, act);
         y->mo = TAKE_H(a, N * D, act);
         y->x_out = TAKE_F(a, N * D, act);
     }
@@ -225,7 +229,9 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->dq16 = TAKE_H(a, N * D, wk);
     cb->dk16 = TAKE_H(a, N * KV, wk);
     cb->dv16 = TAKE_H(a, N * KV, wk);
-    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = TAKE_F(a, N * D, wk);
+    /* decoder block num_encoder + j writes dL/d(skip j) after its residual-mix backward has read
+     * its x_in for the last time; encoder block num_encoder - 1 - j consumes it later */
+    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = cb->layers[s->num_encoder + j].x_in;
     cb->attn_D = TAKE_F(a, cuda_attention_backward_scratch_floats(cb->B, cb->T, cb->H), wk);
     cb->rope_scratch = TAKE_F(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->H), wk);
     size_t colsum = max_size(cuda_colsum_doubles(cb->N, cb->D, 2),
@@ -312,25 +318,27 @@ static int forward_blocks(CudaBackend *cb, int B) {
         const int dec = l - s->num_encoder;
         const float *skip = NULL;
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
-        TRY(cuda_mix_norm_forward(skip ? a->x_in : NULL, a->xm, a->rstd_attn, a->a_in, x, skip,
+        TRY(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
                                   skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
                                   FLT_EPSILON, st));
         a->x_in_used = skip ? a->x_in : x;
-        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_BF16, a->a_in, W16(cb, l, BLK_C_Q), N, D, D));
-        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_BF16, a->a_in, W16(cb, l, BLK_C_K), N, D, KV));
-        TRY(cuda_linear_forward(cb->blas, a->v16, CT_BF16, a->a_in, W16(cb, l, BLK_C_V), N, D, KV));
+        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_BF16, cb->a_in, W16(cb, l, BLK_C_Q), N, D, D));
+        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_BF16, cb->a_in, W16(cb, l, BLK_C_K), N, D, KV));
+        TRY(cuda_linear_forward(cb->blas, a->v16, CT_BF16, cb->a_in, W16(cb, l, BLK_C_V), N, D, KV));
         TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
                                       cb->H, cb->HD, st));
         TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
                                       cb->HD, st));
         TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->v16, B, cb->T, cb->H, cb->KVH, cb->HD, st));
         TRY(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
-        TRY(cuda_add_norm_forward(a->x1, a->rstd_mlp, a->m_in, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
+        TRY(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
                                   FLT_EPSILON, st));
         TRY(cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
-        TRY(cuda_relu2_forward(a->h, a->u, (size_t)N * HID, st));
-        TRY(cuda_linear_forward(cb->blas, a->mo, CT_BF16, a->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        TRY(cuda_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D, st));
+        TRY(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        /* x_out = (xm + attn_scale * ao) + mlp_scale * mo: x1 recomputed, as add_norm_forward made it */
+        TRY(cuda_scaled_add_forward(a->x_out, cb->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), a->mo, P(cb, l, BLK_MLP_SCALE), N,
+                                    D, st));
         x = a->x_out;
     }
     TRY(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, x, N, D, FLT_EPSILON, st));
@@ -396,7 +404,6 @@ static int backward_blocks(CudaBackend *cb) {
     TRY(zero(cb, dx, ND * sizeof(float), "cuda: zeroing dx"));
     TRY(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->L - 1].x_out, cb->rstdf, N, D, st));
     TRY(zero(cb, cb->dx0, ND * sizeof(float), "cuda: zeroing dx0"));
-    for (int j = 0; j < s->num_skip; j++) TRY(zero(cb, cb->dskip[j], ND * sizeof(float), "cuda: zeroing dskip"));
     float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
 
@@ -408,13 +415,18 @@ static int backward_blocks(CudaBackend *cb) {
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
         TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, NULL, a->mo,
                                      P(cb, l, BLK_MLP_SCALE), N, D, cb->partials, st));
-        /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place) */
-        TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, a->h,
+        /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
+         * the weight gradient needs h = relu(u)^2, recomputed */
+        TRY(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, cb->h,
                                  W16(cb, l, BLK_MLP_PROJ), N, HID, D));
         TRY(cuda_relu2_backward(cb->gH16, cb->gH16, a->u, (size_t)N * HID, st));
         TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
                                  HID));
-        TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D, st));
+        /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
+         * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below */
+        TRY(cuda_add_norm_backward(dx, cb->a_in, cb->dD2, a->x_in_used, cb->x0, P(cb, l, BLK_RESID_MIX), a->ao,
+                                   P(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, N, D, st));
         /* x1 = xm + attn_scale * ao */
         TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, NULL, a->ao,
                                      P(cb, l, BLK_ATTN_SCALE), N, D, cb->partials, st));
@@ -430,16 +442,16 @@ static int backward_blocks(CudaBackend *cb) {
         TRY(cuda_qk_norm_rope_backward(NULL, cb->dk16, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
                                        cb->KVH, cb->HD, NULL, NULL, st));
         /* d a_in = dq_raw Wq + dk_raw Wk + dv Wv */
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_C_Q), cb->dq16, a->a_in, W16(cb, l, BLK_C_Q), N, D,
-                                 D));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_K), cb->dk16, a->a_in, W16(cb, l, BLK_C_K), N, D,
-                                 KV));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_V), cb->dv16, a->a_in, W16(cb, l, BLK_C_V), N, D,
-                                 KV));
-        TRY(cuda_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D, st));
-        /* xm = mix[0] * x_in + mix[1] * x0; dx_alt becomes dL/dx_in (written) */
-        TRY(cuda_residual_mix_backward(dx_alt, 0, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in_used, cb->x0,
-                                       P(cb, l, BLK_RESID_MIX), N, D, cb->partials, st));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_C_Q), cb->dq16, cb->a_in,
+                                 W16(cb, l, BLK_C_Q), N, D, D));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_K), cb->dk16, cb->a_in,
+                                 W16(cb, l, BLK_C_K), N, D, KV));
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_V), cb->dv16, cb->a_in,
+                                 W16(cb, l, BLK_C_V), N, D, KV));
+        /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
+         * dL/dx_in (written), dx is spent */
+        TRY(cuda_norm_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, cb->dD2, a->x_in_used, cb->x0,
+                                   P(cb, l, BLK_RESID_MIX), a->rstd_attn, N, D, cb->partials, st));
         float *t = dx;
         dx = dx_alt;
         dx_alt = t;

@@ -1,5 +1,6 @@
 /* test_gpu_rowops.c — the CUDA row ops (cuda_rowops.cu, cuda_common.cu) against the CPU ops:
- * RMSNorm, the fused block-input mix + norm and residual + norm forwards, scaled add, residual
+ * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
+ * backward that recomputes its input, the fused norm + mix backward, scaled add, residual
  * mix, relu^2, bf16 conversion and the fixed-order reductions. Rules in test_gpu.h.
  *
  * Bounds (relative norm error against the CPU op on the same fp32 inputs):
@@ -28,6 +29,15 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 
 /* not constants: odd_channels_scalar_path runs the row-op cases again on another shape */
 static int N = 611, C = 200;
+
+/* A device copy of host[0..n) one float past a 256-byte aligned start: not 16-byte aligned, so
+ * the ops take their one-channel path. *base receives what dev_free needs. */
+static float *dev_floats_unaligned(const float *host, size_t n, void **base) {
+    float *p = dev_alloc((n + 1) * sizeof(float));
+    dev_put(p + 1, host, n * sizeof(float));
+    *base = p;
+    return p + 1;
+}
 
 static void rmsnorm_forward_matches_cpu(void) {
     REQUIRE_GPU();
@@ -122,6 +132,129 @@ static void add_norm_forward_matches_cpu(void) {
     CHECK_REL("add_norm x1", g_x1, x1, n, F32_TOL);
     CHECK_REL("add_norm rstd", g_r, r, N, F32_TOL);
     CHECK_REL("add_norm m (bf16)", g_m, m, n, BF16_TOL);
+    /* without x1 (the backend's call): the same rstd and m bits */
+    float *d_r2 = dev_nan(N);
+    ct_bf16 *d_m2 = dev_alloc(n * 2);
+    dev_poison_bf16(d_m2, n);
+    CHECK_CUDA_OK(cuda_add_norm_forward(NULL, d_r2, d_m2, d_xm, d_br, d_sc, N, C, FLT_EPSILON, 0));
+    float *g_r2 = host_from_dev(d_r2, N), *g_m2 = host_from_dev_bf16(d_m2, n);
+    CHECK(memcmp(g_r2, g_r, N * sizeof(float)) == 0, "add_norm rstd differs without x1");
+    CHECK(memcmp(g_m2, g_m, n * sizeof(float)) == 0, "add_norm m differs without x1");
+    dev_free(d_m2);
+}
+
+/* The MLP norm's backward with its input x1 = xm + scale * branch and xm = mix(x_in, x0)
+ * recomputed, and xm's own norm recomputed beside it: against the CPU ops on x1, and bitwise
+ * against the backward on a stored x1 and the forward that made xm's norm. */
+static void add_norm_backward_matches_cpu(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 14;
+    const size_t n = (size_t)N * C;
+    float *x_in = random_host(n, -2, 2, &rng), *x0 = random_host(n, -1, 1, &rng), *mix = random_host(2 * C, -1, 1.5, &rng);
+    float *br = random_host(n, -2, 2, &rng), *sc = random_host(C, -1, 1, &rng);
+    float *dout = random_host(n, -1, 1, &rng), *dx0 = random_host(n, -1, 1, &rng);
+    host_round_bf16(br, n);
+    float *xm = malloc(n * sizeof(float)), *x1 = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    float *r = malloc(N * sizeof(float));
+    cpu_residual_mix_forward(xm, x_in, x0, mix, N, C);
+    cpu_scaled_add_forward(x1, xm, br, sc, N, C);
+    cpu_rmsnorm_forward(y, r, x1, N, C, FLT_EPSILON);
+    float *ref = copy_host(dx0, n);
+    cpu_rmsnorm_backward(ref, dout, x1, r, N, C);
+    float *d_xin = dev_floats(x_in, n), *d_x0 = dev_floats(x0, n), *d_mix = dev_floats(mix, 2 * C);
+    float *d_sc = dev_floats(sc, C), *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dx0, n);
+    float *d_xm = dev_nan(n), *d_x1 = dev_nan(n), *d_r = dev_nan(N), *d_rm = dev_nan(N);
+    ct_bf16 *d_br = dev_bf16(br, n), *d_m = dev_alloc(n * 2), *d_a = dev_alloc(n * 2), *d_ren = dev_alloc(n * 2);
+    /* the forwards as the backend runs them: xm and its norm, then x1 and its norm */
+    CHECK_CUDA_OK(cuda_mix_norm_forward(NULL, d_xm, d_rm, d_a, d_xin, NULL, NULL, d_x0, d_mix, N, C, FLT_EPSILON, 0));
+    CHECK_CUDA_OK(cuda_add_norm_forward(d_x1, d_r, d_m, d_xm, d_br, d_sc, N, C, FLT_EPSILON, 0));
+    dev_poison_bf16(d_ren, n);
+    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, d_ren, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, d_rm, N, C, 0));
+    float *got = host_from_dev(d_dx, n);
+    CHECK_REL("add_norm backward dx (+=)", got, ref, n, GRAD_TOL);
+    float *ren = host_from_dev_bf16(d_ren, n), *a = host_from_dev_bf16(d_a, n);
+    CHECK(memcmp(ren, a, n * sizeof(float)) == 0, "recomputed norm of xm differs from the forward's");
+    /* bitwise the backward on the stored x1 */
+    dev_put(d_dx, dx0, n * sizeof(float));
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, d_dout, d_x1, d_r, N, C, 0));
+    float *stored = host_from_dev(d_dx, n);
+    CHECK(memcmp(stored, got, n * sizeof(float)) == 0, "add_norm backward differs from rmsnorm backward on x1");
+    /* without the renorm output: same dx */
+    dev_put(d_dx, dx0, n * sizeof(float));
+    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, 0));
+    float *plain = host_from_dev(d_dx, n);
+    CHECK(memcmp(plain, got, n * sizeof(float)) == 0, "add_norm backward dx depends on the renorm output");
+    CHECK(cuda_add_norm_backward(d_dx, d_ren, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, 0) != 0,
+          "renorm without its rstd accepted");
+    dev_free(d_br);
+    dev_free(d_m);
+    dev_free(d_a);
+    dev_free(d_ren);
+}
+
+/* The block input's fused backward (attention norm of the recomputed xm, then the residual mix)
+ * against the CPU ops, and bitwise against the two CUDA ops on a stored xm: the fused kernel
+ * where the shared memory allows (C = 200), the two-kernel path beyond it (C = 16000: 2 MB of
+ * accumulators) and the one-channel path (odd_channels_scalar_path, C = 203). */
+static void norm_mix_backward_case(int rows, int width, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n = (size_t)rows * width;
+    float *x_in = random_host(n, -2, 2, &rng), *x0 = random_host(n, -1, 1, &rng);
+    float *mix = random_host(2 * (size_t)width, -1, 1.5, &rng);
+    float *dout = random_host(n, -1, 1, &rng), *dres = random_host(n, -1, 1, &rng);
+    float *dx0_init = random_host(n, -1, 1, &rng), *dmix_init = random_host(2 * (size_t)width, -1, 1, &rng);
+    /* CPU: xm, its rstd; g = dres + norm backward; mix backward on g (dx_in written) */
+    float *xm = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *r = malloc(rows * sizeof(float));
+    cpu_residual_mix_forward(xm, x_in, x0, mix, rows, width);
+    cpu_rmsnorm_forward(y, r, xm, rows, width, FLT_EPSILON);
+    float *g = copy_host(dres, n), *r_din = calloc(n, sizeof(float)), *r_dx0 = copy_host(dx0_init, n);
+    float *r_dmix = copy_host(dmix_init, 2 * (size_t)width);
+    cpu_rmsnorm_backward(g, dout, xm, r, rows, width);
+    cpu_residual_mix_backward(r_din, r_dx0, r_dmix, g, x_in, x0, mix, rows, width);
+    float *d_xin = dev_floats(x_in, n), *d_x0 = dev_floats(x0, n), *d_mix = dev_floats(mix, 2 * (size_t)width);
+    float *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dres, n), *d_dx0 = dev_floats(dx0_init, n);
+    float *d_dmix = dev_floats(dmix_init, 2 * (size_t)width), *d_din = dev_nan(n), *d_xm = dev_nan(n);
+    float *d_r = dev_nan(rows);
+    ct_bf16 *d_a = dev_alloc(n * 2);
+    double *partials = dev_alloc(cuda_colsum_doubles(rows, width, 2) * sizeof(double));
+    CHECK_CUDA_OK(cuda_mix_norm_forward(NULL, d_xm, d_r, d_a, d_xin, NULL, NULL, d_x0, d_mix, rows, width, FLT_EPSILON, 0));
+    CHECK_CUDA_OK(cuda_norm_mix_backward(d_din, d_dx0, d_dmix, d_dx, d_dout, d_xin, d_x0, d_mix, d_r, rows, width,
+                                         partials, 0));
+    float *f_din = host_from_dev(d_din, n), *f_dx0 = host_from_dev(d_dx0, n);
+    float *f_dmix = host_from_dev(d_dmix, 2 * (size_t)width);
+    CHECK_REL("norm_mix backward dx_in (=)", f_din, r_din, n, GRAD_TOL);
+    CHECK_REL("norm_mix backward dx0 (+=)", f_dx0, r_dx0, n, GRAD_TOL);
+    CHECK_REL("norm_mix backward dmix (+=)", f_dmix, r_dmix, 2 * (size_t)width, GRAD_TOL);
+    /* the two ops on the stored xm: the same bits */
+    dev_put(d_dx, dres, n * sizeof(float));
+    dev_put(d_dx0, dx0_init, n * sizeof(float));
+    dev_put(d_dmix, dmix_init, 2 * (size_t)width * sizeof(float));
+    float *d_din2 = dev_nan(n);
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, d_dout, d_xm, d_r, rows, width, 0));
+    CHECK_CUDA_OK(cuda_residual_mix_backward(d_din2, 0, d_dx0, d_dmix, d_dx, d_xin, d_x0, d_mix, rows, width,
+                                             partials, 0));
+    float *t_din = host_from_dev(d_din2, n), *t_dx0 = host_from_dev(d_dx0, n);
+    float *t_dmix = host_from_dev(d_dmix, 2 * (size_t)width);
+    CHECK(memcmp(f_din, t_din, n * sizeof(float)) == 0, "norm_mix dx_in differs from the two ops' (C = %d)", width);
+    CHECK(memcmp(f_dx0, t_dx0, n * sizeof(float)) == 0, "norm_mix dx0 differs from the two ops' (C = %d)", width);
+    CHECK(memcmp(f_dmix, t_dmix, 2 * (size_t)width * sizeof(float)) == 0,
+          "norm_mix dmix differs from the two ops' (C = %d)", width);
+    free(x_in), free(x0), free(mix), free(dout), free(dres), free(dx0_init), free(dmix_init), free(xm), free(y), free(r);
+    free(g), free(r_din), free(r_dx0), free(r_dmix), free(f_din), free(f_dx0), free(f_dmix), free(t_din), free(t_dx0),
+        free(t_dmix);
+    dev_free(d_xin), dev_free(d_x0), dev_free(d_mix), dev_free(d_dout), dev_free(d_dx), dev_free(d_dx0),
+        dev_free(d_dmix), dev_free(d_din), dev_free(d_xm), dev_free(d_r), dev_free(d_a), dev_free(partials),
+        dev_free(d_din2);
+}
+
+static void norm_mix_backward_matches_cpu(void) {
+    REQUIRE_GPU();
+    norm_mix_backward_case(N, C, 15);
+}
+
+static void norm_mix_backward_without_shared_memory(void) {
+    REQUIRE_GPU();
+    norm_mix_backward_case(300, 16000, 16); /* 8 x 2 x 16000 doubles: beyond any GPU's 227 KiB */
 }
 
 static void scaled_add_matches_cpu(void) {
@@ -137,11 +270,32 @@ static void scaled_add_matches_cpu(void) {
     cpu_scaled_add_forward(ref, x, br, sc, N, C);
     float *d_x = dev_floats(x, n), *d_br = dev_floats(br, n), *d_sc = dev_floats(sc, C), *d_out = dev_nan(n);
     ct_bf16 *d_br16 = dev_bf16(br, n);
-    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br16, d_sc, N, C, 0));
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, NULL, NULL, d_br16, d_sc, N, C, 0));
     float *out = host_from_dev(d_out, n);
     CHECK_REL("scaled_add forward", out, ref, n, F32_TOL);
-    /* backward, all outputs accumulating into non-zero buffers */
-    float *r_dx = copy_host(dx0, n), *r_db = copy_host(db0, n), *r_ds = copy_host(ds0, C);
+    /* with an inner branch: (x + sc2 * br2) + sc * br, as two CPU scaled adds and bitwise as two
+     * launches (the block output from xm without a stored x1) */
+    {
+        float *br2 = random_host(n, -2, 2, &rng), *sc2 = random_host(C, -1, 1, &rng);
+        host_round_bf16(br2, n);
+        float *mid = malloc(n * sizeof(float)), *ref2 = malloc(n * sizeof(float));
+        cpu_scaled_add_forward(mid, x, br2, sc2, N, C);
+        cpu_scaled_add_forward(ref2, mid, br, sc, N, C);
+        ct_bf16 *d_br2 = dev_bf16(br2, n);
+        float *d_sc2 = dev_floats(sc2, C), *d_mid = dev_nan(n), *d_two = dev_nan(n);
+        CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_x, d_br2, d_sc2, d_br16, d_sc, N, C, 0));
+        CHECK_CUDA_OK(cuda_scaled_add_forward(d_mid, d_x, NULL, NULL, d_br2, d_sc2, N, C, 0));
+        CHECK_CUDA_OK(cuda_scaled_add_forward(d_two, d_mid, NULL, NULL, d_br16, d_sc, N, C, 0));
+        float *one = host_from_dev(d_out, n), *two = host_from_dev(d_two, n);
+        CHECK_REL("scaled_add forward, inner branch", one, ref2, n, F32_TOL);
+        CHECK(memcmp(one, two, n * sizeof(float)) == 0, "scaled_add with an inner branch differs from two adds");
+        CHECK(cuda_scaled_add_forward(d_out, d_x, d_br2, NULL, d_br16, d_sc, N, C, 0) != 0,
+              "inner branch without its scale accepted");
+        dev_free(d_br2);
+        free(br2), free(sc2), free(mid), free(ref2), free(one), free(two);
+    }
+    /* backward: dx and dscale accumulate into non-zero buffers, dbranch is written over one */
+    float *r_dx = copy_host(dx0, n), *r_db = calloc(n, sizeof(float)), *r_ds = copy_host(ds0, C);
     cpu_scaled_add_backward(r_dx, r_db, r_ds, dout, br, sc, N, C);
     float *r_db16 = calloc(n, sizeof(float)), *r_ds16 = calloc(C, sizeof(float));
     cpu_scaled_add_backward(NULL, r_db16, r_ds16, dout, br, sc, N, C); /* the bf16 output is the contribution */
@@ -154,7 +308,7 @@ static void scaled_add_matches_cpu(void) {
     float *g_dx = host_from_dev(d_dx, n), *g_db = host_from_dev(d_db, n), *g_ds = host_from_dev(d_ds, C);
     float *g_db16 = host_from_dev_bf16(d_db16, n);
     CHECK_REL("scaled_add backward dx (+=)", g_dx, r_dx, n, F32_TOL);
-    CHECK_REL("scaled_add backward dbranch (+=)", g_db, r_db, n, F32_TOL);
+    CHECK_REL("scaled_add backward dbranch (=)", g_db, r_db, n, F32_TOL);
     CHECK_REL("scaled_add backward dscale (+=)", g_ds, r_ds, C, GRAD_TOL);
     CHECK_REL("scaled_add backward dbranch bf16", g_db16, r_db16, n, BF16_TOL);
     /* determinism of the parameter gradient */
@@ -167,6 +321,22 @@ static void scaled_add_matches_cpu(void) {
     CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, NULL, d_br16, d_sc, N, C, partials, 0));
     float *from16 = host_from_dev(d_ds, C);
     CHECK(memcmp(from16, g_ds, C * sizeof(float)) == 0, "dscale from the bf16 branch differs from the fp32 branch's");
+    /* the one-channel path (dout not 16-byte aligned): the 4-wide path's bits, dscale included */
+    if (C % 4 == 0) {
+        void *base;
+        float *d_dout1 = dev_floats_unaligned(dout, n, &base);
+        dev_put(d_dx, dx0, n * sizeof(float));
+        dev_put(d_ds, ds0, C * sizeof(float));
+        dev_poison_bf16(d_db16, n);
+        CHECK_CUDA_OK(cuda_scaled_add_backward(d_dx, d_db, d_db16, d_ds, d_dout1, d_br, NULL, d_sc, N, C, partials, 0));
+        float *s_dx = host_from_dev(d_dx, n), *s_db = host_from_dev(d_db, n), *s_ds = host_from_dev(d_ds, C);
+        float *s_db16 = host_from_dev_bf16(d_db16, n);
+        CHECK(memcmp(s_dx, g_dx, n * sizeof(float)) == 0 && memcmp(s_db, g_db, n * sizeof(float)) == 0 &&
+                  memcmp(s_ds, g_ds, C * sizeof(float)) == 0 && memcmp(s_db16, g_db16, n * sizeof(float)) == 0,
+              "scaled_add backward: the one-channel path differs from the 4-wide one");
+        free(s_dx), free(s_db), free(s_ds), free(s_db16);
+        dev_free(base);
+    }
     /* both branches: refused */
     CHECK(cuda_scaled_add_backward(NULL, NULL, NULL, d_ds, d_dout, d_br, d_br16, d_sc, N, C, partials, 0) != 0,
           "two branches accepted");
@@ -207,6 +377,22 @@ static void residual_mix_backward_matches_cpu(void) {
     CHECK(bad == 0, "residual_mix backward dx (=): %zu of %zu elements differ from mix[0]*dout", bad, n);
     free(r_w), free(r_w0), free(r_wm), free(g_w);
     dev_free(d_w);
+    /* the one-channel path (dout not 16-byte aligned) gives the 4-wide path's bits, dmix included:
+     * same rows per thread, same order of the sums */
+    if (C % 4 == 0) {
+        void *base;
+        float *d_dout1 = dev_floats_unaligned(dout, n, &base);
+        dev_put(d_dx, dx_init, n * sizeof(float));
+        dev_put(d_dx0, dx0_init, n * sizeof(float));
+        dev_put(d_dmix, dmix_init, 2 * C * sizeof(float));
+        CHECK_CUDA_OK(cuda_residual_mix_backward(d_dx, 1, d_dx0, d_dmix, d_dout1, d_x, d_x0, d_mix, N, C, partials, 0));
+        float *s_dx = host_from_dev(d_dx, n), *s_dx0 = host_from_dev(d_dx0, n), *s_dmix = host_from_dev(d_dmix, 2 * C);
+        CHECK(memcmp(s_dx, g_dx, n * sizeof(float)) == 0 && memcmp(s_dx0, g_dx0, n * sizeof(float)) == 0 &&
+                  memcmp(s_dmix, g_dmix, 2 * C * sizeof(float)) == 0,
+              "residual_mix backward: the one-channel path differs from the 4-wide one");
+        free(s_dx), free(s_dx0), free(s_dmix);
+        dev_free(base);
+    }
 }
 
 /* relu^2 on bf16 u and dh: the CPU op on the same (bf16-valued) inputs, rounded once to bf16,
@@ -329,6 +515,8 @@ static void odd_channels_scalar_path(void) {
     rmsnorm_backward_matches_cpu();
     mix_norm_forward_matches_cpu();
     add_norm_forward_matches_cpu();
+    add_norm_backward_matches_cpu();
+    norm_mix_backward_matches_cpu();
     scaled_add_matches_cpu();
     N = 611, C = 200;
 }
@@ -338,6 +526,9 @@ int main(void) {
     RUN(rmsnorm_backward_matches_cpu);
     RUN(mix_norm_forward_matches_cpu);
     RUN(add_norm_forward_matches_cpu);
+    RUN(add_norm_backward_matches_cpu);
+    RUN(norm_mix_backward_matches_cpu);
+    RUN(norm_mix_backward_without_shared_memory);
     RUN(scaled_add_matches_cpu);
     RUN(residual_mix_backward_matches_cpu);
     RUN(relu2_bf16_matches_cpu);
