@@ -197,7 +197,7 @@ scancel --signal=USR1 --batch "$job"
 job_done "$job" 240 && pass signal_job_finished || fail signal_job_finished "still queued: $(squeue -j "$job")"
 expect_grep signal_forwarded 'ctrain-slurm: .*received SIGUSR1' "$WORK/sig.out"
 expect_grep signal_exit_75 'stopped with a checkpoint \(exit 75\): requeueing' "$WORK/sig.out"
-expect_grep signal_resumed 'resumed from .*step_000000' "$WORK/sig.out"
+expect_grep signal_resumed 'resumed from .*step_[0-9]{8}\.h5' "$WORK/sig.out"
 expect_grep signal_finished 'ctrain-slurm: .*restart 1: training finished \(exit 0\)' "$WORK/sig.out"
 "$CTRAIN" ckpt diff --exact jref/checkpoints/step_00000300.h5 "$WORK/sig/checkpoints/step_00000300.h5" >sig.diff 2>&1 \
     && pass signal_final_weights_bitwise || fail signal_final_weights_bitwise "$(tail -4 sig.diff)"
@@ -209,7 +209,7 @@ hi=$(sbatch --parsable -p high -N 1 -w n1 -n 8 -c 1 --output="$WORK/high.out" --
 job_done "$job" 300 && pass preempted_job_finished || fail preempted_job_finished "still queued: $(squeue)"
 expect_grep preempt_signalled 'ctrain-slurm: .*received SIG(USR1|TERM)' "$WORK/pre.out"
 expect_grep preempt_checkpointed 'stopped at step [0-9]+/300 \(SIG(USR1|TERM)\): checkpoint written; exit 75' "$WORK/pre.out"
-expect_grep preempt_resumed 'resumed from .*step_000000' "$WORK/pre.out"
+expect_grep preempt_resumed 'resumed from .*step_[0-9]{8}\.h5' "$WORK/pre.out"
 restarts=$(grep -c 'training finished (exit 0)' "$WORK/pre.out")
 [ "$restarts" = 1 ] && pass preempt_finished_once || fail preempt_finished_once "$restarts finish lines"
 "$CTRAIN" ckpt diff --exact jref/checkpoints/step_00000300.h5 "$WORK/pre/checkpoints/step_00000300.h5" >pre.diff 2>&1 \
