@@ -139,6 +139,32 @@ static __device__ __forceinline__ F32V<V> norm_input(F32V<V> *xm, const float *x
     return add_scaled<V>(*xm, ld_vec<V>(scale + c), ld_vec<V>(branch + i));
 }
 
+/* The row dot sum(dout * x) of a norm's backward, x as norm_input gives it: each lane over its
+ * channels, then the warp butterfly (fixed order). One definition for the row kernels and the
+ * fused block-input backward, so both compute the same bits. */
+template <int V, int MODE>
+static __device__ __forceinline__ double norm_row_dot(const float *dout, const float *x, const float *x0,
+                                                      const float *mix, const __nv_bfloat16 *branch,
+                                                      const float *scale, size_t base, int lane, int C) {
+    F32V<V> xm;
+    double dot = 0.0;
+    for (int c = V * lane; c < C; c += 32 * V) {
+        const F32V<V> d = ld_vec<V>(dout + base + c);
+        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
+#pragma unroll
+        for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
+    }
+    return warp_sum_d(dot);
+}
+/* rstd^3 * dot / C, the coefficient of x in the norm's input gradient */
+static __device__ __forceinline__ float norm_x_coeff(float r, double dot, int C) {
+    return (float)((double)r * r * r * dot / C);
+}
+/* g + (rstd * dout - x_coeff * x): one element of the norm's input gradient added to g */
+static __device__ __forceinline__ float norm_grad(float g, float r, float d, float x_coeff, float x) {
+    return __fadd_rn(g, __fsub_rn(__fmul_rn(r, d), __fmul_rn(x_coeff, x)));
+}
+
 /* dx += rstd*dout - x*rstd^3*mean(dout*x), x as norm_input gives it; NORM_MIX_ADD with renorm
  * also writes renorm = bf16(xm * renorm_rstd[row]) (xm's own norm, recomputed while xm is in
  * hand). One warp per row. */
@@ -151,25 +177,17 @@ static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const flo
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
-    F32V<V> xm{};
-    double dot = 0.0;
-    for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld_vec<V>(dout + base + c);
-        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
-#pragma unroll
-        for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
-    }
-    dot = warp_sum_d(dot);
+    const double dot = norm_row_dot<V, MODE>(dout, x, x0, mix, branch, scale, base, lane, C);
     const float r = rstd[row];
-    const float x_coeff = (float)((double)r * r * r * dot / C);
+    const float x_coeff = norm_x_coeff(r, dot, C);
+    F32V<V> xm{};
     const float r2 = MODE == NORM_MIX_ADD && renorm ? renorm_rstd[row] : 0.0f;
     for (int c = V * lane; c < C; c += 32 * V) {
         const F32V<V> d = ld_vec<V>(dout + base + c);
         const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
         F32V<V> g = ld_vec<V>(dx + base + c);
 #pragma unroll
-        for (int e = 0; e < V; e++)
-            g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, a.v[e])));
+        for (int e = 0; e < V; e++) g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, a.v[e]);
         st_vec<V>(dx + base + c, g);
         if (MODE == NORM_MIX_ADD && renorm) {
             Bf16V<V> y;
@@ -377,15 +395,15 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
 }
 
 template <typename BranchT>
-static void launch_scaled_add_backward(int V, dim3 chunks, float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16,
+static void launch_scaled_add_backward(int V, unsigned chunks, float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16,
                                        double *partials, const float *dout, const BranchT *branch, const float *scale,
                                        int N, int C, cudaStream_t stream) {
     const dim3 block(32, COLSUM_TY);
     if (V == 4)
-        scaled_add_backward_kernel<BranchT, 4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks.y), block, 0, stream>>>(
+        scaled_add_backward_kernel<BranchT, 4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks), block, 0, stream>>>(
             dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
     else
-        scaled_add_backward_kernel<BranchT, 1><<<dim3(ct_blocks((size_t)C, 32), chunks.y), block, 0, stream>>>(
+        scaled_add_backward_kernel<BranchT, 1><<<dim3(ct_blocks((size_t)C, 32), chunks), block, 0, stream>>>(
             dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
 }
 
@@ -396,7 +414,7 @@ extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbra
     if ((branch == NULL) == (branch_bf16 == NULL))
         return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");
     const int V = row_vector_width(C, {dx, dbranch, dbranch_bf16, dout, branch, branch_bf16, scale});
-    const dim3 chunks(1, (unsigned)colsum_chunks(N));
+    const unsigned chunks = (unsigned)colsum_chunks(N);
     if (branch)
         launch_scaled_add_backward<float>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, branch,
                                           scale, N, C, stream);
@@ -498,17 +516,9 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
-        double dot = 0.0;
-        for (int c = V * lane; c < C; c += 32 * V) {
-            const F32V<V> d = ld_vec<V>(dout + base + c);
-            const F32V<V> m = mix_value<V>(ld_vec<V>(mix + c), ld_vec<V>(mix + C + c), ld_vec<V>(x_in + base + c),
-                                           ld_vec<V>(x0 + base + c));
-#pragma unroll
-            for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)m.v[e];
-        }
-        dot = warp_sum_d(dot);
+        const double dot = norm_row_dot<V, NORM_MIX>(dout, x_in, x0, mix, NULL, NULL, base, lane, C);
         const float r = rstd[row];
-        const float x_coeff = (float)((double)r * r * r * dot / C);
+        const float x_coeff = norm_x_coeff(r, dot, C);
         double *ax = acc_x, *ax0 = acc_x0; /* slot k*V*32 of channel V*lane + 32*V*k */
         for (int c = V * lane; c < C; c += 32 * V, ax += 32 * V, ax0 += 32 * V) {
             const F32V<V> d = ld_vec<V>(dout + base + c), xi = ld_vec<V>(x_in + base + c), z = ld_vec<V>(x0 + base + c);
@@ -517,7 +527,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
             F32V<V> g = ld_vec<V>(dx + base + c), gi, g0 = ld_vec<V>(dx0 + base + c);
 #pragma unroll
             for (int e = 0; e < V; e++) {
-                g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, m.v[e])));
+                g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, m.v[e]);
                 gi.v[e] = __fmul_rn(m0.v[e], g.v[e]);
                 g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(m1.v[e], g.v[e]));
                 ax[e * 32] += (double)g.v[e] * (double)xi.v[e];
@@ -547,8 +557,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
  * (cudaFuncSetAttribute fails beyond the device's per-block maximum; that error is cleared so
  * that it does not surface at the next launch check). */
 template <int V>
-static bool norm_mix_fits(int C) {
-    const size_t smem = norm_mix_smem(C, V);
+static bool norm_mix_fits(size_t smem) {
     if (smem <= INT32_MAX && cudaFuncSetAttribute(norm_mix_backward_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   (int)smem) == cudaSuccess)
         return true;
@@ -563,7 +572,7 @@ extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, flo
     const int V = row_vector_width(C, {dx_in, dx0, dx, dout, x_in, x0, mix});
     const unsigned chunks = (unsigned)colsum_chunks(N);
     const size_t smem = norm_mix_smem(C, V);
-    if (V == 4 ? norm_mix_fits<4>(C) : norm_mix_fits<1>(C)) {
+    if (V == 4 ? norm_mix_fits<4>(smem) : norm_mix_fits<1>(smem)) {
         if (V == 4)
             norm_mix_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
                                                                                mix, rstd, N, C);
