@@ -4,8 +4,8 @@
  * read the prompt as bytes and print bytes; models whose data stores tokenizer pieces (or
  * --pieces, or --tokenizer) take token ids and print decoded text (tokenizer.h); with
  * --tokenizer a text prompt is encoded by the SentencePiece model, checked against the stored
- * pieces; others take and print token ids; --bos puts the data's bos_id first. The work is train_sample's
- * (src/train/train_sample.c). */
+ * pieces; others take and print token ids; --bos puts the data's bos_id first. The work is
+ * train_sample's (src/train/train_sample.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +219,13 @@ int sample_main(int argc, char **argv) {
     if (note[0]) fprintf(stderr, "%s\n", note);
     if (data_tokenizer(&cfg, pieces_path, &tok) != 0) goto done;
     if (model_path && model_tokenizer(&cfg, path, model_path, &tok) != 0) goto done;
+    if (with_bos && tok.bos_id < 0) { /* refused before the prompt is encoded */
+        ct_fail("--bos: the training data '%s' records no bos_id (its bos_id is -1; `ctrain data import-bin "
+                "--bos-id N` records one)",
+                cfg.train_files);
+        rc = CT_EXIT_USAGE;
+        goto done;
+    }
     int bytes = tok.bytes && !tok.has_pieces;
     if (prompt_ids) { /* comma-separated ids */
         ids = ct_calloc(strlen(prompt_ids) + 1, sizeof *ids, "prompt");
@@ -256,7 +263,7 @@ int sample_main(int argc, char **argv) {
         ids = ct_calloc(1, sizeof *ids, "prompt"); /* the data's bos_id, else token 0 */
         ids[0] = tok.bos_id >= 0 ? (uint32_t)tok.bos_id : 0;
         n = 1;
-        if (tok.bos_id >= 0) with_bos = 0; /* already the prompt */
+        with_bos = 0; /* the prompt already is the bos_id (--bos was refused without one) */
     } else {
         const char *text = prompt && *prompt ? prompt : "\n";
         n = (int64_t)strlen(text);
@@ -269,13 +276,6 @@ int sample_main(int argc, char **argv) {
         goto done;
     }
     if (with_bos) {
-        if (tok.bos_id < 0) {
-            ct_fail("--bos: the training data '%s' records no bos_id (its bos_id is -1; `ctrain data import-bin "
-                    "--bos-id N` records one)",
-                    cfg.train_files);
-            rc = CT_EXIT_USAGE;
-            goto done;
-        }
         uint32_t *with = ct_calloc((size_t)n + 1, sizeof *with, "prompt");
         with[0] = (uint32_t)tok.bos_id;
         memcpy(with + 1, ids, (size_t)n * sizeof *ids);
