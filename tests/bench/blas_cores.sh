@@ -9,6 +9,7 @@ shift || true
 cores=("$@")
 [ ${#cores[@]} -gt 0 ] || cores=(Haswell SkylakeX Cooperlake)
 ctrain=$(cd "$build" && pwd)/ctrain
+root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat /usr/share/common-licenses/* >"$work/text.txt"
@@ -20,10 +21,7 @@ for threads in 1 2; do
     for core in "${cores[@]}"; do
         rm -rf "$work/out"
         OPENBLAS_CORETYPE=$core "$ctrain" train "${run[@]}" threads="$threads" out_dir="$work/out" >/dev/null
-        tok=$(/usr/bin/python3 -c '
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][5:]
-print(round(statistics.median(r["tokens_per_s"] for r in rows)))' "$work/out/metrics.jsonl")
+        read -r tok _ < <(/usr/bin/python3 "$root/tests/bench/median_rate.py" "$work/out/metrics.jsonl" 5)
         printf '%-12s %d thread(s)  %6d tok/s\n' "$core" "$threads" "$tok"
         echo "BENCH cpu_train_tok_s_${core}_t${threads} $tok"
     done

@@ -41,10 +41,7 @@ for t in "${threads[@]}"; do
     rm -rf "$work/out"
     OMP_NUM_THREADS=$t "$build/ctrain" train "${cfg[@]}" train_files="$work/data.h5" iterations=$((steps + 1)) \
         val_loss_every=0 threads="$t" out_dir="$work/out" checkpoint_every=0 >"$work/ctrain.log"
-    c=$("$py" -c '
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if "\"train_loss\"" in l][1:]
-print(round(statistics.median(r["tokens_per_s"] for r in rows)))' "$work/out/metrics.jsonl")
+    read -r c _ < <("$py" "$root/tests/bench/median_rate.py" "$work/out/metrics.jsonl")
     tt=0
     if [ $have_torch = 1 ]; then
         tt=$(OMP_NUM_THREADS=$t "$py" "$root/tests/bench/torch_bench.py" "$work/data.h5" "$steps" "$t" "${cfg[@]}" |

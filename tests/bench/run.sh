@@ -31,11 +31,7 @@ echo "== 3. ctrain vs PyTorch (fp32, $threads threads each)"
 cfg=(vocab_size=1024 num_layers=4 model_dim=256 num_heads=4 num_kv_heads=2 train_seq_len=256
      train_batch_tokens=16384 grad_accum_slots=8)
 ctrain_rate() { # out_dir -> median tokens/s and step_ms over steps 2.. (step 1 warms caches)
-    /usr/bin/python3 - "$1/metrics.jsonl" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l][1:]
-print(f'{statistics.median(r["tokens_per_s"] for r in rows):.0f} {statistics.median(r["step_ms"] for r in rows):.0f}')
-PY
+    /usr/bin/python3 "$root/tests/bench/median_rate.py" "$1/metrics.jsonl"
 }
 "$build/ctrain" train "${cfg[@]}" train_files="$work/data.h5" iterations=$((steps + 1)) val_loss_every=0 \
     threads=$threads out_dir="$work/small" checkpoint_every=0 >"$work/small.log"
