@@ -94,6 +94,13 @@ enum { CT_F32 = 0, CT_BF16 = 1 };
  * (cuda_blas_create sets it). Deterministic for a given GPU model, shapes and handle setup. */
 int cuda_gemm(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A,
               int a_type, int lda, const void *B, int b_type, int ldb, float beta, void *C, int c_type, int ldc);
+/* `batch` such products at once (cublasGemmStridedBatchedEx): product b reads A + b*stride_a,
+ * B + b*stride_b and writes C + b*stride_c (strides in elements). For many small products of
+ * one shape (Muon's Newton–Schulz), where one launch per product would cost more than the
+ * arithmetic. Deterministic like cuda_gemm for a given batch count. */
+int cuda_gemm_batched(cublasHandle_t handle, int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A,
+                      int a_type, int lda, long long stride_a, const void *B, int b_type, int ldb, long long stride_b,
+                      float beta, void *C, int c_type, int ldc, long long stride_c, int batch);
 
 /* A cuBLAS handle bound to `stream`, with `workspace` (device, workspace_bytes, e.g. 32 MiB) as
  * its only workspace (so cuBLAS allocates nothing later) and reduced-precision split-K
@@ -268,11 +275,27 @@ int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v
  *                                                          with fp32 accumulation as train_gpt.py,
  *                                                          or fp32 throughout when ns_fp32)
  *   update (fp32 [rows,cols]) = X (transposed back) * sqrt(max(1, rows/cols))
- * scratch: cuda_muon_scratch_bytes(rows, cols) bytes (16-byte aligned);
- * partials: cuda_reduce_doubles(rows*cols) + 1 doubles. update may be grad itself (every element
- * of grad is read before that element of update is written): the backend puts each update in
- * its gradient's place, where one sum across ranks combines the sharded updates. */
-size_t cuda_muon_scratch_bytes(int rows, int cols);
+ * update may be grad itself (every element of grad is read before that element of update is
+ * written): the backend puts each update in its gradient's place, where one sum across ranks
+ * combines the sharded updates. */
+typedef struct {
+    float *update;
+    const float *grad;
+    float *momentum_buf;
+    int rows, cols;
+} CudaMuonMatrix;
+/* The update of `count` matrices whose smaller and larger sides are the same (a [1024, 512]
+ * and a [512, 1024] matrix may share a batch): the momentum lines and normalisation per
+ * matrix, the Newton–Schulz products of all of them batched (one cuda_gemm_batched per
+ * product), each result scaled into its update. A matrix's result depends on the batch count
+ * (cuBLAS may choose another kernel), not on the other members' values.
+ * scratch: cuda_muon_scratch_bytes(rows, cols, count) bytes (16-byte aligned), for either
+ * precision; partials: cuda_reduce_doubles(largest rows*cols) + 1 doubles. */
+size_t cuda_muon_scratch_bytes(int rows, int cols, int count);
+int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum,
+                           int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
+                           cudaStream_t stream);
+/* One matrix: cuda_muon_update_batch with count 1 (scratch: cuda_muon_scratch_bytes(rows, cols, 1)). */
 int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows, int cols,
                      double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
                      cudaStream_t stream);

@@ -136,35 +136,40 @@ static int ns_convert(TO *dst, const TI *src, int r, int c, int transpose, const
 
 static size_t align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
-extern "C" size_t cuda_muon_scratch_bytes(int rows, int cols) {
+extern "C" size_t cuda_muon_scratch_bytes(int rows, int cols, int count) {
     const size_t m = (size_t)(rows < cols ? rows : cols), n = (size_t)(rows < cols ? cols : rows);
-    /* two X buffers [m x n] and the Gram and polynomial matrices [m x m], fp32-sized (bf16 uses
-     * the first half of each) */
-    return 2 * align256(m * n * sizeof(float)) + 2 * align256(m * m * sizeof(float));
+    /* two X buffers [count x m x n] and the Gram and polynomial matrices [count x m x m],
+     * fp32-sized (bf16 uses the first half of each) */
+    return 2 * align256((size_t)count * m * n * sizeof(float)) + 2 * align256((size_t)count * m * m * sizeof(float));
 }
 
-/* The Newton–Schulz iterations on X [m x n] (m <= n) of element type `type`; returns the buffer
- * holding the result (one of x0 / x1). */
-static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, void *poly, int m, int n, int steps,
-                        int type, cudaStream_t stream, int *rc) {
+/* The Newton–Schulz iterations on `count` matrices X [m x n] (m <= n) of element type `type`,
+ * stored one after the other; returns the buffer holding the results (one of x0 / x1). Each
+ * product is one batched product over the count matrices. */
+static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, void *poly, int m, int n, int count,
+                        int steps, int type, cudaStream_t stream, int *rc) {
     const size_t esize = type == CT_BF16 ? sizeof(__nv_bfloat16) : sizeof(float);
+    const long long mn = (long long)m * n, mm = (long long)m * m;
     void *x_cur = x0, *x_next = x1;
     *rc = -1;
     for (int s = 0; s < steps; s++) {
         /* A = X X^T */
-        if (cuda_gemm(handle, 0, 1, m, m, n, 1.0f, x_cur, type, n, x_cur, type, n, 0.0f, gram, type, m) != 0)
+        if (cuda_gemm_batched(handle, 0, 1, m, m, n, 1.0f, x_cur, type, n, mn, x_cur, type, n, mn, 0.0f, gram, type, m,
+                              mm, count) != 0)
             return x_cur;
         /* B = b*A + c*(A A): start from A, the product's beta applies b */
-        if (cuda_check(cudaMemcpyAsync(poly, gram, (size_t)m * m * esize, cudaMemcpyDeviceToDevice, stream),
-                       "muon: copy of the Gram matrix") != 0)
+        if (cuda_check(cudaMemcpyAsync(poly, gram, (size_t)(count * mm) * esize, cudaMemcpyDeviceToDevice, stream),
+                       "muon: copy of the Gram matrices") != 0)
             return x_cur;
-        if (cuda_gemm(handle, 0, 0, m, m, m, NS5_C, gram, type, m, gram, type, m, NS5_B, poly, type, m) != 0)
+        if (cuda_gemm_batched(handle, 0, 0, m, m, m, NS5_C, gram, type, m, mm, gram, type, m, mm, NS5_B, poly, type, m,
+                              mm, count) != 0)
             return x_cur;
         /* X = a*X + B X */
-        if (cuda_check(cudaMemcpyAsync(x_next, x_cur, (size_t)m * n * esize, cudaMemcpyDeviceToDevice, stream),
+        if (cuda_check(cudaMemcpyAsync(x_next, x_cur, (size_t)(count * mn) * esize, cudaMemcpyDeviceToDevice, stream),
                        "muon: copy of X") != 0)
             return x_cur;
-        if (cuda_gemm(handle, 0, 0, m, n, m, 1.0f, poly, type, m, x_cur, type, n, NS5_A, x_next, type, n) != 0)
+        if (cuda_gemm_batched(handle, 0, 0, m, n, m, 1.0f, poly, type, m, mm, x_cur, type, n, mn, NS5_A, x_next, type,
+                              n, mn, count) != 0)
             return x_cur;
         void *t = x_cur;
         x_cur = x_next;
@@ -174,51 +179,81 @@ static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, v
     return x_cur;
 }
 
+static int side_min(const CudaMuonMatrix *a) { return a->rows < a->cols ? a->rows : a->cols; }
+static int side_max(const CudaMuonMatrix *a) { return a->rows < a->cols ? a->cols : a->rows; }
+
+/* The momentum lines of matrix a, its norm, and X = u / (norm + eps) (transposed when tall) into
+ * slot x of the batch, in the iteration's precision. */
+template <typename TX>
+static int muon_prepare(const CudaMuonMatrix *a, TX *x, double momentum, int nesterov, double *partials,
+                        cudaStream_t stream) {
+    const size_t n_el = (size_t)a->rows * a->cols;
+    muon_momentum_kernel<<<ct_grid_1d(n_el, 256), 256, 0, stream>>>(a->update, a->momentum_buf, a->grad, n_el,
+                                                                    (float)momentum, nesterov ? 1 : 0);
+    CT_LAUNCHED("muon_momentum", stream);
+    /* ||u||_F^2 in double, fixed order, kept on the device after the partials (read by the
+     * conversion queued next, so one slot serves every matrix of the batch) */
+    double *norm_sq = partials + cuda_reduce_doubles(n_el);
+    if (cuda_sumsq(norm_sq, a->update, n_el, partials, stream) != 0) return -1;
+    /* train_gpt.py: g = g.bfloat16() / (norm + eps) then .T; here the division is fp32 and the
+     * result is rounded once */
+    return ns_convert<float, TX>(x, a->update, a->rows, a->cols, a->rows > a->cols, norm_sq, 1.0f, 0, stream);
+}
+
+/* update = slot x transposed back when tall, times sqrt(rows / cols) when that is above 1. */
+template <typename TX>
+static int muon_finish(const CudaMuonMatrix *a, const TX *x, cudaStream_t stream) {
+    const double aspect = (double)a->rows / (double)a->cols;
+    const int apply_scale = aspect > 1.0;
+    const float scale = apply_scale ? (float)pow(aspect, 0.5) : 1.0f;
+    return ns_convert<TX, float>(a->update, x, side_min(a), side_max(a), a->rows > a->cols, NULL, scale, apply_scale,
+                                 stream);
+}
+
+template <typename TX>
+static int muon_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum, int nesterov,
+                      int ns_steps, int type, void *scratch, double *partials, cudaStream_t stream) {
+    const int m = side_min(&mats[0]), n = side_max(&mats[0]);
+    const size_t mn = (size_t)m * n;
+    char *base = (char *)scratch;
+    TX *x0 = (TX *)base, *x1 = (TX *)(base + align256((size_t)count * mn * sizeof(float)));
+    void *gram = base + 2 * align256((size_t)count * mn * sizeof(float));
+    void *poly = (char *)gram + align256((size_t)count * m * m * sizeof(float));
+    for (int k = 0; k < count; k++)
+        if (muon_prepare<TX>(&mats[k], x0 + k * mn, momentum, nesterov, partials, stream) != 0) return -1;
+    int rc = 0;
+    const TX *x = (const TX *)ns_iterate(handle, x0, x1, gram, poly, m, n, count, ns_steps, type, stream, &rc);
+    if (rc != 0)
+        return ct_fail_prefix("muon Newton-Schulz (%s, %d matrices of %d x %d)", type == CT_BF16 ? "bf16" : "fp32",
+                              count, m, n);
+    for (int k = 0; k < count; k++)
+        if (muon_finish<TX>(&mats[k], x + k * mn, stream) != 0) return -1;
+    return 0;
+}
+
+extern "C" int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum,
+                                      int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
+                                      cudaStream_t stream) {
+    if (count < 1) return ct_fail("cuda muon: a batch of %d matrices", count);
+    if (ns_steps < 0) return ct_fail("cuda muon: ns_steps %d", ns_steps);
+    for (int k = 0; k < count; k++) {
+        const CudaMuonMatrix *a = &mats[k];
+        if (a->rows <= 0 || a->cols <= 0) return ct_fail("cuda muon: bad shape %d x %d", a->rows, a->cols);
+        if (side_min(a) != side_min(&mats[0]) || side_max(a) != side_max(&mats[0]))
+            return ct_fail("cuda muon: a %d x %d matrix in a batch of %d x %d matrices", a->rows, a->cols,
+                           mats[0].rows, mats[0].cols);
+    }
+    if (ns_fp32) return muon_batch<float>(handle, mats, count, momentum, nesterov, ns_steps, CT_F32, scratch, partials,
+                                          stream);
+    return muon_batch<__nv_bfloat16>(handle, mats, count, momentum, nesterov, ns_steps, CT_BF16, scratch, partials,
+                                     stream);
+}
+
 extern "C" int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows,
                                 int cols, double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch,
                                 double *partials, cudaStream_t stream) {
-    if (rows <= 0 || cols <= 0) return ct_fail("cuda muon: bad shape %d x %d", rows, cols);
-    if (ns_steps < 0) return ct_fail("cuda muon: ns_steps %d", ns_steps);
-    const size_t n_el = (size_t)rows * cols;
-    const float mu = (float)momentum;
-    muon_momentum_kernel<<<ct_grid_1d(n_el, 256), 256, 0, stream>>>(update, momentum_buf, grad, n_el, mu,
-                                                                    nesterov ? 1 : 0);
-    CT_LAUNCHED("muon_momentum", stream);
-
-    /* ||u||_F^2 in double, fixed order, kept on the device after the partials */
-    double *norm_sq = partials + cuda_reduce_doubles(n_el);
-    if (cuda_sumsq(norm_sq, update, n_el, partials, stream) != 0) return -1;
-
-    const int transposed = rows > cols;
-    const int m = transposed ? cols : rows, n = transposed ? rows : cols;
-    char *base = (char *)scratch;
-    void *x0 = base, *x1 = base + align256((size_t)m * n * sizeof(float));
-    void *gram = base + 2 * align256((size_t)m * n * sizeof(float));
-    void *poly = (char *)gram + align256((size_t)m * m * sizeof(float));
-
-    /* train_gpt.py: g = g.bfloat16() / (norm + eps) then .T; here the division is fp32 and the
-     * result is rounded once */
-    const double aspect = (double)rows / (double)cols;
-    const int apply_scale = aspect > 1.0;
-    const float scale = apply_scale ? (float)pow(aspect, 0.5) : 1.0f;
-    int rc = 0;
-    if (ns_fp32) {
-        if (ns_convert<float, float>((float *)x0, update, rows, cols, transposed, norm_sq, 1.0f, 0, stream) != 0)
-            return -1;
-        const float *x = (const float *)ns_iterate(handle, x0, x1, gram, poly, m, n, ns_steps, CT_F32, stream, &rc);
-        if (rc != 0) return ct_fail_prefix("muon Newton-Schulz (fp32, %d x %d)", rows, cols);
-        if (ns_convert<float, float>(update, x, m, n, transposed, NULL, scale, apply_scale, stream) != 0) return -1;
-    } else {
-        if (ns_convert<float, __nv_bfloat16>((__nv_bfloat16 *)x0, update, rows, cols, transposed, norm_sq, 1.0f, 0,
-                                             stream) != 0)
-            return -1;
-        const __nv_bfloat16 *x =
-            (const __nv_bfloat16 *)ns_iterate(handle, x0, x1, gram, poly, m, n, ns_steps, CT_BF16, stream, &rc);
-        if (rc != 0) return ct_fail_prefix("muon Newton-Schulz (bf16, %d x %d)", rows, cols);
-        if (ns_convert<__nv_bfloat16, float>(update, x, m, n, transposed, NULL, scale, apply_scale, stream) != 0)
-            return -1;
-    }
-    return 0;
+    const CudaMuonMatrix one = {update, grad, momentum_buf, rows, cols};
+    return cuda_muon_update_batch(handle, &one, 1, momentum, nesterov, ns_steps, ns_fp32, scratch, partials, stream);
 }
 
 static __global__ void muon_apply_kernel(float *p, __nv_bfloat16 *p_bf16, const float *update, size_t n,

@@ -21,9 +21,11 @@ typedef struct {
     int muon_steps;
     double beta1, beta2, adam_eps;
     double grad_clip_norm; /* 0 = off */
-    /* Muon sharding as train_gpt.py: the update of the i-th matrix is computed only on rank
-     * i % shard_world, and the updates are combined by one sum across ranks (`combine`,
-     * NULL when shard_world is 1) before every rank applies all of them. */
+    /* Muon sharding as train_gpt.py: each matrix's update is computed on one rank (the CPU
+     * backend: the i-th matrix on rank i % shard_world; the CUDA backend: Newton–Schulz batch
+     * j on rank j % shard_world, muon_batches.h), and the updates are combined by one sum
+     * across ranks (`combine`, NULL when shard_world is 1) before every rank applies all of
+     * them. */
     int shard_rank, shard_world;
     int (*combine)(void *ctx, float *buf, size_t n);
     void *combine_ctx;

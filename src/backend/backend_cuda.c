@@ -72,6 +72,7 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
 #include "cuda_ops.h"
 
 #include "backend_common.h"
+#include "muon_batches.h"
 
 enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, LOGITS_Z_TARGET_FLOATS = 16 << 20 };
 
@@ -145,8 +146,9 @@ typedef struct {
     float *z;
     ct_bf16 *dz;
 
-    /* optimizer */
-    void *muon_scratch;
+    /* optimizer: Muon's Newton–Schulz in batches of matrices of one shape (muon_batches.h) */
+    MuonBatchPlan muon_plan;
+    void *muon_scratch; /* the largest batch's */
 } CudaBackend;
 
 #define TRY(x)                                                                                     \
@@ -242,11 +244,10 @@ static void layout(CudaBackend *cb, BackendArena *a) {
 
     size_t scratch = 1, reduce = cuda_reduce_doubles(N);
     reduce = max_size(reduce, cuda_reduce_doubles(total));
-    for (int i = 0; i < s->num_params; i++) {
-        const ParamInfo *p = &s->params[i];
-        if (p->group != PARAM_MATRIX) continue;
-        scratch = max_size(scratch, cuda_muon_scratch_bytes((int)p->shape[0], (int)p->shape[1]));
-        reduce = max_size(reduce, cuda_reduce_doubles(p->count));
+    for (int j = 0; j < cb->muon_plan.num_batches; j++) {
+        const MuonBatch *k = &cb->muon_plan.batches[j];
+        scratch = max_size(scratch, cuda_muon_scratch_bytes(k->m, k->n, k->count));
+        reduce = max_size(reduce, cuda_reduce_doubles((size_t)k->m * (size_t)k->n));
     }
     cb->muon_scratch = backend_arena_take(a, scratch, wk);
     cb->red_partials = TAKE_D(a, reduce + 1, wk);
@@ -532,11 +533,40 @@ static void matrix_range(const ModelSpec *s, size_t *begin, size_t *end) {
     }
 }
 
+/* Muon on batch j of the plan: the updates (in the gradients' place) on the rank that owns the
+ * batch, the momentum alone (and +0 updates) on the others. */
+static int muon_batch_step(CudaBackend *cb, int j, const StepHyper *h, int world) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const MuonBatch *k = &cb->muon_plan.batches[j];
+    const int *members = cb->muon_plan.params + k->first;
+    if (muon_batch_owner(j, world) != h->shard_rank % world) {
+        for (int i = 0; i < k->count; i++) {
+            const ParamInfo *p = &s->params[members[i]];
+            if (cuda_muon_momentum_advance(cb->d_grads + p->offset, cb->d_momentum + p->offset, p->count,
+                                           h->muon_momentum, cb->stream) != 0)
+                return ct_fail_prefix("optimizer step, %s", p->name);
+        }
+        return 0;
+    }
+    CudaMuonMatrix mats[MUON_BATCH_MAX];
+    for (int i = 0; i < k->count; i++) {
+        const ParamInfo *p = &s->params[members[i]];
+        float *g = cb->d_grads + p->offset;
+        mats[i] = (CudaMuonMatrix){g, g, cb->d_momentum + p->offset, (int)p->shape[0], (int)p->shape[1]};
+    }
+    if (cuda_muon_update_batch(cb->blas, mats, k->count, h->muon_momentum, 1, h->muon_steps, cb->ns_fp32,
+                               cb->muon_scratch, cb->red_partials, cb->stream) != 0)
+        return ct_fail_prefix("optimizer step, Muon batch %d (%s and %d more)", j, s->params[members[0]].name,
+                              k->count - 1);
+    return 0;
+}
+
 /* Adam on the embeddings and control tensors, then Muon: each matrix's update is written in
- * its gradient's place (the gradient is not needed after the momentum step). With
- * combine_device, matrix i's update is computed only on rank i % shard_world (the others
- * advance its momentum and leave +0 there) and one sum across ranks over the blocks' range
- * gives every rank every update, bitwise what it would have computed itself. */
+ * its gradient's place (the gradient is not needed after the momentum step), batch by batch
+ * (muon_batches.h). With combine_device, batch j's updates are computed only on rank
+ * j % shard_world (the others advance its momentum and leave +0 there) and one sum across
+ * ranks over the blocks' range gives every rank every update, bitwise what it would have
+ * computed itself: the batches, and so the products, are the same on any number of ranks. */
 static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     CudaBackend *cb = (CudaBackend *)b;
     TrainState *st = b->state;
@@ -567,20 +597,7 @@ static int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm
     }
     const int sharded = h->combine_device != NULL;
     const int world = sharded && h->shard_world > 1 ? h->shard_world : 1;
-    int matrix_index = 0;
-    for (int i = 0; i < s->num_params; i++) {
-        const ParamInfo *p = &s->params[i];
-        if (p->group != PARAM_MATRIX) continue;
-        float *g = cb->d_grads + p->offset;
-        int rc;
-        if (matrix_index++ % world == h->shard_rank % world)
-            rc = cuda_muon_update(cb->blas, g, g, cb->d_momentum + p->offset, (int)p->shape[0], (int)p->shape[1],
-                                  h->muon_momentum, 1, h->muon_steps, cb->ns_fp32, cb->muon_scratch, cb->red_partials,
-                                  stream);
-        else
-            rc = cuda_muon_momentum_advance(g, cb->d_momentum + p->offset, p->count, h->muon_momentum, stream);
-        if (rc != 0) return ct_fail_prefix("optimizer step, %s", p->name);
-    }
+    for (int j = 0; j < cb->muon_plan.num_batches; j++) TRY(muon_batch_step(cb, j, h, world));
     if (sharded) {
         size_t begin, end;
         matrix_range(s, &begin, &end);
@@ -716,6 +733,7 @@ static void cuda_destroy(Backend *b) {
     free(cb->w16);
     free(cb->dskip);
     free(cb->layers);
+    muon_batch_plan_free(&cb->muon_plan);
     free(cb);
 }
 
@@ -825,6 +843,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "cuda skip table");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
+    muon_batch_plan(s, &cb->muon_plan);
 
     struct cudaDeviceProp prop;
     if (cuda_check(cudaSetDevice(device), "device = cuda: cudaSetDevice") != 0 ||

@@ -75,6 +75,9 @@ static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *
 static int32_t *targets;
 static double *partials, *red;
 static void *muon_scr;
+/* a Newton–Schulz batch of MUON_BATCH 1024 x 512 matrices (the baseline's fc and proj shapes) */
+enum { MUON_BATCH = 6 };
+static CudaMuonMatrix muon_mats[MUON_BATCH];
 
 static int op_linear_fwd(void *c) { (void)c; return cuda_linear_forward(blas, u, CT_F32, xb, wb, N, D, HID); }
 static int op_linear_fwd_bf16(void *c) { (void)c; return cuda_linear_forward(blas, uhb, CT_BF16, xb, wb, N, D, HID); }
@@ -123,6 +126,10 @@ static int op_muon_tall(void *c) {
 static int op_muon_tall_fp32(void *c) {
     (void)c;
     return cuda_muon_update(blas, upd, g, mom, HID, D, 0.95, 1, 5, 1, muon_scr, red, 0);
+}
+static int op_muon_batch(void *c) {
+    (void)c;
+    return cuda_muon_update_batch(blas, muon_mats, MUON_BATCH, 0.95, 1, 5, 0, muon_scr, red, 0);
 }
 
 int main(int argc, char **argv) {
@@ -186,7 +193,12 @@ int main(int argc, char **argv) {
     p = drandom((size_t)HID * D, -1, 1, &rng), g = drandom((size_t)HID * D, -1, 1, &rng);
     m = drandom((size_t)HID * D, -1, 1, &rng), vv = drandom((size_t)HID * D, 0, 1, &rng);
     upd = dalloc((size_t)HID * D * sizeof(float)), mom = drandom((size_t)HID * D, -1, 1, &rng);
-    muon_scr = dalloc(cuda_muon_scratch_bytes(HID, D));
+    muon_scr = dalloc(cuda_muon_scratch_bytes(HID, D, MUON_BATCH));
+    for (int i = 0; i < MUON_BATCH; i++) { /* alternately tall and wide, as fc and mlp.proj */
+        const size_t n = (size_t)HID * D;
+        muon_mats[i] = (CudaMuonMatrix){dalloc(n * sizeof(float)), drandom(n, -1, 1, &rng), drandom(n, -1, 1, &rng),
+                                        i % 2 ? D : HID, i % 2 ? HID : D};
+    }
     red = dalloc((cuda_reduce_doubles((size_t)HID * D) + 1) * sizeof(double));
 
     const double pairs = (double)B * H * T * (T + 1) / 2.0;
@@ -211,6 +223,9 @@ int main(int argc, char **argv) {
         line("muon_update_1024x512_bf16", time_op(op_muon_tall, NULL, "muon"), 5 * (4 * mt * mt * nt + 2 * mt * mt * mt), 0);
         line("muon_update_1024x512_fp32", time_op(op_muon_tall_fp32, NULL, "muon"),
              5 * (4 * mt * mt * nt + 2 * mt * mt * mt), 0);
+        /* compare its time per matrix with muon_update_1024x512_bf16's */
+        line("muon_update_batch_6x1024x512_bf16", time_op(op_muon_batch, NULL, "muon batch"),
+             MUON_BATCH * 5 * (4 * mt * mt * nt + 2 * mt * mt * mt), 0);
     }
     cublasDestroy(blas);
     return 0;

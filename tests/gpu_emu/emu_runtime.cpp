@@ -97,4 +97,21 @@ cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperatio
     for (int j = 0; j < n; j++) for (int i = 0; i < m; i++) st(C, ct, (size_t)i + (size_t)j * ldc, out[(size_t)i + (size_t)j * m]);
     return CUBLAS_STATUS_SUCCESS;
 }
+/* batch products, each cublasGemmEx's, at the given element strides */
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
+                                          long long stride_a, const void *B, cudaDataType_t bt, int ldb,
+                                          long long stride_b, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                                          long long stride_c, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo) {
+    if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    const size_t ea = at == CUDA_R_16BF ? 2 : 4, eb = bt == CUDA_R_16BF ? 2 : 4, ec = ct == CUDA_R_16BF ? 2 : 4;
+    for (int b = 0; b < batch; b++) {
+        cublasStatus_t r = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char *)A + (size_t)b * stride_a * ea, at, lda,
+                                        (const char *)B + (size_t)b * stride_b * eb, bt, ldb, beta,
+                                        (char *)C + (size_t)b * stride_c * ec, ct, ldc, compute, algo);
+        if (r != CUBLAS_STATUS_SUCCESS) return r;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
 }

@@ -1,6 +1,7 @@
 /* test_gpu_optim.c — the CUDA optimizers (cuda_optim.cu) against kernels/cpu/cpu_optim.h: Adam over
  * several steps with a changing lr, the Muon momentum lines, Newton–Schulz + scale in fp32 and
- * in bf16 (square, tall = transposed, wide), the apply step with its bf16 weight shadow, global
+ * in bf16 (square, tall = transposed, wide), a batch of tall and wide matrices (each member as
+ * the CPU computes it alone, and independent of the other members' values), the apply step with its bf16 weight shadow, global
  * norm clipping, determinism. Rules in test_gpu.h.
  *
  * Bounds:
@@ -78,7 +79,7 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     cublasHandle_t h = NULL;
     CHECK(cuda_blas_create(&h, 0, ws, 32 << 20) == 0, "cuda_blas_create: %s", ct_error());
     float *d_g = dev_floats(g, n), *d_buf = dev_floats(buf, n), *d_upd = dev_nan(n), *d_p = dev_floats(p, n);
-    void *d_scr = dev_alloc(cuda_muon_scratch_bytes(rows, cols));
+    void *d_scr = dev_alloc(cuda_muon_scratch_bytes(rows, cols, 1));
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
     ct_bf16 *d_p16 = dev_alloc(n * 2);
     dev_poison_bf16(d_p16, n);
@@ -127,6 +128,82 @@ static void muon_bf16_tall_transposed(void) {
     check_muon(512, 128, 0, 66);
 }
 
+/* A batch of three matrices of one shape up to transposition (wide, tall, wide): each update as
+ * the CPU computes it alone; the same bits on a second run; a member's update does not change
+ * when another member's gradient does (only the batch count could change a member's bits); a
+ * matrix of another shape in the batch is refused. */
+static void check_muon_batch(int ns_fp32, uint64_t seed) {
+    enum { COUNT = 3 };
+    const int shapes[COUNT][2] = {{96, 160}, {160, 96}, {96, 160}};
+    const size_t n = 96 * 160;
+    const double momentum = 0.95;
+    uint64_t rng = seed;
+    float *g[COUNT], *buf[COUNT], *ref_upd[COUNT], *ref_buf[COUNT];
+    float *scratch = malloc(cpu_muon_scratch_floats(160, 160) * sizeof(float));
+    void *ws = dev_alloc(32 << 20);
+    cublasHandle_t h = NULL;
+    CHECK(cuda_blas_create(&h, 0, ws, 32 << 20) == 0, "cuda_blas_create: %s", ct_error());
+    CudaMuonMatrix mats[COUNT];
+    for (int k = 0; k < COUNT; k++) {
+        g[k] = random_host(n, -1, 1, &rng);
+        buf[k] = random_host(n, -0.5, 0.5, &rng);
+        ref_buf[k] = copy_host(buf[k], n);
+        ref_upd[k] = malloc(n * sizeof(float));
+        cpu_muon_compute_update(g[k], ref_buf[k], ref_upd[k], shapes[k][0], shapes[k][1], momentum, 1, 5, scratch);
+        mats[k] = (CudaMuonMatrix){dev_nan(n), dev_floats(g[k], n), dev_floats(buf[k], n), shapes[k][0], shapes[k][1]};
+    }
+    void *d_scr = dev_alloc(cuda_muon_scratch_bytes(160, 96, COUNT));
+    double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    float *first[COUNT];
+    for (int k = 0; k < COUNT; k++) {
+        char what[96];
+        float *got_buf = host_from_dev(mats[k].momentum_buf, n);
+        first[k] = host_from_dev(mats[k].update, n);
+        snprintf(what, sizeof what, "batch member %d (%dx%d): momentum buffer", k, shapes[k][0], shapes[k][1]);
+        CHECK_REL(what, got_buf, ref_buf[k], n, EXACT_TOL);
+        snprintf(what, sizeof what, "batch member %d (%dx%d): update (NS %s)", k, shapes[k][0], shapes[k][1],
+                 ns_fp32 ? "fp32" : "bf16");
+        CHECK_REL(what, first[k], ref_upd[k], n, ns_fp32 ? NS_FP32_TOL : NS_BF16_TOL);
+        dev_put(mats[k].momentum_buf, buf[k], n * sizeof(float));
+        free(got_buf);
+    }
+    /* again, with member 1's gradient changed */
+    for (size_t i = 0; i < n; i++) g[1][i] = -0.5f * g[1][i];
+    dev_put((float *)mats[1].grad, g[1], n * sizeof(float));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    for (int k = 0; k < COUNT; k += 2) {
+        float *again = host_from_dev(mats[k].update, n);
+        CHECK(memcmp(again, first[k], n * sizeof(float)) == 0,
+              "batch member %d's update changed when member 1's gradient did (or the batch is not deterministic)", k);
+        free(again);
+    }
+    /* a 96 x 128 matrix in a batch of 96 x 160 ones */
+    CudaMuonMatrix odd[2] = {mats[0], mats[1]};
+    odd[1].cols = 128;
+    CHECK(cuda_muon_update_batch(h, odd, 2, momentum, 1, 5, ns_fp32, d_scr, d_part, 0) != 0 &&
+              strstr(ct_error(), "160 x 128 matrix in a batch of 96 x 160") != NULL,
+          "mixed shapes: got '%s'", ct_error());
+    ct_error_clear();
+    for (int k = 0; k < COUNT; k++) {
+        free(g[k]), free(buf[k]), free(ref_upd[k]), free(ref_buf[k]), free(first[k]);
+        dev_free(mats[k].update), dev_free((void *)mats[k].grad), dev_free(mats[k].momentum_buf);
+    }
+    free(scratch);
+    dev_free(d_scr), dev_free(d_part);
+    cublasDestroy(h);
+    dev_free(ws);
+}
+
+static void muon_batch_fp32(void) {
+    REQUIRE_GPU();
+    check_muon_batch(1, 68);
+}
+static void muon_batch_bf16(void) {
+    REQUIRE_GPU();
+    check_muon_batch(0, 69);
+}
+
 static void clip_matches_cpu(void) {
     REQUIRE_GPU();
     const size_t n = 3000017;
@@ -154,6 +231,8 @@ int main(void) {
     RUN(muon_fp32_wide);
     RUN(muon_bf16_square);
     RUN(muon_bf16_tall_transposed);
+    RUN(muon_batch_fp32);
+    RUN(muon_batch_bf16);
     RUN(clip_matches_cpu);
     TEST_EXIT();
 }

@@ -25,6 +25,12 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
                             cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
+                                          long long stride_a, const void *B, cudaDataType_t bt, int ldb,
+                                          long long stride_b, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                                          long long stride_c, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo);
 #ifdef __cplusplus
 }
 #endif
