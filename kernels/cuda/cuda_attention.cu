@@ -125,10 +125,10 @@ static __device__ __forceinline__ void zero_frags(float (&f)[N][4]) {
  * double-buffered shared K and V tiles (forward and dq kernels). All threads call. */
 template <int HD>
 static __device__ __forceinline__ void stage_kv_tile(bf16 *Ks, bf16 *Vs, const bf16 *k, const bf16 *v, size_t ldk,
-                                                     size_t col0, int b, int t, int stage, int T) {
+                                                     size_t ldv, size_t col0, int b, int t, int stage, int T) {
     constexpr int KT = AttCfg<HD>::KT;
     load_tile_async<HD, KT>(Ks + stage * KT * AttCfg<HD>::LD, k, ldk, col0, b, t * KT, T);
-    load_tile_async<HD, KT>(Vs + stage * KT * AttCfg<HD>::LD, v, ldk, col0, b, t * KT, T);
+    load_tile_async<HD, KT>(Vs + stage * KT * AttCfg<HD>::LD, v, ldv, col0, b, t * KT, T);
 }
 
 /* One step of a double-buffered loop over n iterations: start the copies of iteration it + 1
@@ -173,8 +173,8 @@ static __device__ __forceinline__ size_t stat_index(int b, int H, int h, int T, 
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int T, int H, int KV,
-                             float scale_log2) {
+    attention_forward_kernel(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, size_t ldv, int T,
+                             int H, int KV, float scale_log2) {
     using C = AttCfg<HD>;
     constexpr int KT = C::KT, NT = C::NT;
     CT_DYNAMIC_SMEM(smem);
@@ -188,7 +188,9 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
     const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1; /* key tiles up to the last query */
 
-    auto stage_kv = [&](int t, int stage) { stage_kv_tile<HD>(Ks, Vs, k, v, ldk, (size_t)g * HD, b, t, stage, T); };
+    auto stage_kv = [&](int t, int stage) {
+        stage_kv_tile<HD>(Ks, Vs, k, v, ldk, ldv, (size_t)g * HD, b, t, stage, T);
+    };
     load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
     stage_kv(0, 0);
     cp_async_commit();
@@ -316,7 +318,7 @@ static int launch_rowdot(float *D, const bf16 *dy, const bf16 *y, int T, int H, 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     attention_backward_dq_kernel(float *dq, const bf16 *dy, const bf16 *q, const bf16 *k, const bf16 *v,
-                                 const float *lse, const float *D, int T, int H, int KV, float scale,
+                                 size_t ldv, const float *lse, const float *D, int T, int H, int KV, float scale,
                                  float scale_log2) {
     using C = AttCfg<HD>;
     constexpr int KT = C::KT, NT = C::NT;
@@ -332,7 +334,9 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
     const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1;
 
-    auto stage_kv = [&](int t, int stage) { stage_kv_tile<HD>(Ks, Vs, k, v, ldk, (size_t)g * HD, b, t, stage, T); };
+    auto stage_kv = [&](int t, int stage) {
+        stage_kv_tile<HD>(Ks, Vs, k, v, ldk, ldv, (size_t)g * HD, b, t, stage, T);
+    };
     load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
     load_tile_async<HD, ATT_ROWS>(dYs, dy, ldq, (size_t)h * HD, b, q0, T);
     stage_kv(0, 0);
@@ -383,8 +387,8 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
-                                  const bf16 *v, const float *lse, const float *D, int T, int H, int KV, float scale,
-                                  float scale_log2) {
+                                  const bf16 *v, size_t ldv, const float *lse, const float *D, int T, int H, int KV,
+                                  float scale, float scale_log2) {
     using C = AttCfg<HD>;
     constexpr int KT = C::KT, NT = C::NT;
     CT_DYNAMIC_SMEM(smem);
@@ -417,7 +421,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     };
 
     load_tile_async<HD, ATT_ROWS>(Ks, k, ldk, (size_t)g * HD, b, k0, T);
-    load_tile_async<HD, ATT_ROWS>(Vs, v, ldk, (size_t)g * HD, b, k0, T);
+    load_tile_async<HD, ATT_ROWS>(Vs, v, ldv, (size_t)g * HD, b, k0, T);
     stage_queries(0, 0);
     cp_async_commit();
 
@@ -462,9 +466,9 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
     for (int r = 0; r < 2; r++)
         if (keys[r] < T) {
-            const size_t off = ((size_t)b * T + keys[r]) * ldk + (size_t)g * HD;
-            store_row_frags(dk + off, dka, r, scale);
-            store_row_frags_bf16(dv + off, dva, r);
+            const size_t row = (size_t)b * T + keys[r], col = (size_t)g * HD;
+            store_row_frags(dk + row * ldk + col, dka, r, scale);
+            store_row_frags_bf16(dv + row * ldv + col, dva, r);
         }
 }
 
@@ -472,11 +476,16 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 
 extern "C" int cuda_attention_supported(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
 
-static int check_shape(int T, int H, int KV, int hd) {
+static int check_shape(int T, int H, int KV, int hd, int ld_v, const void *v) {
     if (!cuda_attention_supported(hd))
         return ct_fail("cuda attention: head_dim %d is not supported (the kernels are built for 32, 64 and 128)", hd);
     if (KV <= 0 || H % KV != 0) return ct_fail("cuda attention: num_heads %d is not a multiple of num_kv_heads %d", H, KV);
     if (T <= 0) return ct_fail("cuda attention: sequence length %d", T);
+    /* v's rows are copied in 16-byte pieces (cp.async) */
+    if (ld_v < KV * hd || ld_v % 8 != 0 || ((uintptr_t)v & 15) != 0)
+        return ct_fail("cuda attention: v's row stride %d must be a multiple of 8 elements, at least %d x %d, and v "
+                       "16-byte aligned",
+                       ld_v, KV, hd);
     return 0;
 }
 
@@ -494,28 +503,30 @@ static size_t dkv_smem() {
 }
 
 template <int HD>
-static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B, int T, int H,
-                          int KV, cudaStream_t stream) {
+static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, size_t ldv, int B,
+                          int T, int H, int KV, cudaStream_t stream) {
     const size_t smem = forward_smem<HD>();
     CT_CUDA_TRY(cudaFuncSetAttribute(attention_forward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem),
                 "attention_forward: cudaFuncSetAttribute");
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HD);
     dim3 grid(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
-    attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, T, H, KV, scale_log2);
+    attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, ldv, T, H, KV, scale_log2);
     CT_LAUNCHED("attention_forward", stream);
     return 0;
 }
 
 extern "C" int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v,
-                                      int B, int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+                                      int ld_v, int B, int T, int n_heads, int n_kv_heads, int head_dim,
+                                      cudaStream_t stream) {
     if (B <= 0) return 0;
-    if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
+    if (check_shape(T, n_heads, n_kv_heads, head_dim, ld_v, v) != 0) return -1;
     bf16 *yb = host_as_bf(y);
     const bf16 *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
-    if (head_dim == 64) return launch_forward<64>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
-    if (head_dim == 128) return launch_forward<128>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
-    return launch_forward<32>(yb, lse, qb, kb, vb, B, T, n_heads, n_kv_heads, stream);
+    const size_t ldv = (size_t)ld_v;
+    if (head_dim == 64) return launch_forward<64>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
+    if (head_dim == 128) return launch_forward<128>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
+    return launch_forward<32>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
 }
 
 extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads) {
@@ -524,7 +535,7 @@ extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_hea
 
 template <int HD>
 static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
-                           const bf16 *v, const float *lse, const float *D, int B, int T, int H, int KV,
+                           const bf16 *v, size_t ldv, const float *lse, const float *D, int B, int T, int H, int KV,
                            cudaStream_t stream) {
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = ATT_LOG2E / sqrtf((float)HD);
     const size_t smem_q = dq_smem<HD>(), smem_kv = dkv_smem<HD>();
@@ -536,21 +547,22 @@ static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const
                 "attention_backward_dkv: cudaFuncSetAttribute");
     dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
     dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)KV, (unsigned)B);
-    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, dy, q, k, v, lse, D, T, H, KV, scale,
-                                                                             scale_log2);
+    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, dy, q, k, v, ldv, lse, D, T, H, KV,
+                                                                             scale, scale_log2);
     CT_LAUNCHED("attention_backward_dq", stream);
-    attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(dk, dv, dy, q, k, v, lse, D, T, H,
-                                                                                 KV, scale, scale_log2);
+    attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(dk, dv, dy, q, k, v, ldv, lse, D, T,
+                                                                                 H, KV, scale, scale_log2);
     CT_LAUNCHED("attention_backward_dkv", stream);
     return 0;
 }
 
 extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, const ct_bf16 *dy, const ct_bf16 *q,
-                                       const ct_bf16 *k, const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B,
-                                       int T, int n_heads, int n_kv_heads, int head_dim, float *scratch,
-                                       cudaStream_t stream) {
+                                       const ct_bf16 *k, const ct_bf16 *v, int ld_v, const ct_bf16 *y,
+                                       const float *lse, int B, int T, int n_heads, int n_kv_heads, int head_dim,
+                                       float *scratch, cudaStream_t stream) {
     if (B <= 0) return 0;
-    if (check_shape(T, n_heads, n_kv_heads, head_dim) != 0) return -1;
+    if (check_shape(T, n_heads, n_kv_heads, head_dim, ld_v, v) != 0) return -1;
+    if (((uintptr_t)dv_bf16 & 3) != 0) return ct_fail("cuda attention: dv must be 4-byte aligned (bf16 pairs)");
     float *D = scratch;
     const size_t rows = (size_t)B * T * n_heads;
     const int rc = head_dim == 64    ? launch_rowdot<64>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream)
@@ -559,8 +571,10 @@ extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, c
     if (rc != 0) return rc;
     bf16 *dv = host_as_bf(dv_bf16);
     const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
-    if (head_dim == 64) return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
+    const size_t ldv = (size_t)ld_v;
+    if (head_dim == 64)
+        return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
     if (head_dim == 128)
-        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
-    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, lse, D, B, T, n_heads, n_kv_heads, stream);
+        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
+    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
 }

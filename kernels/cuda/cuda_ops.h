@@ -152,6 +152,20 @@ int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const fl
 int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x, const float *skip,
                           const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
                           cudaStream_t stream);
+/* The output of the block before, x_out = (xm + attn_scale * ao) + mlp_scale * mo, made as
+ * cuda_scaled_add_forward(x_out, xm, ao, attn_scale, mo, mlp_scale) makes it. */
+typedef struct {
+    float *x_out;
+    const float *xm;
+    const ct_bf16 *ao, *mo;
+    const float *attn_scale, *mlp_scale;
+} CudaBlockOutput;
+/* That op and cuda_mix_norm_forward on its result (x = prev->x_out), in one pass: writes
+ * prev->x_out, and bitwise the two ops. prev->xm may be xm itself (the backend keeps one xm for
+ * all blocks): each element is read before it is overwritten. */
+int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16,
+                              const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
+                              float eps, cudaStream_t stream);
 /* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
  *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd).
  * branch bf16 (the attention projection's output, as a product's output under autocast). x1 is
@@ -163,10 +177,16 @@ int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *
  * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
  * (the backend keeps neither xm nor x1). When renorm is given (with renorm_rstd [N]), also
  * renorm = bf16(xm * renorm_rstd): xm's own norm, the attention's input a_bf16 of
- * cuda_mix_norm_forward, recomputed to the same bits while xm is in hand. */
-int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, const float *dout, const float *x_in, const float *x0,
-                           const float *mix, const ct_bf16 *branch, const float *scale, const float *rstd,
-                           const float *renorm_rstd, int N, int C, cudaStream_t stream);
+ * cuda_mix_norm_forward, recomputed to the same bits while xm is in hand. When dbranch is given
+ * (with dscale [C] and partials: cuda_colsum_doubles(N, C, 1)), also the backward of x1's
+ * residual add on the updated dx, as cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx,
+ * NULL, branch, scale) would do it next, bitwise, in the same pass: dbranch = bf16(scale * dx)
+ * (WRITTEN), dscale += sum_n dx * branch (where the device lacks the 8 C bytes of shared memory
+ * per row lane the fused kernel needs, the two ops run one after the other). */
+int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
+                           const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
+                           const float *scale, const float *rstd, const float *renorm_rstd, int N, int C,
+                           double *partials, cudaStream_t stream);
 /* out = (x + inner_scale[c] * inner) + scale[c] * branch (out may equal x), branches bf16 (the
  * attention and MLP projections' outputs); inner and inner_scale may be NULL (out = x +
  * scale * branch). The block output x1 + mlp_scale * mo from xm, without a stored x1. */
@@ -204,20 +224,24 @@ int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
  * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256.
- * in (c_q / c_k's output) is bf16, as a product's output under autocast; the math is fp32. */
-/* out (fp32) and/or out_bf16 receive the result (either may be NULL; the bf16 copy feeds the
- * tensor-core attention). */
+ * in (c_q / c_k's output) is bf16, as a product's output under autocast; the math is fp32.
+ * ld: elements per token of in (and of the backward's din, din_bf16), >= heads*hd: they may be
+ * column blocks of wider rows (the backend's [c_q | c_k | c_v] outputs); heads*hd when whole. */
+/* out (fp32) and/or out_bf16 receive the result, [B*T, heads*hd] (either may be NULL; the bf16
+ * copy feeds the tensor-core attention). */
 int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in, const float *gain,
                               const float *cos_table, const float *sin_table, int B, int T, int n_heads, int head_dim,
-                              cudaStream_t stream);
+                              int ld, cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
 size_t cuda_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
 size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
-/* din += gradient (fp32, may be NULL); din_bf16 = bf16(gradient) (may be NULL); dgain [heads]
- * += sum over tokens of <R^T dout, u> (NULL for k; needs scratch and partials then). */
+/* din += gradient (fp32, may be NULL); din_bf16 = bf16(gradient) (may be NULL); both ld elements
+ * per token, as in; dout [B*T, heads*hd]. dgain [heads] += sum over tokens of <R^T dout, u>
+ * (NULL for k; needs scratch and partials then). */
 int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout, const ct_bf16 *in,
                                const float *gain, const float *cos_table, const float *sin_table, int B, int T,
-                               int n_heads, int head_dim, float *scratch, double *partials, cudaStream_t stream);
+                               int n_heads, int head_dim, int ld, float *scratch, double *partials,
+                               cudaStream_t stream);
 
 /* ---- causal GQA flash attention on tensor cores (cuda_attention.cu) ---------------------------
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:].k[b,s,g,:] / sqrt(hd)) v[b,s,g,:], g = h/(H/KV),
@@ -225,20 +249,24 @@ int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, cons
  * bf16 q, k, v, y and dy (products on tensor cores, fp32 accumulation); softmax, lse and the
  * gradients fp32. P and dS are rounded to bf16 where they enter a product (as in FlashAttention).
  * Tiles of 64 rows in shared memory, online softmax; no T x T matrix exists. Saved for the
- * backward: lse [B,H,T] (natural log-sum-exp of the scaled scores per query row). */
+ * backward: lse [B,H,T] (natural log-sum-exp of the scaled scores per query row).
+ * v (and the backward's dv) may be a column block of wider rows (the backend's [c_q | c_k | c_v]
+ * output): ld_v elements per token, a multiple of 8 and >= KV*hd, v 16-byte aligned; KV*hd when
+ * whole. */
 int cuda_attention_supported(int head_dim); /* 1 for head_dim 32, 64 and 128 */
 /* y (bf16) written; lse (may be NULL for forward only) written. */
-int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v, int B,
-                           int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
+int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v, int ld_v,
+                           int B, int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
 /* Scratch of the backward: D = rowsum(dy * y) [B,H,T] floats. */
 size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads);
-/* dq = dL/dq, dk = dL/dk (fp32) and dv = bf16(dL/dv) given dy (bf16), all WRITTEN (each is this
- * op's alone in the backend; dv only feeds the c_v product). P is recomputed from q, k and lse.
+/* dq = dL/dq, dk = dL/dk (fp32) and dv = bf16(dL/dv) (ld_v elements per token, as v) given dy
+ * (bf16), all WRITTEN (each is this op's alone in the backend; dv only feeds the c_v product).
+ * P is recomputed from q, k and lse.
  * Deterministic without atomics: one kernel owns query rows (dq: loops over key tiles), one owns
  * key rows (dk, dv: loops over the group's query heads in head order and their query tiles: the
  * GQA reduction). y is the forward output (for D). */
 int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv, const ct_bf16 *dy, const ct_bf16 *q, const ct_bf16 *k,
-                            const ct_bf16 *v, const ct_bf16 *y, const float *lse, int B, int T, int n_heads,
+                            const ct_bf16 *v, int ld_v, const ct_bf16 *y, const float *lse, int B, int T, int n_heads,
                             int n_kv_heads, int head_dim, float *scratch, cudaStream_t stream);
 
 /* ---- tied logits + softcap + cross-entropy, chunked (cuda_logits.cu) --------------------------

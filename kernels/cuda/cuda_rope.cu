@@ -5,7 +5,10 @@
  * holds the RoPE pairs (i, i + hd/2) for i = l, l+32, ... (PAIRS of them, a template parameter:
  * hd <= 256), so the rotation needs no data exchange and the two dot products are one warp
  * butterfly each. The element-wise fp32 operations are the CPU op's, with explicit roundings.
- * dgain: per-(token, head) partials, then the fixed-order column reduction over tokens. */
+ * dgain: per-(token, head) partials, then the fixed-order column reduction over tokens.
+ * The c_q/c_k output (in) and the input gradients (din, din_bf16) may be column blocks of wider
+ * rows (the backend keeps c_q, c_k and c_v's outputs side by side, one product for the three):
+ * `ld` elements per token; the other tensors are whole [B*T, heads*hd]. */
 #include <float.h>
 
 #include "cuda_common.cuh"
@@ -15,6 +18,11 @@ enum { ROPE_THREADS = 256, ROPE_WARPS = ROPE_THREADS / 32, ROPE_ROWS_PER_WARP = 
 /* The calling warp's first row of the [B*T*n_heads, head_dim] tensors (row = token * n_heads + head). */
 static __device__ __forceinline__ size_t rope_first_row() {
     return ((size_t)blockIdx.x * ROPE_WARPS + (threadIdx.x >> 5)) * ROPE_ROWS_PER_WARP;
+}
+
+/* Element offset of row w (= token * n_heads + head) in a tensor of ld elements per token. */
+static __device__ __forceinline__ size_t rope_row_offset(size_t w, int n_heads, int head_dim, size_t ld) {
+    return (w / (size_t)n_heads) * ld + (w % (size_t)n_heads) * (size_t)head_dim;
 }
 
 /* The RoPE table row and head of row w. */
@@ -51,14 +59,16 @@ template <int PAIRS>
 static __global__ void __launch_bounds__(ROPE_THREADS)
     qk_norm_rope_forward_kernel(float *out, __nv_bfloat16 *out_bf16, const __nv_bfloat16 *in, const float *gain,
                                 const float *cos_table, const float *sin_table, int T, int n_heads, int head_dim,
-                                size_t rows) {
+                                size_t ld_in, size_t rows) {
     constexpr int R = ROPE_ROWS_PER_WARP;
     const size_t w0 = rope_first_row();
     if (w0 >= rows) return; /* the whole warp leaves together */
     const int lane = threadIdx.x & 31, half = head_dim / 2;
     float x1[R][PAIRS], x2[R][PAIRS];
 #pragma unroll
-    for (int r = 0; r < R; r++) load_pairs<PAIRS>(x1[r], x2[r], in + (w0 + r) * head_dim, w0 + r < rows, half);
+    for (int r = 0; r < R; r++)
+        load_pairs<PAIRS>(x1[r], x2[r], in + rope_row_offset(w0 + r < rows ? w0 + r : w0, n_heads, head_dim, ld_in),
+                          w0 + r < rows, half);
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const size_t w = w0 + r;
@@ -96,26 +106,33 @@ static int check_head_dim(int head_dim) {
     return 0;
 }
 
+static int check_ld(int ld, int n_heads, int head_dim) {
+    if (ld < n_heads * head_dim)
+        return ct_fail("qk_norm_rope: a row stride of %d elements is below the %d x %d of a token's heads", ld, n_heads,
+                       head_dim);
+    return 0;
+}
+
 static unsigned rope_blocks(size_t rows) { return ct_blocks(rows, ROPE_WARPS * ROPE_ROWS_PER_WARP); }
 
 extern "C" int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in_bf16, const float *gain,
                                          const float *cos_table, const float *sin_table, int B, int T, int n_heads,
-                                         int head_dim, cudaStream_t stream) {
+                                         int head_dim, int ld_in, cudaStream_t stream) {
     const size_t rows = (size_t)B * T * n_heads;
     if (rows == 0) return 0;
-    if (check_head_dim(head_dim) != 0) return -1;
+    if (check_head_dim(head_dim) != 0 || check_ld(ld_in, n_heads, head_dim) != 0) return -1;
     __nv_bfloat16 *ob = host_as_bf(out_bf16);
     const __nv_bfloat16 *in = host_as_bf(in_bf16);
     const unsigned blocks = rope_blocks(rows);
     if (head_dim <= 64)
         qk_norm_rope_forward_kernel<1><<<blocks, ROPE_THREADS, 0, stream>>>(out, ob, in, gain, cos_table, sin_table, T,
-                                                                           n_heads, head_dim, rows);
+                                                                           n_heads, head_dim, (size_t)ld_in, rows);
     else if (head_dim <= 128)
         qk_norm_rope_forward_kernel<2><<<blocks, ROPE_THREADS, 0, stream>>>(out, ob, in, gain, cos_table, sin_table, T,
-                                                                           n_heads, head_dim, rows);
+                                                                           n_heads, head_dim, (size_t)ld_in, rows);
     else
         qk_norm_rope_forward_kernel<4><<<blocks, ROPE_THREADS, 0, stream>>>(out, ob, in, gain, cos_table, sin_table, T,
-                                                                           n_heads, head_dim, rows);
+                                                                           n_heads, head_dim, (size_t)ld_in, rows);
     CT_LAUNCHED("qk_norm_rope_forward", stream);
     return 0;
 }
@@ -132,7 +149,7 @@ template <int PAIRS>
 static __global__ void __launch_bounds__(ROPE_THREADS)
     qk_norm_rope_backward_kernel(float *din, __nv_bfloat16 *din_bf16, float *dgain_partial, const float *dout,
                                  const __nv_bfloat16 *in, const float *gain, const float *cos_table,
-                                 const float *sin_table, int T, int n_heads, int head_dim, size_t rows) {
+                                 const float *sin_table, int T, int n_heads, int head_dim, size_t ld, size_t rows) {
     constexpr int R = ROPE_ROWS_PER_WARP;
     const size_t w0 = rope_first_row();
     if (w0 >= rows) return; /* the whole warp leaves together */
@@ -140,7 +157,8 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     float x1[R][PAIRS], x2[R][PAIRS], g1[R][PAIRS], g2[R][PAIRS];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        load_pairs<PAIRS>(x1[r], x2[r], in + (w0 + r) * head_dim, w0 + r < rows, half);
+        load_pairs<PAIRS>(x1[r], x2[r], in + rope_row_offset(w0 + r < rows ? w0 + r : w0, n_heads, head_dim, ld),
+                          w0 + r < rows, half);
         load_pairs<PAIRS>(g1[r], g2[r], dout + (w0 + r) * head_dim, w0 + r < rows, half);
     }
 #pragma unroll
@@ -178,7 +196,7 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
             if (i < half) {
                 const float d1 = __fmul_rn(rs, __fsub_rn(__fmul_rn(g, a1[k]), __fmul_rn(x1[r][k], mean_du_u)));
                 const float d2 = __fmul_rn(rs, __fsub_rn(__fmul_rn(g, a2[k]), __fmul_rn(x2[r][k], mean_du_u)));
-                const size_t j = w * head_dim + i;
+                const size_t j = rope_row_offset(w, n_heads, head_dim, ld) + i;
                 if (din) {
                     din[j] = __fadd_rn(din[j], d1);
                     din[j + half] = __fadd_rn(din[j + half], d2);
@@ -195,11 +213,11 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
 
 extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout,
                                           const ct_bf16 *in_bf16, const float *gain, const float *cos_table,
-                                          const float *sin_table, int B, int T, int n_heads, int head_dim,
+                                          const float *sin_table, int B, int T, int n_heads, int head_dim, int ld,
                                           float *scratch, double *partials, cudaStream_t stream) {
     const size_t rows = (size_t)B * T * n_heads;
     if (rows == 0) return 0;
-    if (check_head_dim(head_dim) != 0) return -1;
+    if (check_head_dim(head_dim) != 0 || check_ld(ld, n_heads, head_dim) != 0) return -1;
     if (dgain && (!gain || !scratch || !partials))
         return ct_fail("qk_norm_rope_backward: dgain needs gain, scratch and partials");
     __nv_bfloat16 *db = host_as_bf(din_bf16);
@@ -208,13 +226,16 @@ extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *
     const unsigned blocks = rope_blocks(rows);
     if (head_dim <= 64)
         qk_norm_rope_backward_kernel<1><<<blocks, ROPE_THREADS, 0, stream>>>(din, db, part, dout, in, gain, cos_table,
-                                                                            sin_table, T, n_heads, head_dim, rows);
+                                                                            sin_table, T, n_heads, head_dim,
+                                                                            (size_t)ld, rows);
     else if (head_dim <= 128)
         qk_norm_rope_backward_kernel<2><<<blocks, ROPE_THREADS, 0, stream>>>(din, db, part, dout, in, gain, cos_table,
-                                                                            sin_table, T, n_heads, head_dim, rows);
+                                                                            sin_table, T, n_heads, head_dim,
+                                                                            (size_t)ld, rows);
     else
         qk_norm_rope_backward_kernel<4><<<blocks, ROPE_THREADS, 0, stream>>>(din, db, part, dout, in, gain, cos_table,
-                                                                            sin_table, T, n_heads, head_dim, rows);
+                                                                            sin_table, T, n_heads, head_dim,
+                                                                            (size_t)ld, rows);
     CT_LAUNCHED("qk_norm_rope_backward", stream);
     /* scratch is [B*T, heads] row-major: dgain[h] += sum over tokens, fixed order */
     if (dgain) return cuda_colsum(dgain, scratch, NULL, B * T, n_heads, partials, stream);

@@ -226,32 +226,43 @@ extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *
     return 0;
 }
 
-extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, const float *dout, const float *x_in,
-                                      const float *x0, const float *mix, const ct_bf16 *branch, const float *scale,
-                                      const float *rstd, const float *renorm_rstd, int N, int C, cudaStream_t stream) {
-    if (N <= 0) return 0;
-    if ((renorm == NULL) != (renorm_rstd == NULL))
-        return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
-    const int V = row_vector_width(C, {dx, renorm, dout, x_in, x0, mix, branch, scale});
-    LAUNCH_ROWS(rmsnorm_backward_mix_add, V, N, stream, dx, dout, x_in, x0, mix, rstd, host_as_bf(branch), scale,
-                host_as_bf(renorm), renorm_rstd, N, C);
-    CT_LAUNCHED("add_norm_backward", stream);
-    return 0;
-}
-
 /* ---- fused forwards ---- */
 
+/* CudaBlockOutput with device bf16 pointers; x_out NULL: the block input x is given instead. */
+struct BlockOut {
+    float *x_out;
+    const float *xm, *attn_scale, *mlp_scale;
+    const __nv_bfloat16 *ao, *mo;
+};
+
+/* The block output x_out = (xm + attn_scale * ao) + mlp_scale * mo, V channels at i (channel
+ * c): scaled_add_forward_kernel's two adds. */
+template <int V>
+static __device__ __forceinline__ F32V<V> block_output(const BlockOut &p, size_t i, int c) {
+    const F32V<V> x1 = add_scaled<V>(ld_vec<V>(p.xm + i), ld_vec<V>(p.attn_scale + c), ld_vec<V>(p.ao + i));
+    return add_scaled<V>(x1, ld_vec<V>(p.mlp_scale + c), ld_vec<V>(p.mo + i));
+}
+
+/* The block input: x (or, with prev.x_out, the block before's output, made and written here)
+ * plus the skip, the mix and its norm. In place on the backend's one xm buffer: prev.xm may be
+ * xm, each element is read by the lane that then overwrites it. */
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     mix_norm_forward_kernel(float *x_in, float *xm, float *rstd, __nv_bfloat16 *a_bf16, const float *x,
-                            const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
-                            float eps) {
+                            const BlockOut prev, const float *skip, const float *skip_w, const float *x0,
+                            const float *mix, int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        F32V<V> xi = ld_vec<V>(x + base + c);
+        F32V<V> xi;
+        if (prev.x_out) {
+            xi = block_output<V>(prev, base + c, c);
+            st_vec<V>(prev.x_out + base + c, xi);
+        } else {
+            xi = ld_vec<V>(x + base + c);
+        }
         const F32V<V> z = ld_vec<V>(x0 + base + c), m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
         if (skip) {
             const F32V<V> sk = ld_vec<V>(skip + base + c), sw = ld_vec<V>(skip_w + c);
@@ -272,9 +283,26 @@ extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf1
                                      int C, float eps, cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {x_in, xm, a_bf16, x, skip, skip_w, x0, mix});
-    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), x, skip, skip_w, x0, mix,
-                N, C, eps);
+    const BlockOut none = {};
+    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), x, none, skip, skip_w, x0,
+                mix, N, C, eps);
     CT_LAUNCHED("mix_norm_forward", stream);
+    return 0;
+}
+
+extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd,
+                                         ct_bf16 *a_bf16, const float *skip, const float *skip_w, const float *x0,
+                                         const float *mix, int N, int C, float eps, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    if (!prev || !prev->x_out || !prev->xm || !prev->ao || !prev->mo || !prev->attn_scale || !prev->mlp_scale)
+        return ct_fail("out_mix_norm_forward: the block before's output needs x_out, xm, ao, mo and both scales");
+    const int V = row_vector_width(C, {x_in, xm, a_bf16, skip, skip_w, x0, mix, prev->x_out, prev->xm, prev->ao,
+                                       prev->mo, prev->attn_scale, prev->mlp_scale});
+    const BlockOut p = {prev->x_out, prev->xm, prev->attn_scale, prev->mlp_scale, host_as_bf(prev->ao),
+                        host_as_bf(prev->mo)};
+    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), NULL, p, skip, skip_w, x0,
+                mix, N, C, eps);
+    CT_LAUNCHED("out_mix_norm_forward", stream);
     return 0;
 }
 
@@ -502,17 +530,48 @@ static size_t norm_mix_smem(int C, int V) {
     return (size_t)ROWS_PER_BLOCK * 2 * (size_t)norm_mix_padded(C, V) * sizeof(double);
 }
 
+/* The per-warp column accumulators of the fused row + column-reduction kernels (this one and
+ * add_norm_scale_backward): warp w's S sums of channel c = V*lane + 32*V*k + e live at
+ * acc[(w*S + s)*cpad + (k*V + e)*32 + lane], lane-fastest, so a warp's 32 lanes touch 32
+ * consecutive doubles. Returns the calling lane's slot of sum 0, channel V*lane (sum s at
+ * + s*cpad, channel + 32*V*k + e at + (k*V + e)*32), zeroed. */
+template <int V, int S>
+static __device__ __forceinline__ double *warp_acc_init(double *acc, int C) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cpad = norm_mix_padded(C, V);
+    double *mine = acc + (size_t)warp * S * cpad + lane;
+    for (int s = 0; s < S; s++)
+        for (int k = 0; V * lane + 32 * V * k < C; k++)
+#pragma unroll
+            for (int e = 0; e < V; e++) mine[s * cpad + (k * V + e) * 32] = 0.0;
+    return mine;
+}
+/* After the rows: partials[s*C + c] = sum s of channel c over the warps, added in warp (= row
+ * lane ty) order from 0.0, as colsum_block_reduce_v adds its row lanes. All threads call. */
+template <int V, int S>
+static __device__ __forceinline__ void warp_acc_finish(double *partials, const double *acc, int C) {
+    __syncthreads();
+    const int cpad = norm_mix_padded(C, V);
+    for (int c = threadIdx.x; c < C; c += ROW_THREADS) {
+        const int k = c / (32 * V), lane_c = c % (32 * V) / V, e = c % V;
+        const size_t slot = (size_t)(k * V + e) * 32 + lane_c;
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            double sum = 0.0;
+#pragma unroll
+            for (int w = 0; w < ROWS_PER_BLOCK; w++) sum += acc[((size_t)w * S + s) * cpad + slot];
+            partials[(size_t)s * C + c] = sum;
+        }
+    }
+}
+
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     norm_mix_backward_kernel(float *dx_in, float *dx0, double *partials, const float *dx, const float *dout,
                              const float *x_in, const float *x0, const float *mix, const float *rstd, int N, int C) {
     CT_DYNAMIC_SMEM(smem);
     double *acc = reinterpret_cast<double *>(smem);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cpad = norm_mix_padded(C, V);
-    double *acc_x = acc + (size_t)warp * 2 * cpad + lane, *acc_x0 = acc_x + cpad; /* slot (k*V + e)*32 */
-    for (int k = 0; V * lane + 32 * V * k < C; k++)
-#pragma unroll
-        for (int e = 0; e < V; e++) acc_x[(k * V + e) * 32] = acc_x0[(k * V + e) * 32] = 0.0;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    double *acc_x = warp_acc_init<V, 2>(acc, C), *acc_x0 = acc_x + norm_mix_padded(C, V);
     const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
@@ -537,29 +596,16 @@ static __global__ void __launch_bounds__(ROW_THREADS)
             st_vec<V>(dx0 + base + c, g0);
         }
     }
-    __syncthreads();
-    double *p = partials + (size_t)blockIdx.x * 2 * C;
-    for (int c = threadIdx.x; c < C; c += ROW_THREADS) {
-        const int k = c / (32 * V), lane_c = c % (32 * V) / V, e = c % V;
-        const size_t slot = (size_t)(k * V + e) * 32 + lane_c;
-        double sx = 0.0, sx0 = 0.0;
-#pragma unroll
-        for (int w = 0; w < ROWS_PER_BLOCK; w++) {
-            sx += acc[(size_t)w * 2 * cpad + slot];
-            sx0 += acc[(size_t)w * 2 * cpad + cpad + slot];
-        }
-        p[c] = sx;
-        p[C + c] = sx0;
-    }
+    warp_acc_finish<V, 2>(partials + (size_t)blockIdx.x * 2 * C, acc, C);
 }
 
-/* Whether the fused kernel can take this C here: the shared memory it asks for must be granted
+/* Whether a fused kernel can take this C here: the shared memory it asks for must be granted
  * (cudaFuncSetAttribute fails beyond the device's per-block maximum; that error is cleared so
  * that it does not surface at the next launch check). */
-template <int V>
-static bool norm_mix_fits(size_t smem) {
-    if (smem <= INT32_MAX && cudaFuncSetAttribute(norm_mix_backward_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  (int)smem) == cudaSuccess)
+template <typename Kernel>
+static bool smem_fits(Kernel kernel, size_t smem) {
+    if (smem <= INT32_MAX &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess)
         return true;
     (void)cudaGetLastError();
     return false;
@@ -572,7 +618,7 @@ extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, flo
     const int V = row_vector_width(C, {dx_in, dx0, dx, dout, x_in, x0, mix});
     const unsigned chunks = (unsigned)colsum_chunks(N);
     const size_t smem = norm_mix_smem(C, V);
-    if (V == 4 ? norm_mix_fits<4>(smem) : norm_mix_fits<1>(smem)) {
+    if (V == 4 ? smem_fits(norm_mix_backward_kernel<4>, smem) : smem_fits(norm_mix_backward_kernel<1>, smem)) {
         if (V == 4)
             norm_mix_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
                                                                                mix, rstd, N, C);
@@ -586,6 +632,99 @@ extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, flo
     LAUNCH_ROWS(rmsnorm_backward_mix, V, N, stream, dx, dout, x_in, x0, mix, rstd, N, C);
     CT_LAUNCHED("rmsnorm_backward (mix)", stream);
     return cuda_residual_mix_backward(dx_in, 0, dx0, dmix, dx, x_in, x0, mix, N, C, partials, stream);
+}
+
+/* ---- MLP-norm backward + the attention residual's, fused ----
+ * cuda_add_norm_backward's row pass (dx += the MLP norm's input gradient, x1 recomputed), then,
+ * on the updated row, cuda_scaled_add_backward's for x1 = xm + scale * branch: dbranch_bf16 =
+ * bf16(scale * dx), dscale partials += dx * branch. The layout of norm_mix_backward: one block
+ * per CUDA_COLSUM_ROWS-row chunk, warp w = the column reduction's row lane ty, the per-lane
+ * sums kept per warp in shared memory (lane-fastest) and added over the warps in ty order, so
+ * the bits are those of the two kernels; dx and branch are not read a second time. */
+
+static size_t add_norm_scale_smem(int C, int V) {
+    return (size_t)ROWS_PER_BLOCK * (size_t)norm_mix_padded(C, V) * sizeof(double);
+}
+
+template <int V>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    add_norm_scale_backward_kernel(float *dx, __nv_bfloat16 *renorm, __nv_bfloat16 *dbranch, double *partials,
+                                   const float *dout, const float *x_in, const float *x0, const float *mix,
+                                   const __nv_bfloat16 *branch, const float *scale, const float *rstd,
+                                   const float *renorm_rstd, int N, int C) {
+    CT_DYNAMIC_SMEM(smem);
+    double *acc = reinterpret_cast<double *>(smem);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    double *acc_s = warp_acc_init<V, 1>(acc, C);
+    const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
+    for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
+        const size_t base = (size_t)row * C;
+        const double dot = norm_row_dot<V, NORM_MIX_ADD>(dout, x_in, x0, mix, branch, scale, base, lane, C);
+        const float r = rstd[row];
+        const float x_coeff = norm_x_coeff(r, dot, C);
+        const float r2 = renorm ? renorm_rstd[row] : 0.0f;
+        double *as = acc_s;
+        for (int c = V * lane; c < C; c += 32 * V, as += 32 * V) {
+            F32V<V> xm;
+            const F32V<V> d = ld_vec<V>(dout + base + c);
+            const F32V<V> a = norm_input<V, NORM_MIX_ADD>(&xm, x_in, x0, mix, branch, scale, base + c, c, C);
+            const F32V<V> sc = ld_vec<V>(scale + c);
+            const Bf16V<V> b = ld_vec<V>(branch + base + c);
+            F32V<V> g = ld_vec<V>(dx + base + c);
+            Bf16V<V> h;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, a.v[e]);
+                h.v[e] = to_bf16(__fmul_rn(sc.v[e], g.v[e]));
+                as[e * 32] += (double)g.v[e] * (double)as_f32(b.v[e]);
+            }
+            st_vec<V>(dx + base + c, g);
+            st_vec<V>(dbranch + base + c, h);
+            if (renorm) {
+                Bf16V<V> y;
+#pragma unroll
+                for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
+                st_vec<V>(renorm + base + c, y);
+            }
+        }
+    }
+    warp_acc_finish<V, 1>(partials + (size_t)blockIdx.x * C, acc, C);
+}
+
+extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
+                                      const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
+                                      const float *scale, const float *rstd, const float *renorm_rstd, int N, int C,
+                                      double *partials, cudaStream_t stream) {
+    if (N <= 0) return 0;
+    if ((renorm == NULL) != (renorm_rstd == NULL))
+        return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
+    if ((dbranch == NULL) != (dscale == NULL) || (dbranch && !partials))
+        return ct_fail("add_norm_backward: dbranch, dscale and partials go together");
+    const int V = row_vector_width(C, {dx, renorm, dbranch, dout, x_in, x0, mix, branch, scale});
+    if (dbranch) {
+        const unsigned chunks = (unsigned)colsum_chunks(N);
+        const size_t smem = add_norm_scale_smem(C, V);
+        if (V == 4 ? smem_fits(add_norm_scale_backward_kernel<4>, smem)
+                   : smem_fits(add_norm_scale_backward_kernel<1>, smem)) {
+            if (V == 4)
+                add_norm_scale_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(
+                    dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
+                    scale, rstd, renorm_rstd, N, C);
+            else
+                add_norm_scale_backward_kernel<1><<<chunks, ROW_THREADS, smem, stream>>>(
+                    dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
+                    scale, rstd, renorm_rstd, N, C);
+            CT_LAUNCHED("add_norm_scale_backward", stream);
+            return colsum_finish(dscale, partials, (int)chunks, C, stream);
+        }
+    }
+    LAUNCH_ROWS(rmsnorm_backward_mix_add, V, N, stream, dx, dout, x_in, x0, mix, rstd, host_as_bf(branch), scale,
+                host_as_bf(renorm), renorm_rstd, N, C);
+    CT_LAUNCHED("add_norm_backward", stream);
+    /* the residual's backward as its own pass where the fused kernel does not fit */
+    if (dbranch) return cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, N, C, partials,
+                                                 stream);
+    return 0;
 }
 
 /* ---- relu^2 ----

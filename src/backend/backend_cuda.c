@@ -86,8 +86,10 @@ typedef struct {
     float *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
     const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *rstd_attn;
-    ct_bf16 *q_raw, *k_raw;   /* c_q, c_k outputs (the QK-norm/RoPE backward needs them) */
-    ct_bf16 *q16, *k16, *v16; /* attention inputs: normed, rotated q and k; v */
+    /* c_q, c_k and c_v's outputs side by side, [N, D + 2 KV] (one product for the three): the
+     * raw q and k (the QK-norm/RoPE backward needs them) and v (an attention input) */
+    ct_bf16 *qkv;
+    ct_bf16 *q16, *k16; /* attention inputs: normed, rotated q and k */
     ct_bf16 *y16;             /* attention output */
     float *lse;
     ct_bf16 *ao; /* attention projection output */
@@ -101,6 +103,7 @@ typedef struct {
 typedef struct {
     Backend base;
     int B, T, N, V, D, KV, HID, H, KVH, HD, L;
+    int QKV; /* D + 2 KV: the width of CudaLayer.qkv's rows */
     int device;
     char device_name[256];
     int cc_major, cc_minor;
@@ -138,7 +141,8 @@ typedef struct {
 
     /* backward work buffers */
     float *dx, *dx_alt, *dx0, *dxf, *dD2, *dq, *dk;
-    ct_bf16 *gD16, *gH16, *dq16, *dk16, *dv16, *dy16;
+    ct_bf16 *gD16, *gH16, *dy16;
+    ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
     float **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch;
     double *partials;     /* column reductions */
@@ -180,8 +184,18 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->d_exp_avg = TAKE_F(a, total, st);
     cb->d_exp_avg_sq = TAKE_F(a, total, st);
     cb->d_momentum = TAKE_F(a, total, st);
-    for (int i = 0; i < s->num_params; i++)
+    for (int i = 0; i < s->num_params; i++) {
+        const int in_blocks = i >= s->first_block && i < s->first_block + s->num_layers * BLK_NUM_PARAMS;
+        if (in_blocks && (i - s->first_block) % BLK_NUM_PARAMS == BLK_C_Q) { /* [W_q; W_k; W_v], one [D + 2 KV, D] matrix for one product */
+            ct_bf16 *w = TAKE_H(a, s->params[i].count + s->params[i + 1].count + s->params[i + 2].count, st);
+            cb->w16[i] = w;
+            cb->w16[i + 1] = w + s->params[i].count;
+            cb->w16[i + 2] = w + s->params[i].count + s->params[i + 1].count;
+            i += 2;
+            continue;
+        }
         cb->w16[i] = uses_bf16_shadow(s, i) ? TAKE_H(a, s->params[i].count, st) : NULL;
+    }
     cb->cublas_ws = backend_arena_take(a, CUBLAS_WORKSPACE_BYTES, wk);
 
     cb->d_tok = (int32_t *)backend_arena_take(a, cb->tok_count * sizeof(int32_t), wk);
@@ -201,11 +215,9 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         const int dec = l - s->num_encoder;
         y->x_in = dec >= 0 && dec < s->num_skip ? TAKE_F(a, N * D, act) : NULL;
         y->rstd_attn = TAKE_F(a, N, act);
-        y->q_raw = TAKE_H(a, N * D, act);
-        y->k_raw = TAKE_H(a, N * KV, act);
+        y->qkv = TAKE_H(a, N * (size_t)cb->QKV, act);
         y->q16 = TAKE_H(a, N * D, act);
         y->k16 = TAKE_H(a, N * KV, act);
-        y->v16 = TAKE_H(a, N * KV, act);
         y->y16 = TAKE_H(a, N * D, act);
         y->lse = TAKE_F(a, N * (size_t)cb->H, act);
         y->ao = TAKE_H(a, N * D, act);
@@ -228,9 +240,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->dy16 = TAKE_H(a, N * D, wk);
     cb->gD16 = TAKE_H(a, N * D, wk);
     cb->gH16 = TAKE_H(a, N * HID, wk);
-    cb->dq16 = TAKE_H(a, N * D, wk);
-    cb->dk16 = TAKE_H(a, N * KV, wk);
-    cb->dv16 = TAKE_H(a, N * KV, wk);
+    cb->dqkv16 = TAKE_H(a, N * (size_t)cb->QKV, wk);
     /* decoder block num_encoder + j writes dL/d(skip j) after its residual-mix backward has read
      * its x_in for the last time; encoder block num_encoder - 1 - j consumes it later */
     for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = cb->layers[s->num_encoder + j].x_in;
@@ -307,7 +317,7 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
 
 static int forward_blocks(CudaBackend *cb, int B) {
     const ModelSpec *s = &cb->base.state->spec;
-    const int N = B * cb->T, D = cb->D, KV = cb->KV, HID = cb->HID;
+    const int N = B * cb->T, D = cb->D, KV = cb->KV, HID = cb->HID, QKV = cb->QKV;
     cudaStream_t st = cb->stream;
     const int32_t *d_ids = cb->d_tok;
     TRY(cuda_embedding_forward(cb->emb, d_ids, cb->d_params + s->params[s->tok_emb].offset, N, D, st));
@@ -319,30 +329,45 @@ static int forward_blocks(CudaBackend *cb, int B) {
         const int dec = l - s->num_encoder;
         const float *skip = NULL;
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
-        TRY(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
-                                  skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
-                                  FLT_EPSILON, st));
+        if (l == 0) {
+            TRY(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
+                                      skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N, D,
+                                      FLT_EPSILON, st));
+        } else {
+            /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
+             * recomputed, as add_norm_forward made it), written, and this block's input from it,
+             * in one pass (the skip may be that very x_out: each element is written before it
+             * is read there) */
+            const CudaLayer *b = &cb->layers[l - 1];
+            const CudaBlockOutput prev = {b->x_out, cb->xm, b->ao, b->mo, P(cb, l - 1, BLK_ATTN_SCALE),
+                                          P(cb, l - 1, BLK_MLP_SCALE)};
+            TRY(cuda_out_mix_norm_forward(&prev, skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, skip,
+                                          skip ? skip_w + (size_t)dec * D : NULL, cb->x0, P(cb, l, BLK_RESID_MIX), N,
+                                          D, FLT_EPSILON, st));
+            x = b->x_out;
+        }
         a->x_in_used = skip ? a->x_in : x;
-        TRY(cuda_linear_forward(cb->blas, a->q_raw, CT_BF16, cb->a_in, W16(cb, l, BLK_C_Q), N, D, D));
-        TRY(cuda_linear_forward(cb->blas, a->k_raw, CT_BF16, cb->a_in, W16(cb, l, BLK_C_K), N, D, KV));
-        TRY(cuda_linear_forward(cb->blas, a->v16, CT_BF16, cb->a_in, W16(cb, l, BLK_C_V), N, D, KV));
-        TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
-                                      cb->H, cb->HD, st));
-        TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
-                                      cb->HD, st));
-        TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->v16, B, cb->T, cb->H, cb->KVH, cb->HD, st));
+        /* [q | k | v] = a_in [W_q; W_k; W_v]^T: one product, rows of QKV */
+        TRY(cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, W16(cb, l, BLK_C_Q), N, D, QKV));
+        TRY(cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, cb->T,
+                                      cb->H, cb->HD, QKV, st));
+        TRY(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin, B, cb->T, cb->KVH,
+                                      cb->HD, QKV, st));
+        TRY(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV, QKV, B, cb->T, cb->H, cb->KVH,
+                                   cb->HD, st));
         TRY(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y16, W16(cb, l, BLK_PROJ), N, D, D));
         TRY(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D,
                                   FLT_EPSILON, st));
         TRY(cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, W16(cb, l, BLK_FC), N, D, HID));
         TRY(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
         TRY(cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, W16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        /* x_out = (xm + attn_scale * ao) + mlp_scale * mo: x1 recomputed, as add_norm_forward made it */
-        TRY(cuda_scaled_add_forward(a->x_out, cb->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), a->mo, P(cb, l, BLK_MLP_SCALE), N,
-                                    D, st));
-        x = a->x_out;
     }
-    TRY(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, x, N, D, FLT_EPSILON, st));
+    /* the last block's output (the others are made by the next block's input op) */
+    const int last = cb->L - 1;
+    CudaLayer *z = &cb->layers[last];
+    TRY(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, P(cb, last, BLK_ATTN_SCALE), z->mo, P(cb, last, BLK_MLP_SCALE),
+                                N, D, st));
+    TRY(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, st));
     return 0;
 }
 
@@ -398,7 +423,7 @@ static int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, flo
 
 static int backward_blocks(CudaBackend *cb) {
     const ModelSpec *s = &cb->base.state->spec;
-    const int B = cb->B, T = cb->T, N = cb->N, D = cb->D, KV = cb->KV, HID = cb->HID;
+    const int B = cb->B, T = cb->T, N = cb->N, D = cb->D, KV = cb->KV, HID = cb->HID, QKV = cb->QKV;
     const size_t ND = (size_t)N * D;
     cudaStream_t st = cb->stream;
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
@@ -425,30 +450,26 @@ static int backward_blocks(CudaBackend *cb) {
         TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
                                  HID));
         /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
-         * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below */
-        TRY(cuda_add_norm_backward(dx, cb->a_in, cb->dD2, a->x_in_used, cb->x0, P(cb, l, BLK_RESID_MIX), a->ao,
-                                   P(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, N, D, st));
-        /* x1 = xm + attn_scale * ao */
-        TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_ATTN_SCALE), dx, NULL, a->ao,
-                                     P(cb, l, BLK_ATTN_SCALE), N, D, cb->partials, st));
+         * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
+         * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
+        TRY(cuda_add_norm_backward(dx, cb->a_in, cb->gD16, G(cb, l, BLK_ATTN_SCALE), cb->dD2, a->x_in_used, cb->x0,
+                                   P(cb, l, BLK_RESID_MIX), a->ao, P(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn,
+                                   N, D, cb->partials, st));
         /* dy straight to bf16: the attention backward is its only consumer */
         TRY(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, G(cb, l, BLK_PROJ), cb->gD16, a->y16,
                                  W16(cb, l, BLK_PROJ), N, D, D));
-        /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16) */
-        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dv16, cb->dy16, a->q16, a->k16, a->v16, a->y16, a->lse, B, T, cb->H,
-                                    cb->KVH, cb->HD, cb->attn_D, st));
-        TRY(cuda_qk_norm_rope_backward(NULL, cb->dq16, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN),
-                                       cb->rope_cos, cb->rope_sin, B, T, cb->H, cb->HD, cb->rope_scratch, cb->partials,
-                                       st));
-        TRY(cuda_qk_norm_rope_backward(NULL, cb->dk16, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
-                                       cb->KVH, cb->HD, NULL, NULL, st));
-        /* d a_in = dq_raw Wq + dk_raw Wk + dv Wv */
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_C_Q), cb->dq16, cb->a_in,
-                                 W16(cb, l, BLK_C_Q), N, D, D));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_K), cb->dk16, cb->a_in,
-                                 W16(cb, l, BLK_C_K), N, D, KV));
-        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 1, G(cb, l, BLK_C_V), cb->dv16, cb->a_in,
-                                 W16(cb, l, BLK_C_V), N, D, KV));
+        /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
+        TRY(cuda_attention_backward(cb->dq, cb->dk, cb->dqkv16 + D + KV, cb->dy16, a->q16, a->k16, a->qkv + D + KV, QKV,
+                                    a->y16, a->lse, B, T, cb->H, cb->KVH, cb->HD, cb->attn_D, st));
+        TRY(cuda_qk_norm_rope_backward(NULL, cb->dqkv16, G(cb, l, BLK_Q_GAIN), cb->dq, a->qkv, P(cb, l, BLK_Q_GAIN),
+                                       cb->rope_cos, cb->rope_sin, B, T, cb->H, cb->HD, QKV, cb->rope_scratch,
+                                       cb->partials, st));
+        TRY(cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin,
+                                       B, T, cb->KVH, cb->HD, QKV, NULL, NULL, st));
+        /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
+         * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
+        TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_C_Q), cb->dqkv16, cb->a_in,
+                                 W16(cb, l, BLK_C_Q), N, D, QKV));
         /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
          * dL/dx_in (written), dx is spent */
         TRY(cuda_norm_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, cb->dD2, a->x_in_used, cb->x0,
@@ -797,6 +818,14 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
                        s->head_dim, s->dim, s->num_heads);
     if (s->dim % 4 != 0 || s->kv_dim % 4 != 0)
         return ct_fail("device = cuda: model_dim %d and the kv width %d must be multiples of 4", s->dim, s->kv_dim);
+    for (int l = 0; l < s->num_layers; l++) { /* one product's weight gradient covers the three */
+        const ParamInfo *q = model_block_param(s, l, BLK_C_Q), *k = model_block_param(s, l, BLK_C_K),
+                        *v = model_block_param(s, l, BLK_C_V);
+        if (k->offset != q->offset + q->count || v->offset != k->offset + k->count)
+            return ct_fail("device = cuda: block %d's c_q, c_k and c_v are not consecutive in the parameter buffer, "
+                           "which their one product needs",
+                           l);
+    }
     const int T = (int)cfg->train_seq_len;
     const int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
     const long long N = (long long)B * T;
@@ -830,6 +859,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->KVH = s->num_kv_heads;
     cb->HD = s->head_dim;
     cb->L = s->num_layers;
+    cb->QKV = s->dim + 2 * s->kv_dim;
     cb->device = device;
     {
         int ns = 0;

@@ -70,13 +70,13 @@ enum { T = 1024, D = 512, H = 8, KVH = 4, HD = 64, HID = 1024, V = 1024 };
 static int B, N;
 static cublasHandle_t blas;
 static float *x, *y, *dy, *dx, *rstd, *dq, *dk, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
-static float *rope_scr, *u, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale;
-static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *dvb;
+static float *rope_scr, *u, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale, *mix;
+static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *dvb, *dbr;
 static int32_t *targets;
 static double *partials, *red;
 static void *muon_scr;
 /* a Newton–Schulz batch of MUON_BATCH 1024 x 512 matrices (the baseline's fc and proj shapes) */
-enum { MUON_BATCH = 6 };
+enum { MUON_BATCH = 9 };
 static CudaMuonMatrix muon_mats[MUON_BATCH];
 
 static int op_linear_fwd(void *c) { (void)c; return cuda_linear_forward(blas, u, CT_F32, xb, wb, N, D, HID); }
@@ -91,20 +91,31 @@ static int op_scaled_add_bwd(void *c) {
     (void)c;
     return cuda_scaled_add_backward(NULL, NULL, xb, dscale, dy, NULL, yb, scale, N, D, partials, 0);
 }
+/* the MLP norm's backward (x1 recomputed, renorm written), then x1's residual backward: two
+ * kernels, and the fused one that does both in one pass */
+static int op_add_norm_bwd(void *c) {
+    (void)c;
+    return cuda_add_norm_backward(dx, xb, NULL, NULL, dy, x, y, mix, yb, scale, rstd, rstd, N, D, NULL, 0);
+}
+static int op_add_norm_scale_bwd(void *c) {
+    (void)c;
+    return cuda_add_norm_backward(dx, xb, dbr, dscale, dy, x, y, mix, yb, scale, rstd, rstd, N, D, partials, 0);
+}
 static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(hb, uhb, (size_t)N * HID, 0); }
 static int op_relu2_bwd(void *c) { (void)c; return cuda_relu2_backward(ub, hb, uhb, (size_t)N * HID, 0); }
 static int op_rope_fwd(void *c) {
     (void)c;
-    return cuda_qk_norm_rope_forward(NULL, qb, yb, gain, cos_t, sin_t, B, T, H, HD, 0);
+    return cuda_qk_norm_rope_forward(NULL, qb, yb, gain, cos_t, sin_t, B, T, H, HD, H * HD, 0);
 }
 static int op_rope_bwd(void *c) {
     (void)c;
-    return cuda_qk_norm_rope_backward(NULL, xb, dgain, dq, yb, gain, cos_t, sin_t, B, T, H, HD, rope_scr, partials, 0);
+    return cuda_qk_norm_rope_backward(NULL, xb, dgain, dq, yb, gain, cos_t, sin_t, B, T, H, HD, H * HD, rope_scr, partials,
+                                      0);
 }
-static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(yb, lse, qb, kb, vb, B, T, H, KVH, HD, 0); }
+static int op_attn_fwd(void *c) { (void)c; return cuda_attention_forward(yb, lse, qb, kb, vb, KVH * HD, B, T, H, KVH, HD, 0); }
 static int op_attn_bwd(void *c) {
     (void)c;
-    return cuda_attention_backward(dq, dk, dvb, dyb, qb, kb, vb, yb, lse, B, T, H, KVH, HD, attn_scr, 0);
+    return cuda_attention_backward(dq, dk, dvb, dyb, qb, kb, vb, KVH * HD, yb, lse, B, T, H, KVH, HD, attn_scr, 0);
 }
 static int op_logits(void *c) {
     (void)c;
@@ -172,7 +183,8 @@ int main(int argc, char **argv) {
     size_t np = cuda_colsum_doubles(N, D, 2), np2 = cuda_qk_norm_rope_backward_partials_doubles(B, T, H);
     partials = dalloc((np > np2 ? np : np2) * sizeof(double));
     u = drandom(NH, -1, 1, &rng), uhb = drandom_bf16(NH, -1, 1, &rng);
-    scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng);
+    scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng), mix = drandom(2 * D, 0.5, 1.5, &rng);
+    dbr = dalloc(ND * 2);
     xb = drandom_bf16(ND, -1, 1, &rng), wb = drandom_bf16((size_t)HID * D, -1, 1, &rng);
     hb = drandom_bf16(NH, -1, 1, &rng);
     ub = drandom_bf16(NH, -1, 1, &rng), wv_b = drandom_bf16((size_t)V * D, -1, 1, &rng);
@@ -211,6 +223,10 @@ int main(int argc, char **argv) {
     line("rmsnorm_fwd", time_op(op_rmsnorm_fwd, NULL, "rmsnorm fwd"), 0, 8.0 * ND + 4.0 * N);
     line("rmsnorm_bwd", time_op(op_rmsnorm_bwd, NULL, "rmsnorm bwd"), 0, 16.0 * ND + 4.0 * N);
     line("scaled_add_bwd", time_op(op_scaled_add_bwd, NULL, "scaled_add bwd"), 0, 8.0 * ND);
+    /* add_norm_bwd: dout, x_in, x0 (fp32), branch (bf16), dx read and written, renorm (bf16); the
+     * fused op also writes dbranch (bf16): compare its time with add_norm_bwd + scaled_add_bwd */
+    line("add_norm_bwd", time_op(op_add_norm_bwd, NULL, "add_norm bwd"), 0, 24.0 * ND + 8.0 * N);
+    line("add_norm_scale_bwd", time_op(op_add_norm_scale_bwd, NULL, "add_norm+scale bwd"), 0, 26.0 * ND + 8.0 * N);
     line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 4.0 * NH);
     line("relu2_bwd_bf16", time_op(op_relu2_bwd, NULL, "relu2 bwd"), 0, 6.0 * NH);
     line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 4.0 * ND);
@@ -224,7 +240,7 @@ int main(int argc, char **argv) {
         line("muon_update_1024x512_fp32", time_op(op_muon_tall_fp32, NULL, "muon"),
              5 * (4 * mt * mt * nt + 2 * mt * mt * mt), 0);
         /* compare its time per matrix with muon_update_1024x512_bf16's */
-        line("muon_update_batch_6x1024x512_bf16", time_op(op_muon_batch, NULL, "muon batch"),
+        line("muon_update_batch_9x1024x512_bf16", time_op(op_muon_batch, NULL, "muon batch"),
              MUON_BATCH * 5 * (4 * mt * mt * nt + 2 * mt * mt * mt), 0);
     }
     cublasDestroy(blas);

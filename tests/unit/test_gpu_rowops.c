@@ -113,6 +113,65 @@ static void mix_norm_forward_matches_cpu(void) {
     }
 }
 
+/* The block before's output made in the block input's pass (cuda_out_mix_norm_forward) against
+ * cuda_scaled_add_forward then cuda_mix_norm_forward, bitwise: in place on one xm buffer, with
+ * no skip, with another tensor as the skip, and with the output being made as the skip (the
+ * first decoder block's case). */
+static void out_mix_norm_forward_bitwise(void) {
+    REQUIRE_GPU();
+    uint64_t rng = 6;
+    const size_t n = (size_t)N * C;
+    float *xm = random_host(n, -2, 2, &rng), *ao = random_host(n, -2, 2, &rng), *mo = random_host(n, -2, 2, &rng);
+    float *s1 = random_host(C, -1, 1, &rng), *s2 = random_host(C, -1, 1, &rng), *skip = random_host(n, -2, 2, &rng);
+    float *x0 = random_host(n, -1, 1, &rng), *skip_w = random_host(C, 0.5, 1.5, &rng), *mix = random_host(2 * C, -1, 1.5, &rng);
+    ct_bf16 *d_ao = dev_bf16(ao, n), *d_mo = dev_bf16(mo, n);
+    float *d_s1 = dev_floats(s1, C), *d_s2 = dev_floats(s2, C), *d_skip = dev_floats(skip, n), *d_x0 = dev_floats(x0, n);
+    float *d_sw = dev_floats(skip_w, C), *d_mix = dev_floats(mix, 2 * C);
+    for (int mode = 0; mode < 3; mode++) { /* 0: no skip, 1: another skip, 2: the output itself as the skip */
+        /* two ops */
+        float *d_xm = dev_floats(xm, n), *d_out = dev_nan(n), *d_xin = dev_nan(n), *d_r = dev_nan(N);
+        ct_bf16 *d_a = dev_alloc(n * 2);
+        const float *sk = mode == 0 ? NULL : mode == 1 ? d_skip : d_out;
+        CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_xm, d_ao, d_s1, d_mo, d_s2, N, C, 0));
+        CHECK_CUDA_OK(cuda_mix_norm_forward(mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, mode ? d_sw : NULL, d_x0,
+                                            d_mix, N, C, FLT_EPSILON, 0));
+        /* one pass, xm in place */
+        float *f_xm = dev_floats(xm, n), *f_out = dev_nan(n), *f_xin = dev_nan(n), *f_r = dev_nan(N);
+        ct_bf16 *f_a = dev_alloc(n * 2);
+        const CudaBlockOutput prev = {f_out, f_xm, d_ao, d_mo, d_s1, d_s2};
+        const float *fsk = mode == 0 ? NULL : mode == 1 ? d_skip : f_out;
+        CHECK_CUDA_OK(cuda_out_mix_norm_forward(&prev, mode ? f_xin : NULL, f_xm, f_r, f_a, fsk, mode ? d_sw : NULL,
+                                                d_x0, d_mix, N, C, FLT_EPSILON, 0));
+        float *t[4] = {host_from_dev(d_out, n), host_from_dev(d_xm, n), host_from_dev(d_r, N),
+                       host_from_dev_bf16(d_a, n)};
+        float *f[4] = {host_from_dev(f_out, n), host_from_dev(f_xm, n), host_from_dev(f_r, N),
+                       host_from_dev_bf16(f_a, n)};
+        const char *names[4] = {"x_out", "xm", "rstd", "a (bf16)"};
+        const size_t counts[4] = {n, n, (size_t)N, n};
+        for (int k = 0; k < 4; k++) {
+            CHECK(memcmp(t[k], f[k], counts[k] * sizeof(float)) == 0, "%s differs from the two ops' (skip mode %d)",
+                  names[k], mode);
+            free(t[k]), free(f[k]);
+        }
+        if (mode) {
+            float *tx = host_from_dev(d_xin, n), *fx = host_from_dev(f_xin, n);
+            CHECK(memcmp(tx, fx, n * sizeof(float)) == 0, "x_in differs from the two ops' (skip mode %d)", mode);
+            free(tx), free(fx);
+        }
+        dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
+        dev_free(f_xm), dev_free(f_out), dev_free(f_xin), dev_free(f_r), dev_free(f_a);
+    }
+    const CudaBlockOutput half = {d_skip, d_x0, d_ao, NULL, d_s1, d_s2};
+    CHECK(cuda_out_mix_norm_forward(&half, NULL, d_skip, d_skip, NULL, NULL, NULL, d_x0, d_mix, N, C, FLT_EPSILON, 0) !=
+                  0 &&
+              strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
+          "a block output without mo: got '%s'", ct_error());
+    ct_error_clear();
+    dev_free(d_ao), dev_free(d_mo), dev_free(d_s1), dev_free(d_s2), dev_free(d_skip), dev_free(d_x0), dev_free(d_sw),
+        dev_free(d_mix);
+    free(xm), free(ao), free(mo), free(s1), free(s2), free(skip), free(x0), free(skip_w), free(mix);
+}
+
 static void add_norm_forward_matches_cpu(void) {
     REQUIRE_GPU();
     uint64_t rng = 4;
@@ -169,7 +228,8 @@ static void add_norm_backward_matches_cpu(void) {
     CHECK_CUDA_OK(cuda_mix_norm_forward(NULL, d_xm, d_rm, d_a, d_xin, NULL, NULL, d_x0, d_mix, N, C, FLT_EPSILON, 0));
     CHECK_CUDA_OK(cuda_add_norm_forward(d_x1, d_r, d_m, d_xm, d_br, d_sc, N, C, FLT_EPSILON, 0));
     dev_poison_bf16(d_ren, n);
-    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, d_ren, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, d_rm, N, C, 0));
+    CHECK_CUDA_OK(
+        cuda_add_norm_backward(d_dx, d_ren, NULL, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, d_rm, N, C, NULL, 0));
     float *got = host_from_dev(d_dx, n);
     CHECK_REL("add_norm backward dx (+=)", got, ref, n, GRAD_TOL);
     float *ren = host_from_dev_bf16(d_ren, n), *a = host_from_dev_bf16(d_a, n);
@@ -181,11 +241,16 @@ static void add_norm_backward_matches_cpu(void) {
     CHECK(memcmp(stored, got, n * sizeof(float)) == 0, "add_norm backward differs from rmsnorm backward on x1");
     /* without the renorm output: same dx */
     dev_put(d_dx, dx0, n * sizeof(float));
-    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, 0));
+    CHECK_CUDA_OK(
+        cuda_add_norm_backward(d_dx, NULL, NULL, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, NULL, 0));
     float *plain = host_from_dev(d_dx, n);
     CHECK(memcmp(plain, got, n * sizeof(float)) == 0, "add_norm backward dx depends on the renorm output");
-    CHECK(cuda_add_norm_backward(d_dx, d_ren, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, 0) != 0,
+    CHECK(cuda_add_norm_backward(d_dx, d_ren, NULL, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, NULL,
+                                 0) != 0,
           "renorm without its rstd accepted");
+    CHECK(cuda_add_norm_backward(d_dx, NULL, d_m, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, NULL, N, C, NULL,
+                                 0) != 0,
+          "dbranch without dscale accepted");
     dev_free(d_br);
     dev_free(d_m);
     dev_free(d_a);
@@ -255,6 +320,77 @@ static void norm_mix_backward_matches_cpu(void) {
 static void norm_mix_backward_without_shared_memory(void) {
     REQUIRE_GPU();
     norm_mix_backward_case(300, 16000, 16); /* 8 x 2 x 16000 doubles: beyond any GPU's 227 KiB */
+}
+
+/* The MLP norm's backward fused with its residual's (x1 = xm + scale * branch): against the CPU
+ * ops, and bitwise against cuda_add_norm_backward followed by cuda_scaled_add_backward (dx,
+ * the renorm, dbranch, dscale): the fused kernel where the shared memory allows, the two-kernel
+ * path beyond it, the one-channel path at an odd width. */
+static void add_norm_scale_backward_case(int rows, int width, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n = (size_t)rows * width, w = (size_t)width;
+    float *x_in = random_host(n, -2, 2, &rng), *x0 = random_host(n, -1, 1, &rng), *mix = random_host(2 * w, -1, 1.5, &rng);
+    float *br = random_host(n, -2, 2, &rng), *sc = random_host(w, -1, 1, &rng);
+    float *dout = random_host(n, -1, 1, &rng), *dres = random_host(n, -1, 1, &rng), *ds0 = random_host(w, -1, 1, &rng);
+    host_round_bf16(br, n);
+    /* CPU: x1 and its norm; dx = dres + norm backward; the residual's backward on dx */
+    float *xm = malloc(n * sizeof(float)), *x1 = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    float *r = malloc((size_t)rows * sizeof(float));
+    cpu_residual_mix_forward(xm, x_in, x0, mix, rows, width);
+    cpu_scaled_add_forward(x1, xm, br, sc, rows, width);
+    cpu_rmsnorm_forward(y, r, x1, rows, width, FLT_EPSILON);
+    float *r_dx = copy_host(dres, n), *r_db = calloc(n, sizeof(float)), *r_ds = copy_host(ds0, w);
+    cpu_rmsnorm_backward(r_dx, dout, x1, r, rows, width);
+    cpu_scaled_add_backward(NULL, r_db, r_ds, r_dx, br, sc, rows, width);
+    float *d_xin = dev_floats(x_in, n), *d_x0 = dev_floats(x0, n), *d_mix = dev_floats(mix, 2 * w);
+    float *d_sc = dev_floats(sc, w), *d_dout = dev_floats(dout, n), *d_dx = dev_floats(dres, n), *d_ds = dev_floats(ds0, w);
+    float *d_xm = dev_nan(n), *d_r = dev_nan(rows), *d_rm = dev_nan(rows);
+    ct_bf16 *d_br = dev_bf16(br, n), *d_a = dev_alloc(n * 2), *d_m = dev_alloc(n * 2), *d_ren = dev_alloc(n * 2);
+    ct_bf16 *d_db = dev_alloc(n * 2);
+    double *partials = dev_alloc(cuda_colsum_doubles(rows, width, 1) * sizeof(double));
+    CHECK_CUDA_OK(cuda_mix_norm_forward(NULL, d_xm, d_rm, d_a, d_xin, NULL, NULL, d_x0, d_mix, rows, width, FLT_EPSILON, 0));
+    CHECK_CUDA_OK(cuda_add_norm_forward(NULL, d_r, d_m, d_xm, d_br, d_sc, rows, width, FLT_EPSILON, 0));
+    dev_poison_bf16(d_ren, n);
+    dev_poison_bf16(d_db, n);
+    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, d_ren, d_db, d_ds, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, d_rm, rows,
+                                         width, partials, 0));
+    float *f_dx = host_from_dev(d_dx, n), *f_ds = host_from_dev(d_ds, w);
+    float *f_db = host_from_dev_bf16(d_db, n), *f_ren = host_from_dev_bf16(d_ren, n);
+    CHECK_REL("add_norm+scale backward dx (+=)", f_dx, r_dx, n, GRAD_TOL);
+    CHECK_REL("add_norm+scale backward dbranch (bf16)", f_db, r_db, n, BF16_TOL);
+    CHECK_REL("add_norm+scale backward dscale (+=)", f_ds, r_ds, w, GRAD_TOL);
+    /* the two ops: the same bits */
+    dev_put(d_dx, dres, n * sizeof(float));
+    dev_put(d_ds, ds0, w * sizeof(float));
+    dev_poison_bf16(d_ren, n);
+    dev_poison_bf16(d_db, n);
+    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, d_ren, NULL, NULL, d_dout, d_xin, d_x0, d_mix, d_br, d_sc, d_r, d_rm, rows,
+                                         width, NULL, 0));
+    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, d_db, d_ds, d_dx, NULL, d_br, d_sc, rows, width, partials, 0));
+    float *t_dx = host_from_dev(d_dx, n), *t_ds = host_from_dev(d_ds, w);
+    float *t_db = host_from_dev_bf16(d_db, n), *t_ren = host_from_dev_bf16(d_ren, n);
+    CHECK(memcmp(f_dx, t_dx, n * sizeof(float)) == 0, "fused dx differs from the two ops' (C = %d)", width);
+    CHECK(memcmp(f_ren, t_ren, n * sizeof(float)) == 0, "fused renorm differs from the two ops' (C = %d)", width);
+    CHECK(memcmp(f_db, t_db, n * sizeof(float)) == 0, "fused dbranch differs from the two ops' (C = %d)", width);
+    CHECK(memcmp(f_ds, t_ds, w * sizeof(float)) == 0, "fused dscale differs from the two ops' (C = %d)", width);
+    free(x_in), free(x0), free(mix), free(br), free(sc), free(dout), free(dres), free(ds0), free(xm), free(x1), free(y);
+    free(r), free(r_dx), free(r_db), free(r_ds), free(f_dx), free(f_ds), free(f_db), free(f_ren), free(t_dx), free(t_ds),
+        free(t_db), free(t_ren);
+    dev_free(d_xin), dev_free(d_x0), dev_free(d_mix), dev_free(d_sc), dev_free(d_dout), dev_free(d_dx), dev_free(d_ds),
+        dev_free(d_xm), dev_free(d_r), dev_free(d_rm), dev_free(d_br), dev_free(d_a), dev_free(d_m), dev_free(d_ren),
+        dev_free(d_db), dev_free(partials);
+}
+
+static void add_norm_scale_backward_fused(void) {
+    REQUIRE_GPU();
+    add_norm_scale_backward_case(N, C, 17);
+    if (harness_case_failed) return;
+    add_norm_scale_backward_case(70, 203, 18); /* one channel per lane */
+}
+
+static void add_norm_scale_backward_without_shared_memory(void) {
+    REQUIRE_GPU();
+    add_norm_scale_backward_case(300, 8000, 19); /* 8 x 8064 doubles: beyond any GPU's 227 KiB */
 }
 
 static void scaled_add_matches_cpu(void) {
@@ -525,10 +661,13 @@ int main(void) {
     RUN(rmsnorm_forward_matches_cpu);
     RUN(rmsnorm_backward_matches_cpu);
     RUN(mix_norm_forward_matches_cpu);
+    RUN(out_mix_norm_forward_bitwise);
     RUN(add_norm_forward_matches_cpu);
     RUN(add_norm_backward_matches_cpu);
     RUN(norm_mix_backward_matches_cpu);
     RUN(norm_mix_backward_without_shared_memory);
+    RUN(add_norm_scale_backward_fused);
+    RUN(add_norm_scale_backward_without_shared_memory);
     RUN(scaled_add_matches_cpu);
     RUN(residual_mix_backward_matches_cpu);
     RUN(relu2_bf16_matches_cpu);
