@@ -218,8 +218,9 @@ int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, con
 /* h = bf16(relu(u)^2) over n elements, u bf16 (the fc product's output). */
 int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaStream_t stream);
 /* du = bf16(2*relu(u)*dh) (WRITTEN: its only consumer is the fc product), dh and u bf16; du may
- * be dh (in place). */
-int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t n, cudaStream_t stream);
+ * be dh (in place). h, when not NULL (and apart from du, dh and u), gets cuda_relu2_forward's
+ * result in the same pass (the weight gradient's input, recomputed instead of kept). */
+int cuda_relu2_backward(ct_bf16 *du, ct_bf16 *h, const ct_bf16 *dh, const ct_bf16 *u, size_t n, cudaStream_t stream);
 
 /* ---- QK-norm + RoPE + gain (cuda_rope.cu) ----------------------------------------------------
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain

@@ -124,50 +124,92 @@ extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, 
     return 0;
 }
 
-/* The input x of the norm whose backward rmsnorm_backward_row computes: stored (NORM_X), or the
- * block-input mix xm = mix[0] * x_in + mix[1] * x0 recomputed (NORM_MIX: x is x_in), or the MLP
- * norm's input x1 = xm + scale * branch recomputed (NORM_MIX_ADD); *xm receives xm in the
- * latter two. The backend keeps neither xm nor x1 (docs/cuda.md, "Memory plan"). */
+/* The input x of a norm whose backward norm_backward_row computes, V channels: stored
+ * (NORM_X), or the block-input mix xm = mix[0] * x_in + mix[1] * x0 recomputed (NORM_MIX: x is
+ * x_in), or the MLP norm's input x1 = xm + scale * branch recomputed (NORM_MIX_ADD). The
+ * backend keeps neither xm nor x1 (docs/cuda.md, "Memory plan"). Besides the value, the parts it
+ * was made from (those of MODE; the others stay zero), for the callers' own sums: each is loaded
+ * once. */
 enum { NORM_X, NORM_MIX, NORM_MIX_ADD };
+template <int V>
+struct NormInput {
+    F32V<V> value;              /* x, xm or x1 */
+    F32V<V> x_in, x0, m0, m1;   /* NORM_MIX, NORM_MIX_ADD */
+    F32V<V> xm, scale;          /* xm: NORM_MIX, NORM_MIX_ADD; scale: NORM_MIX_ADD */
+    Bf16V<V> branch;            /* NORM_MIX_ADD */
+};
 template <int V, int MODE>
-static __device__ __forceinline__ F32V<V> norm_input(F32V<V> *xm, const float *x, const float *x0, const float *mix,
-                                                     const __nv_bfloat16 *branch, const float *scale, size_t i,
-                                                     int c, int C) {
-    if (MODE == NORM_X) return ld_vec<V>(x + i);
-    *xm = mix_value<V>(ld_vec<V>(mix + c), ld_vec<V>(mix + C + c), ld_vec<V>(x + i), ld_vec<V>(x0 + i));
-    if (MODE == NORM_MIX) return *xm;
-    return add_scaled<V>(*xm, ld_vec<V>(scale + c), ld_vec<V>(branch + i));
+static __device__ __forceinline__ NormInput<V> norm_input(const float *x, const float *x0, const float *mix,
+                                                          const __nv_bfloat16 *branch, const float *scale, size_t i,
+                                                          int c, int C) {
+    NormInput<V> in{}; /* the parts MODE does not use stay zero (and unused) */
+    if (MODE == NORM_X) {
+        in.value = ld_vec<V>(x + i);
+        return in;
+    }
+    in.x_in = ld_vec<V>(x + i), in.x0 = ld_vec<V>(x0 + i), in.m0 = ld_vec<V>(mix + c), in.m1 = ld_vec<V>(mix + C + c);
+    in.xm = mix_value<V>(in.m0, in.m1, in.x_in, in.x0);
+    if (MODE == NORM_MIX) {
+        in.value = in.xm;
+        return in;
+    }
+    in.scale = ld_vec<V>(scale + c), in.branch = ld_vec<V>(branch + i);
+    in.value = add_scaled<V>(in.xm, in.scale, in.branch);
+    return in;
 }
 
 /* The row dot sum(dout * x) of a norm's backward, x as norm_input gives it: each lane over its
- * channels, then the warp butterfly (fixed order). One definition for the row kernels and the
- * fused block-input backward, so both compute the same bits. */
+ * channels, then the warp butterfly (fixed order). */
 template <int V, int MODE>
 static __device__ __forceinline__ double norm_row_dot(const float *dout, const float *x, const float *x0,
                                                       const float *mix, const __nv_bfloat16 *branch,
                                                       const float *scale, size_t base, int lane, int C) {
-    F32V<V> xm;
     double dot = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
         const F32V<V> d = ld_vec<V>(dout + base + c);
-        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
+        const F32V<V> a = norm_input<V, MODE>(x, x0, mix, branch, scale, base + c, c, C).value;
 #pragma unroll
         for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
     }
     return warp_sum_d(dot);
 }
-/* rstd^3 * dot / C, the coefficient of x in the norm's input gradient */
-static __device__ __forceinline__ float norm_x_coeff(float r, double dot, int C) {
-    return (float)((double)r * r * r * dot / C);
-}
-/* g + (rstd * dout - x_coeff * x): one element of the norm's input gradient added to g */
-static __device__ __forceinline__ float norm_grad(float g, float r, float d, float x_coeff, float x) {
-    return __fadd_rn(g, __fsub_rn(__fmul_rn(r, d), __fmul_rn(x_coeff, x)));
+
+/* The backward of one row's norm, one warp, x as norm_input gives it: g = dx + rstd*dout -
+ * x*rstd^3*mean(dout*x), elementwise g + (rstd * dout - x_coeff * x). The lane's V-channel groups
+ * go in order to out(c, k, g, in) — c the first channel, k the group's index within the lane,
+ * in the norm input's parts — which stores g or carries it on. One definition for the row
+ * kernels and the fused ones, so all compute the same bits. */
+template <int V, int MODE, typename Out>
+static __device__ __forceinline__ void norm_backward_row(const float *dx, const float *dout, const float *x,
+                                                         const float *x0, const float *mix,
+                                                         const __nv_bfloat16 *branch, const float *scale, float r,
+                                                         size_t base, int lane, int C, Out &&out) {
+    const double dot = norm_row_dot<V, MODE>(dout, x, x0, mix, branch, scale, base, lane, C);
+    const float x_coeff = (float)((double)r * r * r * dot / C);
+    int k = 0;
+    for (int c = V * lane; c < C; c += 32 * V, k++) {
+        const F32V<V> d = ld_vec<V>(dout + base + c);
+        const NormInput<V> in = norm_input<V, MODE>(x, x0, mix, branch, scale, base + c, c, C);
+        F32V<V> g = ld_vec<V>(dx + base + c);
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, in.value.v[e])));
+        out(c, k, g, in);
+    }
 }
 
-/* dx += rstd*dout - x*rstd^3*mean(dout*x), x as norm_input gives it; NORM_MIX_ADD with renorm
- * also writes renorm = bf16(xm * renorm_rstd[row]) (xm's own norm, recomputed while xm is in
- * hand). One warp per row. */
+/* renorm = bf16(xm * r2): the c_q/c_k/c_v input (xm's own norm), written again while xm is in
+ * hand */
+template <int V>
+static __device__ __forceinline__ void store_renorm(__nv_bfloat16 *renorm, const F32V<V> &xm, float r2) {
+    Bf16V<V> y;
+#pragma unroll
+    for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
+    st_vec<V>(renorm, y);
+}
+
+/* dx += the norm's input gradient, x as norm_input gives it; NORM_MIX_ADD with renorm also
+ * writes renorm = bf16(xm * renorm_rstd[row]). One warp per row. */
 template <int V, int MODE>
 static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const float *dout, const float *x,
                                                             const float *x0, const float *mix, const float *rstd,
@@ -177,25 +219,12 @@ static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const flo
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
-    const double dot = norm_row_dot<V, MODE>(dout, x, x0, mix, branch, scale, base, lane, C);
-    const float r = rstd[row];
-    const float x_coeff = norm_x_coeff(r, dot, C);
-    F32V<V> xm{};
     const float r2 = MODE == NORM_MIX_ADD && renorm ? renorm_rstd[row] : 0.0f;
-    for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> d = ld_vec<V>(dout + base + c);
-        const F32V<V> a = norm_input<V, MODE>(&xm, x, x0, mix, branch, scale, base + c, c, C);
-        F32V<V> g = ld_vec<V>(dx + base + c);
-#pragma unroll
-        for (int e = 0; e < V; e++) g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, a.v[e]);
-        st_vec<V>(dx + base + c, g);
-        if (MODE == NORM_MIX_ADD && renorm) {
-            Bf16V<V> y;
-#pragma unroll
-            for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
-            st_vec<V>(renorm + base + c, y);
-        }
-    }
+    norm_backward_row<V, MODE>(dx, dout, x, x0, mix, branch, scale, rstd[row], base, lane, C,
+                               [&](int c, int, const F32V<V> &g, const NormInput<V> &in) {
+                                   st_vec<V>(dx + base + c, g);
+                                   if (MODE == NORM_MIX_ADD && renorm) store_renorm<V>(renorm + base + c, in.xm, r2);
+                               });
 }
 
 template <int V>
@@ -575,26 +604,21 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
-        const double dot = norm_row_dot<V, NORM_MIX>(dout, x_in, x0, mix, NULL, NULL, base, lane, C);
-        const float r = rstd[row];
-        const float x_coeff = norm_x_coeff(r, dot, C);
-        double *ax = acc_x, *ax0 = acc_x0; /* slot k*V*32 of channel V*lane + 32*V*k */
-        for (int c = V * lane; c < C; c += 32 * V, ax += 32 * V, ax0 += 32 * V) {
-            const F32V<V> d = ld_vec<V>(dout + base + c), xi = ld_vec<V>(x_in + base + c), z = ld_vec<V>(x0 + base + c);
-            const F32V<V> m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
-            const F32V<V> m = mix_value<V>(m0, m1, xi, z);
-            F32V<V> g = ld_vec<V>(dx + base + c), gi, g0 = ld_vec<V>(dx0 + base + c);
+        /* g is the norm's input gradient; the mix's backward takes it on at once */
+        norm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, NULL, NULL, rstd[row], base, lane, C,
+                                       [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
+                                           double *ax = acc_x + k * 32 * V, *ax0 = acc_x0 + k * 32 * V;
+                                           F32V<V> gi, g0 = ld_vec<V>(dx0 + base + c);
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, m.v[e]);
-                gi.v[e] = __fmul_rn(m0.v[e], g.v[e]);
-                g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(m1.v[e], g.v[e]));
-                ax[e * 32] += (double)g.v[e] * (double)xi.v[e];
-                ax0[e * 32] += (double)g.v[e] * (double)z.v[e];
-            }
-            st_vec<V>(dx_in + base + c, gi);
-            st_vec<V>(dx0 + base + c, g0);
-        }
+                                           for (int e = 0; e < V; e++) {
+                                               gi.v[e] = __fmul_rn(in.m0.v[e], g.v[e]);
+                                               g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(in.m1.v[e], g.v[e]));
+                                               ax[e * 32] += (double)g.v[e] * (double)in.x_in.v[e];
+                                               ax0[e * 32] += (double)g.v[e] * (double)in.x0.v[e];
+                                           }
+                                           st_vec<V>(dx_in + base + c, gi);
+                                           st_vec<V>(dx0 + base + c, g0);
+                                       });
     }
     warp_acc_finish<V, 2>(partials + (size_t)blockIdx.x * 2 * C, acc, C);
 }
@@ -659,34 +683,21 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
-        const double dot = norm_row_dot<V, NORM_MIX_ADD>(dout, x_in, x0, mix, branch, scale, base, lane, C);
-        const float r = rstd[row];
-        const float x_coeff = norm_x_coeff(r, dot, C);
         const float r2 = renorm ? renorm_rstd[row] : 0.0f;
-        double *as = acc_s;
-        for (int c = V * lane; c < C; c += 32 * V, as += 32 * V) {
-            F32V<V> xm;
-            const F32V<V> d = ld_vec<V>(dout + base + c);
-            const F32V<V> a = norm_input<V, NORM_MIX_ADD>(&xm, x_in, x0, mix, branch, scale, base + c, c, C);
-            const F32V<V> sc = ld_vec<V>(scale + c);
-            const Bf16V<V> b = ld_vec<V>(branch + base + c);
-            F32V<V> g = ld_vec<V>(dx + base + c);
-            Bf16V<V> h;
+        /* g is dL/dx1; x1 = xm + scale * branch's backward takes it on at once */
+        norm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, branch, scale, rstd[row], base, lane, C,
+                                           [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
+                                               double *as = acc_s + k * 32 * V;
+                                               Bf16V<V> h;
 #pragma unroll
-            for (int e = 0; e < V; e++) {
-                g.v[e] = norm_grad(g.v[e], r, d.v[e], x_coeff, a.v[e]);
-                h.v[e] = to_bf16(__fmul_rn(sc.v[e], g.v[e]));
-                as[e * 32] += (double)g.v[e] * (double)as_f32(b.v[e]);
-            }
-            st_vec<V>(dx + base + c, g);
-            st_vec<V>(dbranch + base + c, h);
-            if (renorm) {
-                Bf16V<V> y;
-#pragma unroll
-                for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
-                st_vec<V>(renorm + base + c, y);
-            }
-        }
+                                               for (int e = 0; e < V; e++) {
+                                                   h.v[e] = to_bf16(__fmul_rn(in.scale.v[e], g.v[e]));
+                                                   as[e * 32] += (double)g.v[e] * (double)as_f32(in.branch.v[e]);
+                                               }
+                                               st_vec<V>(dx + base + c, g);
+                                               st_vec<V>(dbranch + base + c, h);
+                                               if (renorm) store_renorm<V>(renorm + base + c, in.xm, r2);
+                                           });
     }
     warp_acc_finish<V, 1>(partials + (size_t)blockIdx.x * C, acc, C);
 }
@@ -757,24 +768,37 @@ extern "C" int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaSt
     return 0;
 }
 
-static __global__ void relu2_backward_kernel(__nv_bfloat16 *du, const __nv_bfloat16 *dh, const __nv_bfloat16 *u,
-                                             size_t n, size_t n_vec) {
+/* h (optional) gets relu(u)^2 in the same pass: the backward's weight gradient needs it and the
+ * forward does not keep it, so remaking it here saves a pass over u. Uniform branch on h. */
+static __global__ void relu2_backward_kernel(__nv_bfloat16 *du, __nv_bfloat16 *h, const __nv_bfloat16 *dh,
+                                             const __nv_bfloat16 *u, size_t n, size_t n_vec) {
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (size_t i = first; i < n_vec; i += stride) {
         const Bf16V<8> a = ld_vec<8>(u + 8 * i), d = ld_vec<8>(dh + 8 * i);
-        Bf16V<8> g;
+        Bf16V<8> g, y;
 #pragma unroll
-        for (int e = 0; e < 8; e++) g.v[e] = to_bf16(relu2_grad(from_bf16(a.v[e]), from_bf16(d.v[e])));
+        for (int e = 0; e < 8; e++) {
+            g.v[e] = to_bf16(relu2_grad(from_bf16(a.v[e]), from_bf16(d.v[e])));
+            y.v[e] = to_bf16(relu2_value(from_bf16(a.v[e])));
+        }
         st_vec<8>(du + 8 * i, g);
+        if (h) st_vec<8>(h + 8 * i, y);
     }
-    for (size_t i = 8 * n_vec + first; i < n; i += stride) du[i] = to_bf16(relu2_grad(from_bf16(u[i]), from_bf16(dh[i])));
+    for (size_t i = 8 * n_vec + first; i < n; i += stride) {
+        const float a = from_bf16(u[i]);
+        du[i] = to_bf16(relu2_grad(a, from_bf16(dh[i])));
+        if (h) h[i] = to_bf16(relu2_value(a));
+    }
 }
 
-extern "C" int cuda_relu2_backward(ct_bf16 *du, const ct_bf16 *dh, const ct_bf16 *u, size_t n, cudaStream_t stream) {
+extern "C" int cuda_relu2_backward(ct_bf16 *du, ct_bf16 *h, const ct_bf16 *dh, const ct_bf16 *u, size_t n,
+                                   cudaStream_t stream) {
     if (n == 0) return 0;
-    const size_t n_vec = aligned16(du) && aligned16(dh) && aligned16(u) ? n / 8 : 0;
-    relu2_backward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(du), host_as_bf(dh),
-                                                                                  host_as_bf(u), n, n_vec);
+    if (h && (h == du || h == dh || h == u)) return ct_fail("relu2_backward: h must not alias du, dh or u");
+    const size_t n_vec = aligned16(du) && aligned16(dh) && aligned16(u) && (!h || aligned16(h)) ? n / 8 : 0;
+    relu2_backward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(du), host_as_bf(h),
+                                                                                  host_as_bf(dh), host_as_bf(u), n,
+                                                                                  n_vec);
     CT_LAUNCHED("relu2_backward", stream);
     return 0;
 }

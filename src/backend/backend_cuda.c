@@ -442,11 +442,12 @@ static int backward_blocks(CudaBackend *cb) {
         TRY(cuda_scaled_add_backward(NULL, NULL, cb->gD16, G(cb, l, BLK_MLP_SCALE), dx, NULL, a->mo,
                                      P(cb, l, BLK_MLP_SCALE), N, D, cb->partials, st));
         /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
-         * the weight gradient needs h = relu(u)^2, recomputed */
-        TRY(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
-        TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, cb->h,
-                                 W16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        TRY(cuda_relu2_backward(cb->gH16, cb->gH16, a->u, (size_t)N * HID, st));
+         * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
+         * pass over u, so that product comes after it */
+        TRY(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL, W16(cb, l, BLK_MLP_PROJ), N,
+                                 HID, D));
+        TRY(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, st));
+        TRY(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, G(cb, l, BLK_MLP_PROJ), cb->gD16, cb->h, NULL, N, HID, D));
         TRY(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, G(cb, l, BLK_FC), cb->gH16, a->m_in, W16(cb, l, BLK_FC), N, D,
                                  HID));
         /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =

@@ -71,7 +71,7 @@ static int B, N;
 static cublasHandle_t blas;
 static float *x, *y, *dy, *dx, *rstd, *dq, *dk, *lse, *attn_scr, *cos_t, *sin_t, *gain, *dgain;
 static float *rope_scr, *u, *losses, *z, *grad_w, *p, *g, *m, *vv, *upd, *mom, *scale, *dscale, *mix;
-static ct_bf16 *xb, *wb, *hb, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *dvb, *dbr;
+static ct_bf16 *xb, *wb, *hb, *h2b, *wv_b, *dz, *ub, *uhb, *qb, *kb, *vb, *yb, *dyb, *dvb, *dbr;
 static int32_t *targets;
 static double *partials, *red;
 static void *muon_scr;
@@ -102,7 +102,10 @@ static int op_add_norm_scale_bwd(void *c) {
     return cuda_add_norm_backward(dx, xb, dbr, dscale, dy, x, y, mix, yb, scale, rstd, rstd, N, D, partials, 0);
 }
 static int op_relu2_fwd(void *c) { (void)c; return cuda_relu2_forward(hb, uhb, (size_t)N * HID, 0); }
-static int op_relu2_bwd(void *c) { (void)c; return cuda_relu2_backward(ub, hb, uhb, (size_t)N * HID, 0); }
+static int op_relu2_bwd(void *c) { (void)c; return cuda_relu2_backward(ub, NULL, hb, uhb, (size_t)N * HID, 0); }
+/* the backward as the backend runs it: h = relu(u)^2 remade in the same pass (replaces a
+ * relu2_fwd + relu2_bwd pair) */
+static int op_relu2_bwd_h(void *c) { (void)c; return cuda_relu2_backward(ub, h2b, hb, uhb, (size_t)N * HID, 0); }
 static int op_rope_fwd(void *c) {
     (void)c;
     return cuda_qk_norm_rope_forward(NULL, qb, yb, gain, cos_t, sin_t, B, T, H, HD, H * HD, 0);
@@ -186,7 +189,7 @@ int main(int argc, char **argv) {
     scale = drandom(D, 0.5, 1.5, &rng), dscale = drandom(D, 0, 1, &rng), mix = drandom(2 * D, 0.5, 1.5, &rng);
     dbr = dalloc(ND * 2);
     xb = drandom_bf16(ND, -1, 1, &rng), wb = drandom_bf16((size_t)HID * D, -1, 1, &rng);
-    hb = drandom_bf16(NH, -1, 1, &rng);
+    hb = drandom_bf16(NH, -1, 1, &rng), h2b = dalloc(NH * 2);
     ub = drandom_bf16(NH, -1, 1, &rng), wv_b = drandom_bf16((size_t)V * D, -1, 1, &rng);
     qb = drandom_bf16(ND, -1, 1, &rng), kb = drandom_bf16(NKV, -1, 1, &rng), vb = drandom_bf16(NKV, -1, 1, &rng);
     dyb = drandom_bf16(ND, -1, 1, &rng), yb = drandom_bf16(ND, -1, 1, &rng);
@@ -229,6 +232,7 @@ int main(int argc, char **argv) {
     line("add_norm_scale_bwd", time_op(op_add_norm_scale_bwd, NULL, "add_norm+scale bwd"), 0, 26.0 * ND + 8.0 * N);
     line("relu2_fwd_bf16", time_op(op_relu2_fwd, NULL, "relu2 fwd"), 0, 4.0 * NH);
     line("relu2_bwd_bf16", time_op(op_relu2_bwd, NULL, "relu2 bwd"), 0, 6.0 * NH);
+    line("relu2_bwd_remake_h_bf16", time_op(op_relu2_bwd_h, NULL, "relu2 bwd + h"), 0, 8.0 * NH);
     line("qk_norm_rope_fwd_bf16", time_op(op_rope_fwd, NULL, "rope fwd"), 0, 4.0 * ND);
     line("qk_norm_rope_bwd", time_op(op_rope_bwd, NULL, "rope bwd"), 0, 8.0 * ND);
     line("adam_1024x512", time_op(op_adam, NULL, "adam"), 0, 28.0 * V * D);

@@ -534,7 +534,8 @@ static void residual_mix_backward_matches_cpu(void) {
 /* relu^2 on bf16 u and dh: the CPU op on the same (bf16-valued) inputs, rounded once to bf16,
  * must be matched bit for bit (one fp32 product each, then the rounding). Lengths cover the
  * 8-wide vector path with and without a tail, a misaligned start (the one-by-one path) and the
- * in-place backward the backend uses. */
+ * in-place backward the backend uses, with and without h remade in the same pass (bitwise the
+ * forward's h). */
 static void relu2_bf16_matches_cpu(void) {
     REQUIRE_GPU();
     uint64_t rng = 7;
@@ -550,18 +551,25 @@ static void relu2_bf16_matches_cpu(void) {
             cpu_relu2_backward(du, dh, u, 1, (int)n);
             /* offset 1: every buffer starts one element (2 bytes) past a 16-byte boundary */
             ct_bf16 *b_u = dev_alloc((n + 1) * 2), *b_h = dev_alloc((n + 1) * 2), *b_dh = dev_alloc((n + 1) * 2);
+            ct_bf16 *b_h2 = dev_alloc((n + 1) * 2), *b_dh2 = dev_alloc((n + 1) * 2);
             ct_bf16 *u16 = b_u + offset, *h16 = b_h + offset, *dh16 = b_dh + offset;
+            ct_bf16 *h2_16 = b_h2 + offset, *dh2_16 = b_dh2 + offset;
             uint16_t *host16 = malloc(n * 2);
             for (size_t i = 0; i < n; i++) host16[i] = host_f32_to_bf16(u[i]);
             dev_put(u16, host16, n * 2);
             for (size_t i = 0; i < n; i++) host16[i] = host_f32_to_bf16(dh[i]);
             dev_put(dh16, host16, n * 2);
+            dev_put(dh2_16, host16, n * 2);
             dev_poison_bf16(h16, n);
+            dev_poison_bf16(h2_16, n);
             CHECK_CUDA_OK(cuda_relu2_forward(h16, u16, n, 0));
-            CHECK_CUDA_OK(cuda_relu2_backward(dh16, dh16, u16, n, 0)); /* in place */
-            uint16_t *g_h = malloc(n * 2), *g_du = malloc(n * 2);
+            CHECK_CUDA_OK(cuda_relu2_backward(dh16, NULL, dh16, u16, n, 0));    /* in place */
+            CHECK_CUDA_OK(cuda_relu2_backward(dh2_16, h2_16, dh2_16, u16, n, 0)); /* and h remade */
+            uint16_t *g_h = malloc(n * 2), *g_du = malloc(n * 2), *g_h2 = malloc(n * 2), *g_du2 = malloc(n * 2);
             dev_get(g_h, h16, n * 2);
             dev_get(g_du, dh16, n * 2);
+            dev_get(g_h2, h2_16, n * 2);
+            dev_get(g_du2, dh2_16, n * 2);
             size_t bad_h = 0, bad_du = 0;
             for (size_t i = 0; i < n; i++) {
                 bad_h += host_bf16_to_f32(g_h[i]) != host_bf16_to_f32(host_f32_to_bf16(h[i]));
@@ -570,8 +578,13 @@ static void relu2_bf16_matches_cpu(void) {
             CHECK(bad_h == 0, "relu2 forward (n %zu, offset %d): %zu elements differ from bf16(cpu)", n, offset, bad_h);
             CHECK(bad_du == 0, "relu2 backward (n %zu, offset %d): %zu elements differ from bf16(cpu)", n, offset,
                   bad_du);
-            dev_free(b_u), dev_free(b_h), dev_free(b_dh);
-            free(u), free(dh), free(h), free(du), free(host16), free(g_h), free(g_du);
+            CHECK(memcmp(g_h2, g_h, n * 2) == 0 && memcmp(g_du2, g_du, n * 2) == 0,
+                  "relu2 backward with h (n %zu, offset %d): h or du differs from the forward's / the plain backward's",
+                  n, offset);
+            /* h must be a buffer of its own */
+            CHECK(cuda_relu2_backward(dh2_16, dh2_16, dh2_16, u16, n, 0) != 0, "relu2 backward: h aliasing du accepted");
+            dev_free(b_u), dev_free(b_h), dev_free(b_dh), dev_free(b_h2), dev_free(b_dh2);
+            free(u), free(dh), free(h), free(du), free(host16), free(g_h), free(g_du), free(g_h2), free(g_du2);
         }
 }
 
