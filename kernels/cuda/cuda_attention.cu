@@ -3,8 +3,10 @@
  * m16n8k16 with ldmatrix and cp.async (cuda_mma.cuh), so it runs on sm_80 and sm_90.
  *
  * Work split (the FlashAttention-2 scheme, made deterministic)
- *  - A block is 4 warps and owns 64 rows: queries (forward, dq kernel) or keys (dk/dv kernel);
- *    each warp owns 16 of them and holds their accumulators in registers as mma fragments.
+ *  - A block is 4 warps and owns 64 rows: queries (dq kernel) or keys (dk/dv kernel); each warp
+ *    owns 16 of them and holds their accumulators in registers as mma fragments. The forward's
+ *    blocks own 128 query rows for head_dim <= 64, two m16 tiles per warp (FWD_MT), so each K/V
+ *    fragment read from shared memory feeds two products (FlashAttention-2's 128-row tiles).
  *  - The block loops over tiles of the other operand (KT rows: 64, or 32 for head_dim 128 to keep
  *    the accumulators in registers), double-buffered in shared memory by cp.async: the copy of
  *    tile i+1 runs while tile i is multiplied. Shared rows are padded by 16 bytes so the 8 rows
@@ -16,8 +18,8 @@
  *  - Forward: online softmax (running max and sum per row; the sum's quad reduction once at the
  *    end), writes y (bf16) and lse = ln(sum exp(scaled scores)) [B,H,T].
  *  - Backward, no atomics, fixed order everywhere:
- *      D = rowsum(dy * y) (one warp per row);
- *      dq kernel (query tiles): P = exp2(S log2e/sqrt(hd) - lse log2e), dP = dy V^T,
+ *      dq kernel (query tiles): first D = rowsum(dy * y) of its rows (kept for the dk/dv kernel),
+ *        then P = exp2(S log2e/sqrt(hd) - lse log2e), dP = dy V^T,
  *        dS = P (dP - D), dq = dS K over the key tiles in order;
  *      dk/dv kernel (key tiles of one kv head): the transposed products, dV = P^T dy and
  *        dK = dS^T Q, over the group's query heads in head order and their query tiles in order,
@@ -35,6 +37,12 @@ enum { ATT_WARPS = 4, ATT_THREADS = 32 * ATT_WARPS, ATT_ROWS = 16 * ATT_WARPS };
 
 typedef __nv_bfloat16 bf16;
 
+/* m16 tiles per warp in the forward for head_dim <= 64 (1 is the layout of the other kernels; a
+ * build with -DCT_ATT_FWD_MT=1 times it against 2) */
+#ifndef CT_ATT_FWD_MT
+#define CT_ATT_FWD_MT 2
+#endif
+
 template <int HD>
 struct AttCfg {
     static constexpr int LD = HD + 8;             /* bf16 per shared row (16 bytes of padding) */
@@ -43,6 +51,12 @@ struct AttCfg {
     static constexpr int NT = KT / 8;             /* n8 score tiles per KT */
     static constexpr int KSTEPS = HD / 16;        /* k16 steps over head_dim */
     static constexpr int HD_NT = HD / 8;          /* n8 tiles over head_dim */
+    /* m16 row tiles per warp in the forward: two where the accumulators still fit in registers,
+     * so every K and V fragment read from shared memory (ldmatrix) feeds two products instead of
+     * one — with one tile per warp the forward reads shared memory twice as fast as its products
+     * consume it. Each row's arithmetic is the same either way (same bits). */
+    static constexpr int FWD_MT = HD >= 128 ? 1 : CT_ATT_FWD_MT;
+    static constexpr int FWD_ROWS = 16 * ATT_WARPS * FWD_MT; /* query rows per forward block */
 };
 
 /* Rows [row0, row0 + ROWS) of the head at column col0 of a [B*T, ld] bf16 tensor, batch b, into a
@@ -70,11 +84,12 @@ static __device__ __forceinline__ void load_a_frags(bf16x2 (&f)[AttCfg<HD>::KSTE
     for (int kk = 0; kk < C::KSTEPS; kk++) ldsm_x4(f[kk], base + kk * 16);
 }
 
-/* acc (16 x NT*8) += A B^T with B the first NT*8 rows of shared tile b: the dot products of the
- * warp's 16 rows (fragments a) with NT*8 rows of the other operand, over head_dim in order. */
-template <int HD, int NT>
-static __device__ __forceinline__ void mma_rows_dot(float (&acc)[NT][4], const bf16x2 (&a)[AttCfg<HD>::KSTEPS][4],
-                                                    const bf16 *b) {
+/* acc[i] (16 x NT*8) += A_i B^T for the warp's MT m16 tiles (A fragments a[i]) with B the first
+ * NT*8 rows of shared tile b: the dot products of the rows with NT*8 rows of the other operand,
+ * over head_dim in order. Each B fragment is read once for all MT tiles. */
+template <int HD, int NT, int MT>
+static __device__ __forceinline__ void mma_rows_dot_mt(float (&acc)[MT][NT][4],
+                                                       const bf16x2 (&a)[MT][AttCfg<HD>::KSTEPS][4], const bf16 *b) {
     using C = AttCfg<HD>;
     const int lane = threadIdx.x & 31;
     const bf16 *base = b + ((lane & 7) + (lane >> 4) * 8) * C::LD + ((lane >> 3) & 1) * 8;
@@ -85,34 +100,60 @@ static __device__ __forceinline__ void mma_rows_dot(float (&acc)[NT][4], const b
             bf16x2 r[4];
             ldsm_x4(r, base + np * 16 * C::LD + kk * 16);
             const bf16x2 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-            mma_16816(acc[2 * np], a[kk], b0);
-            mma_16816(acc[2 * np + 1], a[kk], b1);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma_16816(acc[i][2 * np], a[i][kk], b0);
+                mma_16816(acc[i][2 * np + 1], a[i][kk], b1);
+            }
         }
     }
 }
-
-/* acc (16 x head_dim) += P B: P the warp's 16 x NT*8 score fragments (rounded to bf16 here), B the
- * first NT*8 rows of shared tile b, summed over those rows in order. */
+/* The same for one m16 tile (the backward kernels). */
 template <int HD, int NT>
-static __device__ __forceinline__ void mma_p_rows(float (&acc)[AttCfg<HD>::HD_NT][4], const float (&p)[NT][4],
-                                                  const bf16 *b) {
+static __device__ __forceinline__ void mma_rows_dot(float (&acc)[NT][4], const bf16x2 (&a)[AttCfg<HD>::KSTEPS][4],
+                                                    const bf16 *b) {
+    mma_rows_dot_mt<HD, NT, 1>(reinterpret_cast<float(&)[1][NT][4]>(acc),
+                               reinterpret_cast<const bf16x2(&)[1][AttCfg<HD>::KSTEPS][4]>(a), b);
+}
+
+/* acc[i] (16 x head_dim) += P_i B for the warp's MT m16 tiles: P_i the tile's 16 x NT*8 score
+ * fragments (rounded to bf16 here), B the first NT*8 rows of shared tile b, summed over those
+ * rows in order. Each B fragment is read once for all MT tiles. */
+template <int HD, int NT, int MT>
+static __device__ __forceinline__ void mma_p_rows_mt(float (&acc)[MT][AttCfg<HD>::HD_NT][4],
+                                                     const float (&p)[MT][NT][4], const bf16 *b) {
     using C = AttCfg<HD>;
     const int lane = threadIdx.x & 31;
     const bf16 *base = b + ((lane & 7) + ((lane >> 3) & 1) * 8) * C::LD + (lane >> 4) * 8;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; kk++) {
-        const bf16x2 a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
-                             pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                             pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+        bf16x2 a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            a[i][0] = pack_bf16x2(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = pack_bf16x2(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = pack_bf16x2(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = pack_bf16x2(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
             bf16x2 r[4];
             ldsm_x4_trans(r, base + kk * 16 * C::LD + np * 16);
             const bf16x2 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-            mma_16816(acc[2 * np], a, b0);
-            mma_16816(acc[2 * np + 1], a, b1);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma_16816(acc[i][2 * np], a[i], b0);
+                mma_16816(acc[i][2 * np + 1], a[i], b1);
+            }
         }
     }
+}
+/* The same for one m16 tile (the backward kernels). */
+template <int HD, int NT>
+static __device__ __forceinline__ void mma_p_rows(float (&acc)[AttCfg<HD>::HD_NT][4], const float (&p)[NT][4],
+                                                  const bf16 *b) {
+    mma_p_rows_mt<HD, NT, 1>(reinterpret_cast<float(&)[1][AttCfg<HD>::HD_NT][4]>(acc),
+                             reinterpret_cast<const float(&)[1][NT][4]>(p), b);
 }
 
 template <int N>
@@ -176,137 +217,137 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     attention_forward_kernel(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, size_t ldv, int T,
                              int H, int KV, float scale_log2) {
     using C = AttCfg<HD>;
-    constexpr int KT = C::KT, NT = C::NT;
+    constexpr int KT = C::KT, NT = C::NT, MT = C::FWD_MT, ROWS = C::FWD_ROWS;
     CT_DYNAMIC_SMEM(smem);
     bf16 *Qs = reinterpret_cast<bf16 *>(smem);
-    bf16 *Ks = Qs + ATT_ROWS * C::LD; /* [2][KT * LD] */
-    bf16 *Vs = Ks + 2 * KT * C::LD;   /* [2][KT * LD] */
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+    bf16 *Ks = Qs + ROWS * C::LD;   /* [2][KT * LD] */
+    bf16 *Vs = Ks + 2 * KT * C::LD; /* [2][KT * LD] */
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ROWS;
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int rows[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
-    const int n_tiles = (min(q0 + ATT_ROWS, T) - 1) / KT + 1; /* key tiles up to the last query */
+    /* warp w's m16 tile i: rows [q0 + 16 (w MT + i), + 16); this lane's two rows of it */
+    int rows[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        rows[i][0] = q0 + 16 * (warp * MT + i) + (lane >> 2);
+        rows[i][1] = rows[i][0] + 8;
+    }
+    const int n_tiles = (min(q0 + ROWS, T) - 1) / KT + 1; /* key tiles up to the last query */
 
     auto stage_kv = [&](int t, int stage) {
         stage_kv_tile<HD>(Ks, Vs, k, v, ldk, ldv, (size_t)g * HD, b, t, stage, T);
     };
-    load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
+    load_tile_async<HD, ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
     stage_kv(0, 0);
     cp_async_commit();
 
-    bf16x2 qf[C::KSTEPS][4];
-    float o[C::HD_NT][4];
-    zero_frags(o);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    bf16x2 qf[MT][C::KSTEPS][4];
+    float o[MT][C::HD_NT][4];
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        zero_frags(o[i]);
+        m[i][0] = m[i][1] = -INFINITY;
+        l[i][0] = l[i][1] = 0.0f;
+    }
     for (int kt = 0; kt < n_tiles; kt++) {
         const int stage = kt & 1;
         pipeline_advance(kt, n_tiles, stage_kv);
         __syncthreads();
-        if (kt == 0) load_a_frags<HD>(qf, Qs, warp * 16);
-        float s[NT][4];
-        zero_frags(s);
-        mma_rows_dot<HD, NT>(s, qf, Ks + stage * KT * C::LD);
+        if (kt == 0)
+#pragma unroll
+            for (int i = 0; i < MT; i++) load_a_frags<HD>(qf[i], Qs, 16 * (warp * MT + i));
+        float s[MT][NT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) zero_frags(s[i]);
+        mma_rows_dot_mt<HD, NT, MT>(s, qf, Ks + stage * KT * C::LD);
         const int k0 = kt * KT;
         const bool masked = k0 + KT > q0; /* the tile crosses the diagonal: some key > some query */
 #pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + 8 * j + frag_col(e);
-                s[j][e] = masked && key > rows[e >> 1] ? -INFINITY : s[j][e] * scale_log2;
-            }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < NT; j++) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 2));
-            const float m_new = fmaxf(m[r], mx); /* finite: every row sees key 0 in tile 0 */
-            const float corr = exp2f(m[r] - m_new);
-            m[r] = m_new;
-            l[r] *= corr;
-#pragma unroll
-            for (int d = 0; d < C::HD_NT; d++) {
-                o[d][2 * r] *= corr;
-                o[d][2 * r + 1] *= corr;
-            }
+        for (int i = 0; i < MT; i++) {
 #pragma unroll
             for (int j = 0; j < NT; j++)
 #pragma unroll
-                for (int e = 2 * r; e < 2 * r + 2; e++) {
-                    s[j][e] = exp2f(s[j][e] - m_new);
-                    l[r] += s[j][e];
+                for (int e = 0; e < 4; e++) {
+                    const int key = k0 + 8 * j + frag_col(e);
+                    s[i][j][e] = masked && key > rows[i][e >> 1] ? -INFINITY : s[i][j][e] * scale_log2;
                 }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < NT; j++) mx = fmaxf(mx, fmaxf(s[i][j][2 * r], s[i][j][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(CT_FULL_MASK, mx, 2));
+                const float m_new = fmaxf(m[i][r], mx); /* finite: every row sees key 0 in tile 0 */
+                const float corr = exp2f(m[i][r] - m_new);
+                m[i][r] = m_new;
+                l[i][r] *= corr;
+#pragma unroll
+                for (int d = 0; d < C::HD_NT; d++) {
+                    o[i][d][2 * r] *= corr;
+                    o[i][d][2 * r + 1] *= corr;
+                }
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 2 * r; e < 2 * r + 2; e++) {
+                        s[i][j][e] = exp2f(s[i][j][e] - m_new);
+                        l[i][r] += s[i][j][e];
+                    }
+            }
         }
-        mma_p_rows<HD, NT>(o, s, Vs + stage * KT * C::LD);
+        mma_p_rows_mt<HD, NT, MT>(o, s, Vs + stage * KT * C::LD);
         __syncthreads(); /* the next iteration's copy overwrites this stage */
     }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(CT_FULL_MASK, l[r], 1);
-        l[r] += __shfl_xor_sync(CT_FULL_MASK, l[r], 2);
-        if (rows[r] < T) {
-            const float inv = 1.0f / l[r];
-            bf16 *dst = y + ((size_t)b * T + rows[r]) * ldq + (size_t)h * HD + frag_col(0);
+    for (int i = 0; i < MT; i++)
 #pragma unroll
-            for (int d = 0; d < C::HD_NT; d++)
-                *reinterpret_cast<bf16x2 *>(dst + 8 * d) = pack_bf16x2(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
-            if (lse && (lane & 3) == 0) lse[stat_index(b, H, h, T, rows[r])] = (m[r] + log2f(l[r])) * ATT_LN2;
+        for (int r = 0; r < 2; r++) {
+            l[i][r] += __shfl_xor_sync(CT_FULL_MASK, l[i][r], 1);
+            l[i][r] += __shfl_xor_sync(CT_FULL_MASK, l[i][r], 2);
+            if (rows[i][r] < T) {
+                const float inv = 1.0f / l[i][r];
+                bf16 *dst = y + ((size_t)b * T + rows[i][r]) * ldq + (size_t)h * HD + frag_col(0);
+#pragma unroll
+                for (int d = 0; d < C::HD_NT; d++)
+                    *reinterpret_cast<bf16x2 *>(dst + 8 * d) =
+                        pack_bf16x2(o[i][d][2 * r] * inv, o[i][d][2 * r + 1] * inv);
+                if (lse && (lane & 3) == 0)
+                    lse[stat_index(b, H, h, T, rows[i][r])] = (m[i][r] + log2f(l[i][r])) * ATT_LN2;
+            }
         }
-    }
 }
 
 /* ---- backward ---- */
 
-enum { DOT_THREADS = 256, DOT_WARPS = DOT_THREADS / 32, DOT_GROUPS = 2 };
-
-/* D[b,h,t] = sum_d dy[b,t,h,d] * y[b,t,h,d] (fp32 of the bf16 values). Each lane takes 8
- * consecutive elements (one 16-byte load of each operand; the rows are 16-byte aligned as the
- * attention kernels' cp.async already requires), so a row is HD/8 lanes and a warp covers
- * 32/(HD/8) rows per group, DOT_GROUPS groups with all loads issued first. Fixed order: the
- * lane's 8 products in element order, then a butterfly over the row's lanes. */
+/* D[r] = sum_d dy[r,d] * y[r,d] (fp32 of the bf16 values) for the ATT_ROWS rows of a block's dy
+ * and y tiles in shared memory, into D_s and, for rows below T, the D of [B,H,T] that the dk/dv
+ * kernel reads. Made by the dq kernel, which owns each query row once and has dy's tile already,
+ * so D costs no pass of its own. Each lane takes 8 consecutive elements (one 16-byte load of
+ * each), a row is HD/8 consecutive lanes; fixed order: the lane's 8 products in element order,
+ * then a butterfly over the row's lanes. All threads call. */
 template <int HD>
-static __global__ void __launch_bounds__(DOT_THREADS)
-    attention_rowdot_kernel(float *D, const bf16 *dy, const bf16 *y, int T, int H, size_t rows) {
-    constexpr int LANES = HD / 8, ROWS = 32 / LANES;
-    const int lane = threadIdx.x & 31, sub = lane % LANES;
-    const size_t first = ((size_t)blockIdx.x * DOT_WARPS + (threadIdx.x >> 5)) * (DOT_GROUPS * ROWS);
-    Bf16V<8> a[DOT_GROUPS], c[DOT_GROUPS];
+static __device__ __forceinline__ void tile_row_dots(float *D_s, float *D, const bf16 *dYs, const bf16 *Ys, int b,
+                                                     int H, int h, int T, int q0) {
+    using C = AttCfg<HD>;
+    constexpr int LANES = HD / 8, ROWS_PER_PASS = ATT_THREADS / LANES;
+    const int sub = threadIdx.x % LANES;
 #pragma unroll
-    for (int g = 0; g < DOT_GROUPS; g++) {
-        const size_t w = first + (size_t)g * ROWS + lane / LANES;
-        if (w < rows) {
-            a[g] = ld_vec<8>(dy + w * HD + 8 * sub);
-            c[g] = ld_vec<8>(y + w * HD + 8 * sub);
-        }
-    }
-#pragma unroll
-    for (int g = 0; g < DOT_GROUPS; g++) {
-        const size_t w = first + (size_t)g * ROWS + lane / LANES;
+    for (int pass = 0; pass < ATT_ROWS / ROWS_PER_PASS; pass++) {
+        const int r = pass * ROWS_PER_PASS + threadIdx.x / LANES;
+        const Bf16V<8> a = ld_vec<8>(dYs + r * C::LD + 8 * sub), c = ld_vec<8>(Ys + r * C::LD + 8 * sub);
         float acc = 0.0f;
-        if (w < rows) {
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc = fmaf(from_bf16(a[g].v[e]), from_bf16(c[g].v[e]), acc);
-        }
+        for (int e = 0; e < 8; e++) acc = fmaf(from_bf16(a.v[e]), from_bf16(c.v[e]), acc);
 #pragma unroll
         for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(CT_FULL_MASK, acc, o);
-        if (w < rows && sub == 0) {
-            const size_t n = w / (size_t)H;
-            const int h = (int)(w % (size_t)H);
-            const size_t b = n / (size_t)T, t = n % (size_t)T;
-            D[(b * H + h) * T + t] = acc;
+        if (sub == 0) {
+            D_s[r] = acc;
+            if (q0 + r < T) D[stat_index(b, H, h, T, q0 + r)] = acc;
         }
     }
-}
-
-template <int HD>
-static int launch_rowdot(float *D, const bf16 *dy, const bf16 *y, int T, int H, size_t rows, cudaStream_t stream) {
-    constexpr int ROWS_PER_BLOCK = DOT_WARPS * DOT_GROUPS * (32 / (HD / 8));
-    attention_rowdot_kernel<HD><<<ct_blocks(rows, ROWS_PER_BLOCK), DOT_THREADS, 0, stream>>>(D, dy, y, T, H, rows);
-    CT_LAUNCHED("attention_backward_rowdot", stream);
-    return 0;
 }
 
 /* At ptxas's default register budget for 128 threads (168) the head_dim 64 instance spills 8
@@ -317,16 +358,18 @@ static int launch_rowdot(float *D, const bf16 *dy, const bf16 *y, int T, int H, 
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
-    attention_backward_dq_kernel(float *dq, const bf16 *dy, const bf16 *q, const bf16 *k, const bf16 *v,
-                                 size_t ldv, const float *lse, const float *D, int T, int H, int KV, float scale,
+    attention_backward_dq_kernel(float *dq, float *D, const bf16 *dy, const bf16 *q, const bf16 *k, const bf16 *v,
+                                 size_t ldv, const bf16 *y, const float *lse, int T, int H, int KV, float scale,
                                  float scale_log2) {
     using C = AttCfg<HD>;
     constexpr int KT = C::KT, NT = C::NT;
     CT_DYNAMIC_SMEM(smem);
     bf16 *Qs = reinterpret_cast<bf16 *>(smem);
     bf16 *dYs = Qs + ATT_ROWS * C::LD;
-    bf16 *Ks = dYs + ATT_ROWS * C::LD; /* [2][KT * LD] */
-    bf16 *Vs = Ks + 2 * KT * C::LD;    /* [2][KT * LD] */
+    bf16 *Ys = dYs + ATT_ROWS * C::LD;
+    bf16 *Ks = Ys + ATT_ROWS * C::LD; /* [2][KT * LD] */
+    bf16 *Vs = Ks + 2 * KT * C::LD;   /* [2][KT * LD] */
+    float *D_s = reinterpret_cast<float *>(Vs + 2 * KT * C::LD); /* [ATT_ROWS] */
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
@@ -339,16 +382,13 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
     };
     load_tile_async<HD, ATT_ROWS>(Qs, q, ldq, (size_t)h * HD, b, q0, T);
     load_tile_async<HD, ATT_ROWS>(dYs, dy, ldq, (size_t)h * HD, b, q0, T);
+    load_tile_async<HD, ATT_ROWS>(Ys, y, ldq, (size_t)h * HD, b, q0, T);
     stage_kv(0, 0);
     cp_async_commit();
 
-    float lse2[2], Dr[2]; /* rows past T read row T-1's statistics: finite, never stored */
+    float lse2[2], Dr[2]; /* rows past T read row T-1's lse and D = 0 (zero tiles): finite, never stored */
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const size_t i = stat_index(b, H, h, T, min(rows[r], T - 1));
-        lse2[r] = lse[i] * ATT_LOG2E;
-        Dr[r] = D[i];
-    }
+    for (int r = 0; r < 2; r++) lse2[r] = lse[stat_index(b, H, h, T, min(rows[r], T - 1))] * ATT_LOG2E;
     bf16x2 qf[C::KSTEPS][4], df[C::KSTEPS][4];
     float acc[C::HD_NT][4];
     zero_frags(acc);
@@ -356,9 +396,13 @@ static __global__ void __launch_bounds__(ATT_THREADS, CT_ATT_DQ_MIN_BLOCKS)
         const int stage = kt & 1;
         pipeline_advance(kt, n_tiles, stage_kv);
         __syncthreads();
-        if (kt == 0) {
+        if (kt == 0) { /* the first copies (q, dy, y tiles) have landed */
             load_a_frags<HD>(qf, Qs, warp * 16);
             load_a_frags<HD>(df, dYs, warp * 16);
+            tile_row_dots<HD>(D_s, D, dYs, Ys, b, H, h, T, q0);
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < 2; r++) Dr[r] = D_s[warp * 16 + (lane >> 2) + 8 * r];
         }
         const bf16 *Kt = Ks + stage * KT * C::LD, *Vt = Vs + stage * KT * C::LD;
         float s[NT][4], dp[NT][4];
@@ -491,15 +535,16 @@ static int check_shape(int T, int H, int KV, int hd, int ld_v, const void *v) {
 
 template <int HD>
 static size_t forward_smem() {
-    return (size_t)(ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16);
+    return (size_t)(AttCfg<HD>::FWD_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16);
 }
 template <int HD>
 static size_t dq_smem() {
-    return (size_t)(2 * ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16);
+    return (size_t)(3 * ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16) + ATT_ROWS * sizeof(float);
 }
 template <int HD>
 static size_t dkv_smem() {
-    return dq_smem<HD>() + 4 * AttCfg<HD>::KT * sizeof(float);
+    return (size_t)(2 * ATT_ROWS + 4 * AttCfg<HD>::KT) * AttCfg<HD>::LD * sizeof(bf16) +
+           4 * AttCfg<HD>::KT * sizeof(float);
 }
 
 template <int HD>
@@ -510,7 +555,7 @@ static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, con
                                      (int)smem),
                 "attention_forward: cudaFuncSetAttribute");
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HD);
-    dim3 grid(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
+    dim3 grid(ct_blocks((size_t)T, AttCfg<HD>::FWD_ROWS), (unsigned)H, (unsigned)B);
     attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, ldv, T, H, KV, scale_log2);
     CT_LAUNCHED("attention_forward", stream);
     return 0;
@@ -535,8 +580,8 @@ extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_hea
 
 template <int HD>
 static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
-                           const bf16 *v, size_t ldv, const float *lse, const float *D, int B, int T, int H, int KV,
-                           cudaStream_t stream) {
+                           const bf16 *v, size_t ldv, const bf16 *y, const float *lse, float *D, int B, int T, int H,
+                           int KV, cudaStream_t stream) {
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = ATT_LOG2E / sqrtf((float)HD);
     const size_t smem_q = dq_smem<HD>(), smem_kv = dkv_smem<HD>();
     CT_CUDA_TRY(cudaFuncSetAttribute(attention_backward_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -547,8 +592,9 @@ static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const
                 "attention_backward_dkv: cudaFuncSetAttribute");
     dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
     dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)KV, (unsigned)B);
-    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, dy, q, k, v, ldv, lse, D, T, H, KV,
-                                                                             scale, scale_log2);
+    /* the dq kernel also makes D, which the dk/dv kernel reads: launched first, same stream */
+    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, D, dy, q, k, v, ldv, y, lse, T, H,
+                                                                             KV, scale, scale_log2);
     CT_LAUNCHED("attention_backward_dq", stream);
     attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(dk, dv, dy, q, k, v, ldv, lse, D, T,
                                                                                  H, KV, scale, scale_log2);
@@ -564,17 +610,13 @@ extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, c
     if (check_shape(T, n_heads, n_kv_heads, head_dim, ld_v, v) != 0) return -1;
     if (((uintptr_t)dv_bf16 & 3) != 0) return ct_fail("cuda attention: dv must be 4-byte aligned (bf16 pairs)");
     float *D = scratch;
-    const size_t rows = (size_t)B * T * n_heads;
-    const int rc = head_dim == 64    ? launch_rowdot<64>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream)
-                   : head_dim == 128 ? launch_rowdot<128>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream)
-                                     : launch_rowdot<32>(D, host_as_bf(dy), host_as_bf(y), T, n_heads, rows, stream);
-    if (rc != 0) return rc;
     bf16 *dv = host_as_bf(dv_bf16);
     const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
+    const bf16 *yb = host_as_bf(y);
     const size_t ldv = (size_t)ld_v;
     if (head_dim == 64)
-        return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
+        return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
     if (head_dim == 128)
-        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
-    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, ldv, lse, D, B, T, n_heads, n_kv_heads, stream);
+        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
+    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
 }

@@ -28,6 +28,24 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #define Y_TOL 1e-2
 #define GRAD_TOL 2e-2
 
+/* The backward's scratch contract: D[b,h,t] = sum_d dy * y in its fixed order — each run of 8
+ * elements an fma chain from 0, then the runs summed pairwise as a butterfly (lane l adds lane
+ * l ^ o for o = runs/2 .. 1) — so the fp32 bits are known exactly. dy, y: [B*T, H*hd] values. */
+static float fixed_order_row_dot(const float *dy, const float *y, int hd) {
+    float acc[16];
+    const int runs = hd / 8;
+    for (int l = 0; l < runs; l++) {
+        acc[l] = 0.0f;
+        for (int e = 0; e < 8; e++) acc[l] = fmaf(dy[8 * l + e], y[8 * l + e], acc[l]);
+    }
+    for (int o = runs / 2; o > 0; o >>= 1) {
+        float next[16];
+        for (int l = 0; l < runs; l++) next[l] = acc[l] + acc[l ^ o];
+        memcpy(acc, next, sizeof next);
+    }
+    return acc[0];
+}
+
 static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) {
     uint64_t rng = seed;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd, ns = (size_t)B * H * T;
@@ -79,6 +97,17 @@ static void check_attention(int B, int T, int H, int KV, int hd, uint64_t seed) 
     CHECK_REL("dq (=)", g_dq, r_dq, nq, GRAD_TOL);
     CHECK_REL("dk (=)", g_dk, r_dk, nkv, GRAD_TOL);
     CHECK_REL("dv (= bf16)", g_dv, r_dv, nkv, GRAD_TOL);
+    float *g_D = host_from_dev(d_scr, ns);
+    size_t bad_D = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const size_t row = ((size_t)b * T + t) * H * hd + (size_t)h * hd;
+                const float want = fixed_order_row_dot(dy + row, g_y + row, hd);
+                bad_D += memcmp(&g_D[((size_t)b * H + h) * T + t], &want, sizeof want) != 0;
+            }
+    CHECK(bad_D == 0, "D = rowsum(dy * y): %zu of %zu rows differ from the fixed-order sum", bad_D, ns);
+    free(g_D);
 
     /* determinism: run the backward again over poisoned buffers */
     dev_put(d_dq, r_dq, nq * sizeof(float));
