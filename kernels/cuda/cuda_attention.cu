@@ -472,6 +472,11 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     float dka[C::HD_NT][4], dva[C::HD_NT][4];
     zero_frags(dka);
     zero_frags(dva);
+    /* The warp's K and V fragments (A operands of S^T and dP^T) are read from shared memory once
+     * and kept in registers where they fit (head_dim <= 64: 32 registers, within the 2 blocks
+     * per SM the kernel runs at anyway); head_dim 128 reads them again every iteration. */
+    constexpr bool KEEP_KV = HD <= 64;
+    bf16x2 kf[C::KSTEPS][4], vf[C::KSTEPS][4];
     for (int it = 0; it < n_iter; it++) {
         const int stage = it & 1;
         pipeline_advance(it, n_iter, stage_queries);
@@ -482,16 +487,12 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         float st[NT][4], dpt[NT][4];
         zero_frags(st);
         zero_frags(dpt);
-        {
-            bf16x2 kf[C::KSTEPS][4];
+        if (it == 0 || !KEEP_KV) { /* the block's K and V tiles have landed with iteration 0's copies */
             load_a_frags<HD>(kf, Ks, warp * 16);
-            mma_rows_dot<HD, NT>(st, kf, Qt); /* S^T = K Q^T */
-        }
-        {
-            bf16x2 vf[C::KSTEPS][4];
             load_a_frags<HD>(vf, Vs, warp * 16);
-            mma_rows_dot<HD, NT>(dpt, vf, dYt); /* dP^T = V dy^T */
         }
+        mma_rows_dot<HD, NT>(st, kf, Qt);  /* S^T = K Q^T */
+        mma_rows_dot<HD, NT>(dpt, vf, dYt); /* dP^T = V dy^T */
         const bool masked = qs < k0 + ATT_ROWS; /* some query of the tile precedes some key */
 #pragma unroll
         for (int j = 0; j < NT; j++)
