@@ -351,7 +351,8 @@ static __device__ __forceinline__ void tile_row_dots(float *D_s, float *D, const
 }
 
 /* At ptxas's default register budget for 128 threads (168) the head_dim 64 instance spills 8
- * bytes; a minimum of 2 blocks per SM lets it take the ~220 registers it needs. */
+ * bytes; a minimum of 2 blocks per SM lets it take the 220-226 registers it needs (sm_80 / sm_90,
+ * docs/cuda.md's register table). */
 #ifndef CT_ATT_DQ_MIN_BLOCKS
 #define CT_ATT_DQ_MIN_BLOCKS 2
 #endif
