@@ -26,15 +26,19 @@ extern "C" int cuda_check_cublas(cublasStatus_t status, const char *what) {
     return ct_fail("%s: cuBLAS error %s (%d)", what, cublasGetStatusString(status), (int)status);
 }
 
-extern "C" int cuda_check_launch(const char *kernel, cudaStream_t stream) {
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return ct_fail("CUDA kernel %s: launch failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+extern "C" int cuda_debug_sync_on(void) {
     if (debug_sync < 0) {
         const char *env = getenv("CT_CUDA_DEBUG_SYNC");
         debug_sync = env && env[0] == '1';
     }
-    if (debug_sync) {
+    return debug_sync;
+}
+
+extern "C" int cuda_check_launch(const char *kernel, cudaStream_t stream) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return ct_fail("CUDA kernel %s: launch failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+    if (cuda_debug_sync_on()) {
         e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess)
             return ct_fail("CUDA kernel %s: failed while running: %s (%s)", kernel, cudaGetErrorString(e),

@@ -48,6 +48,9 @@ typedef uint16_t ct_bf16;
  * kernel's name (slow; for debugging). Also enabled by the environment variable
  * CT_CUDA_DEBUG_SYNC=1 at the first launch. */
 void cuda_set_debug_sync(int on);
+/* Whether launches are synchronised (cuda_set_debug_sync, or CT_CUDA_DEBUG_SYNC=1): work that
+ * cannot be synchronised, such as a stream capture, is then better not attempted. */
+int cuda_debug_sync_on(void);
 /* After a kernel launch: cudaGetLastError (and the debug synchronisation); -1 + ct_fail naming
  * `kernel` on failure. Used by every launcher; exported for the backend's own launches. */
 int cuda_check_launch(const char *kernel, cudaStream_t stream);

@@ -44,6 +44,10 @@ float *backend_cuda_device_grads(Backend *b) {
     (void)b;
     return NULL;
 }
+void backend_cuda_graph_counts(Backend *b, long long *captures, long long *launches) {
+    (void)b;
+    *captures = *launches = 0;
+}
 void *backend_cuda_stream(Backend *b) {
     (void)b;
     return NULL;
@@ -112,6 +116,16 @@ typedef struct {
     int ns_fp32;
     int chunk; /* logits chunk (tokens) */
     int grads_on_host; /* grad_buffer() handed out the host gradients: upload before stepping */
+
+    /* A training micro-batch's forward and backward as one CUDA graph (docs/cuda.md, "CUDA
+     * graph"): a few hundred launches become one. Captured at the second forward_backward (the first warms
+     * cuBLAS and the kernels' attributes up), again when the loss weight changes (its logits
+     * kernels take it as an argument); every pointer it holds is fixed at creation. */
+    int graph_on;            /* cuda_graph = 1, no debug synchronisation, no failed capture yet */
+    int graph_warm;          /* a micro-batch has run launch by launch */
+    cudaGraphExec_t graph;   /* NULL until captured */
+    float graph_loss_weight; /* the loss weight graph was captured with */
+    long long graph_captures, graph_launches;
 
     /* the one device allocation and its accounting */
     void *arena;
@@ -489,12 +503,65 @@ static int backward_blocks(CudaBackend *cb) {
     /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
     TRY(cuda_add_inplace(dx, cb->dx0, ND, st));
     TRY(zero(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
-    TRY(cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st));
+    return cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st);
+}
+
+/* The embedding's weight gradient from d emb (in dxf): its grid is the number of distinct token
+ * ids of the micro-batch, known on the host only, so it stays out of the micro-batch graph. */
+static int embedding_backward(CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
     const int32_t *positions = cb->d_tok + 2 * (size_t)cb->N;
     const int32_t *starts = positions + cb->N, *rows = starts + cb->V + 1;
     TRY(cuda_embedding_backward(cb->d_grads + s->params[s->tok_emb].offset, cb->dxf, rows, starts, positions,
-                                cb->emb_rows, D, st));
+                                cb->emb_rows, cb->D, cb->stream));
     return backend_grad_ready(&cb->base, model_grad_num_stages(s) - 1);
+}
+
+/* Everything of a training micro-batch between the token upload and the embedding backward:
+ * the forward, the logits and loss with their backward, the loss download, the blocks'
+ * backward. Queued on the stream (no synchronisation), so it can be captured as it is. */
+static int micro_batch_body(CudaBackend *cb, float loss_weight) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int N = cb->N;
+    TRY(forward_blocks(cb, cb->B));
+    TRY(zero(cb, cb->dxf, (size_t)N * cb->D * sizeof(float), "cuda: zeroing d xf"));
+    const int out = out_index(cb);
+    TRY(cuda_logits_ce_forward_backward(cb->blas, cb->dxf, cb->d_grads + s->params[out].offset, cb->losses, cb->xf16,
+                                        cb->w16[out], cb->d_tok + N, N, cb->D, cb->V, s->softcap, loss_weight, cb->z,
+                                        cb->dz, cb->chunk, cb->stream));
+    TRY(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
+    TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
+                   "cuda: loss download"));
+    TRY(backend_grad_ready(&cb->base, 0));
+    return backward_blocks(cb);
+}
+
+/* Captures micro_batch_body into cb->graph. A capture that fails (a CUDA or cuBLAS call that
+ * cannot be captured in this environment) is not an error: the run goes on launch by launch,
+ * with one warning, and the micro-batch is run that way by the caller. */
+static int capture_micro_batch(CudaBackend *cb, float loss_weight) {
+    if (cb->graph) {
+        cudaGraphExecDestroy(cb->graph);
+        cb->graph = NULL;
+    }
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed);
+    const int body = e == cudaSuccess ? micro_batch_body(cb, loss_weight) : 0;
+    if (e == cudaSuccess) e = cudaStreamEndCapture(cb->stream, &g); /* also when the body failed: ends the capture */
+    if (e == cudaSuccess && body == 0) e = cudaGraphInstantiate(&cb->graph, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e == cudaSuccess && body == 0) {
+        cb->graph_loss_weight = loss_weight;
+        cb->graph_captures++;
+        return 0;
+    }
+    (void)cudaGetLastError(); /* the failed capture's error is not the next launch's */
+    cb->graph = NULL;
+    cb->graph_on = 0;
+    fprintf(stderr, "ctrain: warning: device = cuda: the micro-batch could not be captured as a CUDA graph (%s); "
+                    "this run launches its kernels one by one\n",
+            body != 0 ? ct_error() : cudaGetErrorString(e));
+    return 0;
 }
 
 static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
@@ -510,17 +577,18 @@ static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_
         cb->grads_on_host = 0;
     }
     TRY(load_tokens(cb, tokens, N, 1));
-    TRY(forward_blocks(cb, cb->B));
-    TRY(zero(cb, cb->dxf, (size_t)N * cb->D * sizeof(float), "cuda: zeroing d xf"));
-    const int out = out_index(cb);
-    TRY(cuda_logits_ce_forward_backward(cb->blas, cb->dxf, cb->d_grads + s->params[out].offset, cb->losses, cb->xf16,
-                                        cb->w16[out], cb->d_tok + N, N, cb->D, cb->V, s->softcap, loss_weight, cb->z,
-                                        cb->dz, cb->chunk, cb->stream));
-    TRY(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
-    TRY(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
-                   "cuda: loss download"));
-    TRY(backend_grad_ready(b, 0));
-    TRY(backward_blocks(cb));
+    /* the graph holds no gradient-ready reports: a micro-batch whose backward reports them (the
+     * last of a step in an NCCL job) is launched op by op */
+    const int graphed = cb->graph_on && cb->graph_warm && !b->grad_ready;
+    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight)) TRY(capture_micro_batch(cb, loss_weight));
+    if (graphed && cb->graph) {
+        TRY(cuda_check(cudaGraphLaunch(cb->graph, cb->stream), "cuda: launching the micro-batch's CUDA graph"));
+        cb->graph_launches++;
+    } else {
+        TRY(micro_batch_body(cb, loss_weight));
+        cb->graph_warm = 1;
+    }
+    TRY(embedding_backward(cb));
     TRY(sync_stream(cb, "cuda forward_backward"));
     *mean_loss = cb->h_scalars[0] / N;
     TRY(backend_check_loss(*mean_loss));
@@ -707,6 +775,11 @@ int backend_cuda_sync_from_host(Backend *b) { return copy_state((CudaBackend *)b
 
 void backend_cuda_set_ns_fp32(Backend *b, int on) { ((CudaBackend *)b)->ns_fp32 = on ? 1 : 0; }
 float *backend_cuda_device_grads(Backend *b) { return ((CudaBackend *)b)->d_grads; }
+void backend_cuda_graph_counts(Backend *b, long long *captures, long long *launches) {
+    const CudaBackend *cb = (const CudaBackend *)b;
+    *captures = cb->graph_captures;
+    *launches = cb->graph_launches;
+}
 void *backend_cuda_stream(Backend *b) { return (void *)((CudaBackend *)b)->stream; }
 
 int backend_cuda_memory(Backend *b, CudaMemoryReport *r) {
@@ -747,6 +820,7 @@ static void cuda_destroy(Backend *b) {
     CudaBackend *cb = (CudaBackend *)b;
     if (!cb) return;
     if (cb->stream) cudaStreamSynchronize(cb->stream);
+    if (cb->graph) cudaGraphExecDestroy(cb->graph);
     if (cb->blas) cublasDestroy(cb->blas);
     if (cb->arena) cudaFree(cb->arena);
     if (cb->h_tok) cudaFreeHost(cb->h_tok);
@@ -862,6 +936,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->L = s->num_layers;
     cb->QKV = s->dim + 2 * s->kv_dim;
     cb->device = device;
+    cb->graph_on = cfg->cuda_graph && !cuda_debug_sync_on(); /* a synchronised launch cannot be captured */
     {
         int ns = 0;
         cb->ns_fp32 = ct_env_nonneg_int("CT_CUDA_NS_FP32", &ns) == 0 && ns == 1;
@@ -939,9 +1014,11 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
         /* the start banner's line: device and memory (the full split stays in describe) */
         const double GiB = 1024.0 * 1024.0 * 1024.0;
         snprintf(cb->base.detail, sizeof cb->base.detail,
-                 "device %d %.80s (sm_%d%d), %.2f GiB allocated (state %.2f, activations %.2f, work %.2f) of %.1f",
+                 "device %d %.80s (sm_%d%d), %.2f GiB allocated (state %.2f, activations %.2f, work %.2f) of %.1f, "
+                 "micro-batches %s",
                  device, cb->device_name, cb->cc_major, cb->cc_minor, cb->arena_bytes / GiB, cb->state_bytes / GiB,
-                 cb->act_bytes / GiB, cb->work_bytes / GiB, cb->total_mem / GiB);
+                 cb->act_bytes / GiB, cb->work_bytes / GiB, cb->total_mem / GiB,
+                 cb->graph_on ? "as a CUDA graph" : "launch by launch");
     }
     *out = &cb->base;
     return 0;

@@ -55,11 +55,17 @@ void backend_cuda_set_ns_fp32(Backend *b, int on);
  * with ct_error() set, if the download fails); the next forward_backward or optimizer_step then
  * uploads the (possibly reduced) host gradients before using them. */
 float *backend_cuda_device_grads(Backend *b);
+/* How many times the training micro-batch was captured as a CUDA graph and how many micro-batches
+ * ran as a launch of it (cuda_graph = 1: the first micro-batch, those that report gradient stages
+ * to Backend.grad_ready, and all after a failed capture run launch by launch). */
+void backend_cuda_graph_counts(Backend *b, long long *captures, long long *launches);
 /* The cudaStream_t every kernel of the backend runs on, as void*. */
 void *backend_cuda_stream(Backend *b);
 
 /* Memory accounting for logging. Everything is allocated at creation, so these are also the
- * peaks: nothing is allocated afterwards (cuBLAS gets a fixed workspace). */
+ * peaks: nothing is allocated afterwards (cuBLAS gets a fixed workspace) but the micro-batch's
+ * CUDA graph (cuda_graph = 1), whose few hundred nodes CUDA keeps in a small allocation of its
+ * own. */
 typedef struct {
     char device_name[256];
     int cc_major, cc_minor, device_index;

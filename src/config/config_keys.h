@@ -87,6 +87,8 @@
       "device=cuda: auto (NCCL when world > 1) | on (also with one rank: checks the multi-GPU path) | off (one rank only)") \
     X(grad_bucket_mb, FLOAT, "8", "run", FREE,                                                      \
       "NCCL gradient buckets (MB), reduced while the last micro-batch's backward goes on") \
+    X(cuda_graph, BOOL, "1", "run", FREE,                                                         \
+      "device=cuda: replay each micro-batch's forward and backward as one CUDA graph (same kernels, same bits, no per-kernel launch cost); 0 = launch kernel by kernel") \
     X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")
 
 #endif

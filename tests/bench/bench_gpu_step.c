@@ -8,8 +8,9 @@
  * Prints ms per step (median over the timed steps, after one warm-up step), tokens/s, the
  * model FLOP rate (docs/model.md's count), MFU against the bf16 matrix-product rate measured in
  * the same run (cuBLAS, 8192^3, best of 10) and the backend's memory report.
- * Usage: bench_gpu_step [steps] [small|baseline|wide|both|all]   (defaults 5, both = small and
- * baseline)
+ * Usage: bench_gpu_step [steps] [small|baseline|wide|both|all] [key=value ...]   (defaults 5, both =
+ * small and baseline; key=value pairs set configuration keys in every run, e.g. cuda_graph=0 to
+ * time the micro-batches launch by launch against the default CUDA graph)
  * Without a CUDA device (or a build without CUDA) it prints SKIP and exits 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -71,6 +72,9 @@ static double measure_peak(void) {
     return 2.0 * n * n * (double)n / (best * 1e-3) * 1e-12;
 }
 
+static char **overrides; /* key=value from the command line, set in every run */
+static int n_overrides;
+
 static void run(const char *label, const char *const kv[][2], size_t n_kv, int steps) {
     Config cfg;
     config_init(&cfg);
@@ -80,6 +84,10 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
             exit(1);
         }
     config_set(&cfg, "train_files", "unused", 2, "bench");
+    if (config_apply_args(&cfg, n_overrides, overrides) != 0) {
+        fprintf(stderr, "bench_gpu_step: %s\n", ct_error());
+        exit(2);
+    }
     TrainState st;
     Backend *b = NULL;
     if (train_state_init(&st, &cfg) != 0 || backend_cuda_create(&b, &cfg, &st) != 0) {
@@ -125,6 +133,10 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
     printf("BENCH gpu_%s_tokens_per_s %.0f\n", label, tokens / (med / 1000.0));
     printf("BENCH gpu_%s_model_tflops %.2f\n", label, tflops);
     printf("BENCH gpu_%s_mfu %.4f\n", label, tflops / peak_tflops);
+    long long captures, launches;
+    backend_cuda_graph_counts(b, &captures, &launches);
+    printf("  CUDA graph (cuda_graph = %lld): %lld captures, %lld of %d micro-batches launched as the graph\n",
+           (long long)cfg.cuda_graph, captures, launches, (steps + 1) * accum);
     b->destroy(b);
     train_state_free(&st);
     config_free(&cfg);
@@ -140,6 +152,8 @@ int main(int argc, char **argv) {
     }
     int steps = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 5;
     const char *which = argc > 2 ? argv[2] : "both";
+    overrides = argv + 3;
+    n_overrides = argc > 3 ? argc - 3 : 0;
     static const char *const small[][2] = {{"vocab_size", "1024"},       {"num_layers", "4"},
                                            {"model_dim", "256"},         {"num_heads", "4"},
                                            {"num_kv_heads", "2"},        {"train_seq_len", "256"},

@@ -3,7 +3,8 @@
 # through the KVS, the bucketed gradient reduction overlapped with the backward, Muon sharded
 # with its device sum; the run must equal the one without NCCL (nccl=off) bit for bit: every
 # logged loss and every tensor of the final checkpoint. Also `launch-check --nccl` on one rank,
-# and a resume across the two paths. Needs a CUDA GPU (skips without one; make test-gpu
+# and a resume across the two paths; and the micro-batches' CUDA graph against cuda_graph=0, bit
+# for bit. Needs a CUDA GPU (skips without one; make test-gpu
 # requires it).
 source "$CT_ROOT/tests/cli/lib.sh"
 unset CUDA_VISIBLE_DEVICES # lib.sh hides GPUs from the CPU tests; this one needs one
@@ -35,6 +36,17 @@ if grep -q '^nccl:' off.log; then fail nccl_off_no_nccl "$(grep -m1 '^nccl:' off
 if [ -n "$(losses off)" ] && [ "$(losses off)" = "$(losses on)" ]; then pass losses_bitwise
 else fail losses_bitwise "$(diff <(losses off) <(losses on) | head -4)"; fi
 expect_ok weights_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 on/checkpoints/step_00000012.h5
+
+# the micro-batches as a CUDA graph (the default) against launch by launch: the same bits
+run nograph nccl=off cuda_graph=0 && pass train_without_graph || fail train_without_graph "$(tail -3 nograph.log)"
+expect_grep graph_in_banner 'micro-batches as a CUDA graph' off.log
+expect_grep no_graph_in_banner 'micro-batches launch by launch' nograph.log
+if grep -q 'could not be captured' off.log on.log; then fail graph_captured "$(grep -h -m1 'could not be captured' off.log on.log)"
+else pass graph_captured; fi
+if [ -n "$(losses off)" ] && [ "$(losses off)" = "$(losses nograph)" ]; then pass graph_losses_bitwise
+else fail graph_losses_bitwise "$(diff <(losses off) <(losses nograph) | head -4)"; fi
+expect_ok graph_weights_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 \
+    nograph/checkpoints/step_00000012.h5
 
 # a checkpoint written without NCCL resumes with it (and the run ends where the others did)
 run mixed nccl=on resume="$WORK/off/checkpoints/step_00000006.h5" && pass resume_with_nccl || fail resume_with_nccl "$(tail -3 mixed.log)"

@@ -1,5 +1,6 @@
 # launch_to_cpp.py — tests/gpu_emu: rewrites a .cu file's kernel launches
-#   kernel<<<grid, block, smem, stream>>>(args);  ->  emu_launch(dim3(grid), dim3(block), [&] { kernel(args); });
+#   kernel<<<grid, block, smem, stream>>>(args);  ->  emu_launch(dim3(grid), dim3(block), [=] { kernel(args); });
+#   (the arguments by value: a launch recorded while a stream captures runs after its caller returned)
 # so the unchanged CUDA sources compile as C++ against the emulation shim.
 # Usage: launch_to_cpp.py in.cu out.cpp
 import re, sys
@@ -31,6 +32,6 @@ while True:
             if depth==0: break
         e+=1
     args=src[k+1:e]
-    out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [&] {{ {name}({args}); }})'
+    out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [=] {{ {name}({args}); }})'
     i=e+1
 open(sys.argv[2],'w').write(out)

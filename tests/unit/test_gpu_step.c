@@ -1,8 +1,8 @@
 /* test_gpu_step.c — the whole CUDA backend against the CPU backend: same configuration, same
  * initial weights, same tokens; forward/backward, evaluation and several optimizer steps
  * (accumulation over 2 micro-batches, tied and untied embeddings, with and without clipping),
- * then every tensor compared. Also: bitwise determinism of two CUDA runs, the grad_buffer
- * round trip and the state sync. Rules in test_gpu.h.
+ * then every tensor compared. Also: bitwise determinism of two CUDA runs, the micro-batch's
+ * CUDA graph against launch by launch, the grad_buffer round trip and the state sync. Rules in test_gpu.h.
  *
  * The model is small but has every feature: 4 layers (2 encoder, 2 decoder, 2 U-Net skips),
  * dim 128, 2 query heads / 1 kv head of head_dim 64 (GQA), T = 96 (not a multiple of the 64-row
@@ -292,6 +292,84 @@ static void two_runs_bitwise_identical(void) {
     config_free(&cfg);
 }
 
+/* cuda_graph = 1 (the default) against cuda_graph = 0: the same losses, gradient norms and state,
+ * bitwise, over three steps of two micro-batches. The graph is captured at the second
+ * micro-batch and again when the loss weight changes (the third step's), and replayed for the
+ * others: 2 captures, 5 launches of 6 micro-batches. A third run whose capture fails — launches
+ * synchronised after creation, which a stream capture cannot hold — goes on launch by launch with
+ * the same bits. */
+static void cuda_graph_matches_launches(void) {
+    REQUIRE_GPU();
+    const int debug_sync_was = cuda_debug_sync_on();
+    cuda_set_debug_sync(0); /* a CT_CUDA_DEBUG_SYNC=1 environment would turn the graph off */
+    Config cfg, eager_cfg;
+    make_config(&cfg, 0, 1.0);
+    make_config(&eager_cfg, 0, 1.0);
+    CHECK(cfg.cuda_graph == 1, "cuda_graph defaults to %lld, expected 1", (long long)cfg.cuda_graph);
+    CHECK(config_set(&eager_cfg, "cuda_graph", "0", 2, "test") == 0, "cuda_graph=0: %s", ct_error());
+    TrainState sg, se, sf, spare;
+    make_states(&sg, &se, &cfg);
+    make_states(&sf, &spare, &cfg);
+    const ModelSpec *s = &sg.spec;
+    const size_t bytes = s->total_floats * sizeof(float);
+    memcpy(sf.params, sg.params, bytes);
+    Backend *g = make_cuda(&cfg, &sg, 0), *e = make_cuda(&eager_cfg, &se, 0), *f = make_cuda(&cfg, &sf, 0);
+    CHECK(g && e && f, "cuda backend: %s", ct_error());
+    Backend *run[3] = {g, e, f};
+    const char *names[3] = {"graph", "launch by launch", "failed capture"};
+    const size_t span = (size_t)g->micro_batch_seqs * g->seq_len + 1;
+    /* each backend's whole run, one after another: the failed-capture run needs synchronised launches */
+    double losses[3][STEPS * ACCUM], norms[3][STEPS];
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) cuda_set_debug_sync(1);
+        for (int step = 0; step < STEPS; step++) {
+            const float weight = step < 2 ? 0.5f : 0.25f;
+            for (int m = 0; m < ACCUM; m++) {
+                uint32_t *tok = make_tokens(span, s->vocab, 4000 + (uint64_t)(step * ACCUM + m));
+                CHECK(run[k]->forward_backward(run[k], tok, weight, &losses[k][step * ACCUM + m]) == 0,
+                      "%s: fb: %s", names[k], ct_error());
+                free(tok);
+            }
+            StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+            CHECK(run[k]->optimizer_step(run[k], &h, &norms[k][step]) == 0, "%s: step: %s", names[k], ct_error());
+        }
+        cuda_set_debug_sync(0);
+    }
+    cuda_set_debug_sync(debug_sync_was);
+    long long captures[3], launches[3];
+    for (int k = 0; k < 3; k++) backend_cuda_graph_counts(run[k], &captures[k], &launches[k]);
+    CHECK(captures[0] == 2 && launches[0] == STEPS * ACCUM - 1,
+          "graph run: %lld captures and %lld graph launches, expected 2 and %d", captures[0], launches[0],
+          STEPS * ACCUM - 1);
+    CHECK(captures[1] == 0 && launches[1] == 0, "cuda_graph=0: %lld captures, %lld launches", captures[1], launches[1]);
+    CHECK(captures[2] == 0 && launches[2] == 0, "failed capture: %lld captures, %lld launches", captures[2],
+          launches[2]);
+    for (int k = 0; k < 3; k += 2) {
+        for (int i = 0; i < STEPS * ACCUM; i++)
+            CHECK(memcmp(&losses[k][i], &losses[1][i], sizeof(double)) == 0, "%s: micro-batch %d loss %.17g, launch by launch %.17g",
+                  names[k], i, losses[k][i], losses[1][i]);
+        for (int i = 0; i < STEPS; i++)
+            CHECK(memcmp(&norms[k][i], &norms[1][i], sizeof(double)) == 0, "%s: step %d gradient norm %.17g vs %.17g",
+                  names[k], i + 1, norms[k][i], norms[1][i]);
+    }
+    for (int k = 0; k < 3; k++) CHECK(backend_cuda_sync_to_host(run[k]) == 0, "sync: %s", ct_error());
+    TrainState *st[3] = {&sg, &se, &sf};
+    for (int k = 0; k < 3; k += 2) {
+        CHECK(memcmp(st[k]->params, se.params, bytes) == 0, "%s: params differ from the launch-by-launch run", names[k]);
+        CHECK(memcmp(st[k]->grads, se.grads, bytes) == 0, "%s: grads differ", names[k]);
+        CHECK(memcmp(st[k]->momentum, se.momentum, bytes) == 0, "%s: momentum differs", names[k]);
+        CHECK(memcmp(st[k]->exp_avg, se.exp_avg, bytes) == 0, "%s: exp_avg differs", names[k]);
+        CHECK(memcmp(st[k]->exp_avg_sq, se.exp_avg_sq, bytes) == 0, "%s: exp_avg_sq differs", names[k]);
+    }
+    for (int k = 0; k < 3; k++) run[k]->destroy(run[k]);
+    train_state_free(&sg);
+    train_state_free(&se);
+    train_state_free(&sf);
+    train_state_free(&spare);
+    config_free(&cfg);
+    config_free(&eager_cfg);
+}
+
 /* Two "ranks" on one GPU for the sharded Muon step: rank 0's combine runs rank 1's whole
  * optimizer step, whose combine then sums the two partial update buffers into both (the sum
  * NCCL would do: each element is one rank's update plus +0 from the other). */
@@ -573,6 +651,7 @@ int main(void) {
     RUN(tied_matches_cpu);
     RUN(untied_clipped_matches_cpu);
     RUN(two_runs_bitwise_identical);
+    RUN(cuda_graph_matches_launches);
     RUN(sharded_muon_bitwise);
     RUN(checkpoint_sync_covers_checkpoint);
     RUN(grad_buffer_and_sync_round_trip);

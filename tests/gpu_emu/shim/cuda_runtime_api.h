@@ -6,10 +6,14 @@
 extern "C" {
 #endif
 typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1, cudaErrorNoDevice = 100,
-               cudaErrorNoKernelImageForDevice = 209, cudaErrorInvalidDeviceFunction = 98 } cudaError_t;
+               cudaErrorNoKernelImageForDevice = 209, cudaErrorInvalidDeviceFunction = 98,
+               cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureInvalidated = 901 } cudaError_t;
 typedef enum { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 } cudaMemcpyKind;
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph_exec *cudaGraphExec_t;
+typedef enum { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 } cudaStreamCaptureMode;
 typedef struct { char bytes[16]; } cudaUUID_t;
 struct cudaDeviceProp { char name[256]; cudaUUID_t uuid; int major, minor; size_t totalGlobalMem; int multiProcessorCount; int pciBusID, pciDeviceID, pciDomainID; };
 #define cudaStreamNonBlocking 1
@@ -35,6 +39,14 @@ cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+/* stream capture: while a stream captures, the launches, copies, fills and cuBLAS products queued
+ * on it are recorded, not run; a graph launch runs the recording (emu_runtime.cpp) */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 #ifdef __cplusplus
 }
 #endif

@@ -68,9 +68,14 @@ static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; retu
 static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 template <class A, class B> static inline std::common_type_t<A, B> min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> static inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
+/* Stream capture (emu_runtime.cpp): while a capture is open, op is kept for the graph instead of
+ * being run (returns true); otherwise returns false and the caller runs it now. */
+bool emu_capture_record(std::function<void()> op);
 /* grid blocks run one after another on one pool of blockDim threads; a thread that returns
  * early leaves the block's barriers (as exited CUDA threads count as arrived). */
 template <typename F> void emu_launch(dim3 grid, dim3 block, F f) {
+    /* f holds its kernel's arguments by value (launch_to_cpp.py), as a captured CUDA launch does */
+    if (emu_capture_record([=] { emu_launch(grid, block, f); })) return;
     gridDim = grid; blockDim = block;
     const int nt = (int)(block.x * block.y * block.z);
     const size_t nb = (size_t)grid.x * grid.y * grid.z;
