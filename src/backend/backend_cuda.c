@@ -539,7 +539,7 @@ static int micro_batch_body(CudaBackend *cb, float loss_weight) {
 /* Captures micro_batch_body into cb->graph. A capture that fails (a CUDA or cuBLAS call that
  * cannot be captured in this environment) is not an error: the run goes on launch by launch,
  * with one warning, and the micro-batch is run that way by the caller. */
-static int capture_micro_batch(CudaBackend *cb, float loss_weight) {
+static void capture_micro_batch(CudaBackend *cb, float loss_weight) {
     if (cb->graph) {
         cudaGraphExecDestroy(cb->graph);
         cb->graph = NULL;
@@ -553,7 +553,7 @@ static int capture_micro_batch(CudaBackend *cb, float loss_weight) {
     if (e == cudaSuccess && body == 0) {
         cb->graph_loss_weight = loss_weight;
         cb->graph_captures++;
-        return 0;
+        return;
     }
     (void)cudaGetLastError(); /* the failed capture's error is not the next launch's */
     cb->graph = NULL;
@@ -561,7 +561,6 @@ static int capture_micro_batch(CudaBackend *cb, float loss_weight) {
     fprintf(stderr, "ctrain: warning: device = cuda: the micro-batch could not be captured as a CUDA graph (%s); "
                     "this run launches its kernels one by one\n",
             body != 0 ? ct_error() : cudaGetErrorString(e));
-    return 0;
 }
 
 static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
@@ -580,7 +579,7 @@ static int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_
     /* the graph holds no gradient-ready reports: a micro-batch whose backward reports them (the
      * last of a step in an NCCL job) is launched op by op */
     const int graphed = cb->graph_on && cb->graph_warm && !b->grad_ready;
-    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight)) TRY(capture_micro_batch(cb, loss_weight));
+    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight)) capture_micro_batch(cb, loss_weight);
     if (graphed && cb->graph) {
         TRY(cuda_check(cudaGraphLaunch(cb->graph, cb->stream), "cuda: launching the micro-batch's CUDA graph"));
         cb->graph_launches++;
