@@ -204,7 +204,7 @@ ASAN_OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-san
 asan:
 	@bash scripts/install-deps.sh --test
 	@$(MAKE) --no-print-directory -j2 BUILD=build-asan OPT="$(ASAN_OPT)" LDFLAGS="-fsanitize=address,undefined" NVCC= all
-	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 CT_TEST_TIME_SCALE=4 \
 	    bash tests/run.sh build-asan unit-cli
 
 bench:

@@ -4,8 +4,10 @@
  *   PASS <program>/<case>
  *   FAIL <program>/<case>: <file>:<line>: <what>
  *   SKIP <program>/<case>: <reason>
- * tests/run.sh counts these lines across all programs; a program that exits non-zero or
- * crashes without having printed FAIL still counts as one failure. */
+ * and TEST_EXIT() ends the program with its completion line "END <program>".
+ * tests/run.sh counts these lines across all programs and holds each program to
+ * tests/manifest.txt: the number of cases listed there, the completion line (a program that
+ * stopped early lacks it), exit status 0 unless a FAIL line says why. */
 #ifndef CT_TEST_HARNESS_H
 #define CT_TEST_HARNESS_H
 
@@ -78,7 +80,13 @@ static inline void harness_run(const char *program, const char *name, void (*fn)
 #define TEST_PROGRAM __FILE__
 #endif
 #define RUN(fn) harness_run(TEST_PROGRAM, #fn, fn)
-#define TEST_EXIT() return harness_failures ? 1 : 0
+/* The last statement of main: the completion line, then the exit status. */
+#define TEST_EXIT()                                                                               \
+    do {                                                                                          \
+        printf("END %s\n", TEST_PROGRAM);                                                         \
+        fflush(stdout);                                                                           \
+        return harness_failures ? 1 : 0;                                                          \
+    } while (0)
 
 /* Path of a fresh scratch directory for this test program (created on first use). */
 static inline const char *test_tmpdir(void) {

@@ -1,5 +1,8 @@
-# lib.sh — helpers for the bash tests in tests/cli and tests/slurm. Each check prints one
-# PASS/FAIL/SKIP line that tests/run.sh counts. Source it first; $CTRAIN is the binary.
+# lib.sh — helpers for the bash tests in tests/cli, tests/slurm and tests/meta. Each check prints
+# one PASS/FAIL/SKIP line that tests/run.sh counts. Source it first; $CTRAIN is the binary.
+# A script ends with `finish` (its completion line: tests/run.sh fails a script that lacks it,
+# i.e. one that stopped early), or with `skip_rest REASON` when nothing of it can run here; every
+# path through it reports the number of cases tests/manifest.txt lists for it.
 set -u
 : "${CTRAIN:?run through tests/run.sh (make test)}"
 # These tests check the CPU reference: device=auto (the default) must pick cpu on a GPU machine too.
@@ -11,6 +14,21 @@ cd "$WORK" || exit 1
 pass() { echo "PASS $TEST_NAME/$1"; }
 fail() { echo "FAIL $TEST_NAME/$1: ${2:-}"; }
 skip() { echo "SKIP $TEST_NAME/$1: $2"; }
+
+# finish: the completion line, the script's last command.
+finish() { echo "END $TEST_NAME"; exit 0; }
+# skip_rest REASON: the script's remaining cases cannot run here (a missing tool, no GPU): one
+# SKIP line that stands for all of them (tests/run.sh counts the cases the manifest lists and
+# the script has not reported as skipped), then the completion line.
+skip_rest() { echo "SKIP $TEST_NAME/rest: $1"; finish; }
+
+# expect_same NAME WHAT A B: A and B (outputs of the same kind, e.g. two runs' losses) are equal
+# and not empty: two empty outputs (a crashed run, a parser that printed nothing) are a failure.
+expect_same() {
+    if [ -z "$3" ] || [ -z "$4" ]; then fail "$1" "no $2 to compare (empty: $([ -z "$3" ] && echo first)$([ -z "$3$4" ] && echo ' and ')$([ -z "$4" ] && echo second))"
+    elif [ "$3" = "$4" ]; then pass "$1"
+    else fail "$1" "$2 differ: $(diff <(echo "$3") <(echo "$4") | head -6 | tr '\n' ' ')"; fi
+}
 
 # expect_ok NAME CMD... : CMD must exit 0.
 expect_ok() {

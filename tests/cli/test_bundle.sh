@@ -4,7 +4,7 @@
 # inside the bundle (the copies here are found first through its RPATH), and `ctrain --version`,
 # a tiny training run, `ckpt verify` and `plot` work from there with the source tree out of reach.
 source "$CT_ROOT/tests/cli/lib.sh"
-if ! command -v patchelf >/dev/null; then skip bundle "patchelf is not installed (scripts/install-deps.sh)"; exit 0; fi
+if ! command -v patchelf >/dev/null; then skip_rest "patchelf is not installed (scripts/install-deps.sh)"; fi
 
 expect_ok bundle_made bash "$CT_ROOT/scripts/bundle.sh" "$CT_BUILD" "$WORK/b/ctrain.tar.gz"
 mkdir -p unpacked && tar -xzf b/ctrain.tar.gz -C unpacked || fail bundle_unpacks "tar failed"
@@ -44,3 +44,5 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 else
     skip bundle_plots "matplotlib not importable"
 fi
+
+finish

@@ -15,10 +15,9 @@ check() {
 }
 have_py=1
 "$PY" -c 'import h5py, numpy, torch' 2>/dev/null || have_py=0
-need_py() { # NAME -> 0 if h5py, numpy and torch import, else prints a SKIP
+need_py() { # NAME -> 0 if h5py, numpy and torch import, else skips the rest of the script
     [ $have_py = 1 ] && return 0
-    skip "$1" "h5py/numpy/torch not importable by $PY"
-    return 1
+    skip_rest "h5py/numpy/torch not importable by $PY (needed from case $1 on)"
 }
 have_h5dump=1
 command -v h5dump >/dev/null || have_h5dump=0
@@ -77,7 +76,7 @@ if [ $have_h5dump = 1 ]; then
     expect_grep h5dump_fletcher32 'CHECKSUM FLETCHER32' out
     expect_ok h5dump_full h5dump "$B"
 else
-    skip h5dump "h5dump not installed (apt-get install hdf5-tools)"
+    skip_rest "h5dump not installed (apt-get install hdf5-tools)"
 fi
 
 # ---- h5py + torch: train_gpt.py's state_dict names and shapes, from the file's own /config ----
@@ -209,6 +208,29 @@ fi
 cp "$B" truncated.h5
 truncate -s 60000 truncated.h5
 expect_fail verify_truncated 1 "truncated.h5.*truncated" "$CTRAIN" ckpt verify truncated.h5
+
+# Each later check of `ckpt verify`, reached through the CLI (tests/meta/test_removed_checks.sh
+# removes each from a copy of ctrain, and these cases must then fail):
+# a tensor rewritten through HDF5 (its chunks' Fletcher32 valid) is caught by the content checksum,
+cp "$B" rewritten.h5
+check make_rewritten_tensor '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["/model/blocks.0.attn.c_q.weight"]
+    w = d[()]; w[1, 2] += 1.0; d[...] = w
+' rewritten.h5
+expect_fail verify_content_checksum_mismatch 1 "rewritten.h5': content checksum mismatch: content_crc32 is 0x[0-9a-f]{8} but the contents give 0x[0-9a-f]{8}" \
+    "$CTRAIN" ckpt verify rewritten.h5
+# and a loader cursor past the end of its file (checksum made to match) by the cursor check.
+cp "$B" cursor.h5
+check make_cursor_past_end "${content_crc32%%with h5py.File*}"'
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["loader/train"]
+    g.attrs.modify("position", int(g["file_tokens"][0]) + 5)
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' cursor.h5
+expect_fail verify_cursor_past_file 1 "cursor.h5': /loader/train: loader cursor position [0-9]+ is outside file '.*train.h5'" \
+    "$CTRAIN" ckpt verify cursor.h5
 
 # ---- ckpt export: safetensors read back by an independent parser, and into the PyTorch model ----
 expect_fail export_needs_out 2 '--out is required' "$CTRAIN" ckpt export "$B"
@@ -368,6 +390,26 @@ with h5py.File(sys.argv[1], "r") as f:
 ' "$B" "$WORK/train.h5"
 fi
 
+# A token in the middle of a training file changed (beyond the first and last 65536 tokens that
+# the sample checksum covers; the file's tokens_crc32 rewritten to match, as a converter would):
+# only the full-file checksum tells, and the resume is refused.
+cat /usr/share/common-licenses/* >big.txt
+"$CTRAIN" data from-text --out big.h5 big.txt >/dev/null 2>&1 || fail make_big_data "from-text failed"
+expect_ok identity_first_run "$CTRAIN" train "${small[@]}" train_files="$WORK/big.h5" iterations=2 out_dir=ident
+check change_middle_token '
+import h5py, numpy as np, sys, zlib
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["tokens"]
+    t = d[()]
+    assert len(t) > 2 * 65536 + 1000, len(t)
+    i = len(t) // 2
+    t[i] = (int(t[i]) + 1) % 256
+    d[...] = t
+    d.attrs.modify("tokens_crc32", zlib.crc32(t.astype("<u2").tobytes()))
+' big.h5
+expect_fail resume_refuses_changed_middle_token 1 "the training data differs: '.*big.h5' holds other tokens than when the checkpoint was written \(the same count, [0-9]+, but tokens_crc32 is 0x[0-9a-f]{8} now, 0x[0-9a-f]{8} then\)" \
+    "$CTRAIN" train "${small[@]}" train_files="$WORK/big.h5" iterations=4 out_dir=ident
+
 # ---- HDF5_USE_FILE_LOCKING=FALSE (NFS / Lustre without flock) ----
 expect_ok nolock_train env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" train "${small[@]}" iterations=2 out_dir=nolock
 expect_ok nolock_verify env HDF5_USE_FILE_LOCKING=FALSE "$CTRAIN" ckpt verify nolock/checkpoints/step_00000002.h5
@@ -378,3 +420,5 @@ doc_keys=$(awk '/<!-- shape-keys:begin -->/{on=1; next} /<!-- shape-keys:end -->
 table_keys=$("$CTRAIN" train --help-markdown | grep '| must match |' | grep -oE '^\| `[a-z0-9_]+`' | tr -d '|` ' | sort)
 if [ -n "$table_keys" ] && [ "$doc_keys" = "$table_keys" ]; then pass doc_lists_shape_keys
 else fail doc_lists_shape_keys "docs/checkpoint-format.md: $(echo $doc_keys) vs key table: $(echo $table_keys)"; fi
+
+finish

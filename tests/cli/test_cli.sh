@@ -40,3 +40,5 @@ if cmp -s out printed.conf; then pass print_config_round_trip; else fail print_c
 
 expect_fail missing_data 1 "train_files.*no files match 'nothing_here_\*.h5'" \
     "$CTRAIN" train train_files='nothing_here_*.h5' out_dir=o
+
+finish

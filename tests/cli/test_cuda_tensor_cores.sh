@@ -8,8 +8,7 @@
 source "$CT_ROOT/tests/cli/lib.sh"
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 if [ ! -x "$nvcc" ]; then
-    skip tensor_cores "nvcc not found at $nvcc (no CUDA toolkit: the CUDA backend is not built)"
-    exit 0
+    skip_rest "nvcc not found at $nvcc (no CUDA toolkit: the CUDA backend is not built)"
 fi
 # shellcheck disable=SC2046
 inc=$(make -s -C "$CT_ROOT" --no-print-directory layer-flags DIR=kernels/cuda | sed "s#-I#-I$CT_ROOT/#g")
@@ -88,3 +87,5 @@ __global__ void __launch_bounds__(1024, 2) attention_backward_dq_kernel(float *y
 CU
 if check_ptxas spill.cu spill >/dev/null; then fail checker_rejects_spilling_kernel "a spilling kernel passed"
 else pass checker_rejects_spilling_kernel; fi
+
+finish

@@ -13,10 +13,9 @@ check() {
 
 have_h5py=1
 "$PY" -c 'import h5py, numpy' 2>/dev/null || have_h5py=0
-need_h5py() { # NAME -> 0 if h5py is there, else prints a SKIP
+need_h5py() { # NAME -> 0 if h5py is there, else skips the rest of the script
     [ $have_h5py = 1 ] && return 0
-    skip "$1" "h5py/numpy not importable by $PY"
-    return 1
+    skip_rest "h5py/numpy not importable by $PY (needed from case $1 on)"
 }
 
 # ---- help and usage errors ----
@@ -65,7 +64,7 @@ if command -v h5dump >/dev/null; then
     h5dump -a /tokens/vocab_size train.h5 >dump_vocab.txt 2>&1
     expect_grep h5dump_vocab_is_256 '\(0\): 256' dump_vocab.txt
 else
-    skip h5dump_shows_file "h5dump not installed (Debian: hdf5-tools)"
+    skip_rest "h5dump not installed (Debian: hdf5-tools)"
 fi
 
 if need_h5py from_text_h5py_round_trip; then
@@ -283,3 +282,5 @@ with h5py.File('py_crc_added.h5', 'w') as f:
     expect_ok h5py_recipe_crc "$CTRAIN" data info py_crc_added.h5
     expect_grep h5py_recipe_crc_matches 'tokens_crc32: matches in every file' out
 fi
+
+finish

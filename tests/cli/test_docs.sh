@@ -21,17 +21,27 @@ for doc in data-format.md configuration.md architecture.md; do
 done
 
 # Every source path the docs name exists (globs allowed), so the docs follow the tree.
-python3 - "$CT_ROOT" >paths.txt <<'PY'
+python3 - "$CT_ROOT" >paths.txt 2>paths.err <<'PY'
 import glob, os, re, sys
 root = sys.argv[1]
 docs = glob.glob(f'{root}/docs/*.md') + [f'{root}/README.md', f'{root}/kernels/README.md', f'{root}/tests/gpu_emu/README.md']
 # (a path followed by "<" is a template such as kernels/cpu/cpu_<family>.c, not a file)
 pat = re.compile(r'(?<![\w./-])((?:src|kernels|checkpoint|tests|scripts|slurm)/[\w./*-]*[\w*])(?![\w./*<-])')
+checked = 0
 for doc in docs:
     for n, line in enumerate(open(doc), 1):
         for p in pat.findall(line):
+            checked += 1
             if not glob.glob(os.path.join(root, p)):
                 print(f'{os.path.relpath(doc, root)}:{n}: {p}')
+print(f'checked {checked} paths in {len(docs)} docs')
 PY
-if [ ! -s paths.txt ]; then pass docs_name_existing_paths
-else fail docs_name_existing_paths "$(head -c 800 paths.txt)"; fi
+rc=$?
+# the helper must have run to its end (it prints the number of paths it checked last)
+if [ $rc -ne 0 ]; then fail docs_name_existing_paths "the path checker exited with status $rc: $(tail -c 600 paths.err | tr '\n' ' ')"
+elif ! grep -qE '^checked [1-9][0-9]* paths in [1-9][0-9]* docs$' paths.txt; then
+    fail docs_name_existing_paths "the path checker did not finish: $(tail -c 400 paths.txt)"
+elif grep -v '^checked ' paths.txt >missing.txt; then fail docs_name_existing_paths "$(head -c 800 missing.txt)"
+else pass docs_name_existing_paths; fi
+
+finish

@@ -5,7 +5,7 @@
 # HDF5 itself is rejected (it is read in a child process), and resume=auto falls back past it.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then skip fuzz "h5py/numpy not importable by $PY"; exit 0; fi
+if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then skip_rest "h5py/numpy not importable by $PY"; fi
 
 "$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 \
     || { fail make_data "from-text failed"; exit 1; }
@@ -43,12 +43,19 @@ for k in range(count):
 PY
 }
 
-# judge NAME OK_CODES CMD...: run CMD on every file of the last batch; count outcomes.
-# Every run must end within 60 s with an allowed exit code, and a failure must say why.
+# judge NAME OK_CODES DIR COUNT CMD...: run CMD on each of the COUNT files in DIR; count outcomes.
+# Every run must end within 60 s with an allowed exit code, and a failure must say why. DIR
+# must hold exactly COUNT files: a generator that failed or made fewer judges nothing.
 judge() {
-    local name=$1 ok=$2 dir=$3; shift 3
-    local crashes=0 hangs=0 silent=0 valid=0 invalid=0 f rc
-    for f in "$dir"/*; do
+    local name=$1 ok=$2 dir=$3 count=$4; shift 4
+    local crashes=0 hangs=0 silent=0 valid=0 invalid=0 f rc files=()
+    [ -d "$dir" ] && files=("$dir"/*)
+    [ -e "${files[0]:-}" ] || files=()
+    if [ ${#files[@]} -ne "$count" ]; then
+        fail "$name" "$dir holds ${#files[@]} files, expected $count: the generator failed"
+        return
+    fi
+    for f in "${files[@]}"; do
         timeout 60 "$@" "$f" >"$WORK/j.out" 2>"$WORK/j.err"
         rc=$?
         if [ $rc = 124 ]; then hangs=$((hangs + 1)); echo "hang: $f"
@@ -65,10 +72,12 @@ judge() {
 
 # ---- checkpoints: 250 damaged copies of the newest ----
 mutate base/checkpoints/step_00000004.h5 ckpts 250 20261122
-judge fuzz_checkpoint_verify "1" ckpts "$CTRAIN" ckpt verify
+judge fuzz_checkpoint_verify "1" ckpts 250 "$CTRAIN" ckpt verify
 crashing=$(for f in ckpts/*; do "$CTRAIN" ckpt verify "$f" 2>&1 | grep -q 'crashed (signal' && echo "$f" && break; done)
 if [ -z "$crashing" ]; then
-    skip fuzz_resume_past_crashing_file "none of the 250 damaged files crashes HDF5 with this seed"
+    for c in fuzz_resume_past_crashing_file fuzz_resume_warns_crash fuzz_resume_falls_back; do
+        skip "$c" "none of the 250 damaged files crashes HDF5 with this seed"
+    done
 else
     # the newest checkpoint is one that crashes HDF5: resume=auto says so and takes the one before
     cp -r base crash && cp "$crashing" crash/checkpoints/step_00000004.h5
@@ -79,14 +88,14 @@ fi
 
 # ---- data files: 250 damaged copies ----
 mutate train.h5 datas 250 7
-judge fuzz_data_info "1" datas "$CTRAIN" data info
+judge fuzz_data_info "1" datas 250 "$CTRAIN" data info
 # training on the first 60 of them: each file is checked (in a child process) before the first step
 { echo '#!/usr/bin/env bash'
   printf 'exec %q train' "$CTRAIN"; printf ' %q' "${run[@]}"
   echo ' iterations=1 checkpoint_every=0 out_dir="$1.run" train_files="$1"'; } >train_on.sh
 chmod +x train_on.sh
 mkdir -p datas60 && cp $(ls datas/* | head -60) datas60/
-judge fuzz_data_train "1" datas60 ./train_on.sh
+judge fuzz_data_train "1" datas60 60 ./train_on.sh
 crashing=$(for f in datas/*; do "$CTRAIN" data info "$f" 2>&1 | grep -q 'crashed (signal' && echo "$f" && break; done)
 if [ -z "$crashing" ]; then
     skip fuzz_train_on_crashing_data "none of the 250 damaged data files crashes HDF5 with this seed"
@@ -112,4 +121,5 @@ for k in range(200):
         elif pos < len(b): b[pos] = rng.choice(alphabet)
     open("confs/c%03d.conf" % k, "wb").write(bytes(b))
 PY
-judge fuzz_config_parse "2" confs "$CTRAIN" train --print-config --config
+judge fuzz_config_parse "2" confs 200 "$CTRAIN" train --print-config --config
+finish

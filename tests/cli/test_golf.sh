@@ -30,7 +30,7 @@ expect_grep golf_roundtrip_line '^final_int8_zlib_roundtrip val_loss:[0-9.]+ val
 expect_grep golf_roundtrip_exact '^final_int8_zlib_roundtrip_exact val_loss:[0-9.]{10} val_bpb:[0-9.]{10}$' golf.out
 
 if ! "$PY" -c 'import h5py, numpy, torch' 2>/dev/null; then
-    skip golf_bytes_match_pytorch "h5py/numpy/torch not importable by $PY"
+    skip_rest "h5py/numpy/torch not importable by $PY"
 else
     check golf_bytes_match_pytorch '
 import h5py, json, numpy as np, re, struct, sys, zlib, torch
@@ -125,3 +125,5 @@ cmp -s run2/final_model.int8.stz art.stz && pass golf_at_end_same_artifact \
 a=$(grep '^final_int8_zlib_roundtrip_exact' end.out); b=$(grep '^final_int8_zlib_roundtrip_exact' golf.out)
 [ -n "$a" ] && [ "$a" = "$b" ] && pass golf_at_end_same_roundtrip || fail golf_at_end_same_roundtrip "'$a' vs '$b'"
 expect_ok golf_at_end_checkpoint_unquantized "$CTRAIN" ckpt diff --exact run2 run
+
+finish

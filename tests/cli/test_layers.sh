@@ -88,3 +88,5 @@ expect_checker checker_finds_table_loop 1 'layer table: folders depend on each o
 
 mk_tree t; compile_tree t; printf '#include "nowhere.h"\n' >>t/b/high.c
 expect_checker checker_finds_unknown_header 1 'b/high.c:4: #include "nowhere.h" is no header of the source folders' t
+
+finish

@@ -10,16 +10,16 @@ source "$CT_ROOT/tests/cli/lib.sh"
 unset CUDA_VISIBLE_DEVICES # lib.sh hides GPUs from the CPU tests; this one needs one
 if ! "$CTRAIN" launch-check --nccl --timeout 60 >lc.out 2>lc.err; then
     if grep -qE 'no CUDA device found|built without (CUDA|NCCL)' lc.err; then
-        skip nccl_gpu "no CUDA GPU here: $(head -c 200 lc.err)"; exit 0
+        skip_rest "no CUDA GPU here: $(head -c 200 lc.err)"
     fi
-    fail launch_check_nccl "$(tail -c 600 lc.err)"; exit 0
+    fail launch_check_nccl "$(tail -c 600 lc.err)"; exit 1
 fi
 pass launch_check_nccl
 expect_grep launch_check_nccl_says_nccl 'launcher single \+ NCCL, 1 ranks' lc.out
 expect_grep launch_check_nccl_note '^launch-check: nccl: NCCL [0-9.]+, 1 rank, NVLS and CollNet off' lc.out
 
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.1 /usr/share/common-licenses/GPL-3 \
-    >/dev/null 2>&1 || { fail data "from-text"; exit 0; }
+    >/dev/null 2>&1 || { fail data "from-text"; exit 1; }
 # 4 layers (2 skips), head_dim 64, 4 micro-batches per step, a small bucket cap so the plan
 # has many buckets and several stages release more than one
 cfg=(train_files="$WORK/train.h5" val_files="$WORK/val.h5" vocab_size=256 num_layers=4 model_dim=128 num_heads=2
@@ -72,3 +72,5 @@ print("differ:", bad) if bad else print("equal:", len(la), "items")
 sys.exit(1 if bad or not la else 0)
 PY
 then pass resume_on_cpu_same_batches; else fail resume_on_cpu_same_batches "$(cat loader.diff)"; fi
+
+finish

@@ -6,7 +6,7 @@
 # the optimizer state must agree to a relative error of 1e-4 per tensor.
 source "$CT_ROOT/tests/cli/lib.sh"
 if ! /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null; then
-    skip parity "python3-torch / python3-h5py not installed (scripts/install-deps.sh --test)"; exit 0
+    skip_rest "python3-torch / python3-h5py not installed (scripts/install-deps.sh --test)"
 fi
 "$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 || { fail data "from-text"; exit 1; }
 
@@ -22,8 +22,17 @@ parity() { # name, key=value ...
     fi
     local init final
     init=$(ls "$name-init"/checkpoints/step_*.h5) final=$(ls "$name-run"/checkpoints/step_*.h5 | tail -1)
+    # parity.py prints its PASS/FAIL lines and exits 1 after a FAIL; any other end (an exception,
+    # a missing file, a torch API change) is a failure of this test, never a silence.
     /usr/bin/python3 "$CT_ROOT/tests/parity/parity.py" "parity_$name" "$init" "$final" "$name-run/metrics.jsonl" 1e-4 \
-        || true
+        >"$name-parity.out" 2>&1
+    local rc=$?
+    cat "$name-parity.out"
+    if [ $rc -ne 0 ] && ! grep -q "^FAIL parity_$name/" "$name-parity.out"; then
+        fail "${name}_checker" "parity.py exited with status $rc without a verdict: $(tail -c 600 "$name-parity.out" | tr '\n' ' ')"
+    elif [ $rc -eq 0 ] && [ "$(grep -cE "^PASS parity_$name/(losses|weights|optimizer_state) " "$name-parity.out")" != 3 ]; then
+        fail "${name}_checker" "parity.py exited 0 without passing losses, weights and optimizer_state"
+    fi
 }
 
 # tied embeddings, 3 layers (one decoder block without a skip), GQA 4/2, warmdown over the
@@ -33,3 +42,5 @@ parity tied num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 iterations=6 wa
 # untied lm_head, global-norm clipping, 2 layers, MQA (1 kv head), mlp_mult 3
 parity untied_clip num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 \
     grad_clip_norm=0.3 iterations=4 warmdown_iters=2 muon_momentum_warmup_steps=2
+
+finish

@@ -3,7 +3,7 @@
 # the summary it prints matches each run's metrics.jsonl, the tokens axis, and clear errors.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-if ! "$PY" -c 'import matplotlib' 2>/dev/null; then skip plot "matplotlib not importable by $PY"; exit 0; fi
+if ! "$PY" -c 'import matplotlib' 2>/dev/null; then skip_rest "matplotlib not importable by $PY"; fi
 
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
     >/dev/null 2>&1 || { fail make_data "from-text failed"; exit 1; }
@@ -52,3 +52,5 @@ mkdir -p garbled && echo 'not json' >garbled/metrics.jsonl
 expect_fail plot_garbled_run 1 "plot: 'garbled/metrics.jsonl' line 1 is not a metrics record" "$CTRAIN" plot garbled
 expect_fail plot_unwritable 1 "plot: cannot write 'no/dir/x.png'" "$CTRAIN" plot a --out no/dir/x.png
 expect_fail plot_no_python 1 "plot: cannot run '/nonexistent/python3'" env CTRAIN_PYTHON=/nonexistent/python3 "$CTRAIN" plot a
+
+finish

@@ -153,7 +153,7 @@ expect_fail data_change_refused 1 'part_c.h5' "$CTRAIN" train "${cfg[@]}" out_di
 rm part_c.h5
 expect_fail resume_none_refused 2 'already holds checkpoints' "$CTRAIN" train "${cfg[@]}" resume=none out_dir=ref
 sum_after=$(cd ref && find checkpoints -type f -exec sha256sum {} + | sort)
-[ "$sum_before" = "$sum_after" ] && pass refused_resumes_touch_nothing || fail refused_resumes_touch_nothing "checkpoints changed"
+expect_same refused_resumes_touch_nothing "checkpoint checksums" "$sum_before" "$sum_after"
 # running a finished run again (a requeue after the end) does nothing, successfully
 metrics_before=$(sha256sum ref/metrics.jsonl)
 expect_ok finished_run_again "$CTRAIN" train "${cfg[@]}" out_dir=ref
@@ -202,3 +202,5 @@ expect_ok swap_first_run "$CTRAIN" train "${cfg[@]}" "${swap[@]}" iterations=2
 mv swap/part_1.h5 swap/tmp.h5 && mv swap/part_2.h5 swap/part_1.h5 && mv swap/tmp.h5 swap/part_2.h5
 expect_fail swapped_files_refused 1 "part_1.h5' holds other tokens than when the checkpoint was written" \
     "$CTRAIN" train "${cfg[@]}" "${swap[@]}" iterations=4
+
+finish

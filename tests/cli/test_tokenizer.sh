@@ -35,12 +35,10 @@ if ! "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
         "$CTRAIN" data luts x.model --out x.h5
     expect_fail import_without_library 1 "--tokenizer: .*built without the SentencePiece library" \
         "$CTRAIN" data import-bin --out d --tokenizer x.model x.bin
-    skip tokenizer_library "this ctrain was built without SentencePiece (scripts/install-deps.sh installs it)"
-    exit 0
+    skip_rest "this ctrain was built without SentencePiece (scripts/install-deps.sh installs it)"
 fi
 if ! "$PY" -c 'import sentencepiece, h5py, numpy' 2>/dev/null; then
-    skip tokenizer_python "sentencepiece/h5py/numpy not importable by $PY (scripts/install-deps.sh --test)"
-    exit 0
+    skip_rest "sentencepiece/h5py/numpy not importable by $PY (scripts/install-deps.sh --test)"
 fi
 
 # ---- three models, one per leading-space rule, all with 400 pieces ----
@@ -121,7 +119,7 @@ if command -v h5dump >/dev/null; then
     expect_grep h5dump_pieces_are_text '"<0x41>"' dump.txt
     expect_grep h5dump_leading_space_rule 'ATTRIBUTE "leading_space"' dump.txt
 else
-    skip h5dump_pieces_are_text "h5dump not installed (Debian: hdf5-tools)"
+    skip_rest "h5dump not installed (Debian: hdf5-tools)"
 fi
 
 # ---- import-bin --tokenizer MODEL.model ----
@@ -429,3 +427,5 @@ expect_fail prompt_encodes_to_nothing 2 "--prompt '   ' encodes to no tokens wit
     "$CTRAIN" sample run --tokenizer bpe.model --prompt "   "
 expect_fail prompt_and_ids 2 'give --prompt or --prompt-ids, not both' \
     "$CTRAIN" sample run --tokenizer bpe.model --prompt "The " --prompt-ids 5
+
+finish

@@ -49,11 +49,9 @@ PY
 # same config, data and seed => bitwise identical losses, whatever the thread count
 expect_ok run_b "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=b threads=1
 losses() { /usr/bin/python3 -c 'import json,sys; [print(repr(json.loads(l).get("train_loss", json.loads(l).get("val_loss")))) for l in open(sys.argv[1])]' "$1"; }
-if [ "$(losses a/metrics.jsonl)" = "$(losses b/metrics.jsonl)" ]; then pass bitwise_across_thread_counts
-else fail bitwise_across_thread_counts "$(diff <(losses a/metrics.jsonl) <(losses b/metrics.jsonl) | head -5)"; fi
+expect_same bitwise_across_thread_counts losses "$(losses a/metrics.jsonl)" "$(losses b/metrics.jsonl)"
 expect_ok run_c "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=c threads=2
-if [ "$(losses a/metrics.jsonl)" = "$(losses c/metrics.jsonl)" ]; then pass bitwise_across_runs
-else fail bitwise_across_runs "$(diff <(losses a/metrics.jsonl) <(losses c/metrics.jsonl) | head -5)"; fi
+expect_same bitwise_across_runs losses "$(losses a/metrics.jsonl)" "$(losses c/metrics.jsonl)"
 
 # A pthreads build of OpenBLAS (Debian's default alternative, and many cluster modules) gives the
 # same bits as the OpenMP build: cpu_blas_prepare makes it single-threaded inside ctrain's own
@@ -63,7 +61,7 @@ pthread_blas=/usr/lib/x86_64-linux-gnu/openblas-pthread
 mid=(train_files=train.h5 vocab_size=256 num_layers=2 model_dim=128 num_heads=4 num_kv_heads=2 train_seq_len=64
      train_batch_tokens=4096 grad_accum_slots=8 iterations=3 val_loss_every=0 threads=2)
 if [ ! -e "$pthread_blas/libopenblas.so.0" ]; then
-    skip pthreads_openblas_same_bits "libopenblas0-pthread not installed (scripts/install-deps.sh --test)"
+    skip_rest "libopenblas0-pthread not installed (scripts/install-deps.sh --test)"
 elif ! LD_LIBRARY_PATH=$pthread_blas "$CTRAIN" --version | grep -q '^blas: .*(pthreads)$'; then
     fail pthreads_openblas_same_bits "LD_LIBRARY_PATH=$pthread_blas did not load the pthreads OpenBLAS"
 else
@@ -195,5 +193,7 @@ if command -v script >/dev/null; then
     CTRAIN_FAULT=INT@2.1 "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc2 >ctrlc.out 2>ctrlc.err
     if grep -q 'Ctrl-C again' ctrlc.err; then fail ctrl_c_quiet_in_logs "$(cat ctrlc.err)"; else pass ctrl_c_quiet_in_logs; fi
 else
-    skip ctrl_c_acknowledged "script(1) is not installed"
+    skip_rest "script(1) is not installed"
 fi
+
+finish

@@ -8,11 +8,13 @@
 # It does NOT check real-GPU behaviour: the warp/memory model, real cuBLAS, nvcc's code
 # generation (FMA contraction), CUDA's expf/tanhf, performance. docs/cuda.md has the results.
 #
-# Usage: tests/gpu_emu/run.sh [--exact-bf16] [program ...]
-#   program: rowops embedding rope gemm logits optim attention step (default: all)
+# Usage: tests/gpu_emu/run.sh [--exact-bf16] [program[:case,case...] ...]
+#   program: rowops embedding rope gemm logits optim attention step (default: all); ":cases"
+#            runs only those cases of it (CT_TEST_CASES for that program alone)
 #   --exact-bf16: "bf16" keeps fp32 values (isolates the backend's wiring from bf16 rounding;
 #                 meaningful for `step` only, which is then the default)
-# Needs `make` to have built build/libctrain.a (for the CPU reference ops). Slow: every CUDA
+# Needs `make` to have built build/libctrain.a (for the CPU reference ops; $CT_BUILD names another
+# build folder) and writes to build/gpu_emu[-exact]/. Slow: every CUDA
 # thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `attention` over an hour (its T=1024
 # case alone is slow: CT_TEST_CASES=name,name picks cases).
 set -euo pipefail
@@ -24,9 +26,10 @@ progs=("$@")
 if [ ${#progs[@]} -eq 0 ]; then
     if [ $exact = 1 ]; then progs=(step); else progs=(rowops embedding rope gemm logits optim attention step); fi
 fi
-out="$root/build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
+build=${CT_BUILD:-$root/build}
+out="$build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
 mkdir -p "$out/k" "$out/gen" "$out/obj"
-[ -f "$root/build/libctrain.a" ] || { echo "run.sh: build/libctrain.a missing: run make first" >&2; exit 2; }
+[ -f "$build/libctrain.a" ] || { echo "run.sh: $build/libctrain.a missing: run make first" >&2; exit 2; }
 
 cp "$root"/kernels/cuda/cuda_ops.h "$root"/kernels/cuda/cuda_common.cuh "$out/k/"
 defs=(-DCT_HAVE_CUDA=1 -DCT_GPU_EMU=1)
@@ -55,13 +58,20 @@ objs+=("$out/obj/emu_runtime.o" "$out/obj/backend_cuda.o")
 
 status=0
 for p in "${progs[@]}"; do
+    cases=
+    if [[ "$p" == *:* ]]; then cases=${p#*:}; p=${p%%:*}; fi
     src="$root/tests/unit/test_gpu_$p.c"
     [ -f "$src" ] || { echo "run.sh: no $src" >&2; exit 2; }
     gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp "${defs[@]}" -DTEST_PROGRAM="\"test_gpu_$p\"" "${inc[@]}" -c "$src" \
         -o "$out/obj/test_gpu_$p.o"
     # shellcheck disable=SC2086
-    g++ -fopenmp "$out/obj/test_gpu_$p.o" "${objs[@]}" "$root/build/libctrain.a" $libs -lpthread -o "$out/test_gpu_$p"
+    g++ -fopenmp "$out/obj/test_gpu_$p.o" "${objs[@]}" "$build/libctrain.a" $libs -lpthread -o "$out/test_gpu_$p"
     echo "== emulated test_gpu_$p$([ $exact = 1 ] && echo ' (exact bf16)' || true)"
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} "$out/test_gpu_$p" || status=1
+    if [ -n "$cases" ]; then
+        CT_TEST_CASES=$cases OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} \
+            "$out/test_gpu_$p" || status=1
+    else
+        OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} "$out/test_gpu_$p" || status=1
+    fi
 done
 exit $status

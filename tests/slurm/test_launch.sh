@@ -51,26 +51,26 @@ if command -v mpiexec >/dev/null 2>&1; then
     run_ok mpiexec_3_pmi2_kvs mpiexec -launcher fork -n 3 "$CTRAIN" launch-check --no-mpi --timeout 20 &&
         expect_grep mpiexec_3_pmi2_launcher 'launcher pmi2, 3 ranks on 1 nodes' "$WORK/out"
 else
-    skip mpiexec "mpiexec not installed (apt-get install mpich)"
+    for c in mpiexec_2_mpi mpiexec_2_map mpiexec_2_uses_mpi mpiexec_3_pmi2_kvs mpiexec_3_pmi2_launcher; do
+        skip "$c" "mpiexec not installed (apt-get install mpich)"
+    done
 fi
 
 # ---- the Slurm cluster ----
 cluster=$WORK/cluster
 if [ "$(id -u)" != 0 ]; then
-    skip slurm_cluster "needs root to run slurmd (it starts job steps as the submitting user)"
-    exit 0
+    skip_rest "needs root to run slurmd (it starts job steps as the submitting user)"
 fi
 for b in munged slurmctld slurmd srun sbatch; do
     if ! command -v $b >/dev/null 2>&1; then
-        skip slurm_cluster "$b not installed (apt-get install munge slurm-wlm)"
-        exit 0
+        skip_rest "$b not installed (apt-get install munge slurm-wlm)"
     fi
 done
 trap 'bash "$here/cluster.sh" stop "$cluster" >/dev/null 2>&1' EXIT
 if ! bash "$here/cluster.sh" start "$cluster" --nodes 2 >"$WORK/cluster.log" 2>&1; then
     tail -n 40 "$WORK/cluster.log"
-    skip slurm_cluster "the test cluster did not start on this machine: $(grep '^cluster.sh:' "$WORK/cluster.log" | tail -n 1)"
-    exit 0
+    fail cluster_start "the test cluster did not start on this machine: $(grep '^cluster.sh:' "$WORK/cluster.log" | tail -n 1)"
+    exit 1
 fi
 pass cluster_start
 . "$cluster/env.sh"
@@ -180,3 +180,5 @@ still=""
 for p in $daemons; do kill -0 "$p" 2>/dev/null && still="$still $p"; done
 if [ -n "$daemons" ] && [ -z "$still" ]; then pass cluster_gone
 else fail cluster_gone "daemons still running after stop: '$still' (started: '$daemons')"; fi
+
+finish

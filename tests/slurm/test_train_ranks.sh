@@ -11,9 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../cli/lib.sh"
 for v in $(compgen -e | grep -E '^(SLURM_|SLURMD_|PMI_|PMIX_|HYDI_|MPI_LOCAL)'); do unset "$v"; done
 
-if [ "$(id -u)" != 0 ]; then skip slurm_cluster "needs root to run slurmd"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then skip_rest "needs root to run slurmd"; fi
 for b in munged slurmctld slurmd srun sbatch; do
-    command -v "$b" >/dev/null 2>&1 || { skip slurm_cluster "$b not installed (scripts/install-deps.sh --test)"; exit 0; }
+    command -v "$b" >/dev/null 2>&1 || { skip_rest "$b not installed (scripts/install-deps.sh --test)"; }
 done
 cluster=$WORK/cluster
 trap 'bash "$here/cluster.sh" stop "$cluster" >/dev/null 2>&1' EXIT
@@ -67,8 +67,7 @@ for w in 1 2 4 8; do
 done
 expect_grep rank_map_printed '^4 ranks \(pmi2\): rank map \(rank=host/local_rank\): 0=n' w4.log
 for w in 2 4 8; do close_to "losses_w${w}_match_w1" w1/metrics.jsonl "w$w/metrics.jsonl"; done
-train w2b 2 && { [ "$(losses w2/metrics.jsonl)" = "$(losses w2b/metrics.jsonl)" ] && pass bitwise_same_world \
-    || fail bitwise_same_world "$(diff <(losses w2/metrics.jsonl) <(losses w2b/metrics.jsonl) | head -4)"; }
+train w2b 2 && expect_same bitwise_same_world losses "$(losses w2/metrics.jsonl)" "$(losses w2b/metrics.jsonl)"
 "$CTRAIN" ckpt diff --exact w2/checkpoints/step_00000008.h5 w2b/checkpoints/step_00000008.h5 >/dev/null 2>&1 \
     && pass bitwise_same_world_weights || fail bitwise_same_world_weights "final checkpoints differ"
 
@@ -85,8 +84,7 @@ elastic() { # name, W, W'
 elastic w4to2 4 2
 elastic w2to8 2 8
 CTRAIN_FAULT="TERM@4.0" train w2to2 2 >/dev/null; train w2to2 2
-[ "$(losses w2/metrics.jsonl)" = "$(losses w2to2/metrics.jsonl)" ] && pass resume_same_world_bitwise \
-    || fail resume_same_world_bitwise "$(diff <(losses w2/metrics.jsonl) <(losses w2to2/metrics.jsonl) | head -4)"
+expect_same resume_same_world_bitwise losses "$(losses w2/metrics.jsonl)" "$(losses w2to2/metrics.jsonl)"
 
 # ---- a rank killed with SIGKILL ends the job fast, with a clear error ----
 start=$SECONDS
@@ -226,3 +224,5 @@ job_done "$job" 120 && pass elsewhere_job_finished || fail elsewhere_job_finishe
 expect_grep elsewhere_trained 'ctrain-slurm: .*training finished \(exit 0\)' "$WORK/elsewhere/elsewhere.out"
 [ -f "$WORK/elsewhere/rel_out/checkpoints/step_00000004.h5" ] && pass elsewhere_relative_out_dir \
     || fail elsewhere_relative_out_dir "$(ls -R "$WORK/elsewhere" | head; tail -5 "$WORK/elsewhere/elsewhere.out")"
+
+finish

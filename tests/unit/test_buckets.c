@@ -228,5 +228,5 @@ int main(void) {
     RUN(bad_segments);
     RUN(cpu_backward_stages_tied);
     RUN(cpu_backward_stages_untied_odd);
-    return harness_failures ? 1 : 0;
+    TEST_EXIT();
 }
