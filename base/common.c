@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -149,6 +150,31 @@ int ct_mkdir_p(const char *path) {
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return ct_fail("'%s' exists but is not a directory", path);
     return 0;
+}
+
+FILE *ct_fopen_nofollow(const char *path, const char *mode) {
+    int flags = O_NOFOLLOW | O_CLOEXEC;
+    if (!strcmp(mode, "r")) flags |= O_RDONLY;
+    else if (!strcmp(mode, "w")) flags |= O_WRONLY | O_CREAT | O_TRUNC;
+    else if (!strcmp(mode, "a")) flags |= O_WRONLY | O_CREAT | O_APPEND;
+    else {
+        errno = EINVAL;
+        return NULL;
+    }
+    int fd = open(path, flags, 0644);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+const char *ct_open_error(int err) {
+    if (err == ELOOP) return "it is a symbolic link, which ctrain does not follow for a run's own files (remove it)";
+    return strerror(err);
 }
 
 int ct_stderr_is_tty(void) { return isatty(STDERR_FILENO); }

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CT_VERSION "0.1.0"
 
@@ -57,6 +58,13 @@ int ct_env_nonneg_int(const char *name, int *out);
 
 /* Create a directory and its parents (mkdir -p); returns -1 with a message on failure. */
 int ct_mkdir_p(const char *path);
+
+/* fopen for a run's own files in out_dir (metrics.jsonl and its temporary copy): never through a
+ * symbolic link, so that a link planted there cannot make ctrain truncate or write a file
+ * elsewhere. mode: "r", "w" (create or truncate) or "a" (create or append). NULL with errno set on
+ * failure; ct_open_error(errno) says why (for ELOOP: that the path is a link). */
+FILE *ct_fopen_nofollow(const char *path, const char *mode);
+const char *ct_open_error(int err);
 
 /* True when stderr is a terminal (progress bars are drawn only then). */
 int ct_stderr_is_tty(void);

@@ -34,8 +34,9 @@ int ct_dir_lock(const char *dir, double wait_s) {
     char path[4200];
     if ((size_t)snprintf(path, sizeof path, "%s/.lock", dir) >= sizeof path)
         return ct_fail("directory path too long: '%s'", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ct_fail("cannot open the lock file '%s': %s", path, strerror(errno));
+    /* O_NOFOLLOW: a link planted as .lock must not make ctrain truncate a file elsewhere. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return ct_fail("cannot open the lock file '%s': %s", path, ct_open_error(errno));
     double deadline = ct_now_ms() + 1000.0 * (wait_s > 0 ? wait_s : 0);
     int said_waiting = 0;
     for (;;) {

@@ -116,6 +116,13 @@ int ct_child_finish(CtChild *child, const char *what, void *out, size_t out_cap,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (got == -2) return ct_fail("%s did not finish within %g s (stopped)", what, timeout_s);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+        /* The child wrote to our standard output after its reader went away (`ctrain data info
+         * | head -1`): no crash, the end of the output. This process ends as quietly, the way
+         * other command-line tools do. */
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+    }
     if (WIFSIGNALED(status))
         return ct_fail("%s crashed (signal %d, %s)", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
     if (got != 0) return ct_fail("%s: the child process ended without a result (exit status %d)", what,

@@ -160,11 +160,22 @@ void ckpt_prune(const char *dir, int keep, const char *protect) {
     }
     char latest[256] = "";
     if (ckpt_read_latest(dir, latest, sizeof latest) < 0) latest[0] = '\0';
-    for (int i = keep; i < count; i++) {
-        if (!strcmp(names[i], protect) || !strcmp(names[i], latest)) continue;
+    /* A file holding another step than its name says (a copy under another name, which
+     * verification refuses) must not take the place of a real one among the `keep` newest. */
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
         char path[4400];
-        int64_t version;
+        int64_t version, held;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (kept < keep) {
+            if (ckpt_misnamed(path, &held))
+                fprintf(stderr, "ctrain: warning: '%s' holds step %lld, not the step its name says; not counted "
+                        "in keep_checkpoints, and left alone\n", path, (long long)held);
+            else
+                kept++;
+            continue;
+        }
+        if (!strcmp(names[i], protect) || !strcmp(names[i], latest)) continue;
         if (ckpt_newer_format(path, &version)) {
             fprintf(stderr, "ctrain: warning: not deleting '%s': written by a newer ctrain (format %lld)\n", path,
                     (long long)version);

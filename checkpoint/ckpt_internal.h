@@ -122,6 +122,9 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
  * file is neither resumed from, nor skipped in favour of an older one, nor deleted. 0 for
  * anything else, including unreadable files (no message). Takes the lock. */
 int ckpt_newer_format(const char *path, int64_t *version);
+/* 1 if path is named step_N.h5 but its step attribute says another step (set in *held); 0 when
+ * the name and step agree, the name is no step name, or the file cannot be read. */
+int ckpt_misnamed(const char *path, int64_t *held);
 
 /* The whole of checkpoint_verify on an open file; fills *m (freed by the caller even on
  * failure). Lock held. */
@@ -145,7 +148,8 @@ int ckpt_write_latest(const char *dir, const char *name);
  * message) if it cannot be read or does not hold a checkpoint file name. */
 int ckpt_read_latest(const char *dir, char *name, size_t cap);
 /* Delete the oldest step_*.h5 beyond the `keep` newest, never `protect` nor the file latest
- * names, and leftover temporary files of interrupted saves. Failures print a warning. */
+ * names, and leftover temporary files of interrupted saves; a file holding another step than
+ * its name says is neither counted among the kept nor deleted. Failures print a warning. */
 void ckpt_prune(const char *dir, int keep, const char *protect);
 
 /* ---- printing (ckpt_info.c) ---- */

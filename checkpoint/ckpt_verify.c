@@ -58,6 +58,57 @@ static int check_tensor(hid_t file, const char *path, const CkptTensor *t) {
     return 0;
 }
 
+/* Every dataset with elements is chunked with Fletcher32 inside the file (docs/checkpoint-format.md):
+ * data in an external raw file would be read from outside the checkpoint, unchecked. */
+static int check_storage(hid_t file, const char *path, const char *dset_path) {
+    hid_t dset = H5Dopen2(file, dset_path, H5P_DEFAULT);
+    if (dset < 0) return ct_h5_fail("'%s': cannot open %s", path, dset_path);
+    hid_t dcpl = H5Dget_create_plist(dset);
+    hid_t space = H5Dget_space(dset);
+    hssize_t elements = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    int external = dcpl >= 0 ? H5Pget_external_count(dcpl) : -1;
+    int chunked = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED;
+    unsigned flags = 0;
+    size_t n_values = 0;
+    char filter_name[64];
+    int fletcher = chunked && H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, &flags, &n_values, NULL,
+                                                   sizeof filter_name, filter_name, NULL) >= 0;
+    H5Eclear2(H5E_DEFAULT); /* the filter lookup reports an error when the filter is absent */
+    if (space >= 0) H5Sclose(space);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    H5Dclose(dset);
+    if (external != 0)
+        return ct_fail("'%s': %s keeps its data in an external file, outside the checkpoint; a checkpoint holds "
+                       "all its data inside (not supported)",
+                       path, dset_path);
+    if (elements > 0 && !fletcher)
+        return ct_fail("'%s': %s is not stored in chunks with the Fletcher32 checksum, as every dataset of a "
+                       "checkpoint is (docs/checkpoint-format.md, \"Storage and integrity\")",
+                       path, dset_path);
+    return 0;
+}
+
+/* 1 with the step when path's file name is a checkpoint's, step_<digits>.h5. */
+static int named_step(const char *path, long long *named) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    int end = 0;
+    return !strncmp(base, "step_", 5) && base[5] >= '0' && base[5] <= '9' &&
+           sscanf(base, "step_%lld.h5%n", named, &end) == 1 && end > 0 && base[end] == '\0';
+}
+
+/* A file named like a checkpoint of a run, step_NNNNNNNN.h5, holds that step: resume and pruning
+ * go by the names. */
+static int check_name(const char *path, const CkptMeta *m) {
+    long long named;
+    if (!named_step(path, &named)) return 0;
+    if (named != m->step)
+        return ct_fail("'%s' holds step %lld, but its name says step %lld (renamed or copied over?); resume and "
+                       "pruning go by the name, so it is not used",
+                       path, (long long)m->step, named);
+    return 0;
+}
+
 static int check_cursor(const char *path, const CkptMeta *m) {
     TokenFileInfo *files = ct_calloc((size_t)m->num_files, sizeof *files, "checkpoint file list");
     TokenSet set = {0};
@@ -119,6 +170,8 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
             rc = ct_fail("'%s': unexpected %s %s (not part of a checkpoint of the model described by /config)", path,
                          objs->items[i].is_dataset ? "dataset" : "group", objs->items[i].path);
     for (int i = 0; i < n && rc == 0; i++) rc = check_tensor(file, path, &list[i]);
+    for (int i = 0; i < objs->count && rc == 0; i++)
+        if (objs->items[i].is_dataset) rc = check_storage(file, path, objs->items[i].path);
     if (rc == 0) rc = check_cursor(path, m);
     free(list);
     ckpt_objects_free(&expected);
@@ -126,7 +179,10 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
 }
 
 int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m) {
-    if (ckpt_meta_read(file, path, m) != 0) return -1;
+    if (ckpt_meta_read(file, path, m) != 0 || check_name(path, m) != 0) return -1;
+    /* values the command line would refuse (a damaged or hand-edited /config); world size 1
+     * divides every accumulation, since the file may be resumed on another world size */
+    if (config_validate(&m->cfg, 1) != 0) return ct_fail_prefix("'%s': /config", path);
     CkptObjects objs;
     if (ckpt_list_objects(file, path, &objs) != 0) return -1;
     uint32_t crc = 0;
@@ -201,4 +257,28 @@ int ckpt_newer_format(const char *path, int64_t *version) {
     H5Eclear2(H5E_DEFAULT);
     ct_hdf5_unlock();
     return newer;
+}
+
+int ckpt_misnamed(const char *path, int64_t *held) {
+    long long named;
+    if (!named_step(path, &named)) return 0;
+    ct_hdf5_lock();
+    int misnamed = 0;
+    hid_t fapl = ckpt_fapl();
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (file >= 0) {
+        hid_t attr = H5I_INVALID_HID;
+        int64_t step = 0;
+        if (ct_h5_attr_find(file, path, NULL, "step", &attr) == 1 &&
+            ct_h5_attr_read_i64(attr, path, NULL, "step", &step) == 0 && step != named) {
+            misnamed = 1;
+            *held = step;
+        }
+        if (attr >= 0) H5Aclose(attr);
+        H5Fclose(file);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    ct_hdf5_unlock();
+    return misnamed;
 }

@@ -16,11 +16,12 @@
 #     "SKIP <program>/rest: <why>" when the rest cannot run here (those cases count as skipped);
 #   - it printed its completion line "END <program>" (harness.h's TEST_EXIT, lib.sh's finish),
 #     so a program that stopped early is caught even when it exits 0;
-#   - it ended within <cases>' time limit (times CT_TEST_TIME_SCALE, e.g. 4 under AddressSanitizer);
+#   - it ended within its time limit (times CT_TEST_TIME_SCALE, e.g. 4 under AddressSanitizer);
 #     a hang is killed with its whole process group and named;
 #   - it exited 0, or printed a FAIL line saying why not.
-# CT_TEST_CASES (which selects cases inside one program, tests/harness.h) must not be set: it
-# would shrink the suite silently. With "gpu", only the programs whose names contain "gpu" run
+# CT_TEST_LOGS=DIR keeps every program's whole output there (else they go with a temporary
+# folder). CT_TEST_CASES (which selects cases inside one program, tests/harness.h) must not be
+# set: it would shrink the suite silently. With "gpu", only the programs whose names contain "gpu" run
 # and a GPU is required (CT_REQUIRE_GPU=1 turns their skips into failures); with "unit-cli", the
 # Slurm and meta tests and the CUDA emulator (which links a plain build) are left out (make asan).
 set -u
@@ -149,6 +150,7 @@ run_one() { # name, command...
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     expected_total=$((expected_total + ${cases:-0})); programs=$((programs + 1))
     printf '%-40s %3d passed %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - start))
+    [ -n "${CT_TEST_LOGS:-}" ] && mkdir -p "$CT_TEST_LOGS" && cp "$log" "$CT_TEST_LOGS/"
     grep -E '^(FAIL|SKIP) ' "$log" | sed 's/^/    /'
     if [ "$f" -gt 0 ]; then
         failures+=("$name")

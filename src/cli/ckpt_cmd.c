@@ -127,6 +127,7 @@ static int cmd_golf(int argc, char **argv) {
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
     free(pos);
     if (!ckpt) return CT_EXIT_FAILURE;
+    if (cli_check_output("ckpt", "golf", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
     Config cfg;
     TrainState st;
     if (checkpoint_read_weights(ckpt, &cfg, &st) != 0) goto fail;
@@ -164,10 +165,12 @@ static int cmd_export(int argc, char **argv) {
     }
     char path[4400];
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
-    rc = ckpt ? checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16")) : -1;
-    if (rc == 0) printf("%s -> %s (%s)\n", ckpt, out, dtype);
-    else if (ckpt) ct_print_error();
     free(pos);
+    if (!ckpt) return CT_EXIT_FAILURE;
+    if (cli_check_output("ckpt", "export", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
+    rc = checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16"));
+    if (rc == 0) printf("%s -> %s (%s)\n", ckpt, out, dtype);
+    else ct_print_error();
     return rc == 0 ? CT_EXIT_OK : CT_EXIT_FAILURE;
 }
 

@@ -2,10 +2,13 @@
  * (cli.h). */
 #include "cli.h"
 
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common.h"
 
@@ -20,6 +23,35 @@ int cli_usage_error(const char *group, const char *command, const char *fmt, ...
     fprintf(stderr, "ctrain: error: %s\n(see `ctrain %s%s%s --help`)\n", message, group, command ? " " : "",
             command ? command : "");
     return CT_EXIT_USAGE;
+}
+
+/* Whether the folder `path` is written into is named checkpoints (by its real path where it
+ * exists, so a link to a run's checkpoints/ counts too). */
+static int in_checkpoints_folder(const char *path) {
+    char copy[PATH_MAX], real[PATH_MAX];
+    if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy) return 0;
+    const char *dir = dirname(copy);
+    if (realpath(dir, real)) dir = real;
+    const char *base = strrchr(dir, '/');
+    return !strcmp(base ? base + 1 : dir, "checkpoints");
+}
+
+int cli_check_output(const char *group, const char *command, const char *option, const char *out,
+                     const char *const *inputs, int num_inputs) {
+    struct stat so, si;
+    if (stat(out, &so) == 0)
+        for (int i = 0; i < num_inputs; i++)
+            if (stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+                return cli_usage_error(group, command,
+                                       "%s '%s' is the input '%s'%s: writing it would destroy the input; give "
+                                       "another path",
+                                       option, out, inputs[i], strcmp(out, inputs[i]) ? " (the same file)" : "");
+    if (in_checkpoints_folder(out))
+        return cli_usage_error(group, command,
+                               "%s '%s' lies in a checkpoints/ folder, where a resume would take it for a "
+                               "checkpoint; give a path outside it",
+                               option, out);
+    return 0;
 }
 
 /* Whether argv[*i] is `option`: 1 (and its value taken, advancing *i past a separate value),

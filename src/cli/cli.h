@@ -29,6 +29,14 @@ typedef struct {
 int cli_parse(const char *group, int argc, char **argv, const char *usage, const CliOption *options, int num_options,
               char ***positional, int *num_positional);
 
+/* A command that writes `out` (given as `option`, e.g. "--out") refuses, with a usage error
+ * (CT_EXIT_USAGE), an output that is one of its inputs (the same file by device and inode, so
+ * also through links and other spellings of the path) or that lies in a folder named
+ * checkpoints/, where a resume would take it for a checkpoint; returns 0 otherwise. Checked
+ * before anything is written, so the input is never touched. */
+int cli_check_output(const char *group, const char *command, const char *option, const char *out,
+                     const char *const *inputs, int num_inputs);
+
 /* One subcommand of a group: its name and its main (argv[0] is the subcommand's name). */
 typedef struct {
     const char *name;

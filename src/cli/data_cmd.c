@@ -295,6 +295,7 @@ static int import_bin_main(int argc, char **argv) {
                             out_paths[i]);
                 goto done;
             }
+        if (cli_check_output("data", cmd, "--out", out_paths[i], (const char *const *)shards, num_shards) != 0) goto done;
     }
 
     /* The model first: its vocabulary decides vocab_size. */
@@ -425,6 +426,7 @@ static int luts_main(int argc, char **argv) {
         cli_usage_error("data", "luts", "--out FILE.h5 is required");
         goto done;
     }
+    if (cli_check_output("data", "luts", "--out", out, (const char *const *)models, 1) != 0) goto done;
     rc = CT_EXIT_FAILURE;
     if (spm_tokenizer_load(models[0], &tok) != 0 ||
         data_write_tokenizer_file(out, tok.vocab_size, tok.base_bytes, tok.has_leading_space, tok.is_boundary_token,
@@ -536,6 +538,9 @@ static int from_text_main(int argc, char **argv) {
         cli_usage_error("data", cmd, "--out and --val-out are the same file '%s'", out);
         goto done;
     }
+    if (cli_check_output("data", cmd, "--out", out, (const char *const *)inputs, num_inputs) != 0 ||
+        (val_out && cli_check_output("data", cmd, "--val-out", val_out, (const char *const *)inputs, num_inputs) != 0))
+        goto done;
 
     /* Sizes first: the split point must be known before the first byte is written. */
     rc = CT_EXIT_FAILURE;

@@ -186,6 +186,11 @@ int sample_main(int argc, char **argv) {
         return prompt && prompt_ids ? cli_usage_error("sample", NULL, "give --prompt or --prompt-ids, not both")
                                     : CT_EXIT_USAGE;
     }
+    if (prompt && !*prompt) { /* the same for every model: an empty prompt is refused */
+        free(pos);
+        return cli_usage_error("sample", NULL,
+                               "--prompt is empty: give some text, or leave --prompt out for the default start");
+    }
     o.seed = (uint64_t)seed;
     char path[4400];
     rc = checkpoint_resolve(pos[0], path, sizeof path);
@@ -265,7 +270,7 @@ int sample_main(int argc, char **argv) {
         n = 1;
         with_bos = 0; /* the prompt already is the bos_id (--bos was refused without one) */
     } else {
-        const char *text = prompt && *prompt ? prompt : "\n";
+        const char *text = prompt ? prompt : "\n";
         n = (int64_t)strlen(text);
         ids = ct_calloc((size_t)n, sizeof *ids, "prompt");
         for (int64_t i = 0; i < n; i++) ids[i] = (unsigned char)text[i];

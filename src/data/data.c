@@ -270,6 +270,14 @@ int data_file_info(const char *path, TokenFileInfo *info) {
         H5Fclose(file);
     }
     ct_hdf5_unlock();
+    struct stat st;
+    if (rc == 0 && stat(path, &st) != 0) rc = ct_fail("'%s': cannot stat: %s", path, strerror(errno));
+    if (rc == 0) {
+        info->stat_dev = (int64_t)st.st_dev;
+        info->stat_ino = (int64_t)st.st_ino;
+        info->stat_size = (int64_t)st.st_size;
+        info->stat_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    }
     if (rc != 0) data_free_file_info(info);
     return rc;
 }
@@ -444,6 +452,7 @@ struct TokenReader {
     char **paths;        /* copies, so the reader does not depend on the set's lifetime */
     int64_t *num_tokens;
     int *token_bytes;
+    int64_t (*stamps)[4]; /* each file's device, inode, size, mtime (ns) when the set opened it */
     ReaderSlot slots[READER_CACHE_SLOTS];
     uint64_t clock;
 };
@@ -507,6 +516,12 @@ int token_reader_open(TokenReader **reader, const TokenSet *set) {
         r->num_tokens[i] = set->files[i].num_tokens;
         r->token_bytes[i] = set->files[i].token_bytes;
     }
+    r->stamps = ct_calloc((size_t)set->num_files, sizeof *r->stamps, "token reader file stamps");
+    for (int i = 0; i < set->num_files; i++) {
+        const TokenFileInfo *f = &set->files[i];
+        r->stamps[i][0] = f->stat_dev, r->stamps[i][1] = f->stat_ino;
+        r->stamps[i][2] = f->stat_size, r->stamps[i][3] = f->stat_mtime_ns;
+    }
     for (int i = 0; i < READER_CACHE_SLOTS; i++) r->slots[i].file_index = -1;
     *reader = r;
     return 0;
@@ -521,6 +536,28 @@ static void widen_uint16_in_place(uint32_t *out, int64_t n) {
         memcpy(&v, packed + 2 * i, sizeof v);
         out[i] = v;
     }
+}
+
+/* The file at path is still the one whose stamp the set took: 0, else -1 saying what changed.
+ * One stat per read: far below a percent of a step. */
+static int check_unchanged(const TokenReader *r, int file_index, int64_t pos, int64_t n) {
+    const char *path = r->paths[file_index];
+    const int64_t *was = r->stamps[file_index];
+    struct stat st;
+    char what[256];
+    if (stat(path, &st) != 0) snprintf(what, sizeof what, "it is gone: %s", strerror(errno));
+    else if ((int64_t)st.st_dev != was[0] || (int64_t)st.st_ino != was[1])
+        snprintf(what, sizeof what, "it was replaced by another file");
+    else if ((int64_t)st.st_size != was[2])
+        snprintf(what, sizeof what, "its size went from %lld to %lld bytes", (long long)was[2], (long long)st.st_size);
+    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != was[3])
+        snprintf(what, sizeof what, "it was written to (modification time changed)");
+    else
+        return 0;
+    return ct_fail("training data file '%s' changed during the run (%s), found when reading /tokens[%lld:%lld]; "
+                   "a run reads its files as they were when it started: restore the file, or start from the "
+                   "last checkpoint with the new data (resume_data)",
+                   path, what, (long long)pos, (long long)(pos + n));
 }
 
 int token_reader_read(TokenReader *r, int file_index, int64_t pos, int64_t n, uint32_t *out) {
@@ -551,6 +588,8 @@ int token_reader_read(TokenReader *r, int file_index, int64_t pos, int64_t n, ui
         H5Sclose(mem_space);
     }
     ct_hdf5_unlock();
+    /* after the read: a change before or during it is seen, and the tokens are not used */
+    if (rc == 0) rc = check_unchanged(r, file_index, pos, n);
     if (rc == 0 && r->token_bytes[file_index] == 2) widen_uint16_in_place(out, n);
     return rc;
 }
@@ -564,6 +603,7 @@ void token_reader_close(TokenReader *r) {
     free(r->paths);
     free(r->num_tokens);
     free(r->token_bytes);
+    free(r->stamps);
     free(r);
 }
 

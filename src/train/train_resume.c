@@ -135,15 +135,20 @@ int trainer_resume(Trainer *t, int *exit_code) {
     return choice.path[0] ? load_from(t, choice.path, choice.verified) : 0;
 }
 
+/* A metrics line as ctrain writes it: {"step": N, ...} and a newline. */
+static int is_whole_record(const char *line) {
+    long long s;
+    size_t n = strlen(line);
+    return n >= 2 && line[n - 1] == '\n' && line[n - 2] == '}' && sscanf(line, "{\"step\": %lld", &s) == 1;
+}
+
 /* Keep the lines of steps before `step`, and the training line of `step` itself: its
  * validation line (if any) is written again by the resumed loop, which validates first. A line
  * cut short by a crash or a full disk (no closing "}" and newline) is dropped, so the file stays
  * one JSON object per line. */
 static int keep_line(const char *line, int64_t step) {
     long long s;
-    size_t n = strlen(line);
-    if (n < 2 || line[n - 1] != '\n' || line[n - 2] != '}') return 0;
-    if (sscanf(line, "{\"step\": %lld", &s) != 1) return 0;
+    if (!is_whole_record(line) || sscanf(line, "{\"step\": %lld", &s) != 1) return 0;
     if (s < step) return 1;
     return s == step && strstr(line, "\"train_loss\"") != NULL;
 }
@@ -152,22 +157,43 @@ int trainer_open_metrics(Trainer *t) {
     char path[4300], tmp[4400];
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->cfg->out_dir);
     if (t->step == 0) {
-        t->metrics = fopen(path, "w");
-        if (!t->metrics) return ct_fail("cannot write '%s': %s", path, strerror(errno));
+        t->metrics = ct_fopen_nofollow(path, "w");
+        if (!t->metrics) return ct_fail("cannot write '%s': %s", path, ct_open_error(errno));
         return 0;
     }
     /* Rewrite through a temporary file: a crash here must not lose the history. */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *in = fopen(path, "r");
-    FILE *out = fopen(tmp, "w");
+    FILE *in = ct_fopen_nofollow(path, "r");
+    if (!in && errno != ENOENT) return ct_fail("cannot read '%s': %s", path, ct_open_error(errno));
+    FILE *out = ct_fopen_nofollow(tmp, "w");
     if (!out) {
+        int e = errno;
         if (in) fclose(in);
-        return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+        return ct_fail("cannot write '%s': %s", tmp, ct_open_error(e));
     }
     if (in) {
-        char line[8192];
-        while (fgets(line, sizeof line, in))
+        /* A damaged line inside the file (not the last one, which a crash may cut short) is
+         * worth a word: history is being dropped. */
+        char *line = NULL, *held = NULL;
+        size_t cap = 0;
+        long number = 0, held_number = 0;
+        for (ssize_t n; (n = getline(&line, &cap, in)) >= 0;) {
+            number++;
+            if (held) {
+                fprintf(stderr, "ctrain: warning: '%s' line %ld is not one whole JSON object (damaged: '%.60s'); "
+                        "dropped\n", path, held_number, held);
+                free(held);
+                held = NULL;
+            }
             if (keep_line(line, t->step)) fputs(line, out);
+            else if (!is_whole_record(line)) {
+                held = ct_strdup(line);
+                held[strcspn(held, "\n")] = '\0';
+                held_number = number;
+            }
+        }
+        free(held);
+        free(line);
         fclose(in);
     }
     int write_failed = ferror(out);
@@ -176,7 +202,7 @@ int trainer_open_metrics(Trainer *t) {
         remove(tmp);
         return ct_fail("cannot rewrite '%s': %s", path, strerror(e));
     }
-    t->metrics = fopen(path, "a");
-    if (!t->metrics) return ct_fail("cannot append to '%s': %s", path, strerror(errno));
+    t->metrics = ct_fopen_nofollow(path, "a");
+    if (!t->metrics) return ct_fail("cannot append to '%s': %s", path, ct_open_error(errno));
     return 0;
 }

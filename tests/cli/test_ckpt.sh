@@ -293,6 +293,24 @@ assert a == b and np.isfinite(a), (a, b)
     fi
 done
 
+# ---- a command never writes over its input or into a checkpoints/ folder ----
+# (the same path, a link to it, the run directory that resolves to it): refused before anything
+# is written, and the checkpoint stays valid
+cp -r tied guard
+G=guard/checkpoints/step_00000004.h5
+guard_sum=$(sha256sum <"$G")
+expect_fail export_out_is_input 2 "--out '$G' is the input '$G': writing it would destroy the input" \
+    "$CTRAIN" ckpt export "$G" --out "$G"
+ln -s "$WORK/$G" guard_link.h5
+expect_fail export_out_links_to_input 2 "--out 'guard_link.h5' is the input '$G' \(the same file\)" \
+    "$CTRAIN" ckpt export "$G" --out guard_link.h5
+expect_fail golf_out_is_input 2 "--out '$G' is the input '$G'" "$CTRAIN" ckpt golf guard --out "$G" --no-eval
+expect_fail export_into_checkpoints 2 "--out 'guard/checkpoints/w.safetensors' lies in a checkpoints/ folder, where a resume would take it for a checkpoint" \
+    "$CTRAIN" ckpt export "$G" --out guard/checkpoints/w.safetensors
+[ "$(sha256sum <"$G")" = "$guard_sum" ] && [ "$(ls guard/checkpoints)" = "$(ls tied/checkpoints)" ] && pass guarded_input_untouched \
+    || fail guarded_input_untouched "$(ls -l guard/checkpoints)"
+expect_ok guarded_input_still_valid "$CTRAIN" ckpt verify "$G"
+
 # ---- a non-finite tensor (checksums made to match) is invalid: never resumed from ----
 if need_py nonfinite_tensor_invalid; then
     cp "$B" nonfinite.h5
@@ -389,6 +407,40 @@ with h5py.File(sys.argv[1], "r") as f:
     assert list(g["file_sample_crc32"][()]) == [sample], (g["file_sample_crc32"][()], sample)
 ' "$B" "$WORK/train.h5"
 fi
+
+# Besides damage, verification refuses data kept outside the file (HDF5 external storage),
+# /config values the command line would refuse, and a file whose name says another step than it
+# holds (checksums made to match in each): resume and pruning go by names, and a copy named
+# step_00000099.h5 was once resumed from as its own step and never pruned.
+cp "$B" external.h5
+check make_external_storage "${content_crc32%%with h5py.File*}"'
+import os
+with h5py.File(sys.argv[1], "r+") as f:
+    w = f["/model/skip_weights"][()]
+    raw = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "outside.raw")
+    w.astype("<f4").tofile(raw)
+    del f["/model/skip_weights"]
+    f.create_dataset("/model/skip_weights", shape=w.shape, dtype="<f4", external=[(raw, 0, w.nbytes)])
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' external.h5
+expect_fail verify_external_storage_refused 1 "external.h5': /model/skip_weights keeps its data in an external file, outside the checkpoint" \
+    "$CTRAIN" ckpt verify external.h5
+cp "$B" badconfig.h5
+check make_invalid_config "${content_crc32%%with h5py.File*}"'
+with h5py.File(sys.argv[1], "r+") as f:
+    f["config"].attrs.modify("iterations", -1)
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' badconfig.h5
+expect_fail verify_invalid_config_refused 1 "badconfig.h5': /config: .*iterations" "$CTRAIN" ckpt verify badconfig.h5
+cp -r tied renamed && cp renamed/checkpoints/step_00000002.h5 renamed/checkpoints/step_00000099.h5
+expect_fail verify_name_disagrees_refused 1 "step_00000099.h5' holds step 2, but its name says step 99" \
+    "$CTRAIN" ckpt verify renamed/checkpoints/step_00000099.h5
+expect_ok renamed_run_goes_on "$CTRAIN" train "${small[@]}" iterations=8 out_dir=renamed
+expect_grep renamed_run_resumed_from_4 'resumed from renamed/checkpoints/step_00000004.h5: step 4' out
+# keep_checkpoints=2: the copy does not count among the kept (steps 8 and 6), nor is it deleted
+[ "$(ls renamed/checkpoints | tr '\n' ' ')" = "latest step_00000006.h5 step_00000008.h5 step_00000099.h5 " ] \
+    && pass renamed_copy_not_counted || fail renamed_copy_not_counted "$(ls renamed/checkpoints | tr '\n' ' ')"
+expect_grep renamed_copy_warned "step_00000099.h5' holds step 2, not the step its name says; not counted in keep_checkpoints" err
 
 # A token in the middle of a training file changed (beyond the first and last 65536 tokens that
 # the sample checksum covers; the file's tokens_crc32 rewritten to match, as a converter would):

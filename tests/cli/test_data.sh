@@ -283,4 +283,23 @@ with h5py.File('py_crc_added.h5', 'w') as f:
     expect_grep h5py_recipe_crc_matches 'tokens_crc32: matches in every file' out
 fi
 
+# ---- a closed pipe ends the output quietly (no "crashed (signal 13)"), as other tools do ----
+"$CTRAIN" data info 'train.h5' 'val.h5' 2>pipe.err | true
+rc=${PIPESTATUS[0]}
+if { [ $rc = 0 ] || [ $rc = 141 ]; } && [ ! -s pipe.err ]; then pass info_closed_pipe_quiet
+else fail info_closed_pipe_quiet "exit $rc: $(head -c 300 pipe.err)"; fi
+
+# ---- an output that is one of the inputs is refused before anything is written ----
+printf 'a corpus that must survive\n' >corpus.txt && cp corpus.txt corpus.bak && ln -sf corpus.txt corpus_link.txt
+expect_fail from_text_out_is_input 2 "--out 'corpus.txt' is the input 'corpus.txt': writing it would destroy the input" \
+    "$CTRAIN" data from-text --out corpus.txt corpus.txt
+expect_fail from_text_val_out_links_to_input 2 "--val-out 'corpus_link.txt' is the input 'corpus.txt' \(the same file\)" \
+    "$CTRAIN" data from-text --out c.h5 --val-out corpus_link.txt corpus.txt
+cmp -s corpus.txt corpus.bak && [ ! -e c.h5 ] && pass from_text_input_untouched || fail from_text_input_untouched "$(ls -l corpus* c.h5 2>&1)"
+cp fineweb_train_000001.bin shard.h5
+expect_fail import_out_is_input 2 "--out 'shard.h5' is the input 'shard.h5'" "$CTRAIN" data import-bin --out shard.h5 shard.h5
+mkdir -p run/checkpoints
+expect_fail from_text_into_checkpoints 2 "--out 'run/checkpoints/t.h5' lies in a checkpoints/ folder" \
+    "$CTRAIN" data from-text --out run/checkpoints/t.h5 corpus.txt
+
 finish

@@ -52,4 +52,19 @@ kill -KILL "$waiter"
 wait "$waiter" 2>/dev/null
 expect_ok after_kill_not_locked "$CTRAIN" train "${run[@]}" iterations=1 out_dir=shared resume=none overwrite=1
 
+# A run's own files are never opened through a symbolic link planted in out_dir: the run is
+# refused, naming the link, and the file it points to stays as it was.
+echo precious >outside.txt
+mkdir lk && ln -s "$WORK/outside.txt" lk/.lock
+expect_fail lock_link_refused 1 "cannot open the lock file 'lk/.lock': it is a symbolic link" \
+    "$CTRAIN" train "${run[@]}" iterations=1 out_dir=lk
+rm lk/.lock && ln -s "$WORK/outside.txt" lk/metrics.jsonl
+expect_fail metrics_link_refused 1 "cannot write 'lk/metrics.jsonl': it is a symbolic link" \
+    "$CTRAIN" train "${run[@]}" iterations=1 out_dir=lk
+expect_ok link_first_run "$CTRAIN" train "${run[@]}" iterations=2 checkpoint_every=1 out_dir=lk2
+rm lk2/metrics.jsonl && ln -s "$WORK/outside.txt" lk2/metrics.jsonl
+expect_fail metrics_link_refused_on_resume 1 "cannot read 'lk2/metrics.jsonl': it is a symbolic link" \
+    "$CTRAIN" train "${run[@]}" iterations=3 checkpoint_every=1 out_dir=lk2
+[ "$(cat outside.txt)" = precious ] && pass link_target_untouched || fail link_target_untouched "outside.txt: $(head -c 200 outside.txt)"
+
 finish

@@ -71,6 +71,7 @@ n=$(head -c 4 out)
 expect_fail sample_bad_id 2 "--prompt-ids '1,999': expected comma-separated token ids below vocab_size 256" \
     "$CTRAIN" sample run --prompt-ids 1,999
 expect_fail sample_both_prompts 2 'give --prompt or --prompt-ids, not both' "$CTRAIN" sample run --prompt a --prompt-ids 1
+expect_fail sample_empty_prompt 2 "--prompt is empty: give some text, or leave --prompt out" "$CTRAIN" sample run --prompt ""
 expect_fail sample_zero_tokens 2 "--tokens '0': expected an integer in \[1, 1000000\]" "$CTRAIN" sample run --tokens 0
 expect_fail sample_bad_temperature 2 "--temperature 'hot'" "$CTRAIN" sample run --temperature hot
 expect_fail sample_bad_device 2 "device = 'tpu': expected auto, cpu or cuda" "$CTRAIN" sample run --device tpu

@@ -52,9 +52,10 @@ fake_build() {
 # expect_copy_fails NAME DIR BUILD PATTERN...: the copy's runner, on BUILD, exits non-zero and its
 # output holds every PATTERN (grep -E): the broken copy is caught, and for the planted reason.
 expect_copy_fails() {
-    local name=$1 dir=$2 build=$3 pattern missing=; shift 3
+    local name=$1 dir=$2 build=$3 pattern missing= start=$SECONDS; shift 3
     bash "$dir/tests/run.sh" "$build" >"$dir.out" 2>&1
     local rc=$?
+    echo "$name: the copy's suite ran $((SECONDS - start)) s, exit $rc"
     for pattern in "$@"; do grep -qE -- "$pattern" "$dir.out" || missing+=" /$pattern/"; done
     if [ $rc -eq 0 ]; then fail "$name" "the runner passed the broken copy: $(tail -c 600 "$dir.out")"
     elif [ -n "$missing" ]; then fail "$name" "the runner failed, but its output lacks$missing: $(grep -E '^ *FAIL' "$dir.out" | head -c 900)"
