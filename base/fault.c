@@ -24,7 +24,8 @@ static int num_faults;
 
 static int parse_signal(const char *s, size_t n) {
     static const struct { const char *name; int sig; } names[] = {
-        {"TERM", SIGTERM}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+        {"TERM", SIGTERM}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+        {"STOP", SIGSTOP}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i].name) == n && !strncasecmp(s, names[i].name, n)) return names[i].sig;
     return -1;
@@ -76,7 +77,8 @@ void fault_forward_to_parent(void) { forward_to_parent = 1; }
 static void fire(const Fault *f) {
     fflush(stdout);
     fflush(stderr);
-    if (forward_to_parent) kill(getppid(), f->sig);
+    /* a child's fault is the whole job's (the node dies), except a stop: a stuck writer */
+    if (forward_to_parent && f->sig != SIGSTOP) kill(getppid(), f->sig);
     raise(f->sig);
 }
 

@@ -6,7 +6,9 @@
  *   CTRAIN_FAULT="KILL@7.0"        SIGKILL at micro-batch 0 of step 7
  *   CTRAIN_FAULT="KILL@ckpt:10"    SIGKILL half-way through writing the step-10 checkpoint
  *   CTRAIN_FAULT="KILL@3.1%2"      only on rank 2 (multi-rank tests: one rank dies)
- *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2.
+ *   CTRAIN_FAULT="STOP@ckpt:4"     SIGSTOP in the background writer of step 4 (a stuck writer;
+ *                                  not sent to the training process, unlike the others)
+ *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H
 #define CT_FAULT_H

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "stop.h"
 
 /* What the child sends: its result, then out, then its message (NUL-terminated). */
 typedef struct {
@@ -34,12 +35,25 @@ static int write_all(int fd, const void *buf, size_t n) {
 
 /* Read exactly n bytes before the deadline (ms on ct_now_ms's clock). 0, or -1 on end of data
  * / error, -2 on timeout. */
-static int read_all(int fd, void *buf, size_t n, double deadline_ms) {
+/* How long a wait may last: deadline_ms (0: none), cut to grace_s after a stop signal. */
+typedef struct {
+    double deadline_ms, grace_s;
+    int cut; /* the stop signal set the deadline */
+} Deadline;
+
+static int read_all(int fd, void *buf, size_t n, Deadline *d) {
     char *p = buf;
     while (n > 0) {
+        if (d->grace_s > 0 && !d->cut && stop_requested()) { /* poll returns EINTR when it comes */
+            double cut = ct_now_ms() + 1000.0 * d->grace_s;
+            if (d->deadline_ms <= 0 || cut < d->deadline_ms) {
+                d->deadline_ms = cut;
+                d->cut = 1;
+            }
+        }
         int wait_ms = -1;
-        if (deadline_ms > 0) {
-            double left = deadline_ms - ct_now_ms();
+        if (d->deadline_ms > 0) {
+            double left = d->deadline_ms - ct_now_ms();
             if (left <= 0) return -2;
             wait_ms = left > 1e9 ? 1000000000 : (int)left + 1;
         }
@@ -61,6 +75,7 @@ int ct_child_start(CtChild *child, const char *what, int (*fn)(void *ctx, void *
                    size_t out_cap, void (*child_init)(void)) {
     child->pid = 0;
     child->fd = -1;
+    child->stop_grace_s = 0;
     int fds[2];
     if (pipe(fds) != 0) return ct_fail("%s: cannot create a pipe: %s", what, strerror(errno));
     fflush(stdout);
@@ -94,28 +109,59 @@ int ct_child_start(CtChild *child, const char *what, int (*fn)(void *ctx, void *
     return 0;
 }
 
+/* What /proc says the process is doing ("stopped", "in uninterruptible disk wait", ...). */
+static void child_state(pid_t pid, char *buf, size_t cap) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    snprintf(buf, cap, "state unknown");
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *close_paren = strrchr(text, ')'); /* the command name may hold spaces */
+    if (!close_paren || close_paren[1] != ' ') return;
+    switch (close_paren[2]) {
+    case 'R': snprintf(buf, cap, "running"); break;
+    case 'S': snprintf(buf, cap, "sleeping"); break;
+    case 'D': snprintf(buf, cap, "in uninterruptible disk wait"); break;
+    case 'T': snprintf(buf, cap, "stopped"); break;
+    case 't': snprintf(buf, cap, "stopped by a debugger"); break;
+    case 'Z': snprintf(buf, cap, "a zombie"); break;
+    default: snprintf(buf, cap, "state %c", close_paren[2]); break;
+    }
+}
+
 int ct_child_finish(CtChild *child, const char *what, void *out, size_t out_cap, double timeout_s) {
     const pid_t pid = (pid_t)child->pid;
     const int fd = child->fd;
     child->pid = 0;
     child->fd = -1;
     if (pid <= 0) return ct_fail("%s: no child process to wait for", what);
-    double deadline = timeout_s > 0 ? ct_now_ms() + 1000.0 * timeout_s : 0;
+    const double start = ct_now_ms();
+    Deadline d = {timeout_s > 0 ? start + 1000.0 * timeout_s : 0, child->stop_grace_s, 0};
     ChildReport rep;
-    int got = read_all(fd, &rep, sizeof rep, deadline);
-    if (got == 0 && out_cap) got = read_all(fd, out, out_cap, deadline);
+    int got = read_all(fd, &rep, sizeof rep, &d);
+    if (got == 0 && out_cap) got = read_all(fd, out, out_cap, &d);
     char message[4096] = "";
     if (got == 0) {
         size_t n = rep.message_bytes < sizeof message ? rep.message_bytes : sizeof message;
-        got = read_all(fd, message, n, deadline);
+        got = read_all(fd, message, n, &d);
         message[sizeof message - 1] = '\0';
     }
     close(fd);
-    if (got == -2) kill(pid, SIGKILL);
+    char state[64];
+    if (got == -2) {
+        child_state(pid, state, sizeof state);
+        kill(pid, SIGKILL);
+    }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (got == -2) return ct_fail("%s did not finish within %g s (stopped)", what, timeout_s);
+    if (got == -2 && d.cut)
+        return ct_fail("%s did not finish within %g s of the stop signal (pid %d, %s when killed)", what,
+                       d.grace_s, (int)pid, state);
+    if (got == -2) return ct_fail("%s did not finish within %g s (pid %d, %s when killed)", what, timeout_s, (int)pid, state);
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
         /* The child wrote to our standard output after its reader went away (`ctrain data info
          * | head -1`): no crash, the end of the output. This process ends as quietly, the way

@@ -14,7 +14,8 @@
 
 /* Run fn(ctx, out) in a child and wait up to timeout_s seconds (<= 0: forever). Returns fn's
  * result (0, or -1 with fn's message in ct_error(); out filled as fn left it), or -1 with
- * "WHAT crashed (signal 11, Segmentation fault)" / "WHAT did not finish within S s (stopped)"
+ * "WHAT crashed (signal 11, Segmentation fault)" / "WHAT did not finish within S s (pid P,
+ * stopped when killed)" (the child's state from /proc: running, sleeping, disk wait, stopped...)
  * / the reason the child could not be started. */
 int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_cap,
                     double timeout_s);
@@ -27,6 +28,9 @@ int ct_run_isolated(const char *what, int (*fn)(void *ctx, void *out), void *ctx
 typedef struct {
     int pid; /* 0: none running */
     int fd;
+    /* > 0: a stop signal (stop_requested) during ct_child_finish cuts the wait to at most this
+     * many more seconds (the writer's wait must not outlast the job's grace period) */
+    double stop_grace_s;
 } CtChild;
 int ct_child_start(CtChild *child, const char *what, int (*fn)(void *ctx, void *out), void *ctx, void *out,
                    size_t out_cap, void (*child_init)(void));

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -61,27 +62,64 @@ int stop_install(const char *stop_signal) {
 
 int stop_requested(void) { return requested_signal; }
 
-double stop_slurm_job_end_time(void) {
+/* scontrol talks to the controller, which can hang: the run must not wait on it for long. */
+#define SCONTROL_TIMEOUT_S 10
+
+double stop_slurm_job_end_time(char *why, size_t cap) {
     const char *job = getenv("SLURM_JOB_ID");
-    if (!job || !*job) return 0;
+    if (!job || !*job) {
+        snprintf(why, cap, "not under Slurm: SLURM_JOB_ID is not set");
+        return 0;
+    }
     for (const char *p = job; *p; p++)
-        if (*p < '0' || *p > '9') return 0; /* never pass anything but a number to the shell */
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+        if (*p < '0' || *p > '9') { /* never pass anything but a number to the shell */
+            snprintf(why, cap, "SLURM_JOB_ID '%.40s' is not a job number", job);
+            return 0;
+        }
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "timeout -k 2 %d scontrol show job -o %s 2>/dev/null", SCONTROL_TIMEOUT_S, job);
     FILE *f = popen(cmd, "r");
-    if (!f) return 0;
-    char line[8192];
+    if (!f) {
+        snprintf(why, cap, "cannot run scontrol");
+        return 0;
+    }
+    /* the whole output: one line per job, as long as its fields (a long Comment= or name) make it */
+    size_t len = 0, size = 16384;
+    char *text = ct_malloc(size, "scontrol output");
+    for (;;) {
+        if (len == size - 1) { /* full: grow, up to 64 MB */
+            char *grown = size < ((size_t)64 << 20) ? realloc(text, 2 * size) : NULL;
+            if (!grown) break;
+            text = grown;
+            size *= 2;
+        }
+        size_t got = fread(text + len, 1, size - 1 - len, f);
+        if (got == 0) break;
+        len += got;
+    }
+    text[len] = '\0';
+    int status = pclose(f);
     double end = 0;
-    while (fgets(line, sizeof line, f)) {
-        char *e = strstr(line, " EndTime=");
-        if (!e) continue;
+    const char *e = strstr(text, " EndTime=");
+    if (!e && !strncmp(text, "EndTime=", 8)) e = text - 1;
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == 124 || WEXITSTATUS(status) == 137))
+        snprintf(why, cap, "scontrol show job %s did not answer within %d s", job, SCONTROL_TIMEOUT_S);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        snprintf(why, cap, "scontrol or timeout(1) is not installed here");
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        snprintf(why, cap, "scontrol show job %s failed (exit status %d)", job,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    else if (!e)
+        snprintf(why, cap, "scontrol's output for job %s has no EndTime", job);
+    else {
         struct tm tm;
         memset(&tm, 0, sizeof tm);
         if (strptime(e + 9, "%Y-%m-%dT%H:%M:%S", &tm)) {
             tm.tm_isdst = -1;
             end = (double)mktime(&tm); /* scontrol prints local time */
         }
+        if (end <= 0) snprintf(why, cap, "job %s has no end time (EndTime=%.20s)", job, e + 9);
     }
-    pclose(f);
+    free(text);
     return end > 0 ? end : 0;
 }

@@ -5,6 +5,8 @@
 #ifndef CT_STOP_H
 #define CT_STOP_H
 
+#include <stddef.h>
+
 /* Signal number for a name such as "USR1" or "SIGUSR1"; -1 if not one we accept. */
 int stop_signal_number(const char *name);
 
@@ -15,7 +17,9 @@ int stop_install(const char *stop_signal);
 int stop_requested(void);
 
 /* Unix time (seconds) at which the Slurm job this process runs in ends, from
- * `scontrol show job $SLURM_JOB_ID`; 0 when not under Slurm or no limit is known. */
-double stop_slurm_job_end_time(void);
+ * `scontrol show job -o $SLURM_JOB_ID` (its whole output, however long; given 10 s at most, as a
+ * hung controller must not hold the run); 0 when not under Slurm or no end is known, with the
+ * reason in why. */
+double stop_slurm_job_end_time(char *why, size_t cap);
 
 #endif

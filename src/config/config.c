@@ -304,6 +304,7 @@ int config_validate(const Config *c, int world_size) {
                 !strcmp(c->checkpoint_async, "off"),
             "checkpoint_async = '%s': expected on, off or auto", c->checkpoint_async);
     REQUIRE(c->lock_wait >= 0, "lock_wait = %g: expected >= 0 seconds (0 = fail at once)", c->lock_wait);
+    REQUIRE(c->checkpoint_wait >= 0, "checkpoint_wait = %g: expected >= 0 seconds (0 = no limit)", c->checkpoint_wait);
     REQUIRE(c->resume[0] != '\0', "resume is empty: expected auto, none or a checkpoint path");
     REQUIRE(!strcmp(c->resume_data, "same") || !strcmp(c->resume_data, "moved") || !strcmp(c->resume_data, "changed"),
             "resume_data = '%s': expected same, moved or changed", c->resume_data);

@@ -69,6 +69,8 @@
     X(keep_checkpoints, INT, "3", "run", FREE, "how many recent checkpoints to keep")              \
     X(checkpoint_async, STR, "auto", "run", FREE,                                                   \
       "write checkpoints in a background process while training goes on: on | off | auto (on for device=cuda)") \
+    X(checkpoint_wait, FLOAT, "1800", "run", FREE,                                                  \
+      "seconds the run waits for a background checkpoint writer (at the next save or the end; after a stop signal at most 20 more); then exit 1 naming it; 0 = no limit") \
     X(lock_wait, FLOAT, "0", "run", FREE,                                                           \
       "seconds to wait while another run holds out_dir (the sbatch scripts use 300 for requeues); 0 = fail at once") \
     X(resume, STR, "auto", "run", FREE, "auto (newest valid checkpoint in out_dir) | none | PATH") \

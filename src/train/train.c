@@ -169,11 +169,13 @@ static int log_step(Trainer *t, double train_loss, double scale, double step_ms,
 static int train_loop(Trainer *t) {
     const Config *cfg = t->cfg;
     const double max_wallclock_ms = cfg->max_wallclock_seconds > 0 ? 1000.0 * cfg->max_wallclock_seconds : 0;
-    double job_end = cfg->stop_before_job_end > 0 ? stop_slurm_job_end_time() : 0;
-    if (cfg->stop_before_job_end > 0)
-        printf(job_end > 0 ? "stop_before_job_end: the job ends at unix time %.0f; stopping %.0fs before\n"
-                           : "stop_before_job_end: no Slurm job end time found (not under Slurm?); ignored\n",
-               job_end, cfg->stop_before_job_end);
+    char no_end[256] = "";
+    double job_end = cfg->stop_before_job_end > 0 ? stop_slurm_job_end_time(no_end, sizeof no_end) : 0;
+    if (cfg->stop_before_job_end > 0 && job_end > 0)
+        printf("stop_before_job_end: the job ends at unix time %.0f; stopping %.0fs before\n", job_end,
+               cfg->stop_before_job_end);
+    else if (cfg->stop_before_job_end > 0)
+        fprintf(stderr, "ctrain: warning: stop_before_job_end: no Slurm job end time (%s); ignored\n", no_end);
     /* Stopping before the first step would checkpoint, exit 75 and be requeued into the same
      * situation forever: with no time to train, the run fails instead. */
     int no_time = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;

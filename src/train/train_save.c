@@ -82,13 +82,22 @@ int trainer_save_async(const Trainer *t) {
     return !strcmp(mode, "on") || (!strcmp(mode, "auto") && !strcmp(t->cfg->device, "cuda"));
 }
 
+/* After a stop signal the writer's wait lasts at most this long: less than Slurm's default
+ * KillWait (30 s) between its SIGTERM and SIGKILL, so the run still ends by itself and says why. */
+#define WRITER_STOP_GRACE_S 20.0
+
+static int finish_writer(Trainer *t) {
+    t->writer.stop_grace_s = WRITER_STOP_GRACE_S;
+    return ct_child_finish(&t->writer, "the background checkpoint writer", NULL, 0, t->cfg->checkpoint_wait);
+}
+
 int trainer_save_wait(Trainer *t) {
     if (!t->save_pending) return 0;
     t->save_pending = 0;
     int rc = 0;
     char message[2048] = "";
     if (t->rank == 0) {
-        rc = ct_child_finish(&t->writer, "the background checkpoint writer", NULL, 0, 0);
+        rc = finish_writer(t);
         if (rc != 0) snprintf(message, sizeof message, "%s", ct_error());
     }
     if (t->world > 1 && dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
@@ -104,7 +113,7 @@ void trainer_save_abandon(Trainer *t) {
          * here; the run's failure message (ct_error) is kept for the caller to report. */
         char failure[2048];
         snprintf(failure, sizeof failure, "%s", ct_error());
-        if (ct_child_finish(&t->writer, "the background checkpoint writer", NULL, 0, 0) != 0) ct_print_error();
+        if (finish_writer(t) != 0) ct_print_error();
         ct_fail("%s", failure);
     }
     t->save_pending = 0;

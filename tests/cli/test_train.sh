@@ -199,6 +199,52 @@ expect_fail too_little_data 1 'fewer than one optimizer step' \
     "$CTRAIN" train "${small[@]}" train_batch_tokens=1048576 train_seq_len=16 iterations=1 out_dir=t
 expect_fail cuda_without_gpu 1 'cuda' "$CTRAIN" train "${small[@]}" device=cuda iterations=1 out_dir=g
 
+# stop_before_job_end outside Slurm: a warning that says why, and the run goes on
+env -u SLURM_JOB_ID "$CTRAIN" train "${small[@]}" iterations=1 val_loss_every=0 stop_before_job_end=30 out_dir=nojob \
+    >nojob.out 2>nojob.err
+expect_grep no_job_end_warned '^ctrain: warning: stop_before_job_end: no Slurm job end time \(not under Slurm: SLURM_JOB_ID is not set\); ignored$' nojob.err
+
+# scontrol's whole line is read: " EndTime=" may fall across the first 8 KB of a long line. A
+# stand-in scontrol prints such a line (the Slurm here limits job names to 1024 characters and
+# prints Comment= after EndTime=, so a real job cannot push EndTime that far; the real
+# scontrol's time limit is tested with a stopped controller in tests/slurm/test_train_ranks.sh)
+mkdir -p fakebin
+printf '#!/bin/sh\nprintf "JobId=%%s JobName=%%s EndTime=2030-01-02T03:04:05 Deadline=N/A Comment=c\\n" "$4" "$(head -c %d /dev/zero | tr "\\0" x)"\n' \
+    $((8187 - 16)) >fakebin/scontrol
+chmod +x fakebin/scontrol
+line=$(PATH="$WORK/fakebin:$PATH" scontrol show job -o 7)
+at=$(awk -v s="$line" 'BEGIN { print index(s, " EndTime=") - 1 }')
+[ "$at" = 8187 ] && pass long_line_straddles || fail long_line_straddles "' EndTime=' at $at, expected 8187"
+want=$(date -d 2030-01-02T03:04:05 +%s)
+SLURM_JOB_ID=7 PATH="$WORK/fakebin:$PATH" "$CTRAIN" train "${small[@]}" iterations=1 val_loss_every=0 \
+    stop_before_job_end=30 out_dir=longline >longline.out 2>longline.err
+expect_grep long_line_end_time_read "^stop_before_job_end: the job ends at unix time $want; stopping 30s before" longline.out
+
+# A background checkpoint writer that is stuck (stopped: CTRAIN_FAULT=STOP) holds the run at most
+# checkpoint_wait seconds, then the run ends with exit 1 naming the writer, its pid and state ...
+CTRAIN_FAULT=STOP@ckpt:2 timeout 120 "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 checkpoint_every=2 \
+    checkpoint_async=on checkpoint_wait=3 out_dir=stuck >stuck.out 2>stuck.err
+rc=$?
+if [ $rc = 1 ] && grep -qE "checkpoint of step 2: the background checkpoint writer did not finish within 3 s \(pid [0-9]+, stopped when killed\)" stuck.err
+then pass stuck_writer_wait_bounded; else fail stuck_writer_wait_bounded "exit $rc: $(tail -c 400 stuck.err)"; fi
+# ... and a stop signal during an unbounded wait ends it within the 20 s grace, exit 1, saying so
+# (no timeout(1) around it: it would send SIGCONT to the stopped writer with the signal)
+start=$SECONDS
+CTRAIN_FAULT=STOP@ckpt:2 "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 checkpoint_every=2 \
+    checkpoint_async=on checkpoint_wait=0 out_dir=stuck2 >stuck2.out 2>stuck2.err &
+pid=$!
+for _ in $(seq 100); do grep -q '"step": 4' stuck2/metrics.jsonl 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+kill -TERM $pid
+for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL $pid 2>/dev/null
+wait $pid
+rc=$?
+took=$((SECONDS - start))
+if [ $rc = 1 ] && [ $took -lt 60 ] && grep -qE "the background checkpoint writer did not finish within 20 s of the stop signal \(pid [0-9]+, stopped when killed\)" stuck2.err
+then pass stop_signal_ends_writer_wait; else fail stop_signal_ends_writer_wait "exit $rc after $took s: $(tail -c 400 stuck2.err)"; fi
+expect_ok stuck_run_resumes "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 checkpoint_every=2 out_dir=stuck
+
 # Ctrl-C at a terminal is acknowledged at once (stderr a pty, via script(1)); not in batch logs
 if command -v script >/dev/null; then
     CTRAIN_FAULT=INT@2.1 script -qec "$(printf '%q ' "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc)" \

@@ -146,6 +146,17 @@ expect_grep no_time_message 'stop_before_job_end = 120 s, but the job ends in [0
 if ls no_time/checkpoints/step_*.h5 >/dev/null 2>&1; then fail no_time_no_checkpoint "$(ls no_time/checkpoints)"
 else pass no_time_no_checkpoint; fi
 
+# ---- a hung controller (slurmctld stopped) costs the start 10 s and a warning, not the run ----
+start=$SECONDS
+timeout 120 srun -n 1 -c 1 -t 2 bash -c 'kill -STOP $(pgrep -x slurmctld); "$0" "$@"; rc=$?; kill -CONT $(pgrep -x slurmctld); exit $rc' \
+    "$CTRAIN" train "${cfg[@]}" iterations=2 val_loss_every=0 checkpoint_every=0 stop_before_job_end=5 out_dir=hung \
+    >hung.log 2>&1
+rc=$?
+pkill -CONT -x slurmctld
+[ $rc = 0 ] && [ $((SECONDS - start)) -lt 60 ] && pass hung_controller_run_goes_on \
+    || fail hung_controller_run_goes_on "exit $rc after $((SECONDS - start)) s: $(tail -3 hung.log)"
+expect_grep hung_controller_warned "^ctrain: warning: stop_before_job_end: no Slurm job end time \(scontrol show job [0-9]+ did not answer within 10 s\); ignored" hung.log
+
 # ---- sbatch: preemption and the warning signal, with requeue ----
 # long enough (~5 s) that the signal lands mid-run
 job_cfg=("${cfg[@]/iterations=8/iterations=300}")
