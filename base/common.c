@@ -177,6 +177,13 @@ const char *ct_open_error(int err) {
     return strerror(err);
 }
 
+const char *ct_shorten(const char *s, char *buf, size_t cap) {
+    size_t n = strlen(s);
+    if (n <= 200) return s;
+    snprintf(buf, cap, "%.160s... (%zu bytes in all)", s, n);
+    return buf;
+}
+
 int ct_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
 const char *ct_nonfinite_name(double v) {

@@ -66,6 +66,11 @@ int ct_mkdir_p(const char *path);
 FILE *ct_fopen_nofollow(const char *path, const char *mode);
 const char *ct_open_error(int err);
 
+/* For printing a string read from a file: s itself when at most 200 bytes, else its first 160
+ * bytes and "... (N bytes in all)" in buf (cap >= 200), so that a 100 MB attribute cannot
+ * flood the output. */
+const char *ct_shorten(const char *s, char *buf, size_t cap);
+
 /* True when stderr is a terminal (progress bars are drawn only then). */
 int ct_stderr_is_tty(void);
 

@@ -15,6 +15,12 @@
 
 static volatile sig_atomic_t requested_signal;
 static volatile sig_atomic_t interrupts;
+static volatile sig_atomic_t continues;
+
+static void on_continue(int sig) {
+    (void)sig;
+    continues++;
+}
 
 static const struct { const char *name; int number; } known_signals[] = {
     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
@@ -57,10 +63,14 @@ int stop_install(const char *stop_signal) {
     int sigs[] = {SIGTERM, SIGINT, extra};
     for (size_t i = 0; i < 3; i++)
         if (sigaction(sigs[i], &sa, NULL) != 0) return ct_fail("cannot install a handler for signal %d", sigs[i]);
+    sa.sa_handler = on_continue;
+    if (sigaction(SIGCONT, &sa, NULL) != 0) return ct_fail("cannot install a handler for SIGCONT");
     return 0;
 }
 
 int stop_requested(void) { return requested_signal; }
+
+int stop_continues(void) { return continues; }
 
 /* scontrol talks to the controller, which can hang: the run must not wait on it for long. */
 #define SCONTROL_TIMEOUT_S 10

@@ -16,6 +16,11 @@ int stop_install(const char *stop_signal);
 /* The signal that asked to stop (0 if none yet). Async-signal-safe to read. */
 int stop_requested(void);
 
+/* How many times the process was continued (SIGCONT) after being stopped, e.g. by Slurm's
+ * suspend (SIGSTOP ... SIGCONT): a change across a step means the step's wall time holds a
+ * suspension. */
+int stop_continues(void);
+
 /* Unix time (seconds) at which the Slurm job this process runs in ends, from
  * `scontrol show job -o $SLURM_JOB_ID` (its whole output, however long; given 10 s at most, as a
  * hung controller must not hold the run); 0 when not under Slurm or no end is known, with the

@@ -26,12 +26,13 @@ static void print_summary(const char *path, const CkptMeta *m) {
     char size[32] = "?";
     if (stat(path, &st) == 0) ckpt_format_bytes((double)st.st_size, size, sizeof size);
     printf("file:           %s (%s)\n", path, size);
+    char s1[256], s2[256];
     printf("format:         %s version %lld, written by ctrain %s at %s\n", CKPT_FORMAT, (long long)m->format_version,
-           m->ctrain_version, m->created);
+           ct_shorten(m->ctrain_version, s1, sizeof s1), ct_shorten(m->created, s2, sizeof s2));
     printf("step:           %lld (adam_step %lld)\n", (long long)m->step, (long long)m->adam_step);
     printf("train tokens:   %lld\n", (long long)m->train_tokens);
     printf("world size:     %lld\n", (long long)m->world_size);
-    printf("device:         %s\n", m->device);
+    printf("device:         %s\n", ct_shorten(m->device, s1, sizeof s1));
     printf("training time:  %.3f s\n", m->training_time_ms / 1000.0);
     printf("model:          vocab_size %lld, num_layers %lld, model_dim %lld, num_heads %lld, num_kv_heads %lld, "
            "mlp_mult %lld, %s embeddings; %zu parameters\n",
@@ -45,9 +46,11 @@ static void print_summary(const char *path, const CkptMeta *m) {
     int64_t total = 0;
     for (int i = 0; i < m->num_files; i++) total += m->file_tokens[i];
     printf("train data:     %d file(s), %lld tokens (train_files = %s)\n", m->num_files, (long long)total,
-           c->train_files);
+           ct_shorten(c->train_files, s1, sizeof s1));
     printf("loader cursor:  file %lld (%s), position %lld, stream_tokens %lld\n", (long long)m->cursor.file_index,
-           m->cursor.file_index >= 0 && m->cursor.file_index < m->num_files ? m->files[m->cursor.file_index] : "?",
+           m->cursor.file_index >= 0 && m->cursor.file_index < m->num_files
+               ? ct_shorten(m->files[m->cursor.file_index], s2, sizeof s2)
+               : "?",
            (long long)m->cursor.position, (long long)m->cursor.stream_tokens);
     printf("metrics:       ");
     if (!m->num_extras) printf(" (none)");
@@ -64,7 +67,7 @@ static void print_summary(const char *path, const CkptMeta *m) {
     }
     if (m->num_unknown_keys) {
         printf("config:         %d key(s) this ctrain does not know:", m->num_unknown_keys);
-        for (int i = 0; i < m->num_unknown_keys; i++) printf(" %s", m->unknown_keys[i]);
+        for (int i = 0; i < m->num_unknown_keys; i++) printf(" %s", ct_shorten(m->unknown_keys[i], s1, sizeof s1));
         printf("\n");
     }
     printf("content_crc32:  0x%08x (not checked here; run `ctrain ckpt verify`)\n", m->content_crc32);

@@ -183,6 +183,12 @@ int ckpt_verify_open(hid_t file, const char *path, CkptMeta *m) {
     /* values the command line would refuse (a damaged or hand-edited /config); world size 1
      * divides every accumulation, since the file may be resumed on another world size */
     if (config_validate(&m->cfg, 1) != 0) return ct_fail_prefix("'%s': /config", path);
+    const int64_t per_step = config_step_stream_tokens(&m->cfg);
+    if (m->cursor.stream_tokens != m->step * per_step)
+        return ct_fail("'%s': the loader has taken %lld tokens (/loader/train stream_tokens), but step %lld of this "
+                       "batch geometry takes %lld (%lld per step)",
+                       path, (long long)m->cursor.stream_tokens, (long long)m->step, (long long)(m->step * per_step),
+                       (long long)per_step);
     CkptObjects objs;
     if (ckpt_list_objects(file, path, &objs) != 0) return -1;
     uint32_t crc = 0;

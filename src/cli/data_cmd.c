@@ -613,7 +613,9 @@ done:
 /* Print free text on one table row: control characters (newlines in a tokenizer
  * description) would break the layout. */
 static void print_sanitized(const char *s) {
-    for (; *s; s++) putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+    char shortened[256];
+    for (s = ct_shorten(s, shortened, sizeof shortened); *s; s++)
+        putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 }
 
 static void report_scan_progress(void *ctx, int64_t done, int64_t total) {

@@ -338,6 +338,8 @@ int config_uses_nccl(const Config *cfg, int world_size) {
 int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }
 int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens / cfg->grad_accum_slots; }
 
+int64_t config_step_stream_tokens(const Config *cfg) { return cfg->grad_accum_slots * (config_local_tokens(cfg) + 1); }
+
 /* ---- printing ---- */
 
 /* Shortest %g form that parses back to the same double. */

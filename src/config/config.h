@@ -80,5 +80,8 @@ int config_uses_nccl(const Config *cfg, int world_size);
 /* Derived geometry, valid after config_validate. */
 int64_t config_head_dim(const Config *cfg);
 int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-step */
+/* Tokens the global stream advances per optimizer step: grad_accum_slots micro-batches of
+ * config_local_tokens + 1 (the last target) each, whatever the world size. */
+int64_t config_step_stream_tokens(const Config *cfg);
 
 #endif

@@ -70,6 +70,15 @@ static hid_t open_tokens_dataset(hid_t file, const char *path) {
                      "docs/data-format.md)", path);
         return H5I_INVALID_HID;
     }
+    /* A link to another file, or data kept in raw files outside this one, would make the
+     * tokens depend on files a run does not know about: said plainly, not as damage. */
+    H5L_info_t link;
+    if (H5Lget_info(file, "tokens", &link, H5P_DEFAULT) >= 0 && link.type != H5L_TYPE_HARD) {
+        ct_fail("'%s': /tokens is %s link, which ctrain does not support: make a file that holds the tokens "
+                "itself (h5py: f.create_dataset(\"tokens\", data=...))",
+                path, link.type == H5L_TYPE_EXTERNAL ? "an external (other-file)" : "a soft");
+        return H5I_INVALID_HID;
+    }
     hid_t obj = H5Oopen(file, "tokens", H5P_DEFAULT);
     if (obj < 0) {
         ct_h5_fail("'%s': cannot open /tokens", path);
@@ -86,7 +95,20 @@ static hid_t open_tokens_dataset(hid_t file, const char *path) {
     H5Pset_chunk_cache(dapl, 521, READER_CHUNK_CACHE_BYTES, 1.0);
     hid_t dset = H5Dopen2(file, "tokens", dapl);
     H5Pclose(dapl);
-    if (dset < 0) ct_h5_fail("'%s': cannot open /tokens", path);
+    if (dset < 0) {
+        ct_h5_fail("'%s': cannot open /tokens", path);
+        return H5I_INVALID_HID;
+    }
+    hid_t dcpl = H5Dget_create_plist(dset);
+    int external = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (external != 0) {
+        ct_fail("'%s': /tokens keeps its data in %d external raw file(s) outside this file, which ctrain does not "
+                "support: make a file that holds the tokens itself",
+                path, external);
+        H5Dclose(dset);
+        return H5I_INVALID_HID;
+    }
     return dset;
 }
 
@@ -769,6 +791,10 @@ static int create_tokens_dataset(TokenWriter *w, int64_t chunk_tokens) {
     hid_t space = H5Screate_simple(1, &zero, &unlimited);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 1, &chunk);
+    /* Each chunk carries a Fletcher32 checksum that HDF5 checks whenever it reads the chunk (once
+     * per 2 MiB chunk into the reader's cache, well below a percent of a step): damage on the
+     * disk, or a chunk rewritten behind the file's back, fails the read that meets it. */
+    H5Pset_fletcher32(dcpl);
     hid_t file_type = w->token_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
     w->dset = H5Dcreate2(w->file, "tokens", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);

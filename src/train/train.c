@@ -214,9 +214,22 @@ static int train_loop(Trainer *t) {
         double scale = lr_scale(t->step, cfg->iterations, cfg->warmdown_iters,
                                 t->training_ms + (step_start - t->t0), max_wallclock_ms);
         double train_loss = 0, grad_norm = 0;
+        const int continues = stop_continues();
         if (train_step(t, scale, &train_loss, &grad_norm) != 0) return CT_EXIT_FAILURE;
         t->step++;
-        if (log_step(t, train_loss, scale, ct_now_ms() - step_start, grad_norm) != 0) return CT_EXIT_FAILURE;
+        double step_ms = ct_now_ms() - step_start;
+        if (stop_continues() != continues && t->step_ms_avg > 0 && step_ms > t->step_ms_avg) {
+            /* Suspended during the step (Slurm's suspend: SIGSTOP ... SIGCONT). Slurm does not
+             * count suspended time against a job's limit, and train_time (max_wallclock_seconds,
+             * the lr warmdown by time) does not either: the step counts as a typical one. */
+            const double suspended_ms = step_ms - t->step_ms_avg;
+            t->t0 += suspended_ms;
+            step_ms = t->step_ms_avg;
+            printf("note: suspended for about %.1f s during step %lld (continued by SIGCONT); not counted in "
+                   "train_time\n",
+                   suspended_ms / 1000.0, (long long)t->step);
+        }
+        if (log_step(t, train_loss, scale, step_ms, grad_norm) != 0) return CT_EXIT_FAILURE;
         double train_time = t->training_ms + (ct_now_ms() - t->t0);
         int reached_cap = max_wallclock_ms > 0 && train_time >= max_wallclock_ms;
         if (max_wallclock_ms > 0 && t->world > 1 && dist_allreduce_max_i32(t->dist, &reached_cap) != 0)

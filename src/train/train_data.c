@@ -30,7 +30,7 @@ static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
         data_free_set(train);
         return -1;
     }
-    int64_t step_tokens = cfg->grad_accum_slots * (config_local_tokens(cfg) + 1);
+    int64_t step_tokens = config_step_stream_tokens(cfg);
     if (train->total_tokens < step_tokens) {
         ct_fail("train_files '%s' hold %lld tokens, fewer than one optimizer step needs "
                 "(grad_accum_slots * (train_batch_tokens / grad_accum_slots + 1) = %lld)",

@@ -33,7 +33,7 @@ static int load_from(Trainer *t, const char *path, int verified) {
         if (!strcmp(info.extra_names[i], "last_val_bpb")) t->last_val_bpb = info.extra_values[i];
     }
     t->saved_val_step = t->last_val_step; /* what the file holds */
-    int64_t expect = info.step * t->cfg->grad_accum_slots * (config_local_tokens(t->cfg) + 1);
+    int64_t expect = info.step * config_step_stream_tokens(t->cfg);
     int rc = 0;
     if (info.cursor.stream_tokens != expect)
         rc = ct_fail("checkpoint %s: the loader has taken %lld tokens, but %lld steps of this batch geometry take %lld",

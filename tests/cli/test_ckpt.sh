@@ -432,6 +432,15 @@ with h5py.File(sys.argv[1], "r+") as f:
     f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
 ' badconfig.h5
 expect_fail verify_invalid_config_refused 1 "badconfig.h5': /config: .*iterations" "$CTRAIN" ckpt verify badconfig.h5
+cp "$B" stepcursor.h5
+check make_step_past_cursor "${content_crc32%%with h5py.File*}"'
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs.modify("step", 25)
+    f["optimizer"].attrs.modify("adam_step", 25)
+    f.attrs.modify("content_crc32", np.uint32(content_crc32(f)))
+' stepcursor.h5
+expect_fail verify_step_disagrees_with_cursor 1 "stepcursor.h5': the loader has taken 1040 tokens \(/loader/train stream_tokens\), but step 25 of this batch geometry takes 6500 \(260 per step\)" \
+    "$CTRAIN" ckpt verify stepcursor.h5
 cp -r tied renamed && cp renamed/checkpoints/step_00000002.h5 renamed/checkpoints/step_00000099.h5
 expect_fail verify_name_disagrees_refused 1 "step_00000099.h5' holds step 2, but its name says step 99" \
     "$CTRAIN" ckpt verify renamed/checkpoints/step_00000099.h5
@@ -441,6 +450,17 @@ expect_grep renamed_run_resumed_from_4 'resumed from renamed/checkpoints/step_00
 [ "$(ls renamed/checkpoints | tr '\n' ' ')" = "latest step_00000006.h5 step_00000008.h5 step_00000099.h5 " ] \
     && pass renamed_copy_not_counted || fail renamed_copy_not_counted "$(ls renamed/checkpoints | tr '\n' ' ')"
 expect_grep renamed_copy_warned "step_00000099.h5' holds step 2, not the step its name says; not counted in keep_checkpoints" err
+
+# A long string attribute (60 KB, as large as HDF5 keeps one in an object header) is cut by ckpt info
+cp "$B" longattr.h5
+check make_long_attribute '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs.modify("device", "d" * 60000)
+' longattr.h5
+expect_ok info_long_attribute "$CTRAIN" ckpt info longattr.h5
+[ "$(wc -c <out)" -lt 20000 ] && grep -q '^device: *d*\.\.\. (60000 bytes in all)$' out && pass info_long_attribute_cut \
+    || fail info_long_attribute_cut "$(wc -c <out) bytes of output: $(grep '^device' out | head -c 300)"
 
 # A token in the middle of a training file changed (beyond the first and last 65536 tokens that
 # the sample checksum covers; the file's tokens_crc32 rewritten to match, as a converter would):

@@ -283,6 +283,35 @@ with h5py.File('py_crc_added.h5', 'w') as f:
     expect_grep h5py_recipe_crc_matches 'tokens_crc32: matches in every file' out
 fi
 
+# ---- /tokens as a link to another file, or its data in raw files outside: said so, not "damaged" ----
+"$PY" - <<'EOF2' || fail make_external_data "h5py could not write the files"
+import h5py
+t = h5py.File("train.h5", "r")["tokens"][()]
+t.astype("<u2").tofile("raw.bin")
+with h5py.File("ext_storage.h5", "w") as f:
+    f.create_dataset("tokens", shape=t.shape, dtype="<u2", external=[("raw.bin", 0, t.nbytes)]).attrs["vocab_size"] = 256
+with h5py.File("ext_link.h5", "w") as f:
+    f["tokens"] = h5py.ExternalLink("train.h5", "/tokens")
+EOF2
+expect_fail info_external_storage 1 "'ext_storage.h5': /tokens keeps its data in 1 external raw file\(s\) outside this file, which ctrain does not support" \
+    "$CTRAIN" data info ext_storage.h5
+expect_fail info_external_link 1 "'ext_link.h5': /tokens is an external \(other-file\) link, which ctrain does not support" \
+    "$CTRAIN" data info ext_link.h5
+expect_fail train_external_link 1 "train_files: 'ext_link.h5': /tokens is an external \(other-file\) link" \
+    "$CTRAIN" train train_files=ext_link.h5 vocab_size=256 iterations=1 out_dir=extrun
+
+# ---- a huge string attribute (1 MB tokenizer text) is cut when printed ----
+"$PY" - <<'EOF2' || fail make_long_attribute "h5py could not write the file"
+import h5py, numpy as np
+with h5py.File("longattr.h5", "w", libver="latest") as f:
+    d = f.create_dataset("tokens", data=np.arange(1000, dtype=np.uint16) % 256)
+    d.attrs["vocab_size"] = 256
+    d.attrs["tokenizer"] = "t" * 1_000_000
+EOF2
+expect_ok info_long_attribute "$CTRAIN" data info longattr.h5
+[ "$(wc -c <out)" -lt 2000 ] && grep -q '\.\.\. (1000000 bytes in all)' out && pass info_long_attribute_cut \
+    || fail info_long_attribute_cut "$(wc -c <out) bytes of output: $(head -c 300 out)"
+
 # ---- a closed pipe ends the output quietly (no "crashed (signal 13)"), as other tools do ----
 "$CTRAIN" data info 'train.h5' 'val.h5' 2>pipe.err | true
 rc=${PIPESTATUS[0]}

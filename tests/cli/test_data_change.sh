@@ -57,4 +57,28 @@ change_during_run replaced 'cp ../other.h5 new.h5 && mv new.h5 train.h5' \
 # it, as on NFS or Lustre without locks, is the case to catch)
 change_during_run written "HDF5_USE_FILE_LOCKING=FALSE $PY -c 'import h5py; f = h5py.File(\"train.h5\", \"r+\"); d = f[\"tokens\"]; d[1000:1100] = 65; f.close()'" \
     "training data file '.*/written/train.h5' changed during the run \(it was written to \(modification time changed\)\)"
+# Damage that keeps the size and modification time (a flipped byte in the second chunk, as a
+# failing disk would leave): the chunk's Fletcher32 checksum, which ctrain's converters write,
+# fails the read that meets it: in `data info`, and in a run (no start-up scan) when the loader
+# reaches the chunk, with no step trained on it.
+mkdir -p damaged && cp train.h5 damaged/train.h5
+"$PY" - damaged/train.h5 <<'PY' || fail make_damage "h5py could not damage the file"
+import h5py, os, sys
+path = sys.argv[1]
+st = os.stat(path)
+with h5py.File(path, "r") as f:
+    offset = f["tokens"].id.get_chunk_info(1).byte_offset
+with open(path, "r+b") as g:
+    g.seek(offset + 5000); b = g.read(1); g.seek(offset + 5000); g.write(bytes([b[0] ^ 0x20]))
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+PY
+expect_fail damaged_chunk_info 1 "damaged/train.h5': cannot read /tokens\[1048576:2097152\] \(HDF5: data error detected by Fletcher32 checksum\)" \
+    "$CTRAIN" data info damaged/train.h5
+expect_fail damaged_chunk_stops_run 1 "damaged/train.h5': cannot read /tokens\[[0-9]+:[0-9]+\] \(HDF5: data error detected by Fletcher32 checksum\)" \
+    "$CTRAIN" train "${run[@]}" iterations=3000 checkpoint_every=100 check_train_tokens=0 \
+    train_files="$WORK/damaged/train.h5" out_dir=damaged/run
+# 1024 + 2 tokens a step: the chunk at token 1048576 is reached in step 1022
+last=$(ls damaged/run/checkpoints/step_*.h5 2>/dev/null | tail -1)
+if [ -n "$last" ] && [ "$(basename "$last")" = step_00001000.h5 ] && "$CTRAIN" ckpt verify "$last" >/dev/null 2>&1
+then pass damaged_chunk_checkpoints_before; else fail damaged_chunk_checkpoints_before "newest checkpoint: '$last'"; fi
 finish

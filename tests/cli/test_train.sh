@@ -245,6 +245,26 @@ if [ $rc = 1 ] && [ $took -lt 60 ] && grep -qE "the background checkpoint writer
 then pass stop_signal_ends_writer_wait; else fail stop_signal_ends_writer_wait "exit $rc after $took s: $(tail -c 400 stuck2.err)"; fi
 expect_ok stuck_run_resumes "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 checkpoint_every=2 out_dir=stuck
 
+# Suspended (SIGSTOP ... SIGCONT, as Slurm's suspend does) for 5 s: not counted in train_time, so
+# the max_wallclock_seconds budget (3 s) is still spent training afterwards
+"$CTRAIN" train "${small[@]}" iterations=1000000 val_loss_every=0 checkpoint_every=0 max_wallclock_seconds=3 \
+    out_dir=susp >susp.out 2>susp.err &
+pid=$!
+for _ in $(seq 100); do n=$(grep -c '"train_loss"' susp/metrics.jsonl 2>/dev/null); [ "${n:-0}" -ge 3 ] && break; sleep 0.1; done
+kill -STOP $pid; sleep 5; kill -CONT $pid
+wait $pid
+rc=$?
+/usr/bin/python3 - susp/metrics.jsonl >susp.py 2>&1 <<'PY'
+import json, sys
+t = [json.loads(l)["train_time_ms"] for l in open(sys.argv[1]) if '"train_loss"' in l]
+jumps = [b - a for a, b in zip(t, t[1:])]
+assert max(jumps) < 2000, f"train_time jumped by {max(jumps):.0f} ms"
+assert t[-1] >= 3000, f"stopped at train_time {t[-1]:.0f} ms, before the 3 s budget"
+PY
+py=$?
+if [ $rc = 0 ] && [ $py = 0 ] && grep -qE '^note: suspended for about [4-9]\.[0-9] s during step [0-9]+ \(continued by SIGCONT\); not counted in train_time$' susp.out
+then pass suspend_not_counted; else fail suspend_not_counted "exit $rc: $(cat susp.py) $(grep -E 'note: susp|stopping early' susp.out)"; fi
+
 # Ctrl-C at a terminal is acknowledged at once (stderr a pty, via script(1)); not in batch logs
 if command -v script >/dev/null; then
     CTRAIN_FAULT=INT@2.1 script -qec "$(printf '%q ' "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc)" \
