@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "stop.h"
 
 /* 0 when locked, 1 when another process holds it, -1 on error (errno set). */
 static int try_lock(int fd) {
@@ -55,6 +56,12 @@ int ct_dir_lock(const char *dir, double wait_s) {
             close(fd);
             return ct_fail("'%s' is in use by another ctrain run (%s); wait for it to end, or use another out_dir",
                            dir, holder);
+        }
+        if (stop_requested()) { /* a job asked to stop (a requeue, a time limit) stops waiting too */
+            close(fd);
+            return ct_fail("stopped by signal %d while waiting for '%s' (in use by another ctrain run: %s); "
+                           "nothing was changed",
+                           stop_requested(), dir, holder);
         }
         if (!said_waiting) {
             fprintf(stderr, "ctrain: waiting up to %.0f s for '%s' to be released by another ctrain run (%s)\n",

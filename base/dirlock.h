@@ -13,7 +13,8 @@
 /* Take the lock of dir (which must exist), waiting up to wait_s seconds (0: not at all) for a
  * holder to release it. Returns a descriptor to keep open while the lock is needed (closing
  * it, or exiting, releases the lock), or -1 with a message naming dir and the holder
- * ("... is in use by another ctrain run (host n1, pid 1234, since 2026-11-22T14:00:00Z)"). */
+ * ("... is in use by another ctrain run (host n1, pid 1234, since 2026-11-22T14:00:00Z)"), also
+ * when a stop signal (stop.h) comes while waiting. */
 int ct_dir_lock(const char *dir, double wait_s);
 
 #endif

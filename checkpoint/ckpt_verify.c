@@ -243,48 +243,37 @@ int checkpoint_verify(const char *path, CheckpointSummary *summary) {
     return rc;
 }
 
-int ckpt_newer_format(const char *path, int64_t *version) {
+/* A root attribute of path read as an integer, without a message: 1 with *value, else 0 (no
+ * such file, attribute or integer). Takes the lock. */
+static int peek_root_i64(const char *path, const char *name, int64_t *value) {
     ct_hdf5_lock();
-    int newer = 0;
+    int found = 0;
     hid_t fapl = ckpt_fapl();
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (file >= 0) {
         hid_t attr = H5I_INVALID_HID;
-        int64_t v = 0;
-        if (ct_h5_attr_find(file, path, NULL, "format_version", &attr) == 1 &&
-            ct_h5_attr_read_i64(attr, path, NULL, "format_version", &v) == 0 && v > CKPT_FORMAT_VERSION) {
-            newer = 1;
-            *version = v;
-        }
+        found = ct_h5_attr_find(file, path, NULL, name, &attr) == 1 &&
+                ct_h5_attr_read_i64(attr, path, NULL, name, value) == 0;
         if (attr >= 0) H5Aclose(attr);
         H5Fclose(file);
     }
     H5Eclear2(H5E_DEFAULT);
     ct_hdf5_unlock();
-    return newer;
+    return found;
+}
+
+int ckpt_newer_format(const char *path, int64_t *version) {
+    int64_t v;
+    if (!peek_root_i64(path, "format_version", &v) || v <= CKPT_FORMAT_VERSION) return 0;
+    *version = v;
+    return 1;
 }
 
 int ckpt_misnamed(const char *path, int64_t *held) {
     long long named;
-    if (!named_step(path, &named)) return 0;
-    ct_hdf5_lock();
-    int misnamed = 0;
-    hid_t fapl = ckpt_fapl();
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (file >= 0) {
-        hid_t attr = H5I_INVALID_HID;
-        int64_t step = 0;
-        if (ct_h5_attr_find(file, path, NULL, "step", &attr) == 1 &&
-            ct_h5_attr_read_i64(attr, path, NULL, "step", &step) == 0 && step != named) {
-            misnamed = 1;
-            *held = step;
-        }
-        if (attr >= 0) H5Aclose(attr);
-        H5Fclose(file);
-    }
-    H5Eclear2(H5E_DEFAULT);
-    ct_hdf5_unlock();
-    return misnamed;
+    int64_t step;
+    if (!named_step(path, &named) || !peek_root_i64(path, "step", &step) || step == named) return 0;
+    *held = step;
+    return 1;
 }

@@ -291,7 +291,10 @@ int train_run(Config *cfg) {
     if (fault_init(t.rank) != 0) goto fail;
     if (ct_mkdir_p(cfg->out_dir) != 0) goto fail;
     /* one run per out_dir: two would interleave checkpoints and prune each other's files */
-    if (t.rank == 0 && (t.lock_fd = ct_dir_lock(cfg->out_dir, cfg->lock_wait)) < 0) goto fail;
+    if (t.rank == 0 && (t.lock_fd = ct_dir_lock(cfg->out_dir, cfg->lock_wait)) < 0) {
+        rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE; /* stopped while waiting: requeue */
+        goto fail_rc;
+    }
     if (train_open_data(cfg, &t.train_set, &t.val_set) != 0) goto fail;
     printf("train data: %d file(s), %lld tokens, vocab %lld (%s)\n", t.train_set.num_files,
            (long long)t.train_set.total_tokens, (long long)t.train_set.vocab_size, cfg->train_files);

@@ -25,6 +25,8 @@ echo "== 2. op micro-benchmarks"
 for b in "$build"/bench/bench_cpu_*; do [ -x "$b" ] && "$b"; done
 echo "== checkpoint save/load vs raw disk write"
 "$build/bench/bench_checkpoint"
+echo "== token reads with and without the data checks (Fletcher32 chunks, a stat per read)"
+"$build/bench/bench_loader"
 
 echo "== 3. ctrain vs PyTorch (fp32, $threads threads each)"
 /usr/bin/python3 "$root/tests/bench/synthetic_tokens.py" "$work/data.h5" 1024 4000000

@@ -52,6 +52,21 @@ kill -KILL "$waiter"
 wait "$waiter" 2>/dev/null
 expect_ok after_kill_not_locked "$CTRAIN" train "${run[@]}" iterations=1 out_dir=shared resume=none overwrite=1
 
+# A stop signal while waiting for the lock ends the wait at once: exit 75 (requeue), nothing changed
+"$CTRAIN" train "${run[@]}" iterations=1000000 checkpoint_every=0 out_dir=held >held.out 2>&1 &
+holder=$!
+for _ in $(seq 200); do [ -s held/metrics.jsonl ] && break; sleep 0.1; done
+"$CTRAIN" train "${run[@]}" iterations=2 out_dir=held lock_wait=60 >stopwait.out 2>&1 &
+waiter=$!
+for _ in $(seq 200); do grep -q 'waiting up to' stopwait.out && break; sleep 0.1; done
+start=$SECONDS
+kill -TERM "$waiter"
+wait "$waiter"
+rc=$?
+if [ $rc = 75 ] && [ $((SECONDS - start)) -lt 10 ] && grep -q "stopped by signal 15 while waiting for 'held' (in use by another ctrain run: host" stopwait.out
+then pass stop_during_lock_wait_75; else fail stop_during_lock_wait_75 "exit $rc after $((SECONDS - start)) s: $(tail -c 300 stopwait.out)"; fi
+kill -KILL "$holder"; wait "$holder" 2>/dev/null
+
 # A run's own files are never opened through a symbolic link planted in out_dir: the run is
 # refused, naming the link, and the file it points to stays as it was.
 echo precious >outside.txt
