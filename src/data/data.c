@@ -576,7 +576,7 @@ static int check_unchanged(const TokenReader *r, int file_index, int64_t pos, in
         snprintf(what, sizeof what, "it was written to (modification time changed)");
     else
         return 0;
-    return ct_fail("training data file '%s' changed during the run (%s), found when reading /tokens[%lld:%lld]; "
+    return ct_fail("data file '%s' changed while ctrain was reading it (%s), found when reading /tokens[%lld:%lld]; "
                    "a run reads its files as they were when it started: restore the file, or start from the "
                    "last checkpoint with the new data (resume_data)",
                    path, what, (long long)pos, (long long)(pos + n));

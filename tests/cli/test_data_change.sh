@@ -50,13 +50,13 @@ change_during_run() {
 }
 
 change_during_run cut 'truncate -s 2300000 train.h5' \
-    "training data file '.*/cut/train.h5' changed during the run \(its size went from [0-9]+ to 2300000 bytes\), found when reading /tokens\[[0-9]+:[0-9]+\]"
+    "data file '.*/cut/train.h5' changed while ctrain was reading it \(its size went from [0-9]+ to 2300000 bytes\), found when reading /tokens\[[0-9]+:[0-9]+\]"
 change_during_run replaced 'cp ../other.h5 new.h5 && mv new.h5 train.h5' \
-    "training data file '.*/replaced/train.h5' changed during the run \(it was replaced by another file\)"
+    "data file '.*/replaced/train.h5' changed while ctrain was reading it \(it was replaced by another file\)"
 # (HDF5's file locking would keep h5py out while ctrain reads the file; a writer that ignores
 # it, as on NFS or Lustre without locks, is the case to catch)
 change_during_run written "HDF5_USE_FILE_LOCKING=FALSE $PY -c 'import h5py; f = h5py.File(\"train.h5\", \"r+\"); d = f[\"tokens\"]; d[1000:1100] = 65; f.close()'" \
-    "training data file '.*/written/train.h5' changed during the run \(it was written to \(modification time changed\)\)"
+    "data file '.*/written/train.h5' changed while ctrain was reading it \(it was written to \(modification time changed\)\)"
 # Damage that keeps the size and modification time (a flipped byte in the second chunk, as a
 # failing disk would leave): the chunk's Fletcher32 checksum, which ctrain's converters write,
 # fails the read that meets it: in `data info`, and in a run (no start-up scan) when the loader
