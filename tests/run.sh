@@ -43,7 +43,17 @@ scale=${CT_TEST_TIME_SCALE:-1}
 [[ "$scale" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: CT_TEST_TIME_SCALE='$scale': expected a positive integer" >&2; exit 2; }
 export CTRAIN="$build/ctrain" CT_ROOT="$root" CT_BUILD="$build"
 export CT_TEST_TMP=$(mktemp -d /tmp/ctrain-tests.XXXXXX)
-trap 'rm -rf "$CT_TEST_TMP"' EXIT
+# Each program runs in a session of its own (so that a hang can be killed with all it started),
+# which a Ctrl-C or a kill of the runner would not reach: the runner passes it on.
+current_pgid= current_watchdog=
+stop_current() {
+    [ -n "$current_pgid" ] && kill -TERM -- "-$current_pgid" 2>/dev/null
+    [ -n "$current_watchdog" ] && kill "$current_watchdog" 2>/dev/null
+    return 0
+}
+trap 'stop_current; rm -rf "$CT_TEST_TMP"' EXIT
+trap 'echo "run.sh: interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM
 
 wanted() { # name -> 0 if it belongs to this mode
     case "$mode" in
@@ -84,6 +94,7 @@ run_limited() {
     rm -f "$flag" "$pidfile"
     setsid -w bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" >"$log" 2>&1 </dev/null &
     local pid=$!
+    current_pgid=$pid # the session leader (setsid does not fork here: a background job leads no group)
     # The watchdog's sleep is ended with it (no orphan left holding the caller's output open).
     (
         trap 'kill "$nap" 2>/dev/null; exit 0' TERM
@@ -97,8 +108,10 @@ run_limited() {
         kill -KILL -- "-$pgid" 2>/dev/null
     ) </dev/null >/dev/null 2>&1 &
     local watchdog=$!
+    current_watchdog=$watchdog
     wait "$pid"
     rc=$?
+    current_pgid= current_watchdog=
     kill "$watchdog" 2>/dev/null
     wait "$watchdog" 2>/dev/null
     timed_out=0

@@ -6,7 +6,8 @@
 # with exit 0, one that prints nothing, one that hangs (killed with everything it started), one
 # missing from the manifest, a manifest entry without a program, a case short, a crash without a
 # FAIL line, a unit test that was not built, too many cases before "the rest" is skipped, a
-# malformed manifest, and CT_TEST_CASES left in the environment.
+# malformed manifest, and CT_TEST_CASES left in the environment; and an interrupted runner
+# stops the program it was running.
 source "$CT_ROOT/tests/cli/lib.sh"
 
 # sound DIR: a fresh fake tree with the sound suite: a unit program with two passing cases, a
@@ -70,6 +71,18 @@ expect_suite_fails hang hang_is_killed "FAIL cli/test_hang: killed after its tim
 # the script's child (sleep 611) went with it: the whole process group was killed
 if pgrep -f 'sleep 611' >/dev/null; then fail hang_kills_whole_group "$(pgrep -af 'sleep 611')"; pkill -f 'sleep 611'
 else pass hang_kills_whole_group; fi
+
+# a runner that is interrupted (Ctrl-C, a job's time limit) takes the running program with it,
+# though the program runs in a session of its own
+sound interrupted; script "$WORK/interrupted" test_hang 'pass one; sleep 612; finish'; list "$WORK/interrupted" 'cli/test_hang 1 60'
+bash "$WORK/interrupted/tests/run.sh" "$WORK/interrupted/build" >interrupted.out 2>&1 &
+runner=$!
+for _ in $(seq 100); do pgrep -f 'sleep 612' >/dev/null && break; sleep 0.1; done
+kill -TERM "$runner"
+wait "$runner"
+for _ in $(seq 50); do pgrep -f 'sleep 612' >/dev/null || break; sleep 0.1; done
+if pgrep -f 'sleep 612' >/dev/null; then fail interrupted_runner_stops_program "$(pgrep -af 'sleep 612')"; pkill -f 'sleep 612'
+else pass interrupted_runner_stops_program; fi
 
 sound unlisted; script "$WORK/unlisted" test_new 'pass one; finish'
 expect_suite_fails unlisted unlisted_program_fails "FAIL cli/test_new: not listed in tests/manifest.txt"
