@@ -184,6 +184,19 @@ const char *ct_shorten(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
+int ct_mkdir_parent(const char *file_path) {
+    const char *slash = strrchr(file_path, '/');
+    if (!slash || slash == file_path) return 0; /* the current folder, or / */
+    char dir[4096];
+    size_t n = (size_t)(slash - file_path);
+    if (n >= sizeof dir) return ct_fail("cannot create the folder of '%s': path too long", file_path);
+    memcpy(dir, file_path, n);
+    dir[n] = '\0';
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    return ct_mkdir_p(dir);
+}
+
 int ct_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
 const char *ct_nonfinite_name(double v) {

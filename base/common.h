@@ -58,6 +58,9 @@ int ct_env_nonneg_int(const char *name, int *out);
 
 /* Create a directory and its parents (mkdir -p); returns -1 with a message on failure. */
 int ct_mkdir_p(const char *path);
+/* Create the folder a file path lies in (and its parents), if it has one and it is missing:
+ * every command that writes a file makes its folder, as `data import-bin` always did. */
+int ct_mkdir_parent(const char *file_path);
 
 /* fopen for a run's own files in out_dir (metrics.jsonl and its temporary copy): never through a
  * symbolic link, so that a link planted there cannot make ctrain truncate or write a file

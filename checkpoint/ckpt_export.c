@@ -48,6 +48,7 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
     FILE *out = NULL;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    if (rc == 0) rc = ct_mkdir_parent(out_path);
     if (rc == 0) {
         /* the header first: every tensor's dtype, shape and byte range */
         CtSafetensor *t = ct_calloc((size_t)s->num_params + 1, sizeof *t, "export header");

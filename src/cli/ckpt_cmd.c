@@ -95,6 +95,26 @@ static const char *resolve_arg(const char *arg, char *buf, size_t cap) {
     return NULL;
 }
 
+/* name in the run directory of checkpoint file ckpt: the folder above checkpoints/, or the
+ * file's own folder when it lies elsewhere (so two runs never share the default file). */
+static const char *run_dir_file(const char *ckpt, const char *name, char *buf, size_t cap) {
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s", ckpt);
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+        snprintf(buf, cap, "%s", name);
+        return buf;
+    }
+    *slash = '\0';
+    const char *base = strrchr(dir, '/');
+    if (!strcmp(base ? base + 1 : dir, "checkpoints")) {
+        if (base) dir[base - dir] = '\0';
+        else snprintf(dir, sizeof dir, ".");
+    }
+    snprintf(buf, cap, "%s/%s", dir[0] ? dir : "/", name);
+    return buf;
+}
+
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--val-files GLOB] [--device cpu|cuda] [--no-eval]\n"
     "\n"
@@ -105,7 +125,8 @@ static const char GOLF_USAGE[] =
     "file (docs/checkpoint-format.md, \"The parameter-golf artifact\").\n"
     "\n"
     "options:\n"
-    "  --out FILE        the artifact to write (default: final_model.int8.stz here; replaced atomically)\n"
+    "  --out FILE        the artifact to write (default: final_model.int8.stz in the run's directory, beside\n"
+    "                    checkpoints/, as a run with golf_artifact=1 writes it; replaced atomically)\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --no-eval         write the artifact and report its size only\n"
@@ -113,7 +134,7 @@ static const char GOLF_USAGE[] =
 
 static int cmd_golf(int argc, char **argv) {
     char **pos;
-    const char *out = "final_model.int8.stz", *val_files = NULL, *device = "cpu";
+    const char *out = NULL, *val_files = NULL, *device = "cpu";
     int no_eval = 0;
     const CliOption options[] = {
         {"--out", &out, NULL}, {"--val-files", &val_files, NULL}, {"--device", &device, NULL}, {"--no-eval", NULL, &no_eval}};
@@ -127,6 +148,8 @@ static int cmd_golf(int argc, char **argv) {
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
     free(pos);
     if (!ckpt) return CT_EXIT_FAILURE;
+    char default_out[4500];
+    if (!out) out = run_dir_file(ckpt, "final_model.int8.stz", default_out, sizeof default_out);
     if (cli_check_output("ckpt", "golf", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
     Config cfg;
     TrainState st;

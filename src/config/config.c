@@ -28,6 +28,51 @@ const ConfigKey *config_find_key(const char *name) {
     return NULL;
 }
 
+/* Levenshtein distance of two short names (longer ones count as far apart). */
+static int edit_distance(const char *a, const char *b) {
+    enum { MAX = 64 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n >= MAX || m >= MAX) return MAX;
+    int row[MAX + 1];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int above = row[j];
+            int best = diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best) best = above + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[m];
+}
+
+/* The key a misspelt name most likely meant (iteration, val_loss_evry, matrixlr), or NULL when
+ * none is close: at most 2 edits, or a third of the name's length for long names. */
+static const char *nearest_key(const char *name) {
+    const char *best = NULL;
+    int best_d = 0, limit = (int)strlen(name) / 3;
+    if (limit < 2) limit = 2;
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        int d = edit_distance(name, ct_config_keys[i].name);
+        if (d <= limit && (!best || d < best_d)) best = ct_config_keys[i].name, best_d = d;
+    }
+    return best;
+}
+
+/* A key as given, or in lower case (train_gpt.py's spelling: TRAIN_SEQ_LEN is train_seq_len). */
+static const ConfigKey *find_key_any_case(const char *name) {
+    const ConfigKey *k = config_find_key(name);
+    char lower[96];
+    size_t n = strlen(name);
+    if (k || n >= sizeof lower) return k;
+    for (size_t i = 0; i <= n; i++) lower[i] = (char)tolower((unsigned char)name[i]);
+    return config_find_key(lower);
+}
+
 static void *field(Config *cfg, const ConfigKey *k) { return (char *)cfg + k->offset; }
 static const void *cfield(const Config *cfg, const ConfigKey *k) { return (const char *)cfg + k->offset; }
 
@@ -77,8 +122,15 @@ static int parse_bool(const char *v, int64_t *out) {
 }
 
 int config_set(Config *cfg, const char *key, const char *value, int source, const char *origin) {
-    const ConfigKey *k = config_find_key(key);
-    if (!k) return ct_fail("%s: unknown configuration key '%s' (see `ctrain train --help`)", origin, key);
+    const ConfigKey *k = find_key_any_case(key);
+    if (!k) {
+        const char *near = nearest_key(key);
+        if (near)
+            return ct_fail("%s: unknown configuration key '%s'; did you mean '%s'? (see `ctrain train --help`)", origin,
+                           key, near);
+        return ct_fail("%s: unknown configuration key '%s' (see `ctrain train --help`)", origin, key);
+    }
+    key = k->name; /* the key's own spelling in messages from here on */
     /* A newline or other control byte would break config.txt (one key per line), the printed
      * configuration and the checkpoint's /config for whoever reads them. */
     for (const unsigned char *p = (const unsigned char *)value; *p; p++)
@@ -175,7 +227,7 @@ int config_load_file(Config *cfg, const char *path) {
             rc = ct_fail("%s: missing key before '='", origin);
             break;
         }
-        const ConfigKey *k = config_find_key(key);
+        const ConfigKey *k = find_key_any_case(key);
         if (k && set_on_line[k - ct_config_keys]) {
             rc = ct_fail("%s: %s is set twice in this file (first on line %d); keep one", origin, key,
                          set_on_line[k - ct_config_keys]);

@@ -842,6 +842,11 @@ static int create_tmp_file(const char *path, char **tmp_path, hid_t *file) {
     char *tmp = ct_malloc(n + 5, "temporary path");
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
+    if (ct_mkdir_parent(path) != 0) {
+        free(tmp);
+        *tmp_path = NULL;
+        return -1;
+    }
     /* fopen first for a plain "No such file or directory" instead of HDF5's wording. */
     FILE *probe = fopen(tmp, "wb");
     if (!probe) {

@@ -223,6 +223,7 @@ int golf_write(const ModelSpec *spec, const float *params, const char *path, Gol
     if (z != Z_OK) rc = ct_fail("'%s': zlib compression failed (%s)", path, zError(z));
     stats->raw_bytes = (int64_t)raw_len;
     stats->file_bytes = (int64_t)packed_len;
+    if (rc == 0) rc = ct_mkdir_parent(path);
     if (rc == 0) {
         char tmp[4300];
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

@@ -310,6 +310,8 @@ expect_fail export_into_checkpoints 2 "--out 'guard/checkpoints/w.safetensors' l
 [ "$(sha256sum <"$G")" = "$guard_sum" ] && [ "$(ls guard/checkpoints)" = "$(ls tied/checkpoints)" ] && pass guarded_input_untouched \
     || fail guarded_input_untouched "$(ls -l guard/checkpoints)"
 expect_ok guarded_input_still_valid "$CTRAIN" ckpt verify "$G"
+expect_ok export_makes_folder "$CTRAIN" ckpt export "$G" --out exports/new/w.safetensors
+[ -s exports/new/w.safetensors ] && pass export_folder_made || fail export_folder_made "$(ls -R exports 2>&1)"
 
 # ---- a non-finite tensor (checksums made to match) is invalid: never resumed from ----
 if need_py nonfinite_tensor_invalid; then

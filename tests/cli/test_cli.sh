@@ -17,6 +17,21 @@ expect_fail no_command 2 'usage' "$CTRAIN"
 expect_fail unknown_command 2 "unknown command 'frobnicate'" "$CTRAIN" frobnicate
 expect_fail unknown_option 2 "unknown option '--bogus'" "$CTRAIN" train --bogus
 expect_fail unknown_key 2 "unknown configuration key 'num_layerz'" "$CTRAIN" train train_files=x num_layerz=3
+# a misspelt key: the nearest key by edit distance, when one is close
+expect_fail unknown_key_suggests 2 "unknown configuration key 'iteration'; did you mean 'iterations'\?" \
+    "$CTRAIN" train train_files=x iteration=3
+expect_fail unknown_key_suggests_typo 2 "unknown configuration key 'val_loss_evry'; did you mean 'val_loss_every'\?" \
+    "$CTRAIN" train train_files=x val_loss_evry=3
+expect_fail unknown_key_suggests_missing_underscore 2 "'matrixlr'; did you mean 'matrix_lr'\?" \
+    "$CTRAIN" train train_files=x matrixlr=0.1
+expect_fail unknown_key_far_no_suggestion 2 "unknown configuration key 'zzzzzzzzzzzz' \(see" \
+    "$CTRAIN" train train_files=x zzzzzzzzzzzz=1
+# train_gpt.py's upper-case spellings are keys too
+expect_ok upper_case_keys "$CTRAIN" train --print-config train_files=x TRAIN_SEQ_LEN=64 ITERATIONS=10
+expect_grep upper_case_key_set '^train_seq_len = 64$' out
+printf 'TRAIN_SEQ_LEN = 64\ntrain_seq_len = 128\n' >twice.conf
+expect_fail upper_and_lower_case_twice 2 "train_seq_len is set twice in this file \(first on line 1\)" \
+    "$CTRAIN" train train_files=x --config twice.conf
 expect_fail bad_int 2 "num_layers = 'three' is not an integer" "$CTRAIN" train train_files=x num_layers=three
 expect_fail heads_not_dividing 2 'model_dim = 512 is not divisible by num_heads = 7' \
     "$CTRAIN" train train_files=x num_heads=7

@@ -312,6 +312,11 @@ expect_ok info_long_attribute "$CTRAIN" data info longattr.h5
 [ "$(wc -c <out)" -lt 2000 ] && grep -q '\.\.\. (1000000 bytes in all)' out && pass info_long_attribute_cut \
     || fail info_long_attribute_cut "$(wc -c <out) bytes of output: $(head -c 300 out)"
 
+# ---- a writer makes the folder of its output, as import-bin always did ----
+expect_ok from_text_makes_folder "$CTRAIN" data from-text --out new/sub/t.h5 --val-out new/val/v.h5 \
+    /usr/share/common-licenses/GPL-3
+[ -f new/sub/t.h5 ] && [ -f new/val/v.h5 ] && pass from_text_folder_made || fail from_text_folder_made "$(ls -R new 2>&1)"
+
 # ---- a closed pipe ends the output quietly (no "crashed (signal 13)"), as other tools do ----
 "$CTRAIN" data info 'train.h5' 'val.h5' 2>pipe.err | true
 rc=${PIPESTATUS[0]}

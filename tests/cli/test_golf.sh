@@ -113,7 +113,8 @@ expect_fail golf_not_a_checkpoint 1 "'val.h5' has no root attribute 'format': no
 expect_fail golf_bad_device 2 "device = 'tpu': expected auto, cpu or cuda" "$CTRAIN" ckpt golf run --device tpu --out x.stz
 expect_fail golf_no_val_data 1 "val_files: no files match 'nothing\*.h5'" \
     "$CTRAIN" ckpt golf run --out x.stz --val-files 'nothing*.h5'
-expect_fail golf_unwritable 1 "cannot write 'no/such/dir/a.stz.tmp" "$CTRAIN" ckpt golf run --out no/such/dir/a.stz
+: >plainfile # a folder that cannot be made: a file stands in its place
+expect_fail golf_unwritable 1 "'plainfile' exists but is not a directory" "$CTRAIN" ckpt golf run --out plainfile/a.stz
 expect_ok golf_help "$CTRAIN" ckpt golf --help
 expect_grep golf_help_text '^usage: ctrain ckpt golf FILE' out
 
@@ -125,5 +126,9 @@ cmp -s run2/final_model.int8.stz art.stz && pass golf_at_end_same_artifact \
 a=$(grep '^final_int8_zlib_roundtrip_exact' end.out); b=$(grep '^final_int8_zlib_roundtrip_exact' golf.out)
 [ -n "$a" ] && [ "$a" = "$b" ] && pass golf_at_end_same_roundtrip || fail golf_at_end_same_roundtrip "'$a' vs '$b'"
 expect_ok golf_at_end_checkpoint_unquantized "$CTRAIN" ckpt diff --exact run2 run
+# without --out the artifact goes to the run's directory (beside checkpoints/), not the current one
+expect_ok golf_default_out "$CTRAIN" ckpt golf run --no-eval
+[ -f run/final_model.int8.stz ] && [ ! -e final_model.int8.stz ] && cmp -s run/final_model.int8.stz art.stz \
+    && pass golf_default_in_run_dir || fail golf_default_in_run_dir "$(ls run . | tr '\n' ' ')"
 
 finish
