@@ -412,9 +412,16 @@ static void writer_rejects_bad_tokens_and_arguments(void) {
     CHECK(token_writer_create(&w, p, 3, 100, -1, "") != 0, "token width 3 accepted");
     CHECK(token_writer_create(&w, p, 2, 70000, -1, "") != 0, "vocab 70000 accepted for uint16");
     CHECK(token_writer_create(&w, p, 2, 100, 100, "") != 0, "bos_id 100 accepted for vocab 100");
-    CHECK(token_writer_create(&w, test_path("no/such/dir/x.h5"), 2, 100, -1, "") != 0 &&
-              error_has("no/such/dir/x.h5.tmp") && error_has("No such file"),
-          "missing directory: %s", ct_error());
+    /* a missing folder is made (as every writer does); one that cannot be made is an error */
+    CHECK(token_writer_create(&w, test_path("new/dir/x.h5"), 2, 100, -1, "") == 0, "missing folder: %s", ct_error());
+    token_writer_abort(w);
+    CHECK(test_file_exists(test_path("new/dir")), "the folder was not made");
+    FILE *blocker = fopen(test_path("plainfile"), "w");
+    CHECK(blocker, "cannot create %s", test_path("plainfile"));
+    fclose(blocker);
+    CHECK(token_writer_create(&w, test_path("plainfile/x.h5"), 2, 100, -1, "") != 0 &&
+              error_has("plainfile' exists but is not a directory"),
+          "folder that cannot be made: %s", ct_error());
 }
 
 static void writer_refuses_empty_file(void) {
