@@ -192,9 +192,7 @@ int ct_mkdir_parent(const char *file_path) {
     if (n >= sizeof dir) return ct_fail("cannot create the folder of '%s': path too long", file_path);
     memcpy(dir, file_path, n);
     dir[n] = '\0';
-    struct stat st;
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
-    return ct_mkdir_p(dir);
+    return ct_mkdir_p(dir); /* a folder that is there already is fine */
 }
 
 int ct_stderr_is_tty(void) { return isatty(STDERR_FILENO); }

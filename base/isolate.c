@@ -33,14 +33,14 @@ static int write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-/* Read exactly n bytes before the deadline (ms on ct_now_ms's clock). 0, or -1 on end of data
- * / error, -2 on timeout. */
-/* How long a wait may last: deadline_ms (0: none), cut to grace_s after a stop signal. */
+/* How long a wait may last: deadline_ms (ms on ct_now_ms's clock; 0: none), cut to grace_s
+ * after a stop signal. */
 typedef struct {
     double deadline_ms, grace_s;
     int cut; /* the stop signal set the deadline */
 } Deadline;
 
+/* Read exactly n bytes before the deadline. 0, or -1 on end of data / error, -2 on timeout. */
 static int read_all(int fd, void *buf, size_t n, Deadline *d) {
     char *p = buf;
     while (n > 0) {

@@ -110,8 +110,9 @@ double stop_slurm_job_end_time(char *why, size_t cap) {
     text[len] = '\0';
     int status = pclose(f);
     double end = 0;
+    /* the value after "EndTime=", a field of the line (after a space, or the line's start) */
     const char *e = strstr(text, " EndTime=");
-    if (!e && !strncmp(text, "EndTime=", 8)) e = text - 1;
+    const char *value = e ? e + 9 : !strncmp(text, "EndTime=", 8) ? text + 8 : NULL;
     if (WIFEXITED(status) && (WEXITSTATUS(status) == 124 || WEXITSTATUS(status) == 137))
         snprintf(why, cap, "scontrol show job %s did not answer within %d s", job, SCONTROL_TIMEOUT_S);
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
@@ -119,16 +120,16 @@ double stop_slurm_job_end_time(char *why, size_t cap) {
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         snprintf(why, cap, "scontrol show job %s failed (exit status %d)", job,
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    else if (!e)
+    else if (!value)
         snprintf(why, cap, "scontrol's output for job %s has no EndTime", job);
     else {
         struct tm tm;
         memset(&tm, 0, sizeof tm);
-        if (strptime(e + 9, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        if (strptime(value, "%Y-%m-%dT%H:%M:%S", &tm)) {
             tm.tm_isdst = -1;
             end = (double)mktime(&tm); /* scontrol prints local time */
         }
-        if (end <= 0) snprintf(why, cap, "job %s has no end time (EndTime=%.20s)", job, e + 9);
+        if (end <= 0) snprintf(why, cap, "job %s has no end time (EndTime=%.20s)", job, value);
     }
     free(text);
     return end > 0 ? end : 0;

@@ -280,6 +280,11 @@ done:
     return rc;
 }
 
+static DataFileStamp stamp_of(const struct stat *st) {
+    return (DataFileStamp){(int64_t)st->st_dev, (int64_t)st->st_ino, (int64_t)st->st_size,
+                           (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
+}
+
 int data_file_info(const char *path, TokenFileInfo *info) {
     memset(info, 0, sizeof *info);
     info->path = ct_strdup(path);
@@ -294,12 +299,7 @@ int data_file_info(const char *path, TokenFileInfo *info) {
     ct_hdf5_unlock();
     struct stat st;
     if (rc == 0 && stat(path, &st) != 0) rc = ct_fail("'%s': cannot stat: %s", path, strerror(errno));
-    if (rc == 0) {
-        info->stat_dev = (int64_t)st.st_dev;
-        info->stat_ino = (int64_t)st.st_ino;
-        info->stat_size = (int64_t)st.st_size;
-        info->stat_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    }
+    if (rc == 0) info->stamp = stamp_of(&st);
     if (rc != 0) data_free_file_info(info);
     return rc;
 }
@@ -474,7 +474,7 @@ struct TokenReader {
     char **paths;        /* copies, so the reader does not depend on the set's lifetime */
     int64_t *num_tokens;
     int *token_bytes;
-    int64_t (*stamps)[4]; /* each file's device, inode, size, mtime (ns) when the set opened it */
+    DataFileStamp *stamps; /* each file as the set opened it */
     ReaderSlot slots[READER_CACHE_SLOTS];
     uint64_t clock;
 };
@@ -539,11 +539,7 @@ int token_reader_open(TokenReader **reader, const TokenSet *set) {
         r->token_bytes[i] = set->files[i].token_bytes;
     }
     r->stamps = ct_calloc((size_t)set->num_files, sizeof *r->stamps, "token reader file stamps");
-    for (int i = 0; i < set->num_files; i++) {
-        const TokenFileInfo *f = &set->files[i];
-        r->stamps[i][0] = f->stat_dev, r->stamps[i][1] = f->stat_ino;
-        r->stamps[i][2] = f->stat_size, r->stamps[i][3] = f->stat_mtime_ns;
-    }
+    for (int i = 0; i < set->num_files; i++) r->stamps[i] = set->files[i].stamp;
     for (int i = 0; i < READER_CACHE_SLOTS; i++) r->slots[i].file_index = -1;
     *reader = r;
     return 0;
@@ -564,18 +560,23 @@ static void widen_uint16_in_place(uint32_t *out, int64_t n) {
  * One stat per read: far below a percent of a step. */
 static int check_unchanged(const TokenReader *r, int file_index, int64_t pos, int64_t n) {
     const char *path = r->paths[file_index];
-    const int64_t *was = r->stamps[file_index];
+    const DataFileStamp was = r->stamps[file_index];
     struct stat st;
     char what[256];
-    if (stat(path, &st) != 0) snprintf(what, sizeof what, "it is gone: %s", strerror(errno));
-    else if ((int64_t)st.st_dev != was[0] || (int64_t)st.st_ino != was[1])
-        snprintf(what, sizeof what, "it was replaced by another file");
-    else if ((int64_t)st.st_size != was[2])
-        snprintf(what, sizeof what, "its size went from %lld to %lld bytes", (long long)was[2], (long long)st.st_size);
-    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != was[3])
-        snprintf(what, sizeof what, "it was written to (modification time changed)");
-    else
-        return 0;
+    if (stat(path, &st) != 0) {
+        snprintf(what, sizeof what, "it is gone: %s", strerror(errno));
+    } else {
+        const DataFileStamp now = stamp_of(&st);
+        if (now.dev != was.dev || now.ino != was.ino)
+            snprintf(what, sizeof what, "it was replaced by another file");
+        else if (now.size != was.size)
+            snprintf(what, sizeof what, "its size went from %lld to %lld bytes", (long long)was.size,
+                     (long long)now.size);
+        else if (now.mtime_ns != was.mtime_ns)
+            snprintf(what, sizeof what, "it was written to (modification time changed)");
+        else
+            return 0;
+    }
     return ct_fail("data file '%s' changed while ctrain was reading it (%s), found when reading /tokens[%lld:%lld]; "
                    "a run reads its files as they were when it started: restore the file, or start from the "
                    "last checkpoint with the new data (resume_data)",

@@ -15,6 +15,12 @@
 
 #include <stdint.h>
 
+/* A file as stat(2) saw it: which file it is (device, inode), its size and when it was last
+ * written. */
+typedef struct {
+    int64_t dev, ino, size, mtime_ns;
+} DataFileStamp;
+
 typedef struct {
     char *path;
     int64_t num_tokens;
@@ -26,10 +32,10 @@ typedef struct {
     /* Identity of the content (data_identity.c), so that a resume notices a replaced file: */
     int64_t tokens_crc32; /* the tokens_crc32 attribute, -1 if the file has none */
     int64_t sample_crc32; /* CRC-32 of the first and last tokens (data_fingerprint); -1 until computed */
-    /* The file as it was when opened (device, inode, size, modification time): a reader checks
-     * it after every read, so a file changed, cut or replaced during a run stops the run
-     * instead of feeding it what HDF5 makes of a damaged file (zeros past a cut end). */
-    int64_t stat_dev, stat_ino, stat_size, stat_mtime_ns;
+    /* The file as it was when opened: a reader checks it after every read, so a file changed,
+     * cut or replaced during a run stops the run instead of feeding it what HDF5 makes of a
+     * damaged file (zeros past a cut end). */
+    DataFileStamp stamp;
 } TokenFileInfo;
 
 /* A split: the files of a glob in sorted path order, concatenated into one stream. */
@@ -54,7 +60,7 @@ void data_free_file_info(TokenFileInfo *info);
 
 /* Read n tokens starting at position pos of one file into out (widened to uint32). The range
  * must lie inside the file. Uses a hyperslab read; keeps a small cache of open files. After
- * each read the file must still be the one the set opened (TokenFileInfo's stat_*), else the
+ * each read the file must still be the one the set opened (TokenFileInfo's stamp), else the
  * read fails naming the file, the change and the position. */
 typedef struct TokenReader TokenReader;
 int token_reader_open(TokenReader **reader, const TokenSet *set);

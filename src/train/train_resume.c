@@ -135,11 +135,10 @@ int trainer_resume(Trainer *t, int *exit_code) {
     return choice.path[0] ? load_from(t, choice.path, choice.verified) : 0;
 }
 
-/* A metrics line as ctrain writes it: {"step": N, ...} and a newline. */
-static int is_whole_record(const char *line) {
-    long long s;
+/* A metrics line as ctrain writes it, {"step": N, ...} and a newline: 1 with its step. */
+static int is_whole_record(const char *line, long long *step) {
     size_t n = strlen(line);
-    return n >= 2 && line[n - 1] == '\n' && line[n - 2] == '}' && sscanf(line, "{\"step\": %lld", &s) == 1;
+    return n >= 2 && line[n - 1] == '\n' && line[n - 2] == '}' && sscanf(line, "{\"step\": %lld", step) == 1;
 }
 
 /* Keep the lines of steps before `step`, and the training line of `step` itself: its
@@ -148,7 +147,7 @@ static int is_whole_record(const char *line) {
  * one JSON object per line. */
 static int keep_line(const char *line, int64_t step) {
     long long s;
-    if (!is_whole_record(line) || sscanf(line, "{\"step\": %lld", &s) != 1) return 0;
+    if (!is_whole_record(line, &s)) return 0;
     if (s < step) return 1;
     return s == step && strstr(line, "\"train_loss\"") != NULL;
 }
@@ -185,8 +184,9 @@ int trainer_open_metrics(Trainer *t) {
                 free(held);
                 held = NULL;
             }
+            long long step;
             if (keep_line(line, t->step)) fputs(line, out);
-            else if (!is_whole_record(line)) {
+            else if (!is_whole_record(line, &step)) {
                 held = ct_strdup(line);
                 held[strcspn(held, "\n")] = '\0';
                 held_number = number;

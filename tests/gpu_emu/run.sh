@@ -67,11 +67,7 @@ for p in "${progs[@]}"; do
     # shellcheck disable=SC2086
     g++ -fopenmp "$out/obj/test_gpu_$p.o" "${objs[@]}" "$build/libctrain.a" $libs -lpthread -o "$out/test_gpu_$p"
     echo "== emulated test_gpu_$p$([ $exact = 1 ] && echo ' (exact bf16)' || true)"
-    if [ -n "$cases" ]; then
-        CT_TEST_CASES=$cases OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} \
-            "$out/test_gpu_$p" || status=1
-    else
-        OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CT_TEST_VERBOSE=${CT_TEST_VERBOSE:-1} "$out/test_gpu_$p" || status=1
-    fi
+    env ${cases:+CT_TEST_CASES=$cases} OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" CT_TEST_VERBOSE="${CT_TEST_VERBOSE:-1}" \
+        "$out/test_gpu_$p" || status=1
 done
 exit $status
