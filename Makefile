@@ -22,7 +22,7 @@ CFLAGS ?= $(OPT)
 # its own folder and those only, so an include that runs up a layer (or sideways where the table
 # does not allow it) fails to compile; tests/check_layers.py checks the same table for loops and
 # for calls between files. Order: base -> kernels -> config/model/data -> dist, backend,
-# checkpoint -> train -> cli.
+# checkpoint -> infer -> train -> cli.
 LAYER_base           :=
 LAYER_kernels        :=
 LAYER_kernels/cpu    := base kernels
@@ -33,11 +33,12 @@ LAYER_src/data       := base
 LAYER_src/dist       := base
 LAYER_src/backend    := base kernels kernels/cpu kernels/cuda src/config src/model
 LAYER_checkpoint     := base src/config src/model src/data
-LAYER_src/train      := base src/config src/model src/data src/dist src/backend checkpoint
+LAYER_src/infer      := base src/config src/model src/data src/dist src/backend
+LAYER_src/train      := base src/config src/model src/data src/dist src/backend src/infer checkpoint
 LAYER_src/cli        := base kernels kernels/cpu src/config src/model src/data src/dist src/backend \
-                        checkpoint src/train
+                        src/infer checkpoint src/train
 SRC_DIRS := base kernels kernels/cpu kernels/cuda src/config src/model src/data src/dist src/backend \
-            checkpoint src/train src/cli
+            src/infer checkpoint src/train src/cli
 layer_inc = $(addprefix -I,$(1) $(LAYER_$(1)))
 # Tests and benchmarks reach every layer.
 ALL_INC := $(addprefix -I,$(SRC_DIRS))

@@ -1,6 +1,6 @@
 /* safetensors.h — the header of a safetensors file, the one piece of that format both of
  * ctrain's writers (`ckpt export`, checkpoint/ckpt_export.c, and the parameter-golf artifact,
- * src/model/golf_artifact.c) need: an 8-byte little-endian length N, then N bytes of JSON
+ * src/infer/golf_artifact.c) need: an 8-byte little-endian length N, then N bytes of JSON
  * {"__metadata__": {...}, "name": {"dtype": ..., "shape": [...], "data_offsets": [begin, end]},
  * ...} padded with spaces to a multiple of 8, the tensors' bytes following back to back in the
  * order given. */

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "config.h"
-#include "train.h"
+#include "infer.h"
 
 static const char CKPT_USAGE[] =
     "usage: ctrain ckpt <command> [options]\n"
@@ -162,7 +162,7 @@ static int cmd_golf(int argc, char **argv) {
         return CT_EXIT_USAGE;
     }
     printf("%s\n", ckpt);
-    if (train_golf_artifact(&cfg, &st, out, !no_eval) != 0) goto fail;
+    if (golf_write_and_evaluate(&cfg, &st, out, !no_eval) != 0) goto fail;
     config_free(&cfg);
     train_state_free(&st);
     return CT_EXIT_OK;

@@ -1,5 +1,6 @@
-/* main.c — the `ctrain` command: dispatches to subcommands (train, data) and handles
- * --help / --version. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
+/* main.c — the `ctrain` command: dispatches to its commands (train, data, ckpt, sample, plot,
+ * launch-check; each in src/cli/<name>_cmd.c, declared in commands.h) and handles --help /
+ * --version. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
  * error, 75 stopped with a checkpoint (requeue). */
 #include <stdio.h>
 #include <string.h>

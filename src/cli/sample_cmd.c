@@ -5,7 +5,7 @@
  * --pieces, or --tokenizer) take token ids and print decoded text (tokenizer.h); with
  * --tokenizer a text prompt is encoded by the SentencePiece model, checked against the stored
  * pieces; others take and print token ids; --bos puts the data's bos_id first. The work is
- * train_sample's (src/train/train_sample.c). */
+ * sample_tokens's (src/infer/sample.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 #include "config.h"
 #include "data.h"
 #include "tokenizer.h"
-#include "train.h"
+#include "infer.h"
 
 static const char SAMPLE_USAGE[] =
     "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--bos] [--tokens N]\n"
@@ -294,7 +294,7 @@ int sample_main(int argc, char **argv) {
     if (printer.mode == PRINT_IDS && !as_ids && tok.note[0])
         fprintf(stderr, "ctrain: printing token ids: %s\n", tok.note);
     for (int64_t i = 0; i < n; i++) print_token(&printer, ids[i]);
-    int sampled = train_sample(b, ids, n, &o, print_token, &printer);
+    int sampled = sample_tokens(b, ids, n, &o, print_token, &printer);
     if (printer.decoder) piece_decoder_finish(printer.decoder, write_stdout, NULL);
     putchar('\n');
     if (sampled != 0) goto done;

@@ -1,5 +1,6 @@
-/* trainer.h — state of one training run shared by the loop (train.c), validation
- * (train_eval.c) and checkpoint save/resume (train_resume.c). */
+/* trainer.h — state of one training run shared by the loop (train.c), its data checks
+ * (train_data.c), NCCL start (train_nccl.c), checkpoint resume (train_resume.c) and saving
+ * (train_save.c); validation is src/infer/eval.c's. */
 #ifndef CT_TRAINER_H
 #define CT_TRAINER_H
 
@@ -11,17 +12,9 @@
 #include "data.h"
 #include "dist.h"
 #include "dist_nccl.h"
+#include "infer.h"
 #include "isolate.h"
 #include "loader.h"
-
-/* Validation data, read once: train_gpt.py's load_validation_tokens keeps
- * ((tokens - 1) // seq_len) * seq_len + 1 tokens of the split. */
-typedef struct {
-    uint32_t *tokens;
-    int64_t num_seqs;
-    int16_t *base_bytes; /* tokenizer tables, NULL when the data has none */
-    uint8_t *has_leading_space, *is_boundary_token;
-} ValData;
 
 typedef struct {
     const Config *cfg;
@@ -70,14 +63,6 @@ int trainer_bucket_plan(const ModelSpec *s, double bucket_mb, DistBucketPlan *pl
  * backward stages) on the backend's device gradients. */
 int trainer_reducer_init(Trainer *t);
 void trainer_reducer_free(Trainer *t);
-
-/* train_eval.c */
-int val_load(const Config *cfg, const TokenSet *set, ValData *v);
-void val_free(ValData *v);
-/* eval_val: each rank evaluates its share of the sequences; the loss, token and byte sums are
- * added across ranks; mean token loss, and bits per byte when the data has the tokenizer
- * tables (NaN otherwise). */
-int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb);
 
 /* train_resume.c */
 /* Decide where the run starts (resume = auto | none | PATH) and load the checkpoint if any:

@@ -1,14 +1,14 @@
-/* train_eval.c — validation as train_gpt.py's eval_val: the split read once, sequences shared
- * out to ranks, mean token loss and bits per byte from the tokenizer tables. */
+/* eval.c — validation as train_gpt.py's eval_val: the split read once, sequences shared out to
+ * ranks, mean token loss and bits per byte from the tokenizer tables; and the same for a set of
+ * weights on its own (evaluate_weights, for `ckpt golf`'s round trip). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
-#include "golf_artifact.h"
-#include "train.h"
-#include "trainer.h"
+#include "infer.h"
+#include "loader.h"
 
 int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
     memset(v, 0, sizeof *v);
@@ -69,7 +69,7 @@ int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_le
     return 0;
 }
 
-int train_evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb) {
+int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb) {
     if (!cfg->val_files[0]) return ct_fail("val_files is empty: there is no validation data to evaluate on");
     TokenSet set;
     if (data_open_set(cfg->val_files, &set) != 0) return ct_fail_prefix("val_files");
@@ -93,26 +93,4 @@ int train_evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, 
     val_free(&v);
     data_free_set(&set);
     return rc;
-}
-
-int train_golf_artifact(const Config *cfg, TrainState *st, const char *path, int evaluate) {
-    GolfStats g;
-    if (golf_write(&st->spec, st->params, path, &g) != 0) return -1;
-    printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g.param_count,
-           (long long)g.num_tensors, (long long)g.num_quantized);
-    printf("Serialized model int8+zlib: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n",
-           (long long)g.file_bytes, (long long)g.payload_bytes, (long long)g.raw_bytes,
-           (double)g.baseline_bytes / (double)(g.payload_bytes > 0 ? g.payload_bytes : 1), path);
-    fflush(stdout);
-    if (!evaluate) return 0;
-    /* the weights as a reader of the artifact gets them, evaluated as train_gpt.py does */
-    double start = ct_now_ms(), val_loss, val_bpb;
-    if (golf_read(&st->spec, path, st->params) != 0 || train_evaluate_weights(cfg, st, &val_loss, &val_bpb) != 0)
-        return -1;
-    printf("final_int8_zlib_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", val_loss, val_bpb,
-           ct_now_ms() - start);
-    printf("final_int8_zlib_roundtrip_exact val_loss:%.8f val_bpb:%.8f\n", val_loss, val_bpb);
-    if (isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
-    fflush(stdout);
-    return 0;
 }

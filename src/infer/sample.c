@@ -1,4 +1,4 @@
-/* train_sample.c — text from a model (`ctrain sample`): each next token is drawn from the
+/* sample.c — text from a model (`ctrain sample`): each next token is drawn from the
  * softcapped logits at the end of the context (the last train_seq_len tokens), after
  * temperature and top-k, with a seeded generator so that the same seed gives the same text.
  * Every token runs the model over a full window (no key/value cache): simple and exact to the
@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "common.h"
-#include "train.h"
+#include "infer.h"
 
 /* splitmix64: a small generator with good statistics, the same sequence on every machine */
 static uint64_t next_random(uint64_t *state) {
@@ -50,8 +49,8 @@ static uint32_t draw(float *logits, int vocab, const SampleOptions *o, uint64_t 
     return (uint32_t)best;
 }
 
-int train_sample(Backend *b, const uint32_t *prompt, int64_t prompt_len, const SampleOptions *o,
-                 void (*emit)(void *ctx, uint32_t token), void *ctx) {
+int sample_tokens(Backend *b, const uint32_t *prompt, int64_t prompt_len, const SampleOptions *o,
+                  void (*emit)(void *ctx, uint32_t token), void *ctx) {
     if (!b->position_logits)
         return ct_fail("sampling is not available on device %s yet; use device cpu", b->name);
     if (prompt_len < 1) return ct_fail("the prompt is empty: give at least one token");

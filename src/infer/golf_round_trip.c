@@ -1,0 +1,32 @@
+/* golf_round_trip.c — train_gpt.py's ending, for `golf_artifact = 1` and `ctrain ckpt golf`:
+ * the int8 + zlib artifact written (golf_artifact.c) and its size printed as train_gpt.py prints
+ * it, then read back and evaluated (eval.c), so the score is that of the weights a reader of the
+ * artifact gets. */
+#include <math.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "golf_artifact.h"
+#include "infer.h"
+
+int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, int evaluate) {
+    GolfStats g;
+    if (golf_write(&st->spec, st->params, path, &g) != 0) return -1;
+    printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g.param_count,
+           (long long)g.num_tensors, (long long)g.num_quantized);
+    printf("Serialized model int8+zlib: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n",
+           (long long)g.file_bytes, (long long)g.payload_bytes, (long long)g.raw_bytes,
+           (double)g.baseline_bytes / (double)(g.payload_bytes > 0 ? g.payload_bytes : 1), path);
+    fflush(stdout);
+    if (!evaluate) return 0;
+    /* the weights as a reader of the artifact gets them, evaluated as train_gpt.py does */
+    double start = ct_now_ms(), val_loss, val_bpb;
+    if (golf_read(&st->spec, path, st->params) != 0 || evaluate_weights(cfg, st, &val_loss, &val_bpb) != 0)
+        return -1;
+    printf("final_int8_zlib_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", val_loss, val_bpb,
+           ct_now_ms() - start);
+    printf("final_int8_zlib_roundtrip_exact val_loss:%.8f val_bpb:%.8f\n", val_loss, val_bpb);
+    if (isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
+    fflush(stdout);
+    return 0;
+}
