@@ -154,8 +154,8 @@ static int cmd_golf(int argc, char **argv) {
     Config cfg;
     TrainState st;
     if (checkpoint_read_weights(ckpt, &cfg, &st) != 0) goto fail;
-    if ((val_files && config_set(&cfg, "val_files", val_files, 2, "--val-files") != 0) ||
-        config_set(&cfg, "device", device, 2, "--device") != 0 || config_validate(&cfg, 1) != 0) {
+    if ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
+        config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0) {
         ct_print_error();
         config_free(&cfg);
         train_state_free(&st);

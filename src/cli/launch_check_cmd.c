@@ -154,7 +154,7 @@ int launch_check_main(int argc, char **argv) {
     if (nccl) {
         Config cfg;
         config_init(&cfg);
-        int rc = config_set(&cfg, "device", "cuda", 2, "launch-check");
+        int rc = config_set(&cfg, "device", "cuda", CT_SOURCE_COMMAND_LINE, "launch-check");
         if (rc == 0) rc = train_nccl_connect(&cfg, &d, nccl_note, sizeof nccl_note);
         config_free(&cfg);
         if (rc != 0) dist_abort(&d, CT_EXIT_FAILURE, ct_error());

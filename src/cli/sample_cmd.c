@@ -211,9 +211,9 @@ int sample_main(int argc, char **argv) {
     if (checkpoint_read_weights(path, &cfg, &st) != 0) goto done;
     char seq_len[32];
     snprintf(seq_len, sizeof seq_len, "%lld", (long long)cfg.train_seq_len);
-    if (config_set(&cfg, "device", device, 2, "--device") != 0 ||
-        config_set(&cfg, "train_batch_tokens", seq_len, 2, "sample") != 0 ||
-        config_set(&cfg, "grad_accum_slots", "1", 2, "sample") != 0)
+    if (config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 ||
+        config_set(&cfg, "train_batch_tokens", seq_len, CT_SOURCE_COMMAND_LINE, "sample") != 0 ||
+        config_set(&cfg, "grad_accum_slots", "1", CT_SOURCE_COMMAND_LINE, "sample") != 0)
         goto done;
     if (config_validate(&cfg, 1) != 0) { /* names a bad --device */
         rc = CT_EXIT_USAGE;

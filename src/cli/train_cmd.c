@@ -1,5 +1,5 @@
 /* train_cmd.c — `ctrain train [--config FILE] [key=value ...]`: builds the configuration
- * (defaults < config file < command line), validates it before any work, prints it and writes
+ * (defaults < config file < environment < command line), validates it before any work, prints it and writes
  * out_dir/config.txt, checks the data, then runs training. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,9 @@ static void train_usage(FILE *out) {
             "usage: ctrain train [--config FILE] [key=value ...]\n"
             "\n"
             "Trains the parameter-golf GPT. Configuration comes from the defaults below, then FILE\n"
-            "(`key = value` lines, # comments), then key=value arguments, which win.\n"
+            "(`key = value` lines, # comments), then environment variables named as the keys in\n"
+            "upper case (train_gpt.py's: ITERATIONS=10 TRAIN_SEQ_LEN=64), then key=value\n"
+            "arguments, which win. Keys may be spelled in upper case anywhere.\n"
             "The resolved configuration is printed and written to out_dir/config.txt.\n"
             "\n"
             "options:\n"
@@ -30,6 +32,20 @@ static void train_usage(FILE *out) {
             "keys (name, type, default, meaning):\n");
     config_print_help(out);
     fprintf(out, "\nKeys marked [fixed on resume] must match the checkpoint when a run resumes.\n");
+}
+
+/* After a refused configuration: which keys came from the environment, since a value the
+ * user did not type on this command line (an exported ITERATIONS, TRAIN_SEQ_LEN) is easy to miss. */
+static void print_env_keys(const Config *cfg) {
+    int first = 1;
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        if (cfg->source[i] != CT_SOURCE_ENV) continue;
+        char env[128];
+        config_env_name(&ct_config_keys[i], env, sizeof env);
+        fprintf(stderr, "%s%s", first ? "ctrain: note: from the environment: " : ", ", env);
+        first = 0;
+    }
+    if (!first) fprintf(stderr, "\n");
 }
 
 int train_main(int argc, char **argv) {
@@ -76,8 +92,13 @@ int train_main(int argc, char **argv) {
         ct_print_error();
         goto done;
     }
-    if (config_apply_args(&cfg, num_pairs, pairs) != 0 || config_validate(&cfg, 1) != 0) {
+    if (config_apply_env(&cfg) != 0 || config_apply_args(&cfg, num_pairs, pairs) != 0) {
         ct_print_error();
+        goto done;
+    }
+    if (config_validate(&cfg, 1) != 0) {
+        ct_print_error();
+        print_env_keys(&cfg);
         goto done;
     }
     if (print_only == 1) {

@@ -91,7 +91,7 @@ void config_init(Config *cfg) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         /* Defaults are part of the table and are known-good; a bad default is a programming
          * error caught by the config unit test. */
-        if (config_set(cfg, ct_config_keys[i].name, ct_config_keys[i].default_value, 0, "default") != 0) {
+        if (config_set(cfg, ct_config_keys[i].name, ct_config_keys[i].default_value, CT_SOURCE_DEFAULT, "default") != 0) {
             ct_print_error();
             abort();
         }
@@ -234,7 +234,7 @@ int config_load_file(Config *cfg, const char *path) {
             break;
         }
         if (k) set_on_line[k - ct_config_keys] = lineno;
-        if (config_set(cfg, key, value, 1, origin) != 0) {
+        if (config_set(cfg, key, value, CT_SOURCE_FILE, origin) != 0) {
             rc = -1;
             break;
         }
@@ -254,9 +254,28 @@ int config_apply_args(Config *cfg, int argc, char **argv) {
         if (n >= sizeof key) return ct_fail("command line: key too long in '%s'", argv[i]);
         memcpy(key, argv[i], n);
         key[n] = '\0';
-        if (config_set(cfg, key, eq + 1, 2, "command line") != 0) return -1;
+        if (config_set(cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "command line") != 0) return -1;
     }
     return 0;
+}
+
+int config_apply_env(Config *cfg) {
+    for (int i = 0; i < ct_config_num_keys; i++) {
+        const ConfigKey *k = &ct_config_keys[i];
+        char name[128], origin[160];
+        config_env_name(k, name, sizeof name);
+        const char *value = getenv(name);
+        if (!value) continue;
+        snprintf(origin, sizeof origin, "environment variable %s", name);
+        if (config_set(cfg, k->name, value, CT_SOURCE_ENV, origin) != 0) return -1;
+    }
+    return 0;
+}
+
+void config_env_name(const ConfigKey *k, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const char *p = k->name; *p && n + 1 < cap; p++) buf[n++] = (char)toupper((unsigned char)*p);
+    buf[n] = '\0';
 }
 
 /* ---- validation ---- */

@@ -17,9 +17,14 @@ typedef enum { CT_RESUME_SHAPE, CT_RESUME_FREE } ConfigResumeRule;
 #define CT_CFG_FIELD_STR(name) char *name;
 #define CT_CFG_FIELD(name, type, def, group, resume, help) CT_CFG_FIELD_##type(name)
 
+/* Where a key's value came from, in order of precedence (a later source wins): the default,
+ * the config file, the environment (train_gpt.py's variables: a key's upper-case name), the
+ * command line. */
+typedef enum { CT_SOURCE_DEFAULT = 0, CT_SOURCE_FILE = 1, CT_SOURCE_ENV = 2, CT_SOURCE_COMMAND_LINE = 3 } ConfigSource;
+
 typedef struct {
     CT_CONFIG_KEYS(CT_CFG_FIELD)
-    /* where each key's value came from: 0 default, 1 config file, 2 command line */
+    /* where each key's value came from: a ConfigSource */
     unsigned char source[64];
 } Config;
 
@@ -50,6 +55,13 @@ int config_set(Config *cfg, const char *key, const char *value, int source, cons
 
 /* Parse a `key = value` file (# comments, blank lines, optional quotes around values). */
 int config_load_file(Config *cfg, const char *path);
+
+/* Every key whose upper-case name (ITERATIONS, TRAIN_SEQ_LEN: train_gpt.py's environment
+ * variables) is set in the environment, set from it; applied after the config file and before
+ * the command line. Fails naming the variable. */
+int config_apply_env(Config *cfg);
+/* A key's environment variable name: its name in upper case. */
+void config_env_name(const ConfigKey *k, char *buf, size_t cap);
 
 /* Parse "key=value" arguments. */
 int config_apply_args(Config *cfg, int argc, char **argv);

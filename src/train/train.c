@@ -6,6 +6,7 @@
  * checkpoints every checkpoint_every steps, at the end, and when asked to stop (exit 75). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +27,24 @@
 #include "train.h"
 #include "trainer.h"
 
+/* The keys that differ from their defaults, each with where it came from (train_gpt.py users
+ * see which environment variables were taken); --print-config lists every key. */
 static void print_resolved(const Config *cfg) {
-    static const char *const origin[] = {"", "  (config file)", "  (command line)"};
-    printf("configuration:\n");
+    int at_default = 0;
+    printf("configuration (keys not at their defaults):\n");
     for (int i = 0; i < ct_config_num_keys; i++) {
-        char buf[64];
+        char buf[64], env[128];
         const ConfigKey *k = &ct_config_keys[i];
-        printf("  %-27s = %s%s\n", k->name, config_value_text(cfg, k, buf, sizeof buf), origin[cfg->source[i]]);
+        if (cfg->source[i] == CT_SOURCE_DEFAULT) {
+            at_default++;
+            continue;
+        }
+        config_env_name(k, env, sizeof env);
+        printf("  %-27s = %s  (", k->name, config_value_text(cfg, k, buf, sizeof buf));
+        if (cfg->source[i] == CT_SOURCE_ENV) printf("environment: %s)\n", env);
+        else printf("%s)\n", cfg->source[i] == CT_SOURCE_FILE ? "config file" : "command line");
     }
+    printf("  (%d more keys at their defaults; `ctrain train --print-config ...` lists every key)\n", at_default);
     fflush(stdout);
 }
 
@@ -199,15 +210,26 @@ static int train_loop(Trainer *t) {
         if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
         if (stop && !last) {
             if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
-            printf("stopped at step %lld/%lld (%s): checkpoint written; exit %d = requeue to continue\n",
-                   (long long)t->step, (long long)cfg->iterations,
+            /* Ctrl-C at a terminal: the person at it wants to know how to go on; a batch job's
+             * script wants the exit code that asks Slurm to requeue it */
+            char how[64];
+            if (sig == SIGINT && isatty(STDERR_FILENO)) snprintf(how, sizeof how, "run the same command again to continue");
+            else snprintf(how, sizeof how, "exit %d = requeue to continue", CT_EXIT_REQUEUE);
+            printf("stopped at step %lld/%lld (%s): checkpoint written; %s\n", (long long)t->step,
+                   (long long)cfg->iterations,
                    sig ? signal_name(sig) : stop == 1 ? "stop_before_job_end: the job's time limit is near"
                                                       : "another rank was asked to stop",
-                   CT_EXIT_REQUEUE);
+                   how);
             return CT_EXIT_REQUEUE;
         }
-        if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)))
+        /* validation first, then the checkpoint of the step, so that the checkpoint holds the
+         * step's validation and is written once; a resumed run does not validate again the step
+         * whose validation its checkpoint holds */
+        if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)) &&
+            t->last_val_step != (double)t->step)
             if (run_validation(t) != 0) return CT_EXIT_FAILURE;
+        if (t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
+            return CT_EXIT_FAILURE;
         if (last) break;
 
         double step_start = ct_now_ms();
@@ -239,8 +261,6 @@ static int train_loop(Trainer *t) {
             printf("stopping early: wallclock cap, train_time %.0fms at step %lld/%lld\n", train_time,
                    (long long)t->step, (long long)cfg->iterations);
         }
-        if (cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
-            return CT_EXIT_FAILURE;
     }
     if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
     t->training_ms += ct_now_ms() - t->t0;
@@ -332,7 +352,7 @@ int train_run(Config *cfg) {
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
     if (t.nccl_note[0]) printf("%s\n", t.nccl_note);
     if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
-    if (cfg->warmup_steps > 0)
+    if (cfg->warmup_steps > 0 && cfg->source[config_find_key("warmup_steps") - ct_config_keys] != CT_SOURCE_DEFAULT)
         printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
     fflush(stdout);
     if (loader_init(&t.loader, &t.train_set, t.rank, t.world, config_local_tokens(cfg), t.start_cursor, 1) != 0)

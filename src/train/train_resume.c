@@ -141,15 +141,17 @@ static int is_whole_record(const char *line, long long *step) {
     return n >= 2 && line[n - 1] == '\n' && line[n - 2] == '}' && sscanf(line, "{\"step\": %lld", step) == 1;
 }
 
-/* Keep the lines of steps before `step`, and the training line of `step` itself: its
- * validation line (if any) is written again by the resumed loop, which validates first. A line
- * cut short by a crash or a full disk (no closing "}" and newline) is dropped, so the file stays
- * one JSON object per line. */
-static int keep_line(const char *line, int64_t step) {
+/* Keep the lines of steps before `step`, the training line of `step` itself, and its validation
+ * line when the checkpoint holds that validation (val_done: validation runs before the step's
+ * checkpoint is written); otherwise the resumed loop validates `step` again and writes the line
+ * anew (a checkpoint written on a stop request, before the step's validation). A line cut short
+ * by a crash or a full disk (no closing "}" and newline) is dropped, so the file stays one JSON
+ * object per line. */
+static int keep_line(const char *line, int64_t step, int val_done) {
     long long s;
     if (!is_whole_record(line, &s)) return 0;
     if (s < step) return 1;
-    return s == step && strstr(line, "\"train_loss\"") != NULL;
+    return s == step && (val_done || strstr(line, "\"train_loss\"") != NULL);
 }
 
 int trainer_open_metrics(Trainer *t) {
@@ -185,7 +187,7 @@ int trainer_open_metrics(Trainer *t) {
                 held = NULL;
             }
             long long step;
-            if (keep_line(line, t->step)) fputs(line, out);
+            if (keep_line(line, t->step, t->last_val_step == (double)t->step)) fputs(line, out);
             else if (!is_whole_record(line, &step)) {
                 held = ct_strdup(line);
                 held[strcspn(held, "\n")] = '\0';

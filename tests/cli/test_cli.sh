@@ -53,6 +53,27 @@ expect_grep hash_value_quoted '^out_dir = "runs/#1"$' out
 expect_ok printed_config_reloads "$CTRAIN" train --config printed.conf --print-config
 if cmp -s out printed.conf; then pass print_config_round_trip; else fail print_config_round_trip "$(diff printed.conf out | head)"; fi
 
+# train_gpt.py's environment: config file < environment < command line
+printf 'iterations = 7\ntrain_seq_len = 32\nmatrix_lr = 0.5\n' >env.conf
+expect_ok env_read env ITERATIONS=10 TRAIN_SEQ_LEN=64 VAL_LOSS_EVERY=5 "$CTRAIN" train train_files=x --config env.conf \
+    matrix_lr=0.25 TRAIN_SEQ_LEN=128 --print-config
+expect_grep env_over_file '^iterations = 10$' out
+expect_grep env_key_set '^val_loss_every = 5$' out
+expect_grep command_line_over_env '^train_seq_len = 128$' out
+expect_grep command_line_over_file '^matrix_lr = 0.25$' out
+expect_fail env_bad_value 2 "environment variable ITERATIONS: iterations = 'ten' is not an integer" \
+    env ITERATIONS=ten "$CTRAIN" train train_files=x --print-config
+expect_fail env_refused_names_variable 2 "from the environment: TRAIN_SEQ_LEN" \
+    env TRAIN_SEQ_LEN=1000 "$CTRAIN" train train_files=x
+# lower-case variables are not keys (only train_gpt.py's upper-case spellings are read)
+expect_ok env_lower_case_ignored env iterations=3 "$CTRAIN" train train_files=x --print-config
+expect_grep env_lower_case_default '^iterations = 20000$' out
+
+# the configuration files shipped beside the sbatch scripts load and validate
+for f in "$CT_ROOT"/slurm/*.conf; do
+    expect_ok "slurm_conf_$(basename "$f" .conf)" "$CTRAIN" train --config "$f" --print-config
+done
+
 expect_fail missing_data 1 "train_files.*no files match 'nothing_here_\*.h5'" \
     "$CTRAIN" train train_files='nothing_here_*.h5' out_dir=o
 

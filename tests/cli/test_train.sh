@@ -8,7 +8,7 @@ source "$CT_ROOT/tests/cli/lib.sh"
     >/dev/null 2>&1 || { fail make_data "from-text failed"; exit 1; }
 small=(train_files=train.h5 val_files=val.h5 vocab_size=256 num_layers=3 model_dim=32 num_heads=4 num_kv_heads=2
        train_seq_len=16 train_batch_tokens=256 grad_accum_slots=8 val_batch_size=256 warmdown_iters=3
-       muon_momentum_warmup_steps=4 train_log_every=2)
+       muon_momentum_warmup_steps=4 train_log_every=2 scalar_lr=0.04)
 
 expect_ok run_a "$CTRAIN" train "${small[@]}" iterations=8 val_loss_every=4 out_dir=a threads=2
 cp out run_a.out
@@ -21,7 +21,12 @@ expect_grep config_txt_written '^num_layers = 3$' a/config.txt
 # floats in their shortest exact form: 0.04, not 0.040000000000000001
 expect_grep config_txt_short_floats '^matrix_lr = 0\.04$' a/config.txt
 expect_grep config_txt_short_eps '^adam_eps = 1e-08$' a/config.txt
-expect_grep config_printed_short '^  matrix_lr += 0\.04$' run_a.out
+expect_grep config_printed_short '^  scalar_lr += 0\.04  \(command line\)$' run_a.out
+# the banner lists the keys set (not the ~45 at their defaults), and no warmup note unless set
+if grep -qE '^  (matrix_lr|beta1|warmup_steps) ' run_a.out; then fail banner_only_keys_set "$(grep -E '^  (matrix_lr|beta1) ' run_a.out)"
+else pass banner_only_keys_set; fi
+expect_grep banner_counts_defaults '^  \([0-9]+ more keys at their defaults; `ctrain train --print-config ...` lists every key\)$' run_a.out
+if grep -q 'note: warmup_steps' run_a.out; then fail warmup_note_only_when_set "$(grep 'note: warmup_steps' run_a.out)"; else pass warmup_note_only_when_set; fi
 expect_ok config_txt_reloads "$CTRAIN" train --config a/config.txt --print-config
 expect_grep config_printed '^  num_layers += 3  \(command line\)' run_a.out
 expect_grep metrics_step_fields '^\{"step": 1, "train_loss": [0-9.e-]+, "lr_scale": 1, "step_ms": [0-9.]+, "tokens_per_s": [0-9.]+' a/metrics.jsonl
@@ -37,6 +42,17 @@ with h5py.File(sys.argv[2], "r") as f:
     assert m["last_val_step"] == last["step"] == 8 and m["last_val_loss"] == last["val_loss"], (dict(m), last)
     assert m["last_val_bpb"] == last["val_bpb"], (dict(m), last)
 PY
+# environment variables (train_gpt.py's) in the banner; validation before the step's checkpoint,
+# which then holds it and is written once (also the last)
+expect_ok env_run env ITERATIONS=8 WARMUP_STEPS=5 "$CTRAIN" train "${small[@]}" val_loss_every=4 checkpoint_every=4 out_dir=e
+cp out env_run.out
+expect_grep env_in_banner '^  iterations += 8  \(environment: ITERATIONS\)$' env_run.out
+expect_grep warmup_note_when_set '^note: warmup_steps = 5 ignored' env_run.out
+order=$(grep -E '^(step [48]/8  val_loss|checkpoint: )' env_run.out | sed -E 's/  val_loss.*/ val/; s/ \(.*//' | tr '\n' '|')
+[ "$order" = "step 4/8 val|checkpoint: e/checkpoints/step_00000004.h5|step 8/8 val|checkpoint: e/checkpoints/step_00000008.h5|" ] \
+    && pass validation_then_checkpoint_once || fail validation_then_checkpoint_once "order: $order"
+expect_ok mid_ckpt_info "$CTRAIN" ckpt info e/checkpoints/step_00000004.h5
+expect_grep mid_ckpt_has_its_val 'last_val_step = 4' out
 n=$(grep -c '"train_loss"' a/metrics.jsonl)
 [ "$n" = 8 ] && pass metrics_every_step || fail metrics_every_step "expected 8 train lines, got $n"
 # bpb of byte-level data is loss / ln 2
@@ -272,8 +288,10 @@ if command -v script >/dev/null; then
     rc=$?
     [ $rc = 75 ] && pass ctrl_c_checkpoints_75 || fail ctrl_c_checkpoints_75 "exit $rc: $(tail -c 300 ctrlc.tty)"
     expect_grep ctrl_c_acknowledged 'ctrain: interrupt: stopping after this step with a checkpoint \(exit 75\); Ctrl-C again to abort without one' ctrlc.tty
+    expect_grep ctrl_c_says_how_to_resume 'stopped at step 2/6 \(SIGINT\): checkpoint written; run the same command again to continue' ctrlc.tty
     CTRAIN_FAULT=INT@2.1 "$CTRAIN" train "${small[@]}" iterations=6 val_loss_every=0 out_dir=ctrlc2 >ctrlc.out 2>ctrlc.err
     if grep -q 'Ctrl-C again' ctrlc.err; then fail ctrl_c_quiet_in_logs "$(cat ctrlc.err)"; else pass ctrl_c_quiet_in_logs; fi
+    expect_grep ctrl_c_in_logs_says_requeue 'stopped at step 2/6 \(SIGINT\): checkpoint written; exit 75 = requeue to continue' ctrlc.out
 else
     skip_rest "script(1) is not installed"
 fi

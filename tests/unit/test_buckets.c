@@ -27,7 +27,7 @@ static void make_config(Config *cfg, int layers, int tied, int dim) {
                            {"train_seq_len", "8"}, {"train_batch_tokens", "32"}, {"grad_accum_slots", "2"},
                            {"tie_embeddings", tied ? "1" : "0"}, {"device", "cpu"}, {"threads", "1"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (config_set(cfg, kv[i][0], kv[i][1], 2, "test") != 0) {
+        if (config_set(cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") != 0) {
             ct_print_error();
             exit(1);
         }

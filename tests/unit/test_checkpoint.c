@@ -101,7 +101,7 @@ static void make_config(Config *cfg, const char *train_files, int tied, int num_
                            {"train_seq_len", "8"},    {"train_batch_tokens", "32"}, {"grad_accum_slots", "2"},
                            {"tie_embeddings", tied ? "1" : "0"}, {"iterations", "20"}, {"train_files", train_files}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (config_set(cfg, kv[i][0], kv[i][1], 2, "test") != 0) {
+        if (config_set(cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") != 0) {
             ct_print_error();
             exit(1);
         }
@@ -520,8 +520,8 @@ static void verify_rejects_non_checkpoints(void) {
 static void load_refuses_changed_shape_key(void) {
     Config cfg;
     make_config(&cfg, data_glob(), 1, 2);
-    config_set(&cfg, "model_dim", "32", 2, "test");
-    config_set(&cfg, "seed", "7", 2, "test");
+    config_set(&cfg, "model_dim", "32", CT_SOURCE_COMMAND_LINE, "test");
+    config_set(&cfg, "seed", "7", CT_SOURCE_COMMAND_LINE, "test");
     TokenSet set;
     TrainState st;
     int rc = open_set(cfg.train_files, &set);
@@ -551,7 +551,7 @@ static void make_data_dir(const char *name, int salt_a, int salt_b, char *patter
 }
 
 static int load_with(Fixture *f, const TokenSet *set, const char *resume_data) {
-    config_set(&f->cfg, "resume_data", resume_data, 2, "test");
+    config_set(&f->cfg, "resume_data", resume_data, CT_SOURCE_COMMAND_LINE, "test");
     CheckpointInfo info;
     int rc = checkpoint_load(good_checkpoint(), 0, &f->cfg, &f->st, set, &info, NULL);
     checkpoint_info_free(&info);
@@ -686,8 +686,8 @@ static void collect_report(const char *key, const char *old_value, const char *n
 static void load_reports_free_keys(void) {
     Fixture f;
     fixture_init(&f, 1, 2);
-    config_set(&f.cfg, "iterations", "40", 2, "test");
-    config_set(&f.cfg, "matrix_lr", "0.02", 2, "test");
+    config_set(&f.cfg, "iterations", "40", CT_SOURCE_COMMAND_LINE, "test");
+    config_set(&f.cfg, "matrix_lr", "0.02", CT_SOURCE_COMMAND_LINE, "test");
     reported[0] = '\0';
     CheckpointInfo info;
     int rc = checkpoint_load(good_checkpoint(), 0, &f.cfg, &f.st, &f.set, &info, collect_report);

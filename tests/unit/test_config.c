@@ -47,15 +47,23 @@ static void file_then_command_line(void) {
     Config c;
     config_init(&c);
     CHECK(config_load_file(&c, path) == 0, "load: %s", ct_error());
+    /* the environment (train_gpt.py's upper-case names) overrides the file, the command line both */
+    setenv("NUM_LAYERS", "5", 1);
+    setenv("TRAIN_BATCH_TOKENS", "32768", 1);
+    CHECK(config_apply_env(&c) == 0, "env: %s", ct_error());
+    unsetenv("NUM_LAYERS");
+    unsetenv("TRAIN_BATCH_TOKENS");
+    CHECK(c.num_layers == 5 && c.train_batch_tokens == 32768, "environment must override the file");
     char *args[] = {"num_layers=6", "matrix_lr=0.02"};
     CHECK(config_apply_args(&c, 2, args) == 0, "args: %s", ct_error());
-    CHECK(c.num_layers == 6, "command line must override the file (got %lld)", (long long)c.num_layers);
-    CHECK(c.model_dim == 256 && c.train_batch_tokens == 16384 && c.tie_embeddings == 0, "file values");
+    CHECK(c.num_layers == 6, "command line must override the file and environment (got %lld)", (long long)c.num_layers);
+    CHECK(c.model_dim == 256 && c.train_batch_tokens == 32768 && c.tie_embeddings == 0, "file and env values");
+    CHECK(c.source[config_find_key("train_batch_tokens") - ct_config_keys] == CT_SOURCE_ENV, "source of train_batch_tokens");
     CHECK(!strcmp(c.train_files, "data/train #1/*.h5"), "quoted value with '#': '%s'", c.train_files);
     CHECK(c.matrix_lr == 0.02, "float override");
     const ConfigKey *k = config_find_key("num_layers");
-    CHECK(c.source[k - ct_config_keys] == 2, "source of num_layers");
-    CHECK(c.source[config_find_key("model_dim") - ct_config_keys] == 1, "source of model_dim");
+    CHECK(c.source[k - ct_config_keys] == CT_SOURCE_COMMAND_LINE, "source of num_layers");
+    CHECK(c.source[config_find_key("model_dim") - ct_config_keys] == CT_SOURCE_FILE, "source of model_dim");
     config_free(&c);
 }
 

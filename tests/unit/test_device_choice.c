@@ -68,7 +68,7 @@ static void device_auto_without_gpu(void) {
     backend_resolve_device(&cfg, note, sizeof note);
     CHECK(!strcmp(cfg.device, "cpu"), "auto resolved to %s", cfg.device);
     CHECK(strstr(note, "device: auto -> cpu (") == note, "note: %s", note);
-    CHECK(config_set(&cfg, "device", "cuda", 2, "test") == 0, "%s", ct_error());
+    CHECK(config_set(&cfg, "device", "cuda", CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
     backend_resolve_device(&cfg, note, sizeof note);
     CHECK(!strcmp(cfg.device, "cuda") && note[0] == '\0', "explicit cuda changed: %s / %s", cfg.device, note);
     config_free(&cfg);

@@ -70,7 +70,7 @@ static void make_config(Config *cfg, int tied, double clip) {
                            {"tie_embeddings", tied ? "1" : "0"}, {"grad_clip_norm", clip_text},
                            {"train_files", "unused"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (config_set(cfg, kv[i][0], kv[i][1], 2, "test") != 0) {
+        if (config_set(cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") != 0) {
             ct_print_error();
             exit(1);
         }
@@ -306,7 +306,7 @@ static void cuda_graph_matches_launches(void) {
     make_config(&cfg, 0, 1.0);
     make_config(&eager_cfg, 0, 1.0);
     CHECK(cfg.cuda_graph == 1, "cuda_graph defaults to %lld, expected 1", (long long)cfg.cuda_graph);
-    CHECK(config_set(&eager_cfg, "cuda_graph", "0", 2, "test") == 0, "cuda_graph=0: %s", ct_error());
+    CHECK(config_set(&eager_cfg, "cuda_graph", "0", CT_SOURCE_COMMAND_LINE, "test") == 0, "cuda_graph=0: %s", ct_error());
     TrainState sg, se, sf;
     make_states(&sg, &se, &cfg);
     CHECK(train_state_init(&sf, &cfg) == 0, "third state: %s", ct_error());

@@ -26,7 +26,7 @@ static int make_spec(ModelSpec *s, int layers, int dim, int heads, int kv_heads,
                              {"num_heads", h},       {"num_kv_heads", kv}, {"mlp_mult", mm},
                              {"tie_embeddings", tied ? "1" : "0"}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (config_set(&cfg, keys[i][0], keys[i][1], 2, "test") != 0) return -1;
+        if (config_set(&cfg, keys[i][0], keys[i][1], CT_SOURCE_COMMAND_LINE, "test") != 0) return -1;
     int rc = model_spec_init(s, &cfg);
     config_free(&cfg);
     return rc;
