@@ -1,4 +1,4 @@
-/* h5util.c — HDF5 helpers shared by data.c and checkpoint/ (see h5util.h), so that both report
+/* h5util.c — HDF5 helpers shared by src/data/ and checkpoint/ (see h5util.h), so that both report
  * HDF5 failures, and files that are not what they should be, in the same words. */
 #include "h5util.h"
 

@@ -1,4 +1,4 @@
-/* h5util.h — small HDF5 helpers shared by the token data files (data.c) and the checkpoints
+/* h5util.h — small HDF5 helpers shared by the token data files (src/data/) and the checkpoints
  * (checkpoint/): turning HDF5's error stack into one readable message, naming a datatype the
  * way a numpy user would, the file-access properties every open uses, and opening a file for
  * reading with messages that say what is wrong with it.

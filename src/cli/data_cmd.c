@@ -1,11 +1,13 @@
-/* data_cmd.c — the `ctrain data` subcommands that prepare and inspect token data:
+/* data_cmd.c — the `ctrain data` subcommands that prepare and inspect token data: their
+ * arguments and what they print; the work is src/data's.
  *   import-bin  llm.c / parameter-golf .bin shards -> HDF5, one output per shard, streamed
- *   from-text   text files -> a byte-level HDF5 data set (optionally split into train + val)
- *   info        describe the files of a glob and check every token id against vocab_size
+ *               (shard_bin.h)
+ *   from-text   text files -> a byte-level HDF5 data set, optionally split into train + val
+ *               (text_import.h)
+ *   info        describe the files of a glob and check every token id against vocab_size (data.h)
  *   luts        a SentencePiece model -> an HDF5 file of its /tokenizer tables and pieces
+ *               (tokenizer.h)
  * Exit codes: 0 success, 1 bad data or I/O failure, 2 usage error. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +19,9 @@
 #include "data.h"
 #include "isolate.h"
 #include "progress.h"
+#include "shard_bin.h"
+#include "text_import.h"
 #include "tokenizer.h"
-
-/* llm.c shard layout: 256 little-endian int32 header words, then uint16 tokens. */
-#define SHARD_HEADER_BYTES 1024
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
-/* Tokens (or text bytes) converted per step: bounds memory whatever the shard size. */
-#define COPY_BLOCK ((int64_t)1 << 20)
 
 static const char DATA_USAGE[] =
     "usage: ctrain data <command> [options]\n"
@@ -42,7 +39,7 @@ static const char DATA_USAGE[] =
 static const char IMPORT_USAGE[] =
     "usage: ctrain data import-bin --out DIR_OR_FILE [options] SHARD.bin...\n"
     "\n"
-    "Convert llm.c / parameter-golf token shards (1024-byte header: magic 20240520, version 1,\n"
+    "Convert llm.c / parameter-golf token shards (" CT_SHARD_HEADER_TEXT ",\n"
     "token count; then uint16 tokens) to HDF5 data files, one per shard, without loading a\n"
     "whole shard into memory. Every header is checked before anything is written.\n"
     "\n"
@@ -124,51 +121,6 @@ static int is_directory(const char *path) {
 
 /* ---- import-bin ---- */
 
-static uint32_t read_le32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Open a shard and check its header against its size; leaves f positioned at the first
- * token. Errors name the shard and what is wrong. */
-static int open_shard(const char *path, FILE **file, int64_t *num_tokens) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail("cannot open shard '%s': %s", path, strerror(errno));
-    struct stat st;
-    unsigned char header[SHARD_HEADER_BYTES];
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return ct_fail("shard '%s' is not a regular file", path);
-    }
-    if (st.st_size < SHARD_HEADER_BYTES || fread(header, 1, sizeof header, f) != sizeof header) {
-        fclose(f);
-        return ct_fail("shard '%s' has %lld bytes, too few for the %d-byte header", path, (long long)st.st_size,
-                       SHARD_HEADER_BYTES);
-    }
-    int32_t magic = (int32_t)read_le32(header), version = (int32_t)read_le32(header + 4);
-    int32_t count = (int32_t)read_le32(header + 8);
-    int rc = 0;
-    if (magic != SHARD_MAGIC)
-        rc = ct_fail("shard '%s' has magic number %d, expected %d (not an llm.c/parameter-golf token shard)", path,
-                     magic, SHARD_MAGIC);
-    else if (version != SHARD_VERSION)
-        rc = ct_fail("shard '%s' has version %d, expected %d", path, version, SHARD_VERSION);
-    else if (count < 0)
-        rc = ct_fail("shard '%s' header gives a negative token count %d", path, count);
-    else if (st.st_size != SHARD_HEADER_BYTES + 2 * (int64_t)count)
-        rc = ct_fail("shard '%s' size mismatch: its header says %d tokens, so %lld bytes were expected, but the "
-                     "file has %lld bytes", path, count, (long long)(SHARD_HEADER_BYTES + 2 * (int64_t)count),
-                     (long long)st.st_size);
-    else if (count == 0)
-        rc = ct_fail("shard '%s' holds no tokens", path);
-    if (rc != 0) {
-        fclose(f);
-        return -1;
-    }
-    *file = f;
-    *num_tokens = count;
-    return 0;
-}
-
 /* DIR/<name of shard with .bin replaced by .h5>. */
 static char *output_path_in_dir(const char *dir, const char *shard) {
     const char *base = strrchr(shard, '/');
@@ -179,57 +131,6 @@ static char *output_path_in_dir(const char *dir, const char *shard) {
     char *out = ct_malloc(dir_len + 1 + stem + 4, "output path");
     sprintf(out, "%.*s/%.*s.h5", (int)dir_len, dir, (int)stem, base);
     return out;
-}
-
-typedef struct {
-    int64_t vocab_size, bos_id;
-    const char *tokenizer;
-    const int16_t *base_bytes; /* NULL: no tables */
-    const uint8_t *has_leading_space, *is_boundary_token;
-    const TokenPieces *pieces; /* NULL: no pieces */
-} ImportSettings;
-
-/* Stream one validated shard into out_path. */
-static int convert_shard(const char *shard, FILE *f, int64_t num_tokens, const char *out_path,
-                         const ImportSettings *settings, Progress *progress, int64_t *progress_done) {
-    TokenWriter *writer;
-    if (token_writer_create(&writer, out_path, 2, settings->vocab_size, settings->bos_id, settings->tokenizer) != 0)
-        return -1;
-    if ((settings->base_bytes && token_writer_set_luts(writer, settings->base_bytes, settings->has_leading_space,
-                                                       settings->is_boundary_token) != 0) ||
-        (settings->pieces && token_writer_set_pieces(writer, settings->pieces) != 0)) {
-        token_writer_abort(writer);
-        return -1;
-    }
-    unsigned char *raw = ct_malloc((size_t)COPY_BLOCK * 2, "shard read buffer");
-    uint16_t *tokens = ct_malloc((size_t)COPY_BLOCK * sizeof(uint16_t), "shard token buffer");
-    int rc = 0;
-    for (int64_t pos = 0; pos < num_tokens && rc == 0; pos += COPY_BLOCK) {
-        int64_t n = num_tokens - pos < COPY_BLOCK ? num_tokens - pos : COPY_BLOCK;
-        if (fread(raw, 2, (size_t)n, f) != (size_t)n) {
-            rc = ct_fail("shard '%s': read failed at token %lld: %s", shard, (long long)pos,
-                         ferror(f) ? strerror(errno) : "unexpected end of file");
-            break;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            tokens[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
-            if (tokens[i] >= settings->vocab_size) {
-                rc = ct_fail("shard '%s': token %lld is %u, which is >= vocab_size %lld (set --vocab-size)", shard,
-                             (long long)(pos + i), tokens[i], (long long)settings->vocab_size);
-                break;
-            }
-        }
-        if (rc == 0) rc = token_writer_append(writer, tokens, n);
-        *progress_done += n;
-        progress_update(progress, *progress_done);
-    }
-    free(raw);
-    free(tokens);
-    if (rc != 0) {
-        token_writer_abort(writer);
-        return -1;
-    }
-    return token_writer_close(writer);
 }
 
 /* A --tokenizer value naming a SentencePiece model rather than describing a tokenizer. */
@@ -254,7 +155,7 @@ static int import_bin_main(int argc, char **argv) {
         return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
     const char *cmd = "import-bin";
-    ImportSettings settings = {.tokenizer = tokenizer};
+    ShardImportSettings settings = {.tokenizer = tokenizer};
     char **out_paths = NULL;
     FILE **files = NULL;
     int64_t *counts = NULL, total_tokens = 0;
@@ -340,7 +241,7 @@ static int import_bin_main(int argc, char **argv) {
     files = ct_calloc((size_t)num_shards, sizeof(FILE *), "shard files");
     counts = ct_calloc((size_t)num_shards, sizeof(int64_t), "shard sizes");
     for (int i = 0; i < num_shards; i++) {
-        if (open_shard(shards[i], &files[i], &counts[i]) != 0) goto fail;
+        if (shard_bin_open(shards[i], &files[i], &counts[i]) != 0) goto fail;
         fclose(files[i]);
         files[i] = NULL;
         total_tokens += counts[i];
@@ -368,13 +269,13 @@ static int import_bin_main(int argc, char **argv) {
     progress_begin(&progress, "import-bin", "tokens", total_tokens);
     for (int i = 0; i < num_shards; i++) {
         int64_t count;
-        if (open_shard(shards[i], &files[i], &count) != 0 ||
+        if (shard_bin_open(shards[i], &files[i], &count) != 0 ||
             (count != counts[i] && ct_fail("shard '%s' changed while importing (%lld tokens, then %lld)", shards[i],
                                            (long long)counts[i], (long long)count))) {
             progress_end(&progress);
             goto fail;
         }
-        if (convert_shard(shards[i], files[i], counts[i], out_paths[i], &settings, &progress, &done_tokens) != 0) {
+        if (shard_bin_convert(shards[i], files[i], counts[i], out_paths[i], &settings, &progress, &done_tokens) != 0) {
             progress_end(&progress);
             goto fail;
         }
@@ -451,59 +352,6 @@ done:
 
 /* ---- from-text ---- */
 
-/* Byte-level tables: each token is one byte, nothing is a leading space or a boundary, so
- * the byte count of a text is its token count. */
-static int set_byte_luts(TokenWriter *writer) {
-    int16_t base_bytes[256];
-    uint8_t zeros[256] = {0};
-    for (int i = 0; i < 256; i++) base_bytes[i] = 1;
-    return token_writer_set_luts(writer, base_bytes, zeros, zeros);
-}
-
-static int create_byte_writer(TokenWriter **writer, const char *path) {
-    if (token_writer_create(writer, path, 2, 256, -1, "bytes") != 0) return -1;
-    if (set_byte_luts(*writer) != 0) {
-        token_writer_abort(*writer);
-        *writer = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* Stream the inputs into the writers: the first train_bytes bytes to train, the rest to val. */
-static int copy_text(char **inputs, int num_inputs, TokenWriter *train, TokenWriter *val, int64_t train_bytes,
-                     int64_t total_bytes, int64_t *copied) {
-    unsigned char *raw = ct_malloc((size_t)COPY_BLOCK, "text read buffer");
-    uint16_t *tokens = ct_malloc((size_t)COPY_BLOCK * sizeof(uint16_t), "text token buffer");
-    Progress progress;
-    progress_begin(&progress, "from-text", "bytes", total_bytes);
-    int rc = 0;
-    *copied = 0;
-    for (int i = 0; i < num_inputs && rc == 0; i++) {
-        FILE *f = fopen(inputs[i], "rb");
-        if (!f) {
-            rc = ct_fail("cannot open text file '%s': %s", inputs[i], strerror(errno));
-            break;
-        }
-        size_t n;
-        while (rc == 0 && (n = fread(raw, 1, (size_t)COPY_BLOCK, f)) > 0) {
-            for (size_t k = 0; k < n; k++) tokens[k] = raw[k];
-            int64_t to_train = val ? train_bytes - *copied : (int64_t)n;
-            to_train = to_train < 0 ? 0 : to_train > (int64_t)n ? (int64_t)n : to_train;
-            if (to_train > 0) rc = token_writer_append(train, tokens, to_train);
-            if (rc == 0 && (int64_t)n > to_train) rc = token_writer_append(val, tokens + to_train, (int64_t)n - to_train);
-            *copied += (int64_t)n;
-            progress_update(&progress, *copied);
-        }
-        if (rc == 0 && ferror(f)) rc = ct_fail("cannot read text file '%s': %s", inputs[i], strerror(errno));
-        fclose(f);
-    }
-    progress_end(&progress);
-    free(raw);
-    free(tokens);
-    return rc;
-}
-
 static int from_text_main(int argc, char **argv) {
     const char *out = NULL, *val_out = NULL, *fraction_text = NULL;
     const CliOption options[] = {
@@ -542,60 +390,20 @@ static int from_text_main(int argc, char **argv) {
         (val_out && cli_check_output("data", cmd, "--val-out", val_out, (const char *const *)inputs, num_inputs) != 0))
         goto done;
 
-    /* Sizes first: the split point must be known before the first byte is written. */
     rc = CT_EXIT_FAILURE;
-    int64_t total_bytes = 0;
-    for (int i = 0; i < num_inputs; i++) {
-        struct stat st;
-        if (stat(inputs[i], &st) != 0) {
-            ct_fail("cannot open text file '%s': %s", inputs[i], strerror(errno));
-            goto fail;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            ct_fail("text file '%s' is a directory", inputs[i]);
-            goto fail;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            if (val_out) {
-                ct_fail("text file '%s' is not a regular file; --val-out needs the input size in advance", inputs[i]);
-                goto fail;
-            }
-            total_bytes = -1; /* unknown: the progress bar shows just a count */
-        } else if (total_bytes >= 0) {
-            total_bytes += st.st_size;
-        }
-    }
-    int64_t train_bytes = total_bytes;
-    if (val_out) {
-        int64_t val_bytes = (int64_t)floor((double)total_bytes * fraction);
-        train_bytes = total_bytes - val_bytes;
-        if (val_bytes < 1 || train_bytes < 1) {
-            ct_fail("the input has %lld bytes: too few to split off a fraction %g for validation",
-                    (long long)total_bytes, fraction);
-            goto fail;
-        }
-    }
-    if (create_byte_writer(&train, out) != 0 || (val_out && create_byte_writer(&val, val_out) != 0)) goto fail;
-    int64_t copied = 0;
-    if (copy_text(inputs, num_inputs, train, val, train_bytes, total_bytes, &copied) != 0) goto fail;
-    if (total_bytes >= 0 && copied != total_bytes) {
-        ct_fail("the text files changed while being read (%lld bytes read, %lld expected)", (long long)copied,
-                (long long)total_bytes);
-        goto fail;
-    }
-    if (copied == 0) {
-        ct_fail("the text files are empty; there is nothing to write to '%s'", out);
-        goto fail;
-    }
+    TextImport import;
+    if (text_import(inputs, num_inputs, out, val_out, fraction, &import) != 0) goto fail;
+    train = import.train;
+    val = import.val;
     int closed = token_writer_close(train);
     train = NULL;
     if (closed != 0) goto fail;
-    printf("wrote %s: %lld tokens (bytes)\n", out, (long long)(val ? train_bytes : copied));
+    printf("wrote %s: %lld tokens (bytes)\n", out, (long long)import.train_tokens);
     if (val) {
         closed = token_writer_close(val);
         val = NULL;
         if (closed != 0) goto fail;
-        printf("wrote %s: %lld tokens (bytes)\n", val_out, (long long)(copied - train_bytes));
+        printf("wrote %s: %lld tokens (bytes)\n", val_out, (long long)import.val_tokens);
     }
     rc = CT_EXIT_OK;
     goto done;

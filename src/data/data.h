@@ -1,11 +1,14 @@
-/* data.h — HDF5 token data files (docs/data-format.md): resolving a split's glob into an
- * ordered file list, reading token ranges with chunked hyperslab reads, the optional tokenizer
- * byte-count tables, and writing new files (used by `ctrain data` converters and tests).
+/* data.h — HDF5 token data files (docs/data-format.md), their /tokens side: resolving a split's
+ * glob into an ordered file list (data.c), reading token ranges with chunked hyperslab reads
+ * (token_reader.c), writing new files (token_writer.c; used by `ctrain data` converters and
+ * tests), and what identifies a file's tokens (data_identity.c, token_crc.c). The /tokenizer
+ * side (byte-count tables, pieces) and the tokenizers are tokenizer.h's.
  *
  * A data file holds a 1-D chunked dataset /tokens (uint16 or uint32) with attributes
  * vocab_size (int64), bos_id (int64, -1 if none), tokenizer (string) and, in files written by
- * ctrain, tokens_crc32 (uint32, the CRC-32 of the tokens); optionally /tokenizer/base_bytes (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and
- * /tokenizer/is_boundary_token (uint8[vocab]).
+ * ctrain, tokens_crc32 (uint32, the CRC-32 of the tokens); optionally /tokenizer/base_bytes
+ * (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and /tokenizer/is_boundary_token
+ * (uint8[vocab]).
  *
  * All functions return 0 on success, -1 with ct_error() naming the file and the problem.
  * Every function is safe to call from the loader's prefetch thread while the main thread
@@ -71,11 +74,6 @@ void token_reader_close(TokenReader *reader);
  * token >= vocab_size, or a file whose tokens do not match its tokens_crc32 attribute. */
 int data_check_tokens(const TokenSet *set);
 
-/* The tokenizer byte-count tables of the set's first file (vocab_size entries each); fails if
- * the set has no LUTs. Caller frees the three arrays with free(). */
-int data_read_luts(const TokenSet *set, int16_t **base_bytes, uint8_t **has_leading_space,
-                   uint8_t **is_boundary_token);
-
 /* Writing: tokens are appended in chunks to an extendible chunked /tokens dataset; the file is
  * written under "<path>.tmp" and renamed into place by token_writer_close, so an interrupted
  * conversion never leaves a half-written file under the final name. */
@@ -85,8 +83,6 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
 /* tokens has the writer's token width (uint16_t or uint32_t elements). Values are checked
  * against vocab_size. */
 int token_writer_append(TokenWriter *writer, const void *tokens, int64_t n);
-int token_writer_set_luts(TokenWriter *writer, const int16_t *base_bytes, const uint8_t *has_leading_space,
-                          const uint8_t *is_boundary_token);
 int token_writer_close(TokenWriter *writer);   /* finish + atomic rename */
 void token_writer_abort(TokenWriter *writer);  /* remove the temporary file */
 
@@ -94,54 +90,6 @@ void token_writer_abort(TokenWriter *writer);  /* remove the temporary file */
  * calling progress(ctx, tokens_scanned, total_tokens) as the scan advances (may be NULL). */
 typedef void (*DataProgressFn)(void *ctx, int64_t done, int64_t total);
 int data_scan_tokens(const TokenSet *set, uint32_t *max_token, DataProgressFn progress, void *ctx);
-
-/* The /tokenizer tables of any HDF5 file (it need not hold /tokens), which must have
- * vocab_size entries each; used to copy tables into converted files. Caller frees. */
-int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes,
-                        uint8_t **has_leading_space, uint8_t **is_boundary_token);
-
-/* ---- tokenizer pieces (for decoding ids to text) ----
- * A tokenizer vocabulary's pieces, stored beside the byte-count tables as /tokenizer/pieces
- * (variable-length UTF-8 strings) and /tokenizer/piece_type (uint8), with two attributes of
- * /tokenizer/pieces, leading_space and unk_surface (docs/data-format.md). tokenizer.h turns
- * them into text. */
-typedef enum { /* SentencePiece's own type numbers (user-defined pieces are stored as normal) */
-    CT_PIECE_NORMAL = 1,
-    CT_PIECE_UNKNOWN = 2, /* decodes to unk_surface */
-    CT_PIECE_CONTROL = 3, /* <s>, </s>, <pad>: decodes to nothing */
-    CT_PIECE_UNUSED = 5,  /* decodes as a normal piece */
-    CT_PIECE_BYTE = 6,    /* "<0xNN>": the byte NN */
-} PieceType;
-/* What happens to the '\u2581' (space mark) that starts a piece at the start of the text,
- * as SentencePiece decides from the model's normalizer (add_dummy_prefix,
- * remove_extra_whitespaces); the attribute holds the name. */
-typedef enum {
-    CT_LEADING_SPACE_KEEP,        /* "keep": it becomes a space like any other */
-    CT_LEADING_SPACE_STRIP_FIRST, /* "strip_first": dropped from the first piece that has one */
-    CT_LEADING_SPACE_STRIP_UNTIL_TEXT, /* "strip_until_text": dropped from every piece while the text is empty */
-} LeadingSpaceRule;
-typedef struct {
-    int64_t vocab_size;
-    char **text;    /* vocab_size NUL-terminated UTF-8 strings (the piece as the model has it) */
-    uint8_t *type;  /* vocab_size PieceType values */
-    LeadingSpaceRule leading_space;
-    char *unk_surface; /* what an unknown piece decodes to (SentencePiece's default " \u2047 ") */
-} TokenPieces;
-void token_pieces_free(TokenPieces *pieces); /* frees the members; NULL members are fine */
-/* The byte of a byte piece's text "<0xNN>" (hex digits in either case), or -1 if it is not one. */
-int token_piece_byte(const char *piece);
-
-/* The pieces of any HDF5 file holding /tokenizer (a data file or `ctrain data luts` output).
- * vocab_size >= 1: they must have that many entries; -1: any count (pieces->vocab_size says).
- * *present = 0 (and pieces zeroed) when the file has no /tokenizer/pieces. */
-int data_read_pieces_file(const char *path, int64_t vocab_size, TokenPieces *pieces, int *present);
-/* Store the pieces in a file being written (vocab_size entries, as the writer's). */
-int token_writer_set_pieces(TokenWriter *writer, const TokenPieces *pieces);
-/* A file holding only /tokenizer: the three tables and, if pieces is not NULL, the pieces;
- * written as "<path>.tmp" and renamed into place. `--luts` reads it like a data file. */
-int data_write_tokenizer_file(const char *path, int64_t vocab_size, const int16_t *base_bytes,
-                              const uint8_t *has_leading_space, const uint8_t *is_boundary_token,
-                              const TokenPieces *pieces);
 
 /* Check the storage of every file's /tokens without reading the tokens: every chunk of the
  * chunk index is looked up and must lie inside the file (a truncated copy, a damaged index).

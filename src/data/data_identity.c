@@ -1,7 +1,7 @@
 /* data_identity.c — what identifies a data file's content, so that a resume notices a file
  * replaced by another of the same length (docs/data-format.md "Identity"):
  *   - tokens_crc32, the CRC-32 of all of a file's tokens, which ctrain's converters store as an
- *     attribute (data.c) and `ctrain data info` checks; computed once, when the file is made,
+ *     attribute (token_writer.c) and `ctrain data info` checks; computed once, when the file is made,
  *     because reading every token at every start would cost minutes on a large corpus;
  *   - the sample checksum, a CRC-32 of a file's first and last tokens, computed at every start
  *     (two small reads per file), which also covers files made by other tools.

@@ -6,7 +6,7 @@
  * the pieces stored for decoding) is C, in tokenizer_spm.c. No exception leaves this file. */
 #include "spm_shim.h"
 
-#include "data.h"
+#include "tokenizer.h"
 
 #include <sentencepiece_processor.h>
 

@@ -22,7 +22,7 @@ void ct_spm_free(CtSpmModel *model);
 int ct_spm_size(const CtSpmModel *model);
 
 /* Piece id's text (the model's bytes, *len of them; not NUL-ended if the piece holds a NUL)
- * and its type as the library reports it, a PieceType (data.h; user-defined pieces are normal). */
+ * and its type as the library reports it, a PieceType (tokenizer.h; user-defined pieces are normal). */
 const char *ct_spm_piece(const CtSpmModel *model, int id, size_t *len);
 int ct_spm_type(const CtSpmModel *model, int id);
 

@@ -1,7 +1,10 @@
-/* tokenizer.h — tokenizers of the data files (docs/data-format.md "Tokenizers"):
+/* tokenizer.h — the tokenizers of the data files (docs/data-format.md "Tokenizers"), one header
+ * for the files src/data/tokenizer_*.c (+ spm_shim.cc):
+ *   - what a data file stores of its tokenizer under /tokenizer: the bits-per-byte tables
+ *     (tokenizer_tables.c) and the pieces for decoding (tokenizer_pieces.c);
  *   - a SentencePiece .model read with the SentencePiece library and turned into what a data
- *     file stores: the bits-per-byte tables by train_gpt.py's build_sentencepiece_luts rule,
- *     and the pieces for decoding; and text encoded with it (tokenizer_spm.c);
+ *     file stores: the tables by train_gpt.py's build_sentencepiece_luts rule, and the pieces;
+ *     and text encoded with it (tokenizer_spm.c, through spm_shim.cc);
  *   - token ids turned back into text with stored pieces, as SentencePiece's own decoding
  *     does (tokenizer_decode.c).
  * Functions that can fail return 0, or -1 with ct_error() naming the file and the problem. */
@@ -12,6 +15,69 @@
 #include <stdint.h>
 
 #include "data.h"
+
+/* ---- tokenizer pieces (tokenizer_pieces.c) ----
+ * A tokenizer vocabulary's pieces, stored beside the byte-count tables as /tokenizer/pieces
+ * (variable-length UTF-8 strings) and /tokenizer/piece_type (uint8), with two attributes of
+ * /tokenizer/pieces, leading_space and unk_surface (docs/data-format.md). The decoder below
+ * turns them into text. (token_writer_set_pieces is token_writer.c's, which owns the writer.) */
+typedef enum { /* SentencePiece's own type numbers (user-defined pieces are stored as normal) */
+    CT_PIECE_NORMAL = 1,
+    CT_PIECE_UNKNOWN = 2, /* decodes to unk_surface */
+    CT_PIECE_CONTROL = 3, /* <s>, </s>, <pad>: decodes to nothing */
+    CT_PIECE_UNUSED = 5,  /* decodes as a normal piece */
+    CT_PIECE_BYTE = 6,    /* "<0xNN>": the byte NN */
+} PieceType;
+/* What happens to the '\u2581' (space mark) that starts a piece at the start of the text,
+ * as SentencePiece decides from the model's normalizer (add_dummy_prefix,
+ * remove_extra_whitespaces); the attribute holds the name. */
+typedef enum {
+    CT_LEADING_SPACE_KEEP,        /* "keep": it becomes a space like any other */
+    CT_LEADING_SPACE_STRIP_FIRST, /* "strip_first": dropped from the first piece that has one */
+    CT_LEADING_SPACE_STRIP_UNTIL_TEXT, /* "strip_until_text": dropped from every piece while the text is empty */
+} LeadingSpaceRule;
+typedef struct {
+    int64_t vocab_size;
+    char **text;    /* vocab_size NUL-terminated UTF-8 strings (the piece as the model has it) */
+    uint8_t *type;  /* vocab_size PieceType values */
+    LeadingSpaceRule leading_space;
+    char *unk_surface; /* what an unknown piece decodes to (SentencePiece's default " \u2047 ") */
+} TokenPieces;
+void token_pieces_free(TokenPieces *pieces); /* frees the members; NULL members are fine */
+/* The byte of a byte piece's text "<0xNN>" (hex digits in either case), or -1 if it is not one. */
+int token_piece_byte(const char *piece);
+
+/* The pieces of any HDF5 file holding /tokenizer (a data file or `ctrain data luts` output).
+ * vocab_size >= 1: they must have that many entries; -1: any count (pieces->vocab_size says).
+ * *present = 0 (and pieces zeroed) when the file has no /tokenizer/pieces. */
+int data_read_pieces_file(const char *path, int64_t vocab_size, TokenPieces *pieces, int *present);
+/* Store the pieces in a file being written (vocab_size entries, as the writer's). */
+int token_writer_set_pieces(TokenWriter *writer, const TokenPieces *pieces);
+
+/* ---- bits-per-byte tables (tokenizer_tables.c) ----
+ * /tokenizer/base_bytes (int16), /tokenizer/has_leading_space and /tokenizer/is_boundary_token
+ * (uint8 0/1), vocab_size entries each: a data file has all three or none (TokenFileInfo's
+ * has_luts). (token_writer_set_luts is token_writer.c's, which owns the writer.) */
+
+/* The tokenizer byte-count tables of the set's first file (vocab_size entries each); fails if
+ * the set has no LUTs. Caller frees the three arrays with free(). */
+int data_read_luts(const TokenSet *set, int16_t **base_bytes, uint8_t **has_leading_space,
+                   uint8_t **is_boundary_token);
+
+/* The /tokenizer tables of any HDF5 file (it need not hold /tokens), which must have
+ * vocab_size entries each; used to copy tables into converted files. Caller frees. */
+int data_read_luts_file(const char *path, int64_t vocab_size, int16_t **base_bytes,
+                        uint8_t **has_leading_space, uint8_t **is_boundary_token);
+
+/* Store the tables in a file being written (vocab_size entries, as the writer's). */
+int token_writer_set_luts(TokenWriter *writer, const int16_t *base_bytes, const uint8_t *has_leading_space,
+                          const uint8_t *is_boundary_token);
+
+/* A file holding only /tokenizer: the three tables and, if pieces is not NULL, the pieces;
+ * written as "<path>.tmp" and renamed into place. `--luts` reads it like a data file. */
+int data_write_tokenizer_file(const char *path, int64_t vocab_size, const int16_t *base_bytes,
+                              const uint8_t *has_leading_space, const uint8_t *is_boundary_token,
+                              const TokenPieces *pieces);
 
 /* ---- SentencePiece models (tokenizer_spm.c) ---- */
 

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "infer.h"
 #include "loader.h"
+#include "tokenizer.h"
 
 int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
     memset(v, 0, sizeof *v);

@@ -1,6 +1,7 @@
-/* test_data.c — HDF5 token files (src/data/data.c): writer/reader round trips, set resolution,
- * tokenizer tables, the HDF5 lock under a concurrent reader, and every kind of bad input
- * (files made with the C writer or with raw HDF5 calls, as other tools would make them). */
+/* test_data.c — HDF5 token files (src/data/: data.c, data_file.c, token_reader.c, token_writer.c,
+ * tokenizer_tables.c): writer/reader round trips, set resolution, tokenizer tables, the HDF5
+ * lock under a concurrent reader, and every kind of bad input (files made with the C writer or
+ * with raw HDF5 calls, as other tools would make them). */
 #include <hdf5.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 #include "common.h"
 #include "data.h"
 #include "harness.h"
+#include "shard_bin.h"
+#include "tokenizer.h"
 
 /* ---- helpers ---- */
 
@@ -222,7 +225,7 @@ static void missing_and_non_hdf5_files(void) {
     CHECK_OPEN_FAILS(text, "text.h5", "not an HDF5 file");
     /* An llm.c shard given by mistake gets a hint to convert it. */
     const char *bin = test_path("shard.bin");
-    int32_t header[256] = {20240520, 1, 0};
+    int32_t header[CT_SHARD_HEADER_BYTES / 4] = {CT_SHARD_MAGIC, CT_SHARD_VERSION, 0};
     f = fopen(bin, "wb");
     fwrite(header, sizeof header, 1, f);
     fclose(f);

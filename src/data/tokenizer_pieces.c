@@ -1,14 +1,15 @@
-/* data_pieces.c — a tokenizer's pieces in a data file (docs/data-format.md): /tokenizer/pieces,
+/* tokenizer_pieces.c — a tokenizer's pieces in a data file (docs/data-format.md): /tokenizer/pieces,
  * one variable-length UTF-8 string per token id (what h5py writes for a list of Python str,
  * and what h5dump prints as text), /tokenizer/piece_type (uint8, SentencePiece's type numbers)
- * and the decoding attributes of /tokenizer/pieces: leading_space and unk_surface.
- * Everything here runs with the HDF5 lock held, on a file data.c opened. */
-#include "data_pieces.h"
-
+ * and the decoding attributes of /tokenizer/pieces: leading_space and unk_surface; read from
+ * any file holding /tokenizer, and written into one being made (token_writer.c,
+ * tokenizer_tables.c). Every HDF5 call runs under ct_hdf5_lock() (h5util.h). */
+#include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "data_internal.h"
 #include "h5util.h"
 
 static const char *const LEADING_SPACE_NAMES[] = {"keep", "strip_first", "strip_until_text"};
@@ -176,7 +177,10 @@ static int read_decoding_attributes(hid_t group, const char *path, TokenPieces *
     return rc;
 }
 
-int data_pieces_read_locked(hid_t file, const char *path, int64_t vocab_size, TokenPieces *pieces, int *present) {
+/* Read the pieces of an open file whose /tokenizer group may or may not hold them (*present
+ * says); vocab_size -1 accepts any count. Messages name path. Lock held. */
+static int data_pieces_read_locked(hid_t file, const char *path, int64_t vocab_size, TokenPieces *pieces,
+                                   int *present) {
     memset(pieces, 0, sizeof *pieces);
     *present = 0;
     htri_t has_group = H5Lexists(file, "tokenizer", H5P_DEFAULT);
@@ -200,7 +204,9 @@ int data_pieces_read_locked(hid_t file, const char *path, int64_t vocab_size, To
 
 /* ---- writing ---- */
 
-int data_pieces_write_locked(hid_t group, const char *path, const TokenPieces *p) {
+/* Create /tokenizer/pieces and /tokenizer/piece_type in group (the open /tokenizer group of the
+ * file named path). Lock held. */
+static int data_pieces_write_locked(hid_t group, const char *path, const TokenPieces *p) {
     hsize_t n = (hsize_t)p->vocab_size;
     hid_t space = H5Screate_simple(1, &n, NULL);
     hid_t str = H5Tcopy(H5T_C_S1);
@@ -222,5 +228,33 @@ int data_pieces_write_locked(hid_t group, const char *path, const TokenPieces *p
     if (text >= 0) H5Dclose(text);
     H5Tclose(str);
     H5Sclose(space);
+    return rc;
+}
+
+/* ---- entry points (data_internal.h, tokenizer.h) ---- */
+
+/* The pieces into the /tokenizer group that data_write_luts_locked made. Lock held. */
+int data_write_pieces_locked(hid_t file, const char *path, int64_t vocab_size, const TokenPieces *pieces) {
+    if (pieces->vocab_size != vocab_size)
+        return ct_fail("'%s': the tokenizer has %lld pieces but vocab_size is %lld", path,
+                       (long long)pieces->vocab_size, (long long)vocab_size);
+    hid_t group = H5Gopen2(file, "tokenizer", H5P_DEFAULT);
+    if (group < 0) return ct_h5_fail("'%s': pieces need the /tokenizer tables first", path);
+    int rc = data_pieces_write_locked(group, path, pieces);
+    H5Gclose(group);
+    return rc;
+}
+
+int data_read_pieces_file(const char *path, int64_t vocab_size, TokenPieces *pieces, int *present) {
+    memset(pieces, 0, sizeof *pieces);
+    *present = 0;
+    ct_hdf5_lock();
+    int rc = -1;
+    hid_t file = data_open_file(path);
+    if (file >= 0) {
+        rc = data_pieces_read_locked(file, path, vocab_size, pieces, present);
+        H5Fclose(file);
+    }
+    ct_hdf5_unlock();
     return rc;
 }
