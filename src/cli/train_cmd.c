@@ -10,6 +10,7 @@
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "golf_env.h"
 #include "model.h"
 #include "train.h"
 
@@ -20,7 +21,9 @@ static void train_usage(FILE *out) {
             "Trains the parameter-golf GPT. Configuration comes from the defaults below, then FILE\n"
             "(`key = value` lines, # comments), then environment variables named as the keys in\n"
             "upper case (train_gpt.py's: ITERATIONS=10 TRAIN_SEQ_LEN=64), then key=value\n"
-            "arguments, which win. Keys may be spelled in upper case anywhere.\n"
+            "arguments, which win. Keys may be spelled in upper case anywhere. train_gpt.py's\n"
+            "DATA_PATH (a folder of fineweb_*.bin shards, imported once beside them),\n"
+            "TOKENIZER_PATH and RUN_ID (out_dir runs/RUN_ID) work as there.\n"
             "The resolved configuration is printed and written to out_dir/config.txt.\n"
             "\n"
             "options:\n"
@@ -41,7 +44,8 @@ static void print_env_keys(const Config *cfg) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         if (cfg->source[i] != CT_SOURCE_ENV) continue;
         char env[128];
-        config_env_name(&ct_config_keys[i], env, sizeof env);
+        if (cfg->derived_from[i]) snprintf(env, sizeof env, "%s", cfg->derived_from[i]);
+        else config_env_name(&ct_config_keys[i], env, sizeof env);
         fprintf(stderr, "%s%s", first ? "ctrain: note: from the environment: " : ", ", env);
         first = 0;
     }
@@ -92,7 +96,7 @@ int train_main(int argc, char **argv) {
         ct_print_error();
         goto done;
     }
-    if (config_apply_env(&cfg) != 0 || config_apply_args(&cfg, num_pairs, pairs) != 0) {
+    if (config_apply_env(&cfg) != 0 || config_apply_args(&cfg, num_pairs, pairs) != 0 || golf_env_apply(&cfg) != 0) {
         ct_print_error();
         goto done;
     }
@@ -115,6 +119,11 @@ int train_main(int argc, char **argv) {
         printf("%.0f\n", model_train_flops_per_token(&spec, (int)cfg.train_seq_len));
         model_spec_free(&spec);
         rc = CT_EXIT_OK;
+        goto done;
+    }
+    if (golf_env_prepare_data(&cfg) != 0) {
+        ct_print_error();
+        rc = CT_EXIT_FAILURE;
         goto done;
     }
     rc = train_run(&cfg);

@@ -26,6 +26,9 @@ typedef struct {
     CT_CONFIG_KEYS(CT_CFG_FIELD)
     /* where each key's value came from: a ConfigSource */
     unsigned char source[64];
+    /* for a key set from the environment by a variable other than its own upper-case name
+     * (train_gpt.py's DATA_PATH, RUN_ID: src/cli/golf_env.c), that variable; NULL otherwise */
+    const char *derived_from[64];
 } Config;
 
 typedef struct {
