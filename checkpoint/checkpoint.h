@@ -112,9 +112,10 @@ int checkpoint_dir_has_checkpoints(const char *dir);
 int checkpoint_print_info(const char *path);
 
 /* `ctrain ckpt diff`: print how two readable checkpoints differ (position, configuration,
- * per-tensor differences). Returns the exit code: 0, or 1 with exact when they are not
- * identical, 1 on errors (printed). */
-int checkpoint_diff(const char *a, const char *b, int exact);
+ * per-tensor differences, a summary of the weights' distance). model_only: compare the /model
+ * tensors only, and call them identical when those are bitwise equal. Returns the exit code:
+ * 0, or 1 with exact when they are not identical, 1 on errors (printed). */
+int checkpoint_diff(const char *a, const char *b, int exact, int model_only);
 
 /* `ctrain ckpt export`: verify the checkpoint, then write its /model tensors to out_path as
  * safetensors (train_gpt.py's names, shapes and state_dict order; fp32, or bf16 rounded to

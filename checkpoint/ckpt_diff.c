@@ -1,6 +1,8 @@
-/* ckpt_diff.c — `ctrain ckpt diff A B`: how far apart two checkpoints are, tensor by tensor,
- * and whether they are identical in the sense an exact resume needs (every tensor bitwise
- * equal and the same training position). Other differences (configuration, metrics, world
+/* ckpt_diff.c — `ctrain ckpt diff A B`: how far apart two checkpoints are, tensor by tensor
+ * (max absolute, max relative and relative L2 difference) and as a whole (the model weights'
+ * relative L2 distance, one summary line), and whether they are identical in the sense an
+ * exact resume needs (every tensor bitwise equal and the same training position; with
+ * --model-only, the weights alone). Other differences (configuration, metrics, world
  * size, device) are listed for information; timestamps and training time are ignored. */
 #include <math.h>
 #include <stdio.h>
@@ -33,8 +35,9 @@ static void close_side(Side *s) {
     ckpt_objects_free(&s->objs);
 }
 
-static int is_tensor(const CkptObject *o) {
-    return o->is_dataset && (!strncmp(o->path, "/model/", 7) || !strncmp(o->path, "/optimizer/", 11));
+/* The tensors compared: the weights, and the optimizer state unless model_only. */
+static int is_tensor(const CkptObject *o, int model_only) {
+    return o->is_dataset && (!strncmp(o->path, "/model/", 7) || (!model_only && !strncmp(o->path, "/optimizer/", 11)));
 }
 
 /* A whole float tensor as float32 with its shape; NULL data for an empty one. Lock held. */
@@ -62,16 +65,23 @@ static int read_tensor(const Side *s, const char *name, float **data, int *rank,
 typedef struct {
     int width;
     int header_printed;
+    /* the model's weights (/model) as one vector, for the summary line: sums of squares of
+     * A - B and of A, and the tensor whose relative L2 distance is largest */
+    double model_diff_sq, model_a_sq;
+    int64_t model_values;
+    int model_tensors;
+    double worst_rel_l2;
+    char worst[200];
 } Table;
 
 static void table_row(Table *t, const char *name, const char *shape, const char *abs_text, const char *rel_text,
-                      const char *count_text) {
+                      const char *l2_text, const char *count_text) {
     if (!t->header_printed) {
-        printf("\n%-*s  %-14s %13s %13s  %s\n", t->width, "tensor", "shape", "max_abs_diff", "max_rel_diff",
-               "differing");
+        printf("\n%-*s  %-14s %13s %13s %13s  %s\n", t->width, "tensor", "shape", "max_abs_diff", "max_rel_diff",
+               "rel_l2", "differing");
         t->header_printed = 1;
     }
-    printf("%-*s  %-14s %13s %13s  %s\n", t->width, name, shape, abs_text, rel_text, count_text);
+    printf("%-*s  %-14s %13s %13s %13s  %s\n", t->width, name, shape, abs_text, rel_text, l2_text, count_text);
 }
 
 /* Compare one tensor present in both files; returns 1 if it differs, 0 if bitwise equal, -1
@@ -92,13 +102,35 @@ static int diff_tensor(const Side *a, const Side *b, const char *name, Table *t)
     if (strcmp(shape_a, shape_b) != 0) {
         char text[256];
         snprintf(text, sizeof text, "shape %s vs %s", shape_a, shape_b);
-        table_row(t, name, shape_a, "-", "-", text);
+        table_row(t, name, shape_a, "-", "-", "-", text);
         rc = 1;
         goto done;
+    }
+    /* every value of the model's weights counts in the summary, equal ones too */
+    const int is_model = !strncmp(name, "/model/", 7);
+    double diff_sq = 0, a_sq = 0, b_sq = 0;
+    for (size_t i = 0; i < na; i++) {
+        double u = x[i], v = y[i];
+        diff_sq += (u - v) * (u - v);
+        a_sq += u * u;
+        b_sq += v * v;
+    }
+    if (is_model) {
+        t->model_diff_sq += diff_sq;
+        t->model_a_sq += a_sq;
+        t->model_values += (int64_t)na;
+        t->model_tensors++;
     }
     if (na == 0 || memcmp(x, y, na * sizeof(float)) == 0) {
         rc = 0;
         goto done;
+    }
+    /* ||A - B|| / max(||A||, ||B||): how far apart the tensors are as a whole (max_rel_diff is
+     * dominated by elements near zero) */
+    const double norm = sqrt(fmax(a_sq, b_sq)), rel_l2 = norm > 0 ? sqrt(diff_sq) / norm : INFINITY;
+    if (is_model && !(rel_l2 <= t->worst_rel_l2)) {
+        t->worst_rel_l2 = rel_l2;
+        snprintf(t->worst, sizeof t->worst, "%s", name);
     }
     double max_abs = 0, max_rel = 0;
     size_t differing = 0;
@@ -112,11 +144,12 @@ static int diff_tensor(const Side *a, const Side *b, const char *name, Table *t)
         if (abs_diff > max_abs) max_abs = abs_diff;
         if (rel > max_rel) max_rel = rel;
     }
-    char abs_text[32], rel_text[32], count_text[64];
+    char abs_text[32], rel_text[32], l2_text[32], count_text[64];
     snprintf(abs_text, sizeof abs_text, "%.3e", max_abs);
     snprintf(rel_text, sizeof rel_text, "%.3e", max_rel);
+    snprintf(l2_text, sizeof l2_text, "%.3e", rel_l2);
     snprintf(count_text, sizeof count_text, "%zu/%zu", differing, na);
-    table_row(t, name, shape_a, abs_text, rel_text, count_text);
+    table_row(t, name, shape_a, abs_text, rel_text, l2_text, count_text);
     rc = 1;
 done:
     free(x);
@@ -172,11 +205,12 @@ static void diff_other(const CkptMeta *a, const CkptMeta *b) {
     }
 }
 
-int checkpoint_diff(const char *path_a, const char *path_b, int exact) {
+int checkpoint_diff(const char *path_a, const char *path_b, int exact, int model_only) {
     Side a, b;
     memset(&b, 0, sizeof b);
     b.file = H5I_INVALID_HID;
     int rc = 0, tensors = 0, differing = 0, position = 0;
+    Table t;
     ct_hdf5_lock();
     if (open_side(&a, path_a) != 0 || open_side(&b, path_b) != 0) rc = -1;
     if (rc == 0) {
@@ -184,11 +218,13 @@ int checkpoint_diff(const char *path_a, const char *path_b, int exact) {
         printf("B: %s (step %lld, written %s)\n", path_b, (long long)b.meta.step, b.meta.created);
         position = diff_position(&a.meta, &b.meta);
         diff_other(&a.meta, &b.meta);
-        Table t = {6, 0};
+        memset(&t, 0, sizeof t);
+        t.width = 6;
+        t.worst_rel_l2 = -1;
         for (int s = 0; s < 2; s++) {
             const CkptObjects *o = s ? &b.objs : &a.objs;
             for (int i = 0; i < o->count; i++)
-                if (is_tensor(&o->items[i]) && (int)strlen(o->items[i].path) > t.width)
+                if (is_tensor(&o->items[i], model_only) && (int)strlen(o->items[i].path) > t.width)
                     t.width = (int)strlen(o->items[i].path);
         }
         /* Merge the two sorted object lists. */
@@ -200,23 +236,23 @@ int checkpoint_diff(const char *path_a, const char *path_b, int exact) {
             if (c == 0) {
                 i++;
                 j++;
-                if (!is_tensor(x) || !is_tensor(y)) continue;
+                if (!is_tensor(x, model_only) || !is_tensor(y, model_only)) continue;
                 tensors++;
                 int d = diff_tensor(&a, &b, x->path, &t);
                 if (d < 0) rc = -1;
                 differing += d > 0;
             } else if (c < 0) {
                 i++;
-                if (!is_tensor(x)) continue;
+                if (!is_tensor(x, model_only)) continue;
                 tensors++;
                 differing++;
-                table_row(&t, x->path, "", "-", "-", "only in A");
+                table_row(&t, x->path, "", "-", "-", "-", "only in A");
             } else {
                 j++;
-                if (!is_tensor(y)) continue;
+                if (!is_tensor(y, model_only)) continue;
                 tensors++;
                 differing++;
-                table_row(&t, y->path, "", "-", "-", "only in B");
+                table_row(&t, y->path, "", "-", "-", "-", "only in B");
             }
         }
     }
@@ -230,7 +266,16 @@ int checkpoint_diff(const char *path_a, const char *path_b, int exact) {
     }
     if (differing) printf("\ntensors: %d of %d differ, %d bitwise equal\n", differing, tensors, tensors - differing);
     else printf("\ntensors: all %d bitwise equal\n", tensors);
-    int identical = !differing && !position;
-    printf("identical: %s\n", identical ? "yes" : "no");
+    /* one line for two runs compared: how far apart their weights are as a whole */
+    if (t.model_tensors > 0) {
+        const double rel = t.model_a_sq > 0 ? sqrt(t.model_diff_sq / t.model_a_sq) : (t.model_diff_sq > 0 ? INFINITY : 0);
+        printf("summary: model weights ||A-B||/||A|| = %.3e over %d tensors (%lld values)", rel, t.model_tensors,
+               (long long)t.model_values);
+        if (t.worst_rel_l2 >= 0) printf("; farthest apart: %s (rel_l2 %.3e)", t.worst, t.worst_rel_l2);
+        printf("\n");
+    }
+    /* --model-only: the weights alone decide (two runs' models, whatever their positions) */
+    int identical = !differing && (model_only || !position);
+    printf("identical%s: %s\n", model_only ? " (model weights)" : "", identical ? "yes" : "no");
     return exact && !identical ? CT_EXIT_FAILURE : CT_EXIT_OK;
 }

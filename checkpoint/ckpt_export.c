@@ -34,6 +34,24 @@ static int write_all(FILE *f, const void *p, size_t n, const char *path) {
     return 0;
 }
 
+/* The body of the header's __metadata__ (string values only, as safetensors requires): the
+ * format and source, the step, and the model's configuration (every "model" key, and
+ * train_seq_len), so a reader can build the model the weights belong to without the
+ * checkpoint. Values are numbers or 0/1, which need no JSON escaping. */
+static char *export_metadata(const CkptMeta *m) {
+    const size_t cap = 8192; /* ~20 short keys and numbers */
+    char *text = ct_malloc(cap, "export metadata");
+    size_t n = (size_t)snprintf(text, cap, "\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"",
+                                CT_VERSION, (long long)m->step);
+    for (int i = 0; i < ct_config_num_keys && n < cap; i++) {
+        const ConfigKey *k = &ct_config_keys[i];
+        if (strcmp(k->group, "model") != 0 && strcmp(k->name, "train_seq_len") != 0) continue;
+        char buf[64];
+        n += (size_t)snprintf(text + n, cap - n, ",\"%s\":\"%s\"", k->name, config_value_text(&m->cfg, k, buf, sizeof buf));
+    }
+    return text;
+}
+
 int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16) {
     /* in a child first: a damaged file must not crash the export */
     if (checkpoint_verify(path, NULL) != 0) return -1;
@@ -56,11 +74,10 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
             const ParamInfo *p = &s->params[i];
             t[i] = (CtSafetensor){p->name, bf16 ? "BF16" : "F32", p->ndim, p->shape, p->count * (bf16 ? 2 : 4)};
         }
-        char metadata[160];
-        snprintf(metadata, sizeof metadata, "\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"",
-                 CT_VERSION, (long long)m.step);
+        char *metadata = export_metadata(&m);
         size_t header_len;
         header = ct_safetensors_header(metadata, t, s->num_params, &header_len);
+        free(metadata);
         free(t);
         out = fopen(tmp, "wb");
         if (!out) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));

@@ -6,9 +6,11 @@
  *   golf FILE         the parameter-golf artifact (int8 + zlib) and its round-trip validation
  * The work is checkpoint/'s (checkpoint.h); this file parses arguments and prints.
  * Exit codes: 0 success, 1 invalid file or runtime error, 2 usage error. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -59,19 +61,23 @@ static const char VERIFY_USAGE[] =
     "  -h, --help   show this help\n";
 
 static const char DIFF_USAGE[] =
-    "usage: ctrain ckpt diff A B [--exact]\n"
+    "usage: ctrain ckpt diff A B [--exact] [--model-only]\n"
     "\n"
     "Compare two checkpoints: for every tensor under /model and /optimizer that differs, its max\n"
-    "absolute and max relative difference (|a-b| / max(|a|,|b|)) and how many elements differ;\n"
-    "tensors present in only one file; the training position (step, train_tokens, adam_step,\n"
-    "loader cursor); and, for information, differing configuration keys, metrics, world size and\n"
-    "device. Ends with 'identical: yes' when every tensor is bitwise equal and the training\n"
+    "absolute and max relative difference (|a-b| / max(|a|,|b|)), its relative L2 distance\n"
+    "(||a-b|| / max(||a||,||b||)) and how many elements differ; tensors present in only one file;\n"
+    "the training position (step, train_tokens, adam_step, loader cursor); and, for information,\n"
+    "differing configuration keys, metrics, world size and device. A summary line gives the model\n"
+    "weights' distance as a whole (||A-B|| / ||A|| over every /model value) and the tensor farthest\n"
+    "apart. Ends with 'identical: yes' when every tensor is bitwise equal and the training\n"
     "position is the same (what an exact resume must give), else 'identical: no'.\n"
     "Exit status 0 when both files could be read, whatever they hold; 1 on errors.\n"
     "\n"
     "options:\n"
-    "  --exact      exit 1 unless identical (for scripts and tests)\n"
-    "  -h, --help   show this help\n";
+    "  --exact       exit 1 unless identical (for scripts and tests)\n"
+    "  --model-only  compare the weights (/model) only: identical when they are bitwise equal,\n"
+    "                whatever the optimizer state and position (two runs' models)\n"
+    "  -h, --help    show this help\n";
 
 static const char EXPORT_USAGE[] =
     "usage: ctrain ckpt export FILE --out OUT.safetensors [--dtype fp32|bf16]\n"
@@ -116,7 +122,8 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 }
 
 static const char GOLF_USAGE[] =
-    "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--val-files GLOB] [--device cpu|cuda] [--no-eval]\n"
+    "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
+    "                        [--no-eval]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights to int8 by its rule\n"
     "(per-row scales for matrices, small and control tensors kept as floats), compress with zlib\n"
@@ -127,22 +134,48 @@ static const char GOLF_USAGE[] =
     "options:\n"
     "  --out FILE        the artifact to write (default: final_model.int8.stz in the run's directory, beside\n"
     "                    checkpoints/, as a run with golf_artifact=1 writes it; replaced atomically)\n"
+    "  --code-bytes N|FILE  the submission's code size, in bytes or as a file's (its train_gpt.py):\n"
+    "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --no-eval         write the artifact and report its size only\n"
     "  -h, --help        show this help\n";
 
+/* --code-bytes: a byte count, or a file (the submission's train_gpt.py) whose size counts. */
+static int code_size(const char *arg, int64_t *bytes) {
+    struct stat st;
+    if (ct_parse_int64(arg, bytes) == 0) {
+        if (*bytes >= 0) return 0;
+        return cli_usage_error("ckpt", "golf", "--code-bytes %s: expected a byte count >= 0 or a file", arg);
+    }
+    if (stat(arg, &st) != 0)
+        return cli_usage_error("ckpt", "golf", "--code-bytes '%s' is neither a byte count nor a readable file (%s)",
+                               arg, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cli_usage_error("ckpt", "golf", "--code-bytes '%s' is not a regular file", arg);
+    *bytes = (int64_t)st.st_size;
+    return 0;
+}
+
 static int cmd_golf(int argc, char **argv) {
     char **pos;
-    const char *out = NULL, *val_files = NULL, *device = "cpu";
+    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL;
     int no_eval = 0;
-    const CliOption options[] = {
-        {"--out", &out, NULL}, {"--val-files", &val_files, NULL}, {"--device", &device, NULL}, {"--no-eval", NULL, &no_eval}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 4, &pos, &npos);
+    const CliOption options[] = {{"--out", &out, NULL},
+                                 {"--code-bytes", &code, NULL},
+                                 {"--val-files", &val_files, NULL},
+                                 {"--device", &device, NULL},
+                                 {"--no-eval", NULL, &no_eval}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 5, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file (got %d)", npos);
+    }
+    int64_t code_bytes = -1;
+    if (code && code_size(code, &code_bytes) != 0) {
+        free(pos);
+        return CT_EXIT_USAGE;
     }
     char path[4400];
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
@@ -162,7 +195,7 @@ static int cmd_golf(int argc, char **argv) {
         return CT_EXIT_USAGE;
     }
     printf("%s\n", ckpt);
-    if (golf_write_and_evaluate(&cfg, &st, out, !no_eval) != 0) goto fail;
+    if (golf_write_and_evaluate(&cfg, &st, out, !no_eval, code_bytes) != 0) goto fail;
     config_free(&cfg);
     train_state_free(&st);
     return CT_EXIT_OK;
@@ -252,9 +285,9 @@ static int cmd_verify(int argc, char **argv) {
 
 static int cmd_diff(int argc, char **argv) {
     char **pos;
-    int exact = 0;
-    const CliOption options[] = {{"--exact", NULL, &exact}};
-    int npos, rc = cli_parse("ckpt", argc, argv, DIFF_USAGE, options, 1, &pos, &npos);
+    int exact = 0, model_only = 0;
+    const CliOption options[] = {{"--exact", NULL, &exact}, {"--model-only", NULL, &model_only}};
+    int npos, rc = cli_parse("ckpt", argc, argv, DIFF_USAGE, options, 2, &pos, &npos);
     if (rc != 0 || npos != 2) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -262,7 +295,7 @@ static int cmd_diff(int argc, char **argv) {
     }
     char a[4400], b[4400];
     const char *pa = resolve_arg(pos[0], a, sizeof a), *pb = pa ? resolve_arg(pos[1], b, sizeof b) : NULL;
-    rc = pb ? checkpoint_diff(pa, pb, exact) : CT_EXIT_FAILURE;
+    rc = pb ? checkpoint_diff(pa, pb, exact, model_only) : CT_EXIT_FAILURE;
     free(pos);
     return rc;
 }

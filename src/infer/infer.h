@@ -34,9 +34,11 @@ int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_le
 int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb);
 
 /* train_gpt.py's ending (golf_artifact.h): write the int8 + zlib artifact of st's weights to
- * path and print its size; with evaluate, read it back into st->params (replacing the weights)
- * and print the round-trip val_loss and val_bpb on cfg's val_files. */
-int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, int evaluate);
+ * path and print its size, with the code's (code_bytes; -1 when not known) as train_gpt.py
+ * prints them, and the total against parameter-golf's 16,000,000-byte cap; with evaluate, read
+ * it back into st->params (replacing the weights) and print the round-trip val_loss and val_bpb
+ * on cfg's val_files. */
+int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, int evaluate, int64_t code_bytes);
 
 /* Sampling text from a model: num_tokens new tokens after the prompt; temperature 0 (or
  * top_k 1) takes the most likely token, top_k 0 keeps the whole vocabulary; the same seed

@@ -367,7 +367,7 @@ int train_run(Config *cfg) {
         t.backend = NULL;
         char path[4300];
         snprintf(path, sizeof path, "%s/final_model.int8.stz", cfg->out_dir);
-        if (golf_write_and_evaluate(cfg, &t.st, path, cfg->val_files[0] != '\0') != 0) goto fail;
+        if (golf_write_and_evaluate(cfg, &t.st, path, cfg->val_files[0] != '\0', -1) != 0) goto fail;
     }
     goto out;
 fail:

@@ -178,7 +178,30 @@ expect_ok diff_steps "$CTRAIN" ckpt diff "$A" "$B"
 cp out diff.txt
 expect_grep diff_steps_not_identical '^identical: no' diff.txt
 expect_grep diff_steps_position 'position differs: step 2 vs 4' diff.txt
-expect_grep diff_steps_row '^/model/blocks\.0\.attn\.c_q\.weight +\[32, 32\] +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]+/1024' diff.txt
+expect_grep diff_steps_row '^/model/blocks\.0\.attn\.c_q\.weight +\[32, 32\] +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9.]+e[-+][0-9]+ +[0-9]+/1024' diff.txt
+# the weights' distance as a whole, computed again from the files (h5py): the summary and a row
+if need_py diff_summary_value; then
+    "$PY" - "$A" "$B" diff.txt >diffsum.out 2>&1 <<'PY' && pass diff_summary_value || fail diff_summary_value "$(tail -c 400 diffsum.out)"
+import re, sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    d = sum(float(np.sum((a["model"][k][()].astype(np.float64) - b["model"][k][()]) ** 2)) for k in a["model"])
+    n = sum(float(np.sum(a["model"][k][()].astype(np.float64) ** 2)) for k in a["model"])
+    x, y = a["model/blocks.0.attn.c_q.weight"][()].astype(np.float64), b["model/blocks.0.attn.c_q.weight"][()]
+    row = np.linalg.norm(x - y) / max(np.linalg.norm(x), np.linalg.norm(y))
+    count = len(a["model"])
+text = open(sys.argv[3]).read()
+m = re.search(r"^summary: model weights \|\|A-B\|\|/\|\|A\|\| = (\S+) over (\d+) tensors", text, re.M)
+assert m and int(m.group(2)) == count, text[-400:]
+assert abs(float(m.group(1)) - (d / n) ** 0.5) <= 1e-3 * (d / n) ** 0.5, (m.group(1), (d / n) ** 0.5)
+r = re.search(r"^/model/blocks\.0\.attn\.c_q\.weight +\S+ \S+ +\S+ +\S+ +(\S+)", text, re.M)
+assert r and abs(float(r.group(1)) - row) <= 1e-3 * row, (r and r.group(1), row)
+PY
+fi
+# --model-only: the weights alone (the optimizer state is not listed; identical means equal weights)
+expect_ok diff_model_only "$CTRAIN" ckpt diff --model-only "$A" "$B"
+if grep -q '^/optimizer/' out; then fail diff_model_only_no_optimizer "$(grep -m1 '^/optimizer/' out)"; else pass diff_model_only_no_optimizer; fi
+expect_ok diff_model_only_same "$CTRAIN" ckpt diff --model-only --exact "$B" again/checkpoints/step_00000004.h5
+expect_grep diff_model_only_says '^identical \(model weights\): yes' out
 "$CTRAIN" ckpt diff --exact "$A" "$B" >/dev/null 2>&1
 rc=$?
 [ $rc = 1 ] && pass diff_exact_differs || fail diff_exact_differs "diff --exact of different checkpoints exited $rc, expected 1"
@@ -275,6 +298,10 @@ for name, (raw, dtype, shape) in got.items():
     assert dtype == "F32" and list(shape) == list(model[name].shape), (name, dtype, shape)
     assert np.array_equal(raw.reshape(shape), model[name]), name  # bit for bit
 assert h["__metadata__"]["format"] == "pt"
+# the model configuration travels with the weights (strings, as safetensors metadata must be)
+for k in ("vocab_size", "num_layers", "model_dim", "num_heads", "num_kv_heads", "mlp_mult", "tie_embeddings",
+          "rope_base", "logit_softcap", "qk_gain_init", "tied_embed_init_std", "train_seq_len"):
+    assert float(h["__metadata__"][k]) == float(cfg[k]), (k, h["__metadata__"].get(k), cfg[k])
 _, got16 = read_safetensors(bf16)
 for name, (raw, dtype, shape) in got16.items():
     want = torch.from_numpy(model[name]).to(torch.bfloat16).view(torch.int16).numpy().view("<u2").ravel()

@@ -109,6 +109,17 @@ fi
 expect_ok golf_no_eval "$CTRAIN" ckpt golf run/checkpoints/step_00000006.h5 --out only.stz --no-eval
 if grep -q roundtrip out; then fail golf_no_eval_skips "$(cat out)"; else pass golf_no_eval_skips; fi
 cmp -s art.stz only.stz && pass golf_deterministic || fail golf_deterministic "two artifacts of one checkpoint differ"
+# the size against parameter-golf's 16,000,000-byte cap, with the code's share as train_gpt.py prints it
+size=$(stat -c %s only.stz)
+expect_grep golf_cap_artifact_only "^size: $size bytes \(artifact only: give --code-bytes for the code's share\), under the 16000000-byte cap by $((16000000 - size)) bytes$" out
+printf '%01000d' 0 >train_gpt.py
+expect_ok golf_code_file "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes train_gpt.py
+expect_grep golf_code_size_line '^Code size: 1000 bytes$' out
+expect_grep golf_total_line "^Total submission size int8\+zlib: $((size + 1000)) bytes$" out
+expect_ok golf_code_over_cap "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes 15999999
+expect_grep golf_over_cap_said "^size: $((size + 15999999)) bytes with the code, OVER the 16000000-byte cap by $((size - 1)) bytes$" out
+expect_fail golf_code_bytes_bad 2 "--code-bytes 'nope' is neither a byte count nor a readable file" \
+    "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes nope
 expect_fail golf_not_a_checkpoint 1 "'val.h5' has no root attribute 'format': not a ctrain checkpoint" "$CTRAIN" ckpt golf val.h5
 expect_fail golf_bad_device 2 "device = 'tpu': expected auto, cpu or cuda" "$CTRAIN" ckpt golf run --device tpu --out x.stz
 expect_fail golf_no_val_data 1 "val_files: no files match 'nothing\*.h5'" \
