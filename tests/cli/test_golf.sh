@@ -103,6 +103,69 @@ printed = float(re.search(r"roundtrip_exact val_loss:([0-9.]+)", open(out).read(
 assert abs(printed - loss) <= 2e-6 * abs(loss) + 1e-8, (printed, loss)
 print("round trip val_loss", printed, "PyTorch", loss)
 ' run/checkpoints/step_00000006.h5 art.stz golf.out "$CT_ROOT/tests/parity"
+    # the .ptz train_gpt.py writes and reads back, converted from the artifact (scripts/stz_to_ptz.py)
+    expect_ok golf_ptz_converts "$PY" "$CT_ROOT/scripts/stz_to_ptz.py" art.stz art.ptz
+    check golf_ptz_is_train_gpt_format '
+import io, sys, zlib, h5py, torch
+ck, ptz = sys.argv[1], sys.argv[2]
+# train_gpt.py reads it back so: torch.load of the zlib stream, then dequantize_state_dict_int8
+obj = torch.load(io.BytesIO(zlib.decompress(open(ptz, "rb").read())), map_location="cpu")
+with h5py.File(ck, "r") as f:
+    names = list(f["model"])
+    model = {k: torch.from_numpy(f["model"][k][()]) for k in names}
+
+# train_gpt.py quantize_state_dict_int8 on these fp32 weights, written again from its rule
+CONTROL = ("attn_scale", "attn_scales", "mlp_scale", "mlp_scales", "resid_mix", "resid_mixes", "q_gain",
+           "skip_weight", "skip_weights")
+Q = 99.99984 / 100.0
+want = {"quantized": {}, "scales": {}, "dtypes": {}, "passthrough": {}, "qmeta": {}, "passthrough_orig_dtypes": {}}
+for name, t in model.items():
+    if t.numel() <= 65536:
+        if any(p in name for p in CONTROL):
+            want["passthrough"][name] = t.float()
+        else:
+            want["passthrough_orig_dtypes"][name] = "float32"
+            want["passthrough"][name] = t.to(torch.float16)
+        continue
+    if t.ndim == 2:
+        clip = torch.quantile(t.abs(), Q, dim=1)
+        c = torch.maximum(torch.minimum(t, clip[:, None]), -clip[:, None])
+        scale = (clip / 127.0).clamp_min(1.0 / 127.0)
+        want["quantized"][name] = torch.clamp(torch.round(c / scale[:, None]), -127, 127).to(torch.int8)
+        want["scales"][name] = scale.to(torch.float16)
+        want["qmeta"][name] = {"scheme": "per_row", "axis": 0}
+    else:
+        clip = float(torch.quantile(t.abs().flatten(), Q).item())
+        scale = torch.tensor(clip / 127.0 if clip > 0 else 1.0, dtype=torch.float32)
+        want["quantized"][name] = torch.clamp(torch.round(torch.clamp(t, -clip, clip) / scale), -127, 127).to(torch.int8)
+        want["scales"][name] = scale
+    want["dtypes"][name] = "float32"
+assert obj["__quant_format__"] == "int8_clean_per_row_v1", obj.get("__quant_format__")
+assert set(obj) == {"__quant_format__"} | set(want), sorted(obj)
+for part in ("quantized", "scales", "passthrough"):
+    assert set(obj[part]) == set(want[part]), (part, sorted(set(obj[part]) ^ set(want[part]))[:3])
+    for k, t in want[part].items():
+        g = obj[part][k]
+        assert g.dtype == t.dtype and g.shape == t.shape and torch.equal(g, t), (part, k, g.dtype, t.dtype)
+for part in ("dtypes", "qmeta", "passthrough_orig_dtypes"):
+    assert obj[part] == want[part], part
+
+# train_gpt.py dequantize_state_dict_int8, written again: a full state_dict of float32 weights
+out = {}
+for name, q in obj["quantized"].items():
+    dtype = getattr(torch, obj["dtypes"][name])
+    s = obj["scales"][name]
+    if obj.get("qmeta", {}).get(name, {}).get("scheme") == "per_row" or s.ndim > 0:
+        out[name] = (q.float() * s.to(torch.float32).view(q.shape[0], *([1] * (q.ndim - 1)))).to(dtype)
+    else:
+        out[name] = (q.float() * float(s.item())).to(dtype)
+for name, t in obj["passthrough"].items():
+    o = obj.get("passthrough_orig_dtypes", {}).get(name)
+    out[name] = t.to(getattr(torch, o)) if isinstance(o, str) else t
+assert set(out) == set(names), sorted(set(out) ^ set(names))
+for k in names:  # what load_state_dict(strict=True) needs: every name, its shape, float32
+    assert out[k].shape == model[k].shape and out[k].dtype == torch.float32, k
+' run/checkpoints/step_00000006.h5 art.ptz
 fi
 
 # the artifact alone, and bad input
