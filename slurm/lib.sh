@@ -21,6 +21,8 @@
 # Environment: CTRAIN (binary; default $CTRAIN_HOME/build/ctrain, or bin/ctrain in a bundle),
 # CTRAIN_HOME (default: the checkout or bundle the sbatch script was submitted from),
 # CTRAIN_STOP_SIGNAL, CTRAIN_MAX_REQUEUES, CTRAIN_LOCK_WAIT, CTRAIN_SRUN_OPTS (extra srun options),
+# CTRAIN_SWEEP_FILE and CTRAIN_SWEEP_DIR (set by slurm/submit --array: line SLURM_ARRAY_TASK_ID + 1
+# of the file gives the task's key=value arguments; it trains into DIR/<index>-<values>),
 # CTRAIN_LAUNCH_CHECK=0 to skip the launch check, CTRAIN_LAUNCH_CHECK_ARGS for its options (the GPU
 # scripts set --nccl: the check then takes the path training takes, libpmi2 + GPUs + NCCL). The job runs in the directory it was submitted
 # from (or sbatch --chdir).
@@ -68,10 +70,28 @@ ctrain_train_step() {
             exit 1
         fi
     fi
+    # a sweep's array task (slurm/submit --array): its line of the sweep file, and its own out_dir
+    # (the same on a requeue, so the task resumes its run)
+    local sweep=()
+    if [ -n "${CTRAIN_SWEEP_FILE:-}" ]; then
+        if [ -z "${SLURM_ARRAY_TASK_ID:-}" ]; then
+            ctrain_log "error: CTRAIN_SWEEP_FILE is set but this job is not an array task"
+            exit 1
+        fi
+        local line
+        line=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$CTRAIN_SWEEP_FILE")
+        if [ -z "$line" ]; then
+            ctrain_log "error: $CTRAIN_SWEEP_FILE has no line for array task $SLURM_ARRAY_TASK_ID"
+            exit 1
+        fi
+        read -r -a sweep <<<"$line"
+        sweep+=(out_dir="$CTRAIN_SWEEP_DIR/$SLURM_ARRAY_TASK_ID-$(echo "$line" | tr ' /' '_-')")
+        ctrain_log "array task $SLURM_ARRAY_TASK_ID: ${sweep[*]}"
+    fi
     trap '_ctrain_forward '"$CTRAIN_STOP_SIGNAL" "$CTRAIN_STOP_SIGNAL"
     trap '_ctrain_forward TERM' TERM
-    ctrain_log "starting: $CTRAIN train $*"
-    srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" train lock_wait="${CTRAIN_LOCK_WAIT:-300}" "$@" stop_signal="$CTRAIN_STOP_SIGNAL" &
+    ctrain_log "starting: $CTRAIN train $* ${sweep[*]}"
+    srun --mpi=pmi2 --kill-on-bad-exit=1 "${srun_opts[@]}" "${extra[@]}" "$CTRAIN" train lock_wait="${CTRAIN_LOCK_WAIT:-300}" "$@" "${sweep[@]}" stop_signal="$CTRAIN_STOP_SIGNAL" &
     _ctrain_step_pid=$!
     local rc
     # `wait` returns early whenever a trapped signal arrives; keep waiting for the step itself.

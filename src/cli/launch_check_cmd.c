@@ -206,6 +206,13 @@ int launch_check_main(int argc, char **argv) {
     } else if (!d.mpi && d.world_size > 1 && d.rank == 0) {
         printf("launch-check: sums skipped (neither MPI nor NCCL in this process: add --nccl for the GPU path)\n");
     }
+    /* a batch script that forgot srun: the job's other tasks never started, so this is no
+     * launch of the job (ctrain train would train alone, with the warning dist_init printed) */
+    if (d.tasks_not_started > 1) {
+        fprintf(stderr, "launch-check: SLURM_NTASKS=%d but this process was not started by srun: 1 of %d tasks "
+                        "runs (start it with srun --mpi=pmi2 ...)\n", d.tasks_not_started, d.tasks_not_started);
+        bad = 1;
+    }
     int top = d.rank;
     if (dist_allreduce_max_i32(&d, &top) < 0) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
     if (top != d.world_size - 1) {

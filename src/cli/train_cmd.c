@@ -29,6 +29,8 @@ static void train_usage(FILE *out) {
             "options:\n"
             "  --config FILE   read keys from FILE\n"
             "  --print-config  print the resolved configuration and exit without training\n"
+            "  --world-size N  with --print-config: check it for N ranks (grad_accum_slots divisible;\n"
+            "                  what slurm/submit --dry-run does before a job waits in the queue)\n"
             "  --print-flops-per-token  print the model FLOPs per trained token and exit\n"
             "  -h, --help      show this help\n"
             "\n"
@@ -56,6 +58,7 @@ int train_main(int argc, char **argv) {
     Config cfg;
     config_init(&cfg);
     int print_only = 0;
+    int64_t world_size = 1;
     int rc = CT_EXIT_USAGE;
     /* Options first, then key=value pairs; a --config anywhere is read before the pairs so the
      * command line always wins. */
@@ -85,6 +88,13 @@ int train_main(int argc, char **argv) {
             print_only = 2;
         } else if (!strcmp(a, "--print-config")) {
             print_only = 1;
+        } else if (!strcmp(a, "--world-size")) {
+            if (i + 1 >= argc || ct_parse_int64(argv[i + 1], &world_size) != 0 || world_size < 1 || world_size > 1 << 20) {
+                fprintf(stderr, "ctrain: error: --world-size needs a number of ranks, 1 to 2^20 (got '%s')\n",
+                        i + 1 < argc ? argv[i + 1] : "");
+                goto done;
+            }
+            i++;
         } else if (a[0] == '-') {
             fprintf(stderr, "ctrain: error: unknown option '%s' (see `ctrain train --help`)\n", a);
             goto done;
@@ -100,7 +110,12 @@ int train_main(int argc, char **argv) {
         ct_print_error();
         goto done;
     }
-    if (config_validate(&cfg, 1) != 0) {
+    if (world_size != 1 && print_only != 1) {
+        fprintf(stderr, "ctrain: error: --world-size checks a configuration with --print-config; a run takes its "
+                        "world size from its launcher (srun, mpiexec)\n");
+        goto done;
+    }
+    if (config_validate(&cfg, (int)world_size) != 0) {
         ct_print_error();
         print_env_keys(&cfg);
         goto done;

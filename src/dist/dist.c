@@ -144,9 +144,11 @@ int dist_init(DistInfo *d, int use_mpi, double timeout_s) {
     /* A plain start. In a batch script SLURM_NTASKS says how many tasks the job asked for,
      * but they only exist when srun starts them. */
     int ntasks = 0;
-    if (getenv("SLURM_JOB_ID") && ct_env_nonneg_int("SLURM_NTASKS", &ntasks) == 0 && ntasks > 1)
+    if (getenv("SLURM_JOB_ID") && ct_env_nonneg_int("SLURM_NTASKS", &ntasks) == 0 && ntasks > 1) {
+        d->tasks_not_started = ntasks;
         fprintf(stderr, "ctrain: warning: SLURM_NTASKS=%d but this process was not started by srun: "
                         "running as a single process (start it with srun --mpi=pmi2)\n", ntasks);
+    }
     dist_watchdog_identity(0, d->host);
     store_own_entry(d);
     return 0;

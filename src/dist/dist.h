@@ -32,6 +32,9 @@ typedef struct {
      * is right when a rank may legitimately be slow (e.g. rank 0 writing a checkpoint). */
     double op_timeout_s;
     int nccl;                   /* an NCCL communicator carries the collectives (dist_nccl.h) */
+    /* a plain start (not by srun) inside a Slurm job that asked for more tasks: SLURM_NTASKS,
+     * the tasks the job expected of which only this one runs; 0 otherwise */
+    int tasks_not_started;
 } DistInfo;
 
 /* Discover this process's rank and layout and, with use_mpi and world_size > 1, initialise

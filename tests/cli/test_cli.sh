@@ -74,6 +74,10 @@ for f in "$CT_ROOT"/slurm/*.conf; do
     expect_ok "slurm_conf_$(basename "$f" .conf)" "$CTRAIN" train --config "$f" --print-config
 done
 
+# a launch check inside a Slurm job but not started by srun is no launch of the job: it fails
+expect_fail launch_check_outside_srun 1 "SLURM_NTASKS=8 but this process was not started by srun: 1 of 8 tasks runs" \
+    env -u SLURM_PROCID -u SLURM_STEP_ID -u PMI_FD SLURM_JOB_ID=5 SLURM_NTASKS=8 "$CTRAIN" launch-check
+
 expect_fail missing_data 1 "train_files.*no files match 'nothing_here_\*.h5'" \
     "$CTRAIN" train train_files='nothing_here_*.h5' out_dir=o
 

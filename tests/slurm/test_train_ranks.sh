@@ -236,4 +236,21 @@ expect_grep elsewhere_trained 'ctrain-slurm: .*training finished \(exit 0\)' "$W
 [ -f "$WORK/elsewhere/rel_out/checkpoints/step_00000004.h5" ] && pass elsewhere_relative_out_dir \
     || fail elsewhere_relative_out_dir "$(ls -R "$WORK/elsewhere" | head; tail -5 "$WORK/elsewhere/elsewhere.out")"
 
+# (d) a sweep (slurm/submit --array): one array job, each task trains its own out_dir with its keys
+(cd "$WORK/elsewhere" && CTRAIN=$CTRAIN CTRAIN_LAUNCH_CHECK=0 "$CT_ROOT/slurm/submit" --cpu --name sw \
+    --sbatch "-p low -N 1 -w n1 -n 2 --ntasks-per-node=2 -c 1" --array "matrix_lr=0.02,0.03" \
+    run.conf out_dir=sweep iterations=4) >sweep.submit 2>&1
+job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' sweep.submit)
+if [ -n "$job" ] && job_done "$job" 180; then pass sweep_jobs_finished
+else fail sweep_jobs_finished "job '${job}': $(tail -c 300 sweep.submit) $(squeue 2>&1 | tail -3)"; fi
+ok=0
+for t in 0-matrix_lr=0.02 1-matrix_lr=0.03; do
+    d=$WORK/elsewhere/sweep/$t
+    [ -f "$d/checkpoints/step_00000004.h5" ] && grep -qx "matrix_lr = ${t#*=}" "$d/config.txt" && ok=$((ok + 1))
+done
+[ $ok = 2 ] && pass sweep_tasks_own_out_dirs \
+    || fail sweep_tasks_own_out_dirs "$(ls -R "$WORK/elsewhere/sweep" 2>&1 | head; tail -5 "$WORK"/elsewhere/sweep/slurm-*_0.out 2>&1)"
+expect_grep sweep_task_logged 'ctrain-slurm: .*array task 1: matrix_lr=0\.03 out_dir=sweep/1-matrix_lr=0\.03' \
+    "$WORK/elsewhere/sweep/slurm-${job}_1.out"
+
 finish
