@@ -1,6 +1,7 @@
-/* backend_cuda.h — the CUDA backend (backend_cuda.c, kernels/cuda/cuda_*.cu): the same model, graph
- * and optimizers as the CPU backend, on one NVIDIA GPU, with bf16 matrix products (fp32
- * accumulation) and fp32 everything else (docs/cuda.md).
+/* backend_cuda.h — the CUDA backend (backend_cuda*.c, whose private header backend_cuda_private.h
+ * lists them; kernels in kernels/cuda/cuda_*.cu): the same model, graph and optimizers as the CPU
+ * backend, on one NVIDIA GPU, with bf16 matrix products (fp32 accumulation) and fp32 everything
+ * else (docs/cuda.md).
  *
  * State: the backend keeps its own device copies of the TrainState's fp32 buffers (params,
  * grads, exp_avg, exp_avg_sq, momentum; same flat layout, ParamInfo.offset) plus bf16 shadows of

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — runs the CUDA backend's test programs (tests/unit/test_gpu_*.c) on the CPU, through a
 # host emulation of CUDA: the unchanged kernels/cuda/cuda_*.cu (launches rewritten by
-# launch_to_cpp.py), src/backend/backend_cuda.c and the tests, compiled with g++/gcc against shim/
+# launch_to_cpp.py), src/backend/backend_cuda*.c and the tests, compiled with g++/gcc against shim/
 # (CUDA runtime + cuBLAS subset, one std::thread per CUDA thread; see shim/emu_device.h and
 # emu_runtime.cpp). It checks index math, masking, launch shapes, shuffles in uniform control
 # flow, the backend's wiring and the test programs themselves on a machine without a GPU.
@@ -52,9 +52,13 @@ for cu in "$root"/kernels/cuda/cuda_*.cu; do
     objs+=("$out/obj/$name.o")
 done
 g++ -std=c++20 -O2 -w "${defs[@]}" -I"$here/shim" -c "$here/emu_runtime.cpp" -o "$out/obj/emu_runtime.o"
-gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp -Wall -Wextra "${defs[@]}" "${inc[@]}" -c "$root/src/backend/backend_cuda.c" \
-    -o "$out/obj/backend_cuda.o"
-objs+=("$out/obj/emu_runtime.o" "$out/obj/backend_cuda.o")
+objs+=("$out/obj/emu_runtime.o")
+# the CUDA backend, every file of it (backend_cuda_private.h lists them)
+for c in "$root"/src/backend/backend_cuda*.c; do
+    name=$(basename "$c" .c)
+    gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp -Wall -Wextra "${defs[@]}" "${inc[@]}" -c "$c" -o "$out/obj/$name.o"
+    objs+=("$out/obj/$name.o")
+done
 
 status=0
 for p in "${progs[@]}"; do

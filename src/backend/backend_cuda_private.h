@@ -1,0 +1,172 @@
+/* backend_cuda_private.h — the CUDA backend's state and the helpers its files share (CUDA builds
+ * only; the interface the rest of ctrain sees is backend_cuda.h). The backend's host
+ * orchestration runs everything on one stream (kernels in kernels/cuda/cuda_*.cu, declared in
+ * cuda_ops.h); its files, by concern:
+ *   backend_cuda.c        creation: checks, the one device allocation and its layout, the memory
+ *                         report and the small public accessors, destruction
+ *   backend_cuda_device.c which GPU: devices visible, the rank's device, its identity
+ *   backend_cuda_step.c   token upload, the forward and backward through the parameter-golf GPT,
+ *                         the micro-batch's CUDA graph, evaluation, one position's logits
+ *   backend_cuda_optim.c  the gradients handed to the host, the optimizer step (Adam, Muon in
+ *                         batches, sharded Muon)
+ *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
+ *                         checkpoint holds), the bf16 weight shadows
+ *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
+ *
+ * The graph, the saved activations and the backward order are the CPU backend's
+ * (backend_cpu.c); the differences are the precision policy (bf16 operands of every matrix
+ * product, so the tensors that only feed products are kept in bf16) and a few fusions
+ * (block-input mix + norm, attention residual + norm). docs/cuda.md describes both. */
+#ifndef CT_BACKEND_CUDA_PRIVATE_H
+#define CT_BACKEND_CUDA_PRIVATE_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "backend_common.h"
+#include "backend_cuda.h"
+#include "cuda_ops.h"
+#include "muon_batches.h"
+
+/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16.
+ * Not kept, because the kernels that need them recompute them (to the same bits) for less than
+ * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
+ * xm + attn_scale * ao (read from x_in, x0 and ao), the norm rms_norm(xm) that feeds
+ * c_q/c_k/c_v and relu(u)^2; the forward writes xm, that norm and relu(u)^2 of the block being
+ * computed into buffers shared by all blocks (CudaBackend.xm, .a_in, .h). */
+typedef struct {
+    float *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
+    const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
+    float *rstd_attn;
+    /* c_q, c_k and c_v's outputs side by side, [N, D + 2 KV] (one product for the three): the
+     * raw q and k (the QK-norm/RoPE backward needs them) and v (an attention input) */
+    ct_bf16 *qkv;
+    ct_bf16 *q16, *k16; /* attention inputs: normed, rotated q and k */
+    ct_bf16 *y16;             /* attention output */
+    float *lse;
+    ct_bf16 *ao; /* attention projection output */
+    float *rstd_mlp;
+    ct_bf16 *m_in;
+    ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
+    ct_bf16 *mo; /* MLP projection output */
+    float *x_out;
+} CudaLayer;
+
+typedef struct {
+    Backend base;
+    /* Shapes. The training micro-batch is B sequences of T tokens (CpuBackend's B and T); the
+     * model's are copies of the ModelSpec fields of the same names, read by every launch (the
+     * functions' local one-letter aliases are in brackets). */
+    int B, T;
+    int num_tokens;   /* [N] B * T: the rows of every activation buffer */
+    int vocab;        /* [V] token ids, and the logits of a row */
+    int dim;          /* [D] model width: the residual stream, q and the attention output */
+    int kv_dim;       /* [KV] num_kv_heads * head_dim: the width of k and v */
+    int hidden;       /* [HID] the MLP's width */
+    int num_heads;    /* query heads */
+    int num_kv_heads; /* key/value heads (grouped-query attention) */
+    int head_dim;
+    int num_layers;
+    int qkv_width; /* [QKV] dim + 2 kv_dim: the width of CudaLayer.qkv's rows */
+    int device;
+    char device_name[256];
+    int cc_major, cc_minor;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int ns_fp32;
+    int logits_chunk; /* tokens per chunk of the logits and loss (the z and dz scratch rows) */
+    int grads_on_host; /* grad_buffer() handed out the host gradients: upload before stepping */
+
+    /* A training micro-batch's forward and backward as one CUDA graph (docs/cuda.md, "CUDA
+     * graph"): a few hundred launches become one. Captured at the second forward_backward (the first warms
+     * cuBLAS and the kernels' attributes up), again when the loss weight changes (its logits
+     * kernels take it as an argument); every pointer it holds is fixed at creation. */
+    int graph_on;            /* cuda_graph = 1, no debug synchronisation, no failed capture yet */
+    int graph_warm;          /* a micro-batch has run launch by launch */
+    cudaGraphExec_t graph;   /* NULL until captured */
+    float graph_loss_weight; /* the loss weight graph was captured with */
+    long long graph_captures, graph_launches;
+
+    /* the one device allocation and its accounting */
+    void *arena;
+    size_t arena_bytes, state_bytes, act_bytes, work_bytes;
+    size_t free_before, free_after, total_mem;
+
+    /* device state, flat layout of TrainState */
+    float *d_params, *d_grads, *d_exp_avg, *d_exp_avg_sq, *d_momentum;
+    ct_bf16 **w16; /* [num_params]: bf16 shadow of each parameter used in a product, else NULL */
+    void *cublas_ws; /* cuBLAS's fixed workspace (CUBLAS_WORKSPACE_BYTES) */
+
+    /* tokens: pinned host staging and its device copy, one layout:
+     * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V] */
+    int32_t *h_tok, *d_tok;
+    size_t tok_count;
+    int emb_rows; /* distinct token ids of the micro-batch: the embedding backward's grid */
+    double *h_scalars; /* pinned: [0] loss sum, [1] grad norm */
+    double *d_scalars;
+
+    /* activations */
+    float *emb, *x0, *rstd0, *rstdf, *losses;
+    ct_bf16 *xf16;
+    float *xm;         /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
+    ct_bf16 *a_in, *h;
+    CudaLayer *layers;
+    float *rope_cos, *rope_sin;
+
+    /* backward work buffers */
+    float *dx, *dx_alt; /* dL/d(residual stream), and the buffer the next one is written to */
+    float *dx0;         /* dL/dx0, summed over every block's resid_mix */
+    float *dxf;         /* dL/d(final norm's output), then dL/d(emb) */
+    float *dD2;         /* dL/d(m_in), then dL/d(a_in): into the block's norms' backward */
+    float *dq, *dk;     /* fp32 dL/dq, dL/dk (the QK-norm/RoPE backward's inputs) */
+    ct_bf16 *gD16, *gH16; /* bf16 gradients of [N, D] and [N, HID] product outputs (mo/ao, h) */
+    ct_bf16 *dy16;        /* dL/d(attention output) */
+    ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
+    float **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
+    float *attn_D, *rope_scratch; /* attention backward's row sums, QK-norm/RoPE backward's scratch */
+    double *partials;     /* column reductions */
+    double *red_partials; /* whole-buffer reductions (loss sum, norms) */
+    float *z;    /* a logits chunk, [logits_chunk, V] */
+    ct_bf16 *dz; /* its gradient */
+
+    /* optimizer: Muon's Newton–Schulz in batches of matrices of one shape (muon_batches.h) */
+    MuonBatchPlan muon_plan;
+    void *muon_scratch; /* the largest batch's */
+} CudaBackend;
+
+/* For a call that returns 0 or -1 with ct_error() set: return -1 from the caller on failure. */
+#define RETURN_ON_FAILURE(call)                                                                    \
+    do {                                                                                           \
+        if ((call) != 0) return -1;                                                                \
+    } while (0)
+
+/* Waits for everything queued on the backend's stream; what names the wait in an error. */
+static inline int sync_stream(CudaBackend *cb, const char *what) {
+    return cuda_check(cudaStreamSynchronize(cb->stream), what);
+}
+
+/* Queues the zeroing of bytes at device address p on the backend's stream. */
+static inline int zero_on_stream(CudaBackend *cb, void *p, size_t bytes, const char *what) {
+    return cuda_check(cudaMemsetAsync(p, 0, bytes, cb->stream), what);
+}
+
+/* The Backend hooks (set in backend_cuda_create), by the file that defines them. */
+/* backend_cuda_step.c */
+int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
+int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
+/* backend_cuda_optim.c */
+float *cuda_grad_buffer(Backend *b);
+int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
+/* backend_cuda_state.c */
+int cuda_sync_for_checkpoint(Backend *b);
+
+/* backend_cuda_state.c: copies the five state buffers device -> host (to_host) or host ->
+ * device (then refreshes the bf16 shadows), and waits for the copies. */
+int cuda_copy_state(CudaBackend *cb, int to_host);
+
+/* backend_cuda_device.c: the CUDA device this process uses (backend_pick_gpu from the
+ * environment); -1 with ct_error() set when there is none or the placement is impossible. */
+int cuda_select_device(int *device);
+
+#endif

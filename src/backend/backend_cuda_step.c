@@ -1,0 +1,340 @@
+/* backend_cuda_step.c — the CUDA backend's passes through the model: the token upload, the
+ * forward and backward through the blocks (the CPU backend's graph, backend_cpu.c, in the
+ * precision policy and fusions of docs/cuda.md), a training micro-batch as one CUDA graph, and
+ * the evaluation and one-position logits built on the forward. */
+#include "backend_cuda.h"
+
+#ifdef CT_HAVE_CUDA
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "common.h"
+
+#include "backend_cuda_private.h"
+
+/* Device pointers to block layer's parameter which (BLK_*): its fp32 value, its gradient and
+ * its bf16 shadow (the operand of the products) */
+static const float *block_param(const CudaBackend *cb, int layer, int which) {
+    return cb->d_params + model_block_param(&cb->base.state->spec, layer, which)->offset;
+}
+static float *block_grad(const CudaBackend *cb, int layer, int which) {
+    return cb->d_grads + model_block_param(&cb->base.state->spec, layer, which)->offset;
+}
+static const ct_bf16 *block_weight_bf16(const CudaBackend *cb, int layer, int which) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return cb->w16[s->first_block + layer * BLK_NUM_PARAMS + which];
+}
+/* The parameter of the output projection: the token embedding when tied, else lm_head. */
+static int output_param_index(const CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return s->tied ? s->tok_emb : s->lm_head;
+}
+
+/* ---- tokens ---- */
+
+/* Checks ids like the CPU backend, fills the pinned staging buffer (with the embedding
+ * backward's index when with_index) and uploads it. N = tokens of this call. */
+static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_index) {
+    RETURN_ON_FAILURE(backend_check_tokens(tokens, (size_t)N + 1, cb->vocab));
+    /* the previous upload from the staging buffer must be done before it is rewritten */
+    RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
+    int32_t *ids = cb->h_tok, *targets = ids + cb->num_tokens, *positions = targets + cb->num_tokens;
+    int32_t *starts = positions + cb->num_tokens, *rows = starts + cb->vocab + 1;
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)tokens[i];
+        targets[i] = (int32_t)tokens[i + 1];
+    }
+    size_t count = 2 * (size_t)cb->num_tokens;
+    if (with_index) {
+        cuda_embedding_index(ids, N, cb->vocab, rows, starts, positions, &cb->emb_rows);
+        count = cb->tok_count;
+    }
+    return cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, count * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                      cb->stream),
+                      "cuda: token upload (cudaMemcpyAsync)");
+}
+
+/* ---- forward ---- */
+
+static int forward_blocks(CudaBackend *cb, int B) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int N = B * cb->T, D = cb->dim, KV = cb->kv_dim, HID = cb->hidden, QKV = cb->qkv_width;
+    cudaStream_t st = cb->stream;
+    const int32_t *d_ids = cb->d_tok;
+    RETURN_ON_FAILURE(cuda_embedding_forward(cb->emb, d_ids, cb->d_params + s->params[s->tok_emb].offset, N, D, st));
+    RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+    const float *x = cb->x0;
+    const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
+    for (int l = 0; l < cb->num_layers; l++) {
+        CudaLayer *a = &cb->layers[l];
+        const int dec = l - s->num_encoder;
+        const float *skip = NULL;
+        if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+        if (l == 0) {
+            RETURN_ON_FAILURE(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
+                                                    skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
+                                                    block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, st));
+        } else {
+            /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
+             * recomputed, as add_norm_forward made it), written, and this block's input from it,
+             * in one pass (the skip may be that very x_out: each element is written before it
+             * is read there) */
+            const CudaLayer *b = &cb->layers[l - 1];
+            const CudaBlockOutput prev = {b->x_out, cb->xm, b->ao, b->mo, block_param(cb, l - 1, BLK_ATTN_SCALE),
+                                          block_param(cb, l - 1, BLK_MLP_SCALE)};
+            RETURN_ON_FAILURE(cuda_out_mix_norm_forward(&prev, skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in,
+                                                        skip, skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
+                                                        block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, st));
+            x = b->x_out;
+        }
+        a->x_in_used = skip ? a->x_in : x;
+        /* [q | k | v] = a_in [W_q; W_k; W_v]^T: one product, rows of QKV */
+        RETURN_ON_FAILURE(
+            cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), cb->rope_cos,
+                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, QKV, st));
+        RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin, B,
+                                                    cb->T, cb->num_kv_heads, cb->head_dim, QKV, st));
+        RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV, QKV, B, cb->T,
+                                                 cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
+        RETURN_ON_FAILURE(
+            cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
+                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, st));
+        RETURN_ON_FAILURE(
+            cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+        RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(
+            cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+    }
+    /* the last block's output (the others are made by the next block's input op) */
+    const int last = cb->num_layers - 1;
+    CudaLayer *z = &cb->layers[last];
+    RETURN_ON_FAILURE(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, block_param(cb, last, BLK_ATTN_SCALE), z->mo,
+                                              block_param(cb, last, BLK_MLP_SCALE), N, D, st));
+    RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, st));
+    return 0;
+}
+
+int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
+    CudaBackend *cb = (CudaBackend *)b;
+    *loss_sum = 0;
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
+        const int N = B * cb->T;
+        RETURN_ON_FAILURE(load_tokens(cb, tokens + (size_t)first * cb->T, N, 0));
+        RETURN_ON_FAILURE(forward_blocks(cb, B));
+        const int32_t *d_targets = cb->d_tok + cb->num_tokens;
+        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, cb->losses, cb->xf16, cb->w16[output_param_index(cb)],
+                                                 d_targets, N, cb->dim, cb->vocab, cb->base.state->spec.softcap, cb->z,
+                                                 cb->logits_chunk, cb->stream));
+        RETURN_ON_FAILURE(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
+        RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double),
+                                                     cudaMemcpyDeviceToHost, cb->stream),
+                                     "cuda evaluate: loss download"));
+        if (sync_stream(cb, "cuda evaluate") != 0) return -1;
+        *loss_sum += cb->h_scalars[0];
+    }
+    return 0;
+}
+
+/* The softcapped logits at position pos of one sequence (for sampling): the blocks' forward
+ * for that sequence, the output product for the one row (bf16 operands, as in training), the
+ * softcap on the host in the CPU backend's fp32 operations. */
+int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits) {
+    CudaBackend *cb = (CudaBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    if (pos < 0 || pos >= cb->T) return ct_fail("position %d outside the sequence of %d tokens", pos, cb->T);
+    RETURN_ON_FAILURE(backend_check_tokens(tokens, (size_t)cb->T, cb->vocab));
+    RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
+    for (int i = 0; i < cb->T; i++) cb->h_tok[i] = (int32_t)tokens[i];
+    RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, (size_t)cb->T * sizeof(int32_t),
+                                                 cudaMemcpyHostToDevice, cb->stream),
+                                 "cuda: token upload (cudaMemcpyAsync)"));
+    RETURN_ON_FAILURE(forward_blocks(cb, 1));
+    /* z[0, :] = xf[pos, :] @ W^T, in the logits scratch */
+    RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, cb->z, CT_F32, cb->xf16 + (size_t)pos * cb->dim,
+                                          cb->w16[output_param_index(cb)], 1, cb->dim, cb->vocab));
+    RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(logits, cb->z, (size_t)cb->vocab * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, cb->stream),
+                                 "cuda: logits download"));
+    RETURN_ON_FAILURE(sync_stream(cb, "cuda position_logits"));
+    for (int v = 0; v < cb->vocab; v++) logits[v] = s->softcap * tanhf(logits[v] / s->softcap);
+    return 0;
+}
+
+/* ---- forward + backward ---- */
+
+static int backward_blocks(CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int B = cb->B, T = cb->T, N = cb->num_tokens, D = cb->dim, KV = cb->kv_dim, HID = cb->hidden,
+              QKV = cb->qkv_width;
+    const size_t ND = (size_t)N * D;
+    cudaStream_t st = cb->stream;
+    float *dx = cb->dx, *dx_alt = cb->dx_alt;
+    RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * sizeof(float), "cuda: zeroing dx"));
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->num_layers - 1].x_out, cb->rstdf, N, D, st));
+    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * sizeof(float), "cuda: zeroing dx0"));
+    float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
+    const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
+
+    for (int l = cb->num_layers - 1; l >= 0; l--) {
+        CudaLayer *a = &cb->layers[l];
+        /* dx holds dL/d(x_out); an encoder block whose output fed a skip also gets that path */
+        const int skip_user = s->num_encoder - 1 - l;
+        if (l < s->num_encoder && skip_user < s->num_skip)
+            RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dskip[skip_user], ND, st));
+        /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
+        RETURN_ON_FAILURE(cuda_scaled_add_backward(NULL, NULL, cb->gD16, block_grad(cb, l, BLK_MLP_SCALE), dx, NULL,
+                                                   a->mo, block_param(cb, l, BLK_MLP_SCALE), N, D, cb->partials, st));
+        /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
+         * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
+         * pass over u, so that product comes after it */
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
+                                               block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        RETURN_ON_FAILURE(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16,
+                                               cb->h, NULL, N, HID, D));
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
+                                               a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+        /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
+         * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
+         * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
+        RETURN_ON_FAILURE(cuda_add_norm_backward(dx, cb->a_in, cb->gD16, block_grad(cb, l, BLK_ATTN_SCALE), cb->dD2,
+                                                 a->x_in_used, cb->x0, block_param(cb, l, BLK_RESID_MIX), a->ao,
+                                                 block_param(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, N, D,
+                                                 cb->partials, st));
+        /* dy straight to bf16: the attention backward is its only consumer */
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ), cb->gD16,
+                                               a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
+        RETURN_ON_FAILURE(cuda_attention_backward(cb->dq, cb->dk, cb->dqkv16 + D + KV, cb->dy16, a->q16, a->k16,
+                                                  a->qkv + D + KV, QKV, a->y16, a->lse, B, T, cb->num_heads,
+                                                  cb->num_kv_heads, cb->head_dim, cb->attn_D, st));
+        RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16, block_grad(cb, l, BLK_Q_GAIN), cb->dq, a->qkv,
+                                                     block_param(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T,
+                                                     cb->num_heads, cb->head_dim, QKV, cb->rope_scratch, cb->partials,
+                                                     st));
+        RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, cb->rope_cos,
+                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, QKV, NULL,
+                                                     NULL, st));
+        /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
+         * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
+                                               cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
+         * dL/dx_in (written), dx is spent */
+        RETURN_ON_FAILURE(cuda_norm_mix_backward(dx_alt, cb->dx0, block_grad(cb, l, BLK_RESID_MIX), dx, cb->dD2,
+                                                 a->x_in_used, cb->x0, block_param(cb, l, BLK_RESID_MIX), a->rstd_attn,
+                                                 N, D, cb->partials, st));
+        float *t = dx;
+        dx = dx_alt;
+        dx_alt = t;
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
+        const int dec = l - s->num_encoder;
+        if (dec >= 0 && dec < s->num_skip)
+            RETURN_ON_FAILURE(cuda_scaled_add_backward(NULL, cb->dskip[dec], NULL, dskip_w + (size_t)dec * D, dx,
+                                                       cb->layers[s->num_encoder - 1 - dec].x_out, NULL,
+                                                       skip_w + (size_t)dec * D, N, D, cb->partials, st));
+        RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
+    }
+    /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
+    RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dx0, ND, st));
+    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
+    return cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st);
+}
+
+/* The embedding's weight gradient from d emb (in dxf): its grid is the number of distinct token
+ * ids of the micro-batch, known on the host only, so it stays out of the micro-batch graph. */
+static int embedding_backward(CudaBackend *cb) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int32_t *positions = cb->d_tok + 2 * (size_t)cb->num_tokens;
+    const int32_t *starts = positions + cb->num_tokens, *rows = starts + cb->vocab + 1;
+    RETURN_ON_FAILURE(cuda_embedding_backward(cb->d_grads + s->params[s->tok_emb].offset, cb->dxf, rows, starts,
+                                              positions, cb->emb_rows, cb->dim, cb->stream));
+    return backend_grad_ready(&cb->base, model_grad_num_stages(s) - 1);
+}
+
+/* Everything of a training micro-batch between the token upload and the embedding backward:
+ * the forward, the logits and loss with their backward, the loss download, the blocks'
+ * backward. Queued on the stream (no synchronisation), so it can be captured as it is. */
+static int micro_batch_body(CudaBackend *cb, float loss_weight) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int N = cb->num_tokens;
+    RETURN_ON_FAILURE(forward_blocks(cb, cb->B));
+    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, (size_t)N * cb->dim * sizeof(float), "cuda: zeroing d xf"));
+    const int out = output_param_index(cb);
+    RETURN_ON_FAILURE(cuda_logits_ce_forward_backward(cb->blas, cb->dxf, cb->d_grads + s->params[out].offset,
+                                                      cb->losses, cb->xf16, cb->w16[out], cb->d_tok + N, N, cb->dim,
+                                                      cb->vocab, s->softcap, loss_weight, cb->z, cb->dz,
+                                                      cb->logits_chunk, cb->stream));
+    RETURN_ON_FAILURE(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
+    RETURN_ON_FAILURE(
+        cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
+                   "cuda: loss download"));
+    RETURN_ON_FAILURE(backend_grad_ready(&cb->base, 0));
+    return backward_blocks(cb);
+}
+
+/* Captures micro_batch_body into cb->graph. A capture that fails (a CUDA or cuBLAS call that
+ * cannot be captured in this environment) is not an error: the run goes on launch by launch,
+ * with one warning, and the micro-batch is run that way by the caller. */
+static void capture_micro_batch(CudaBackend *cb, float loss_weight) {
+    if (cb->graph) {
+        cudaGraphExecDestroy(cb->graph);
+        cb->graph = NULL;
+    }
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed);
+    const int body = e == cudaSuccess ? micro_batch_body(cb, loss_weight) : 0;
+    if (e == cudaSuccess) e = cudaStreamEndCapture(cb->stream, &g); /* also when the body failed: ends the capture */
+    if (e == cudaSuccess && body == 0) e = cudaGraphInstantiate(&cb->graph, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e == cudaSuccess && body == 0) {
+        cb->graph_loss_weight = loss_weight;
+        cb->graph_captures++;
+        return;
+    }
+    (void)cudaGetLastError(); /* the failed capture's error is not the next launch's */
+    cb->graph = NULL;
+    cb->graph_on = 0;
+    fprintf(stderr, "ctrain: warning: device = cuda: the micro-batch could not be captured as a CUDA graph (%s); "
+                    "this run launches its kernels one by one\n",
+            body != 0 ? ct_error() : cudaGetErrorString(e));
+}
+
+int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
+    CudaBackend *cb = (CudaBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    const int N = cb->num_tokens;
+    if (cb->grads_on_host) {
+        /* the host gradients were handed out (grad_buffer) and may have been changed: they are
+         * the ones to keep accumulating into */
+        RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_grads, b->state->grads, s->total_floats * sizeof(float),
+                                       cudaMemcpyHostToDevice, cb->stream),
+                       "cuda: gradient upload"));
+        cb->grads_on_host = 0;
+    }
+    RETURN_ON_FAILURE(load_tokens(cb, tokens, N, 1));
+    /* the graph holds no gradient-ready reports: a micro-batch whose backward reports them (the
+     * last of a step in an NCCL job) is launched op by op */
+    const int graphed = cb->graph_on && cb->graph_warm && !b->grad_ready;
+    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight)) capture_micro_batch(cb, loss_weight);
+    if (graphed && cb->graph) {
+        RETURN_ON_FAILURE(
+            cuda_check(cudaGraphLaunch(cb->graph, cb->stream), "cuda: launching the micro-batch's CUDA graph"));
+        cb->graph_launches++;
+    } else {
+        RETURN_ON_FAILURE(micro_batch_body(cb, loss_weight));
+        cb->graph_warm = 1;
+    }
+    RETURN_ON_FAILURE(embedding_backward(cb));
+    RETURN_ON_FAILURE(sync_stream(cb, "cuda forward_backward"));
+    *mean_loss = cb->h_scalars[0] / N;
+    RETURN_ON_FAILURE(backend_check_loss(*mean_loss));
+    return 0;
+}
+
+#endif /* CT_HAVE_CUDA */
