@@ -27,13 +27,7 @@
 
 #include <stddef.h>
 
-/* ---- RoPE tables ---------------------------------------------------------------------------
- * cos_table, sin_table: [T, head_dim/2]. Entry [t, i] is cos/sin of freq = t * inv_freq[i] with
- * inv_freq[i] = 1 / base^((2i)/head_dim), every step rounded to fp32 as in train_gpt.py's
- * Rotary (which computes the tables in fp32). The final cos/sin are evaluated in double and
- * rounded once, so they are the correctly rounded values of the fp32 angle (torch's vectorised
- * fp32 cos/sin agree to within 1 ulp). Compute once per (T, head_dim, base). */
-void cpu_rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base);
+#include "rope_tables.h" /* the RoPE tables (cpu_rope_tables_init), shared with the CUDA backend */
 
 /* ---- QK-norm + RoPE + gain (fused, per token and head) -------------------------------------
  * For each token n (position t = n % T) and head h, with x = in[n, h*hd : (h+1)*hd]:

@@ -1,17 +1,9 @@
-/* cpu_blas_core.h — choosing OpenBLAS's kernel set for this CPU when the OpenBLAS in use is
- * older than the CPU (cpu_blas_core.c says why and how). */
+/* cpu_blas_core.h — moved: the OpenBLAS core choice is a start-up policy of the process, not math,
+ * and lives in base/blas_core.h. This forwarding header remains only until
+ * src/backend/backend_cpu.c includes "blas_core.h" itself; nothing new should include it. */
 #ifndef CT_CPU_BLAS_CORE_H
 #define CT_CPU_BLAS_CORE_H
 
-#include <stddef.h>
-
-/* Call first in main, with main's argv, before any other work: if OpenBLAS picked a core
- * weaker than this CPU supports and the user did not choose one (OPENBLAS_CORETYPE), set
- * OPENBLAS_CORETYPE and execute ctrain again (does not return then). */
-void cpu_blas_choose_core(char **argv);
-
-/* "SkylakeX (chosen by ctrain: OpenBLAS picked Haswell, but this CPU has AVX-512)", or
- * "Haswell (OpenBLAS's choice)", "... (OPENBLAS_CORETYPE=...)". */
-const char *cpu_blas_core_describe(char *buf, size_t cap);
+#include "blas_core.h"
 
 #endif

@@ -1,6 +1,13 @@
 /* cuda_attention.cu — causal grouped-query flash attention on tensor cores, forward and backward
- * (see cuda_ops.h). bf16 q, k, v, y, dy; fp32 accumulation, softmax and gradients; mma.sync
- * m16n8k16 with ldmatrix and cp.async (cuda_mma.cuh), so it runs on sm_80 and sm_90.
+ * (see cuda_attention.h; the pair of cpu_attention.c). bf16 q, k, v, y, dy; fp32 accumulation,
+ * softmax and gradients; mma.sync m16n8k16 with ldmatrix and cp.async (cuda_mma.cuh), so it runs
+ * on sm_80 and sm_90.
+ *
+ * Contents, in order:
+ *   AttCfg, load_tile_async .. stat_index   tile shapes, copies and mma fragment helpers
+ *   attention_forward_kernel                "forward"
+ *   tile_row_dots, attention_backward_dq_kernel, attention_backward_dkv_kernel   "backward"
+ *   cuda_attention_supported/_forward/_backward_scratch_floats/_backward, launch_*   "launchers"
  *
  * Work split (the FlashAttention-2 scheme, made deterministic)
  *  - A block is 4 warps and owns 64 rows: queries (dq kernel) or keys (dk/dv kernel); each warp
@@ -28,6 +35,7 @@
  *    order varies from run to run): 7 instead of 5 products, the price of run-to-run equal bits.
  *  - Blocks of the forward and dq kernels take query tiles longest first (the last tiles see the
  *    most keys), which evens out the causal triangle's work across the machine. */
+#include "cuda_attention.h"
 #include "cuda_mma.cuh"
 
 #define ATT_LOG2E 1.4426950408889634f

@@ -1,5 +1,5 @@
 /* cuda_common.cu — error checking, conversions and the fixed-order reductions shared by the CUDA
- * backend (see cuda_ops.h). */
+ * backend (see cuda_common.h). */
 #include <stdlib.h>
 
 #include "cuda_common.cuh"

@@ -1,5 +1,6 @@
 /* cuda_common.cuh — device helpers shared by the kernels/cuda/cuda_*.cu files: bf16 conversion,
- * deterministic warp/block reductions, launch checking. Private to the CUDA sources. */
+ * wide (vector) row accesses, deterministic warp/block reductions, launch checking. Private to
+ * the CUDA sources; the C-callable declarations are in the family headers (cuda_<family>.h). */
 #ifndef CT_CUDA_COMMON_CUH
 #define CT_CUDA_COMMON_CUH
 
@@ -8,10 +9,12 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <initializer_list>
+
 extern "C" {
 #include "common.h"
 }
-#include "cuda_ops.h"
+#include "cuda_common.h"
 
 #define CT_FULL_MASK 0xffffffffu
 
@@ -71,6 +74,30 @@ static __device__ __forceinline__ void st_vec(__nv_bfloat16 *p, const Bf16V<V> &
 /* An fp32 or bf16 element as fp32, for kernels that read either. */
 static __device__ __forceinline__ float as_f32(float x) { return x; }
 static __device__ __forceinline__ float as_f32(__nv_bfloat16 x) { return from_bf16(x); }
+
+/* Rows are walked V channels at a time (ld_vec/st_vec above): 16-byte fp32 accesses
+ * when V = 4 (rows of C % 4 == 0 channels in 16-byte aligned buffers: every row the backend
+ * has), so a warp moves 512 bytes per instruction; V = 1 otherwise. Lane l handles channels
+ * V*l + 32*V*k. */
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* 4 when every row of C channels in these buffers (NULL ones ignored) can take V = 4 accesses. */
+static inline int row_vector_width(int C, std::initializer_list<const void *> buffers) {
+    if (C % 4 != 0) return 1;
+    for (const void *p : buffers)
+        if (p && !aligned16(p)) return 1;
+    return 4;
+}
+
+/* x + scale * bf16 branch, the residual add of the attention and MLP outputs, V channels: one
+ * definition, so that every kernel that recomputes x1 = xm + attn_scale * ao instead of reading
+ * it from memory gets the bits add_norm_forward got (cuda_rmsnorm.cu, cuda_scaled_add.cu). */
+template <int V>
+static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32V<V> &scale, const Bf16V<V> &branch) {
+    F32V<V> y;
+#pragma unroll
+    for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(x.v[e], __fmul_rn(scale.v[e], from_bf16(branch.v[e])));
+    return y;
+}
 
 /* Butterfly sums: every lane ends with the same bits (each step adds a pair that its partner
  * lane adds in the other order, and fp addition is commutative), in a fixed order. */

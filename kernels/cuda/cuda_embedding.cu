@@ -1,11 +1,12 @@
 /* cuda_embedding.cu — token embedding gather and its deterministic scatter-add backward (see
- * cuda_ops.h). The backward never uses atomics: the token positions of a micro-batch are grouped
- * by id once on the host (a counting sort, O(N + V)), and each thread owns one (id, channel) of
- * the gradient and adds that id's tokens in token order — the CPU op's order, so the results
- * are bitwise equal to cpu_embedding_backward's. */
+ * cuda_embedding.h; the pair of cpu_embedding.c). The backward never uses atomics: the token
+ * positions of a micro-batch are grouped by id once on the host (a counting sort, O(N + V)), and
+ * each thread owns one (id, channel) of the gradient and adds that id's tokens in token order — the
+ * CPU op's order, so the results are bitwise equal to cpu_embedding_backward's. */
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "cuda_embedding.h"
 
 enum { EMB_THREADS = 128 };
 

@@ -1,5 +1,6 @@
 /* cuda_gemm.cu — row-major matrix products on cuBLAS (cublasGemmEx and its strided-batched form,
- * CUBLAS_COMPUTE_32F) and the bias-free linear layer built on them (see cuda_ops.h).
+ * CUBLAS_COMPUTE_32F) and the cuBLAS handle setup (see cuda_gemm.h); the pair of cpu_gemm.c. The
+ * bias-free linear layer built on them is cuda_linear.cu.
  *
  * Row-major to column-major: a row-major C[M,N] is the column-major C^T [N,M], and
  * C^T = op(B)^T op(A)^T, so the row-major product is one column-major GEMM with the operands
@@ -8,6 +9,7 @@
 #include <stdio.h>
 
 #include "cuda_common.cuh"
+#include "cuda_gemm.h"
 
 static cudaDataType_t data_type(int t) { return t == CT_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
@@ -74,31 +76,5 @@ extern "C" int cuda_blas_create(cublasHandle_t *out, cudaStream_t stream, void *
         return -1;
     }
     *out = h;
-    return 0;
-}
-
-extern "C" int cuda_linear_forward(cublasHandle_t handle, void *out, int out_type, const ct_bf16 *x, const ct_bf16 *W,
-                                   int N, int in_features, int out_features) {
-    /* out[N,out] = x[N,in] @ W[out,in]^T; a bf16 out is the fp32 accumulator rounded once */
-    if (cuda_gemm(handle, 0, 1, N, out_features, in_features, 1.0f, x, CT_BF16, in_features, W, CT_BF16, in_features,
-                  0.0f, out, out_type, out_features) != 0)
-        return ct_fail_prefix("linear forward");
-    return 0;
-}
-
-extern "C" int cuda_linear_backward(cublasHandle_t handle, void *dx, int dx_type, int dx_accumulate, float *dW,
-                                    const ct_bf16 *dout, const ct_bf16 *x, const ct_bf16 *W, int N, int in_features,
-                                    int out_features) {
-    /* a bf16 sum would round the running total, not only this product's contribution */
-    if (dx && dx_type == CT_BF16 && dx_accumulate)
-        return ct_fail("linear backward: a bf16 input gradient cannot be accumulated into");
-    /* dx[N,in] (+)= dout[N,out] @ W[out,in] */
-    if (dx && cuda_gemm(handle, 0, 0, N, in_features, out_features, 1.0f, dout, CT_BF16, out_features, W, CT_BF16,
-                        in_features, dx_accumulate ? 1.0f : 0.0f, dx, dx_type, in_features) != 0)
-        return ct_fail_prefix("linear backward (input gradient)");
-    /* dW[out,in] += dout^T @ x: dout stored [N,out] = op(A) transposed, x [N,in] */
-    if (dW && cuda_gemm(handle, 1, 0, out_features, in_features, N, 1.0f, dout, CT_BF16, out_features, x, CT_BF16,
-                        in_features, 1.0f, dW, CT_F32, in_features) != 0)
-        return ct_fail_prefix("linear backward (weight gradient)");
     return 0;
 }

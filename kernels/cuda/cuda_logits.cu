@@ -1,9 +1,12 @@
 /* cuda_logits.cu — output logits, tanh softcap and cross-entropy, fused and chunked over tokens
- * (see cuda_ops.h). Per chunk: one bf16 GEMM gives the fp32 logits z [rows, V]; one block per
- * row does softcap, max, sum of exponentials (double, fixed tree), the loss and, when training,
- * the bf16 gradient dz; two bf16 GEMMs give dx and dW. Only chunk x V logits exist at a time.
- * The row arithmetic is logits_ce's (cpu_logits_ce.c) with explicit fp32 roundings. */
+ * (see cuda_logits.h; the pair of cpu_logits.c). Per chunk: one bf16 GEMM gives the fp32 logits z
+ * [rows, V]; one block per row does softcap, max, sum of exponentials (double, fixed tree), the
+ * loss and, when training, the bf16 gradient dz; two bf16 GEMMs give dx and dW. Only chunk x V
+ * logits exist at a time. The row arithmetic is logits_ce's (cpu_logits.c) with explicit fp32
+ * roundings. */
 #include "cuda_common.cuh"
+#include "cuda_gemm.h"
+#include "cuda_logits.h"
 
 enum { CE_THREADS = 256 };
 

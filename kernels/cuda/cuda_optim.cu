@@ -1,5 +1,5 @@
 /* cuda_optim.cu — Adam, Muon (momentum, Newton–Schulz on cuBLAS, scale, apply) and global-norm
- * clipping on the device (see cuda_ops.h; the CPU versions are kernels/cpu/cpu_optim*.c). The
+ * clipping on the device (see cuda_optim.h; the CPU versions are kernels/cpu/cpu_optim*.c). The
  * element-wise lines spell out the CPU's fp32 roundings (__fmul_rn/__fadd_rn, fmaf where the
  * CPU uses fmaf) so nvcc cannot contract them differently; their scalars come from the host,
  * computed as the CPU computes them. Nothing here synchronises with the host: norms stay on the
@@ -8,6 +8,8 @@
 
 #include "ns5.h"
 #include "cuda_common.cuh"
+#include "cuda_gemm.h"
+#include "cuda_optim.h"
 
 /* ---- Adam ---- */
 

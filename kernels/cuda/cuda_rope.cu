@@ -1,17 +1,18 @@
-/* cuda_rope.cu — fused QK-norm + RoPE + gain, forward and backward (see cuda_ops.h and
- * cpu_attention.h for the math). A warp owns ROPE_ROWS_PER_WARP consecutive (token, head)
- * vectors and issues all their loads before any reduction, so enough bytes are in flight to
- * keep the memory busy (one vector of 64 fp32 per warp left it at ~1.3 TB/s on an H100). Lane l
- * holds the RoPE pairs (i, i + hd/2) for i = l, l+32, ... (PAIRS of them, a template parameter:
- * hd <= 256), so the rotation needs no data exchange and the two dot products are one warp
- * butterfly each. The element-wise fp32 operations are the CPU op's, with explicit roundings.
- * dgain: per-(token, head) partials, then the fixed-order column reduction over tokens.
- * The c_q/c_k output (in) and the input gradients (din, din_bf16) may be column blocks of wider
- * rows (the backend keeps c_q, c_k and c_v's outputs side by side, one product for the three):
- * `ld` elements per token; the other tensors are whole [B*T, heads*hd]. */
+/* cuda_rope.cu — fused QK-norm + RoPE + gain, forward and backward (see cuda_rope.h, and
+ * cpu_attention.h for the math; the pair of cpu_rope.c). A warp owns ROPE_ROWS_PER_WARP consecutive
+ * (token, head) vectors and issues all their loads before any reduction, so enough bytes are in
+ * flight to keep the memory busy (one vector of 64 fp32 per warp left it at ~1.3 TB/s on an H100).
+ * Lane l holds the RoPE pairs (i, i + hd/2) for i = l, l+32, ... (PAIRS of them, a template
+ * parameter: hd <= 256), so the rotation needs no data exchange and the two dot products are one
+ * warp butterfly each. The element-wise fp32 operations are the CPU op's, with explicit roundings.
+ * dgain: per-(token, head) partials, then the fixed-order column reduction over tokens. The c_q/c_k
+ * output (in) and the input gradients (din, din_bf16) may be column blocks of wider rows (the
+ * backend keeps c_q, c_k and c_v's outputs side by side, one product for the three): `ld` elements
+ * per token; the other tensors are whole [B*T, heads*hd]. */
 #include <float.h>
 
 #include "cuda_common.cuh"
+#include "cuda_rope.h"
 
 enum { ROPE_THREADS = 256, ROPE_WARPS = ROPE_THREADS / 32, ROPE_ROWS_PER_WARP = 4, ROPE_MAX_PAIRS = 4 };
 

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blas_core.h"
 #include "cli.h"
 #include "commands.h"
 #include "common.h"
-#include "cpu_blas_core.h"
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -5,9 +5,9 @@
 #include <hdf5.h>
 #include <string.h>
 
+#include "blas_core.h"
 #include "common.h"
 #include "cpu_blas.h"
-#include "cpu_blas_core.h"
 
 #ifdef CT_HAVE_MPI
 #include <mpi.h>

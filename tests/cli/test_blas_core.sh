@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_blas_core.sh — the OpenBLAS kernel set (kernels/cpu/cpu_blas_core.c): when OpenBLAS picks
+# test_blas_core.sh — the OpenBLAS kernel set (base/blas_core.c): when OpenBLAS picks
 # a core weaker than the CPU supports, `ctrain train` / `--version` execute again with
 # OPENBLAS_CORETYPE set to the best one, and OpenBLAS really loads it; a core the user chose is
 # kept; the choice is reported by --version and the training banner. OpenBLAS picking a weak

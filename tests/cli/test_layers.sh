@@ -12,7 +12,7 @@ else fail tree_points_one_way "$(head -c 1500 real.out)"; fi
 
 # The objects the manifest lists are the library's: every .c under the source folders, every
 # .cu when the build compiled CUDA, and every .cc when it compiled the SentencePiece shim.
-sources=$(cd "$CT_ROOT" && ls base/*.c src/*/*.c checkpoint/*.c kernels/*/*.c 2>/dev/null | wc -l)
+sources=$(cd "$CT_ROOT" && ls base/*.c src/*/*.c checkpoint/*.c kernels/*.c kernels/*/*.c 2>/dev/null | wc -l)
 cuda_listed=$(grep -c '^object .*/kernels/cuda/' "$CT_BUILD/layers.txt")
 [ "$cuda_listed" -gt 0 ] && sources=$((sources + $(cd "$CT_ROOT" && ls kernels/cuda/*.cu | wc -l)))
 if "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then

@@ -31,10 +31,14 @@ out="$build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
 mkdir -p "$out/k" "$out/gen" "$out/obj"
 [ -f "$build/libctrain.a" ] || { echo "run.sh: $build/libctrain.a missing: run make first" >&2; exit 2; }
 
-cp "$root"/kernels/cuda/cuda_ops.h "$root"/kernels/cuda/cuda_common.cuh "$out/k/"
+# Every CUDA header is copied (and found there first: they include each other by quotes), so the
+# exact-bf16 mode's ct_bf16 (cuda_common.h) is the one every source sees.
+rm -f "$out"/k/*
+cp "$root"/kernels/cuda/*.h "$root"/kernels/cuda/*.cuh "$out/k/"
 defs=(-DCT_HAVE_CUDA=1 -DCT_GPU_EMU=1)
 if [ $exact = 1 ]; then
-    sed -i 's/typedef uint16_t ct_bf16;/typedef uint32_t ct_bf16;/' "$out/k/cuda_ops.h"
+    sed -i 's/typedef uint16_t ct_bf16;/typedef uint32_t ct_bf16;/' "$out/k/cuda_common.h"
+    grep -q 'typedef uint32_t ct_bf16;' "$out/k/cuda_common.h" || { echo "run.sh: ct_bf16 typedef not found" >&2; exit 2; }
     defs+=(-DEMU_EXACT_BF16=1)
 fi
 # The build's include folders (make flags), after the copies above so that those are found first.

@@ -1,7 +1,8 @@
-/* test_gpu_rowops.c — the CUDA row ops (cuda_rowops.cu, cuda_common.cu) against the CPU ops:
- * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
- * backward that recomputes its input, the fused norm + mix backward, scaled add, residual
- * mix, relu^2, bf16 conversion and the fixed-order reductions. Rules in test_gpu.h.
+/* test_gpu_rowops.c — the CUDA row ops (cuda_rmsnorm.cu, cuda_scaled_add.cu, cuda_residual_mix.cu,
+ * cuda_relu2.cu, cuda_common.cu) against the CPU ops: RMSNorm, the fused block-input mix + norm
+ * and residual + norm forwards, the residual + norm backward that recomputes its input, the
+ * fused norm + mix backward, scaled add, residual mix, relu^2, bf16 conversion and the
+ * fixed-order reductions. Rules in test_gpu.h.
  *
  * Bounds (relative norm error against the CPU op on the same fp32 inputs):
  *  F32_TOL 1e-6: these ops do the CPU's fp32 element operations with the same roundings; only

@@ -1,26 +1,11 @@
-/* cpu_attn_rope.c — RoPE tables and the fused QK-norm + RoPE + gain op (forward and backward)
- * of the CPU backend; see cpu_attention.h for the math and the conventions. */
+/* cpu_rope.c — the fused QK-norm + RoPE + gain op (forward and backward) of the CPU backend; see
+ * cpu_attention.h for the math and the conventions. The pair of cuda_rope.cu; the RoPE tables
+ * both backends use are in kernels/rope_tables.c. */
 #include "cpu_attention.h"
 
 #include <assert.h>
 #include <float.h>
 #include <math.h>
-
-void cpu_rope_tables_init(float *cos_table, float *sin_table, int T, int head_dim, float base) {
-    assert(T > 0 && head_dim > 0 && head_dim % 2 == 0 && base > 0);
-    int half = head_dim / 2;
-    for (int i = 0; i < half; i++) {
-        /* Every step rounded to fp32, in the order torch evaluates
-         * 1.0 / (base ** (arange(0, dim, 2, fp32) / dim)), so the angles match Rotary's. */
-        float exponent = (float)(2 * i) / (float)head_dim;
-        float inv_freq = 1.0f / powf(base, exponent);
-        for (int t = 0; t < T; t++) {
-            float angle = (float)t * inv_freq;
-            cos_table[(size_t)t * half + i] = (float)cos((double)angle);
-            sin_table[(size_t)t * half + i] = (float)sin((double)angle);
-        }
-    }
-}
 
 /* 1/RMS of one head vector; fp32 like F.rms_norm on fp32 input with eps=None (FLT_EPSILON). */
 static inline float head_inv_rms(const float *x, int head_dim) {

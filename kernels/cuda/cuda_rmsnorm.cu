@@ -1,7 +1,15 @@
-/* cuda_rowops.cu — RMSNorm, residual mix, scaled residual add and relu^2 (forward/backward),
- * plus the fused block-input (mix + norm) and add + norm forwards and their backwards, which
- * recompute the norms' inputs xm and x1 from the block input instead of keeping them
- * (see cuda_ops.h; docs/cuda.md, "Memory plan").
+/* cuda_rmsnorm.cu — RMSNorm forward/backward (the pair of cpu_rmsnorm.c), plus the fused ops
+ * that begin or end with an RMSNorm: the block-input (mix + norm) and add + norm forwards and
+ * their backwards, which recompute the norms' inputs xm and x1 from the block input instead of
+ * keeping them (see cuda_rmsnorm.h; docs/cuda.md, "Memory plan"). tests/unit/test_gpu_rowops.c
+ * checks each fused op against the CPU ops it fuses:
+ *   cuda_mix_norm_forward, cuda_out_mix_norm_forward  cpu_scaled_add_forward (skip, block output)
+ *                                                     + cpu_residual_mix_forward + cpu_rmsnorm_forward
+ *   cuda_add_norm_forward                             cpu_scaled_add_forward + cpu_rmsnorm_forward
+ *   cuda_norm_mix_backward                            cpu_rmsnorm_backward + cpu_residual_mix_backward
+ *   cuda_add_norm_backward                            cpu_rmsnorm_backward (+ cpu_scaled_add_backward)
+ * and bitwise against the unfused CUDA ops (cuda_residual_mix.cu, cuda_scaled_add.cu) that the
+ * fused backwards fall back to where the device lacks their shared memory.
  *
  * Row kernels use one warp per row (8 rows per 256-thread block); each lane walks the channels
  * 4 at a time (16-byte accesses, c = 4*lane, 4*lane+128, ...; one at a time where a row is not
@@ -13,27 +21,15 @@
  *
  * Parameter gradients (dscale, dmix) use the column-reduction layout of cuda_common.cuh:
  * blocks of 32 channels x COLSUM_TY row lanes over CUDA_COLSUM_ROWS-token chunks. */
-#include <initializer_list>
-
 #include "cuda_common.cuh"
+#include "cuda_residual_mix.h"
+#include "cuda_rmsnorm.h"
+#include "cuda_scaled_add.h"
 
 enum { ROW_THREADS = 256, ROWS_PER_BLOCK = ROW_THREADS / 32 };
 
 static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, float eps) {
     return (float)(1.0 / sqrt(sum_sq / C + (double)eps));
-}
-
-/* Rows are walked V channels at a time (ld_vec/st_vec, cuda_common.cuh): 16-byte fp32 accesses
- * when V = 4 (rows of C % 4 == 0 channels in 16-byte aligned buffers: every row the backend
- * has), so a warp moves 512 bytes per instruction; V = 1 otherwise. Lane l handles channels
- * V*l + 32*V*k. */
-static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-/* 4 when every row of C channels in these buffers (NULL ones ignored) can take V = 4 accesses. */
-static int row_vector_width(int C, std::initializer_list<const void *> buffers) {
-    if (C % 4 != 0) return 1;
-    for (const void *p : buffers)
-        if (p && !aligned16(p)) return 1;
-    return 4;
 }
 
 /* Second pass of mix_norm_forward, after the first wrote the row v and summed its
@@ -51,17 +47,6 @@ static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, floa
         st_vec<V>(dst + c, y);
     }
     if (lane == 0) rstd[row] = r;
-}
-
-/* x + scale * bf16 branch, the residual add of the attention and MLP outputs, V channels: one
- * definition, so that every kernel that recomputes x1 = xm + attn_scale * ao instead of reading
- * it from memory gets the bits add_norm_forward got. */
-template <int V>
-static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32V<V> &scale, const Bf16V<V> &branch) {
-    F32V<V> y;
-#pragma unroll
-    for (int e = 0; e < V; e++) y.v[e] = __fadd_rn(x.v[e], __fmul_rn(scale.v[e], from_bf16(branch.v[e])));
-    return y;
 }
 
 /* xm = mix[0] * x_in + mix[1] * x0, the block-input mix, V channels: one definition for the
@@ -374,172 +359,6 @@ extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, co
     return 0;
 }
 
-/* ---- scaled residual add ---- */
-
-template <int V>
-static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *inner,
-                                                 const float *inner_scale, const __nv_bfloat16 *branch,
-                                                 const float *scale, size_t n, int C) {
-    for (size_t i = V * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * (size_t)gridDim.x * blockDim.x) {
-        const size_t c = i % (size_t)C; /* C % V == 0: the V elements are in one row */
-        F32V<V> a = ld_vec<V>(x + i);
-        if (inner) a = add_scaled<V>(a, ld_vec<V>(inner_scale + c), ld_vec<V>(inner + i));
-        st_vec<V>(out + i, add_scaled<V>(a, ld_vec<V>(scale + c), ld_vec<V>(branch + i)));
-    }
-}
-
-extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *inner, const float *inner_scale,
-                                       const ct_bf16 *branch, const float *scale, int N, int C, cudaStream_t stream) {
-    const size_t n = (size_t)N * C;
-    if (n == 0) return 0;
-    if ((inner == NULL) != (inner_scale == NULL))
-        return ct_fail("scaled_add_forward: inner and inner_scale go together");
-    if (row_vector_width(C, {out, x, inner, inner_scale, branch, scale}) == 4)
-        scaled_add_forward_kernel<4><<<ct_grid_1d(n / 4, 256), 256, 0, stream>>>(
-            out, x, host_as_bf(inner), inner_scale, host_as_bf(branch), scale, n, C);
-    else
-        scaled_add_forward_kernel<1><<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(inner), inner_scale,
-                                                                             host_as_bf(branch), scale, n, C);
-    CT_LAUNCHED("scaled_add_forward", stream);
-    return 0;
-}
-
-/* The two column-reduction backwards move V = 4 channels per thread (16-byte fp32 accesses) where
- * row_vector_width allows, else 1; a thread's rows are those of the 1-wide layout (r0 + ty + 8j),
- * so the parameter-gradient partials are the same sums in the same order either way. */
-template <typename BranchT, int V>
-static __global__ void __launch_bounds__(32 * COLSUM_TY)
-    scaled_add_backward_kernel(float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials,
-                               const float *dout, const BranchT *branch, const float *scale, int N, int C) {
-    __shared__ double sh[COLSUM_TY][32 * V];
-    const int c = (blockIdx.x * 32 + threadIdx.x) * V;
-    const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
-    double acc[V];
-#pragma unroll
-    for (int e = 0; e < V; e++) acc[e] = 0.0;
-    if (c < C) {
-        const F32V<V> s = ld_vec<V>(scale + c);
-        for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
-            const size_t i = (size_t)r * C + c;
-            const F32V<V> d = ld_vec<V>(dout + i);
-            const auto b = ld_vec<V>(branch + i);
-            F32V<V> v;
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                v.v[e] = __fmul_rn(s.v[e], d.v[e]);
-                acc[e] += (double)d.v[e] * (double)as_f32(b.v[e]);
-            }
-            if (dx) {
-                F32V<V> g = ld_vec<V>(dx + i);
-#pragma unroll
-                for (int e = 0; e < V; e++) g.v[e] = __fadd_rn(g.v[e], d.v[e]);
-                st_vec<V>(dx + i, g);
-            }
-            if (dbranch) st_vec<V>(dbranch + i, v);
-            if (dbranch_bf16) {
-                Bf16V<V> h;
-#pragma unroll
-                for (int e = 0; e < V; e++) h.v[e] = to_bf16(v.v[e]);
-                st_vec<V>(dbranch_bf16 + i, h);
-            }
-        }
-    }
-    colsum_block_reduce_v<V>(acc, sh);
-    if (threadIdx.y == 0 && c < C) {
-#pragma unroll
-        for (int e = 0; e < V; e++) partials[(size_t)blockIdx.y * C + c + e] = acc[e];
-    }
-}
-
-template <typename BranchT>
-static void launch_scaled_add_backward(int V, unsigned chunks, float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16,
-                                       double *partials, const float *dout, const BranchT *branch, const float *scale,
-                                       int N, int C, cudaStream_t stream) {
-    const dim3 block(32, COLSUM_TY);
-    if (V == 4)
-        scaled_add_backward_kernel<BranchT, 4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks), block, 0, stream>>>(
-            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
-    else
-        scaled_add_backward_kernel<BranchT, 1><<<dim3(ct_blocks((size_t)C, 32), chunks), block, 0, stream>>>(
-            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
-}
-
-extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale,
-                                        const float *dout, const float *branch, const ct_bf16 *branch_bf16,
-                                        const float *scale, int N, int C, double *partials, cudaStream_t stream) {
-    if (N <= 0) return 0;
-    if ((branch == NULL) == (branch_bf16 == NULL))
-        return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");
-    const int V = row_vector_width(C, {dx, dbranch, dbranch_bf16, dout, branch, branch_bf16, scale});
-    const unsigned chunks = (unsigned)colsum_chunks(N);
-    if (branch)
-        launch_scaled_add_backward<float>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, branch,
-                                          scale, N, C, stream);
-    else
-        launch_scaled_add_backward<__nv_bfloat16>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout,
-                                                  host_as_bf(branch_bf16), scale, N, C, stream);
-    CT_LAUNCHED("scaled_add_backward", stream);
-    return colsum_finish(dscale, partials, colsum_chunks(N), C, stream);
-}
-
-/* ---- residual mix backward ---- */
-
-template <int V>
-static __global__ void __launch_bounds__(32 * COLSUM_TY)
-    residual_mix_backward_kernel(float *dx, int dx_accumulate, float *dx0, double *partials, const float *dout,
-                                 const float *x, const float *x0, const float *mix, int N, int C) {
-    __shared__ double sh[COLSUM_TY][32 * V];
-    const int c = (blockIdx.x * 32 + threadIdx.x) * V;
-    const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
-    double acc_x[V], acc_x0[V];
-#pragma unroll
-    for (int e = 0; e < V; e++) acc_x[e] = acc_x0[e] = 0.0;
-    if (c < C) {
-        const F32V<V> m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
-        for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
-            const size_t i = (size_t)r * C + c;
-            const F32V<V> d = ld_vec<V>(dout + i), xv = ld_vec<V>(x + i), zv = ld_vec<V>(x0 + i);
-            F32V<V> g = dx_accumulate ? ld_vec<V>(dx + i) : F32V<V>{}, g0 = ld_vec<V>(dx0 + i);
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float t = __fmul_rn(m0.v[e], d.v[e]);
-                g.v[e] = dx_accumulate ? __fadd_rn(g.v[e], t) : t;
-                g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(m1.v[e], d.v[e]));
-                acc_x[e] += (double)d.v[e] * (double)xv.v[e];
-                acc_x0[e] += (double)d.v[e] * (double)zv.v[e];
-            }
-            st_vec<V>(dx + i, g);
-            st_vec<V>(dx0 + i, g0);
-        }
-    }
-    colsum_block_reduce_v<V>(acc_x, sh);
-    colsum_block_reduce_v<V>(acc_x0, sh);
-    if (threadIdx.y == 0 && c < C) {
-        double *p = partials + (size_t)blockIdx.y * 2 * C;
-#pragma unroll
-        for (int e = 0; e < V; e++) {
-            p[c + e] = acc_x[e];
-            p[C + c + e] = acc_x0[e];
-        }
-    }
-}
-
-extern "C" int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout,
-                                          const float *x, const float *x0, const float *mix, int N, int C,
-                                          double *partials, cudaStream_t stream) {
-    if (N <= 0) return 0;
-    const dim3 block(32, COLSUM_TY);
-    const unsigned chunks = (unsigned)colsum_chunks(N);
-    if (row_vector_width(C, {dx, dx0, dout, x, x0, mix}) == 4)
-        residual_mix_backward_kernel<4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks), block, 0, stream>>>(
-            dx, dx_accumulate, dx0, partials, dout, x, x0, mix, N, C);
-    else
-        residual_mix_backward_kernel<1><<<dim3(ct_blocks((size_t)C, 32), chunks), block, 0, stream>>>(
-            dx, dx_accumulate, dx0, partials, dout, x, x0, mix, N, C);
-    CT_LAUNCHED("residual_mix_backward", stream);
-    return colsum_finish(dmix, partials, colsum_chunks(N), 2 * C, stream);
-}
-
 /* ---- block-input backward: attention norm + residual mix, fused ----
  * cuda_rmsnorm_backward of the attention norm, whose input xm is recomputed from x_in and x0,
  * then cuda_residual_mix_backward of xm = mix[0] x_in + mix[1] x0 on its result g, without
@@ -735,70 +554,5 @@ extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbran
     /* the residual's backward as its own pass where the fused kernel does not fit */
     if (dbranch) return cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, N, C, partials,
                                                  stream);
-    return 0;
-}
-
-/* ---- relu^2 ----
- * bf16 in and out (the fc product writes u as bf16, its only other consumer is this op's
- * backward; h and du feed products). Eight elements (16 bytes) per thread and step where every
- * buffer is 16-byte aligned, so each warp moves 512-byte lines; the rest one by one. */
-
-static __device__ __forceinline__ float relu2_value(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
-/* cpu_relu2_backward's (2u * dh), fp32 */
-static __device__ __forceinline__ float relu2_grad(float x, float dh) { return x > 0.0f ? __fmul_rn(2.0f * x, dh) : 0.0f; }
-
-static __global__ void relu2_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *u, size_t n, size_t n_vec) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (size_t i = first; i < n_vec; i += stride) {
-        const Bf16V<8> a = ld_vec<8>(u + 8 * i);
-        Bf16V<8> y;
-#pragma unroll
-        for (int e = 0; e < 8; e++) y.v[e] = to_bf16(relu2_value(from_bf16(a.v[e])));
-        st_vec<8>(h + 8 * i, y);
-    }
-    for (size_t i = 8 * n_vec + first; i < n; i += stride) h[i] = to_bf16(relu2_value(from_bf16(u[i])));
-}
-
-extern "C" int cuda_relu2_forward(ct_bf16 *h, const ct_bf16 *u, size_t n, cudaStream_t stream) {
-    if (n == 0) return 0;
-    const size_t n_vec = aligned16(h) && aligned16(u) ? n / 8 : 0;
-    relu2_forward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(h), host_as_bf(u), n,
-                                                                                 n_vec);
-    CT_LAUNCHED("relu2_forward", stream);
-    return 0;
-}
-
-/* h (optional) gets relu(u)^2 in the same pass: the backward's weight gradient needs it and the
- * forward does not keep it, so remaking it here saves a pass over u. Uniform branch on h. */
-static __global__ void relu2_backward_kernel(__nv_bfloat16 *du, __nv_bfloat16 *h, const __nv_bfloat16 *dh,
-                                             const __nv_bfloat16 *u, size_t n, size_t n_vec) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (size_t i = first; i < n_vec; i += stride) {
-        const Bf16V<8> a = ld_vec<8>(u + 8 * i), d = ld_vec<8>(dh + 8 * i);
-        Bf16V<8> g, y;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            g.v[e] = to_bf16(relu2_grad(from_bf16(a.v[e]), from_bf16(d.v[e])));
-            y.v[e] = to_bf16(relu2_value(from_bf16(a.v[e])));
-        }
-        st_vec<8>(du + 8 * i, g);
-        if (h) st_vec<8>(h + 8 * i, y);
-    }
-    for (size_t i = 8 * n_vec + first; i < n; i += stride) {
-        const float a = from_bf16(u[i]);
-        du[i] = to_bf16(relu2_grad(a, from_bf16(dh[i])));
-        if (h) h[i] = to_bf16(relu2_value(a));
-    }
-}
-
-extern "C" int cuda_relu2_backward(ct_bf16 *du, ct_bf16 *h, const ct_bf16 *dh, const ct_bf16 *u, size_t n,
-                                   cudaStream_t stream) {
-    if (n == 0) return 0;
-    if (h && (h == du || h == dh || h == u)) return ct_fail("relu2_backward: h must not alias du, dh or u");
-    const size_t n_vec = aligned16(du) && aligned16(dh) && aligned16(u) && (!h || aligned16(h)) ? n / 8 : 0;
-    relu2_backward_kernel<<<ct_grid_1d(n_vec ? n_vec : n, 256), 256, 0, stream>>>(host_as_bf(du), host_as_bf(h),
-                                                                                  host_as_bf(dh), host_as_bf(u), n,
-                                                                                  n_vec);
-    CT_LAUNCHED("relu2_backward", stream);
     return 0;
 }

@@ -1,12 +1,12 @@
-/* cpu_blas_core.c — the OpenBLAS kernel set ("core") for this CPU. An OpenBLAS built with
- * DYNAMIC_ARCH picks its core when it is loaded, from the CPU models it knows; an older one
- * (Debian 12's 0.3.21) does not know newer CPUs and falls back to older kernels: generic SSE
- * ones on a Sapphire Rapids Xeon (sgemm 215 instead of 1,188 GFLOP/s on 16 cores), Haswell's
- * AVX2 ones on an AVX-512 AMD EPYC. OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so a
- * better core is chosen by setting it and executing ctrain again, once, before anything else
+/* blas_core.c — the OpenBLAS kernel set ("core") for this CPU, a start-up policy of the process. An
+ * OpenBLAS built with DYNAMIC_ARCH picks its core when it is loaded, from the CPU models it knows;
+ * an older one (Debian 12's 0.3.21) does not know newer CPUs and falls back to older kernels:
+ * generic SSE ones on a Sapphire Rapids Xeon (sgemm 215 instead of 1,188 GFLOP/s on 16 cores),
+ * Haswell's AVX2 ones on an AVX-512 AMD EPYC. OpenBLAS reads OPENBLAS_CORETYPE only when it loads,
+ * so a better core is chosen by setting it and executing ctrain again, once, before anything else
  * runs. A core the user chose with OPENBLAS_CORETYPE is left alone. x86-64 only: elsewhere
  * OpenBLAS's choice stands. */
-#include "cpu_blas_core.h"
+#include "blas_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "cpu_blas.h"
+/* OpenBLAS's name of the kernel set it loaded (declared with the others in kernels/cpu/cpu_blas.h,
+ * a layer above; ctrain links OpenBLAS in every configuration). */
+char *openblas_get_corename(void);
 
 /* Set in the environment of the second execution: the core OpenBLAS had picked. */
 #define CHOSEN_FROM_ENV "CTRAIN_BLAS_CORE_FROM"

@@ -1,4 +1,4 @@
-/* cpu_logits_ce.c — output logits (x @ W^T), tanh softcap and cross-entropy, fused and processed
+/* cpu_logits.c — output logits (x @ W^T), tanh softcap and cross-entropy, fused and processed
  * in chunks of tokens so the [N,V] logits never exist at once. One function trains (losses and
  * gradients in one pass over each chunk), one validates (losses only). */
 #include <math.h>

@@ -1,0 +1,35 @@
+/* cuda_logits.h — tied logits + softcap + cross-entropy, chunked (cuda_logits.cu), the pair
+ * of cpu_logits.c.
+ * C-callable; the conventions of every CUDA op are in cuda_ops.h.
+ *
+ * For chunks of `chunk` tokens: z = x @ W^T (bf16 x [N,C] and W [V,C], fp32 z [chunk,V] in
+ * z_scratch), s = softcap*tanh(z/softcap), loss[n] = logsumexp(s) - s[target] (fp32 softmax with
+ * max subtraction, row sums in double), as cpu_logits_ce_forward(_backward). Training also forms
+ * dz = grad_scale * (softmax - onehot) * (1 - tanh^2), grad_scale = (float)(loss_weight / N),
+ * as bf16 in dz_scratch [chunk,V], then dx [N,C] += dz @ W and dW [V,C] += dz^T @ x (fp32).
+ * targets [N] device int32, checked on the host. losses [N] (fp32, written). The caller sums
+ * the losses with cuda_sum. */
+#ifndef CT_CUDA_LOGITS_H
+#define CT_CUDA_LOGITS_H
+
+#include "cuda_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+size_t cuda_logits_z_floats(int chunk, int V);     /* z_scratch */
+size_t cuda_logits_dz_elems(int chunk, int V);     /* dz_scratch (bf16 elements) */
+int cuda_logits_ce_forward_backward(cublasHandle_t handle, float *dx, float *dW, float *losses, const ct_bf16 *x,
+                                    const ct_bf16 *W, const int32_t *targets, int N, int C, int V, float softcap,
+                                    float loss_weight, float *z_scratch, ct_bf16 *dz_scratch, int chunk,
+                                    cudaStream_t stream);
+int cuda_logits_ce_forward(cublasHandle_t handle, float *losses, const ct_bf16 *x, const ct_bf16 *W,
+                           const int32_t *targets, int N, int C, int V, float softcap, float *z_scratch, int chunk,
+                           cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,81 @@
+/* cuda_rmsnorm.h — RMSNorm and the fused ops that begin or end with one (cuda_rmsnorm.cu):
+ * the block-input mix + norm and add + norm forwards and their backwards, the pair of
+ * cpu_rmsnorm.c (the fused ones are checked against the CPU ops they fuse; cuda_rmsnorm.cu
+ * lists them).
+ * C-callable; the conventions of every CUDA op are in cuda_ops.h. */
+#ifndef CT_CUDA_RMSNORM_H
+#define CT_CUDA_RMSNORM_H
+
+#include "cuda_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* RMSNorm without weight, per row of C: r = 1/sqrt(mean(x^2) + eps) (row sum in double, as the
+ * CPU op), y = x * r. out (fp32) and/or out_bf16 receive y (either may be NULL), rstd [N] r
+ * (may be NULL). out may equal x. */
+int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float *x, int N, int C, float eps,
+                         cudaStream_t stream);
+/* dx [N,C] += rstd * dout - x * rstd^3 * mean(dout * x) (the CPU formula, row dot in double). */
+int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
+                          cudaStream_t stream);
+
+/* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward):
+ *   x_in = skip ? x + skip_w * skip : x       (written to x_in only when skip != NULL)
+ *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16(xm * rstd)
+ * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. */
+int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x, const float *skip,
+                          const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
+                          cudaStream_t stream);
+/* The output of the block before, x_out = (xm + attn_scale * ao) + mlp_scale * mo, made as
+ * cuda_scaled_add_forward(x_out, xm, ao, attn_scale, mo, mlp_scale) makes it. */
+typedef struct {
+    float *x_out;
+    const float *xm;
+    const ct_bf16 *ao, *mo;
+    const float *attn_scale, *mlp_scale;
+} CudaBlockOutput;
+/* That op and cuda_mix_norm_forward on its result (x = prev->x_out), in one pass: writes
+ * prev->x_out, and bitwise the two ops. prev->xm may be xm itself (the backend keeps one xm for
+ * all blocks): each element is read before it is overwritten. */
+int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16,
+                              const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
+                              float eps, cudaStream_t stream);
+/* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
+ *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd).
+ * branch bf16 (the attention projection's output, as a product's output under autocast). x1 is
+ * written only when not NULL: the backend does not keep it (cuda_add_norm_backward and
+ * cuda_scaled_add_forward recompute it, to the same bits). */
+int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
+                          const float *scale, int N, int C, float eps, cudaStream_t stream);
+/* cuda_rmsnorm_backward of that norm, its input recomputed as the forwards made it: dx +=
+ * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
+ * (the backend keeps neither xm nor x1). When renorm is given (with renorm_rstd [N]), also
+ * renorm = bf16(xm * renorm_rstd): xm's own norm, the attention's input a_bf16 of
+ * cuda_mix_norm_forward, recomputed to the same bits while xm is in hand. When dbranch is given
+ * (with dscale [C] and partials: cuda_colsum_doubles(N, C, 1)), also the backward of x1's
+ * residual add on the updated dx, as cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx,
+ * NULL, branch, scale) would do it next, bitwise, in the same pass: dbranch = bf16(scale * dx)
+ * (WRITTEN), dscale += sum_n dx * branch (where the device lacks the 8 C bytes of shared memory
+ * per row lane the fused kernel needs, the two ops run one after the other). */
+int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
+                           const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
+                           const float *scale, const float *rstd, const float *renorm_rstd, int N, int C,
+                           double *partials, cudaStream_t stream);
+/* The block input's backward, fused: the attention norm's (cuda_rmsnorm_backward with its input
+ * xm = mix[0] * x_in + mix[1] * x0 recomputed) giving g = dx + rmsnorm_backward(dout, xm, rstd),
+ * then the residual mix's (cuda_residual_mix_backward with dx_accumulate = 0) on g: dx_in =
+ * mix[0] * g (WRITTEN), dx0 += mix[1] * g, dmix [2,C] += (sum_n g*x_in ; sum_n g*x0) (partials:
+ * cuda_colsum_doubles(N, C, 2)). Bitwise those two ops; dx's contents are undefined afterwards
+ * (where the device lacks the shared memory the fused kernel needs, 16 C bytes per row lane,
+ * the two ops run and leave g there). */
+int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, const float *dout, const float *x_in,
+                           const float *x0, const float *mix, const float *rstd, int N, int C, double *partials,
+                           cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
