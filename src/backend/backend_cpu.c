@@ -12,7 +12,7 @@
 #include "backend_cpu.h"
 #include "common.h"
 #include "cpu_attention.h"
-#include "cpu_blas_core.h"
+#include "blas_core.h"
 #include "cpu_ops.h"
 
 enum { LOGITS_CHUNK = 256 };

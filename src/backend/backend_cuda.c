@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "cpu_attention.h" /* cpu_rope_tables_init: the tables are computed on the host, as the CPU's */
+#include "rope_tables.h" /* cpu_rope_tables_init: the tables are computed on the host, as the CPU's */
 
 #include "backend_cuda_private.h"
 

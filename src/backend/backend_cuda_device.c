@@ -17,7 +17,13 @@ int backend_cuda_visible(char *why, size_t cap) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= 0) {
-        snprintf(why, cap, "no CUDA device visible (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        /* no driver at all (a machine without a GPU) is said as --version says it, not as the
+         * runtime's "driver version is insufficient", which suggests a driver to upgrade */
+        int driver = 0;
+        if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+            snprintf(why, cap, "no CUDA device visible (no CUDA driver)");
+        else
+            snprintf(why, cap, "no CUDA device visible (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return 0;
     }
     struct cudaDeviceProp prop;
@@ -31,8 +37,12 @@ int backend_cuda_visible(char *why, size_t cap) {
 int cuda_select_device(int *device) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        int driver = 0;
+        if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+            return ct_fail("device = cuda: no CUDA device found (no CUDA driver on this machine)");
         return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    }
     /* the rank's place on its node: torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE, or srun's
      * SLURM_LOCALID / SLURM_NTASKS_PER_NODE (set with --ntasks-per-node) */
     int explicit_device = -1, local_rank = -1, local_size = 0;

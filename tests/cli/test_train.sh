@@ -17,6 +17,10 @@ expect_grep val_line '^step 4/8  val_loss [0-9.]+  val_bpb [0-9.]+' run_a.out
 # device=auto (the default) with no GPU visible trains on the CPU, says so, and records cpu
 expect_grep device_auto_note '^device: auto -> cpu \((no CUDA device visible|this ctrain was built without CUDA)' run_a.out
 expect_grep device_auto_config '^device = cpu$' a/config.txt
+# on a machine without a CUDA driver, said as --version says it (not "driver version is insufficient")
+if "$CTRAIN" --version | grep -q '(no CUDA driver)'; then
+    expect_grep device_auto_no_driver_wording '^device: auto -> cpu \(no CUDA device visible \(no CUDA driver\)\)' run_a.out
+else skip device_auto_no_driver_wording "this machine has a CUDA driver, or ctrain was built without CUDA"; fi
 expect_grep config_txt_written '^num_layers = 3$' a/config.txt
 # floats in their shortest exact form: 0.04, not 0.040000000000000001
 expect_grep config_txt_short_floats '^matrix_lr = 0\.04$' a/config.txt

@@ -36,6 +36,8 @@ bool emu_capture_record(std::function<void()> op) {
 }
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("EMU_NO_DEVICE") ? 0 : 1; return *n ? cudaSuccess : cudaErrorNoDevice; }
+/* the emulated machine has a driver (EMU_NO_DEVICE: a driver without devices) */
+cudaError_t cudaDriverGetVersion(int *version) { *version = 13000; return cudaSuccess; }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p); strcpy(p->name, "host emulator"); p->major = 9; p->minor = 0; p->totalGlobalMem = TOTAL; p->multiProcessorCount = 1; return cudaSuccess;

@@ -18,6 +18,7 @@ typedef struct { char bytes[16]; } cudaUUID_t;
 struct cudaDeviceProp { char name[256]; cudaUUID_t uuid; int major, minor; size_t totalGlobalMem; int multiProcessorCount; int pciBusID, pciDeviceID, pciDomainID; };
 #define cudaStreamNonBlocking 1
 cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
 cudaError_t cudaMalloc(void **p, size_t bytes);
