@@ -1,8 +1,9 @@
 /* cuda_ops.h — the CUDA math ops of ctrain, C-callable, llm.c style: includes the family headers
  * cuda_<family>.h, each declaring the ops of cuda_<family>.cu. Each op mirrors the CPU op of
  * kernels/cpu/cpu_<family>.c (contracts in cpu_ops.h / cpu_attention.h / cpu_optim.h; same math,
- * same layout) and is tested against it in tests/unit/test_gpu_*.c. docs/cuda.md has the
- * overview. The conventions all families share:
+ * same layout) and is tested against it by the op table (tests/unit/gpu_op_table.h, one row per
+ * op and shape, run by test_gpu_ops; the optimizers and the whole step by test_gpu_optim and
+ * test_gpu_step). docs/cuda.md has the overview. The conventions all families share:
  *  - Activations are row-major [N, C] device buffers, N = tokens (B*T); shapes are explicit ints,
  *    offsets are computed in size_t. Every pointer in them is a DEVICE pointer unless it says host.
  *  - No op allocates. Scratch is passed in; a companion ..._floats() / ..._doubles() says how much.

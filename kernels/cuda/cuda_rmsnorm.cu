@@ -1,7 +1,7 @@
 /* cuda_rmsnorm.cu — RMSNorm forward/backward (the pair of cpu_rmsnorm.c), plus the fused ops
  * that begin or end with an RMSNorm: the block-input (mix + norm) and add + norm forwards and
  * their backwards, which recompute the norms' inputs xm and x1 from the block input instead of
- * keeping them (see cuda_rmsnorm.h; docs/cuda.md, "Memory plan"). tests/unit/test_gpu_rowops.c
+ * keeping them (see cuda_rmsnorm.h; docs/cuda.md, "Memory plan"). tests/unit/test_gpu_ops.c (gpu_ops_rowops.h)
  * checks each fused op against the CPU ops it fuses:
  *   cuda_mix_norm_forward, cuda_out_mix_norm_forward  cpu_scaled_add_forward (skip, block output)
  *                                                     + cpu_residual_mix_forward + cpu_rmsnorm_forward

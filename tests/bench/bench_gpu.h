@@ -1,4 +1,4 @@
-/* bench_gpu.h — what the GPU benchmarks (bench_gpu_kernels.c, bench_gpu_attention.c) share:
+/* bench_gpu.h — what the GPU benchmarks (bench_gpu_attention.c, bench_gpu_step.c) share:
  * device allocation that exits with a message on failure, random device buffers (fp32 and bf16,
  * never zeros), and the comparator for taking medians. Define BENCH_PROGRAM (the program's name
  * in messages) before including; CUDA builds only. */

@@ -2,7 +2,7 @@
  * on the shapes given, for tests/bench/attention_vs_sdpa.sh, which runs PyTorch's SDPA backends
  * on the same shapes in the same call and prints the ratios.
  * Usage: bench_gpu_attention [repeats] B,H,KV,T,HD ...   (default 20 B64,H8,KV4,T1024,HD64 etc.)
- * FLOPs as in bench_gpu_kernels: forward 4*hd*P, backward 8*hd*P, P = B*H*T(T+1)/2 visible pairs
+ * FLOPs as in bench_gpu_ops: forward 4*hd*P, backward 8*hd*P, P = B*H*T(T+1)/2 visible pairs
  * (the backward's recomputation of Q K^T is not counted). Median of `repeats` runs timed with
  * CUDA events, after a warm-up; inputs are random (not zeros), rotated over 2 sets so repeats do
  * not run from L2. Lines "BENCH name value" are machine-readable. Without a device: SKIP, exit 0. */

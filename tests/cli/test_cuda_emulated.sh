@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # test_cuda_emulated.sh — the CUDA backend's test programs (tests/unit/test_gpu_*.c) on the CPU,
 # through the host emulator (tests/gpu_emu): on a machine without a GPU, the only run of the
-# CUDA code. The quick set, about two minutes on 2 cores: every case of rowops, embedding, rope,
-# gemm, logits and optim, the small attention shapes and the step cases that train no steps.
-# (All of it, with the large attention shapes and the training steps, takes over an hour:
+# CUDA code. The quick set, a few minutes on 2 cores: every case of the op table
+# (test_gpu_ops --quick: all but the rows marked CASE_SLOW in tests/unit/gpu_op_table.h, the
+# larger attention shapes), every case of optim and the step cases that train no steps. (All of
+# it, with the large attention shapes and the training steps, takes over an hour:
 # tests/gpu_emu/run.sh.) Every emulated program must run to its completion line, and a case
 # skipped in the emulator (which always has its one device) is a failure.
 source "$CT_ROOT/tests/cli/lib.sh"
 for tool in g++ python3; do command -v $tool >/dev/null || skip_rest "$tool not installed (the emulator compiles with it)"; done
 
-quick=(rowops embedding rope gemm logits optim
-       attention:single_token,hd32_tiny_T,mha_hd64_short,hd128_mha_ragged
+quick=(ops:--quick optim
        step:creation_reports_memory,device_auto_picks_cuda,position_logits_match_cpu,grad_buffer_and_sync_round_trip)
 bash "$CT_ROOT/tests/gpu_emu/run.sh" "${quick[@]}" >emu.out 2>&1
 rc=$?

@@ -9,14 +9,20 @@
 # generation (FMA contraction), CUDA's expf/tanhf, performance. docs/cuda.md has the results.
 #
 # Usage: tests/gpu_emu/run.sh [--exact-bf16] [program[:case,case...] ...]
-#   program: rowops embedding rope gemm logits optim attention step (default: all); ":cases"
-#            runs only those cases of it (CT_TEST_CASES for that program alone)
+#   program: ops optim step (tests/unit/test_gpu_<program>.c; default: all); ":cases" runs only
+#            those cases of it (CT_TEST_CASES for that program alone), e.g.
+#            ops:rmsnorm_fwd_ragged,attention_fwd_single_token; an item starting with "--" is an
+#            argument instead (ops:--quick, the rows not marked CASE_SLOW)
+#            or a benchmark, bench_gpu_ops[:arg,arg...] (tests/bench/<program>.c, run with those
+#            arguments, e.g. bench_gpu_ops:--repeats,2,rmsnorm_fwd_ragged: speeds mean nothing
+#            here, but it must run)
 #   --exact-bf16: "bf16" keeps fp32 values (isolates the backend's wiring from bf16 rounding;
 #                 meaningful for `step` only, which is then the default)
 # Needs `make` to have built build/libctrain.a (for the CPU reference ops; $CT_BUILD names another
 # build folder) and writes to build/gpu_emu[-exact]/. Slow: every CUDA
-# thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `attention` over an hour (its T=1024
-# case alone is slow: CT_TEST_CASES=name,name picks cases).
+# thread is an OS thread; `step` takes ~10-30 minutes on 2 cores, `ops` over an hour (its
+# attention cases at T >= 200 are slow, attention_*_baseline_head_shape (T=1024) the slowest:
+# ops:name,name picks cases).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/tests/gpu_emu"
@@ -24,7 +30,7 @@ exact=0
 if [ "${1:-}" = --exact-bf16 ]; then exact=1; shift; fi
 progs=("$@")
 if [ ${#progs[@]} -eq 0 ]; then
-    if [ $exact = 1 ]; then progs=(step); else progs=(rowops embedding rope gemm logits optim attention step); fi
+    if [ $exact = 1 ]; then progs=(step); else progs=(ops optim step); fi
 fi
 build=${CT_BUILD:-$root/build}
 out="$build/gpu_emu$([ $exact = 1 ] && echo -exact || true)"
@@ -66,16 +72,25 @@ done
 
 status=0
 for p in "${progs[@]}"; do
-    cases=
+    cases= args=()
     if [[ "$p" == *:* ]]; then cases=${p#*:}; p=${p%%:*}; fi
-    src="$root/tests/unit/test_gpu_$p.c"
+    items=()
+    [ -n "$cases" ] && IFS=, read -r -a items <<<"$cases"
+    if [[ "$p" == bench_* ]]; then # a benchmark: ":..." are its arguments
+        prog=$p src="$root/tests/bench/$p.c" args=(${items[@]+"${items[@]}"}) cases=
+    else
+        prog=test_gpu_$p src="$root/tests/unit/test_gpu_$p.c" cases=
+        for item in ${items[@]+"${items[@]}"}; do
+            if [[ "$item" == --* ]]; then args+=("$item"); else cases+=${cases:+,}$item; fi
+        done
+    fi
     [ -f "$src" ] || { echo "run.sh: no $src" >&2; exit 2; }
-    gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp "${defs[@]}" -DTEST_PROGRAM="\"test_gpu_$p\"" "${inc[@]}" -c "$src" \
-        -o "$out/obj/test_gpu_$p.o"
+    gcc -std=c11 -O2 -D_GNU_SOURCE -fopenmp "${defs[@]}" -DTEST_PROGRAM="\"$prog\"" "${inc[@]}" -c "$src" \
+        -o "$out/obj/$prog.o"
     # shellcheck disable=SC2086
-    g++ -fopenmp "$out/obj/test_gpu_$p.o" "${objs[@]}" "$build/libctrain.a" $libs -lpthread -o "$out/test_gpu_$p"
-    echo "== emulated test_gpu_$p$([ $exact = 1 ] && echo ' (exact bf16)' || true)"
+    g++ -fopenmp "$out/obj/$prog.o" "${objs[@]}" "$build/libctrain.a" $libs -lpthread -o "$out/$prog"
+    echo "== emulated $prog$([ $exact = 1 ] && echo ' (exact bf16)' || true)"
     env ${cases:+CT_TEST_CASES=$cases} OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" CT_TEST_VERBOSE="${CT_TEST_VERBOSE:-1}" \
-        "$out/test_gpu_$p" || status=1
+        "$out/$prog" ${args[@]+"${args[@]}"} || status=1
 done
 exit $status

@@ -1,0 +1,190 @@
+/* gpu_op_table.h — every CUDA op case, one row each: the op (described once in its family's
+ * gpu_ops_<family>.h, beside kernels/cuda/cuda_<family>.cu), a shape name (the case is named
+ * <op>_<shape>), the shape, and where the row runs: CASE_TEST, a case of test_gpu_ops (against
+ * the CPU reference, run twice for the bits; gpu_ops.h), CASE_SLOW if the emulator's quick set
+ * leaves it out; CASE_BENCH, timed by bench_gpu_ops by default (any row can be timed by naming
+ * it). per_seq: for bench_gpu_ops --seqs, d[0] is
+ * per_seq times the number of sequences (the rows below are given for its default of 8).
+ * A new op: its adapters and OpDef in its family's file, then its rows here. */
+#ifndef CT_TEST_GPU_OP_TABLE_H
+#define CT_TEST_GPU_OP_TABLE_H
+
+#include "gpu_ops_attention.h"
+#include "gpu_ops_embedding.h"
+#include "gpu_ops_gemm.h"
+#include "gpu_ops_logits.h"
+#include "gpu_ops_optim.h"
+#include "gpu_ops_rope.h"
+#include "gpu_ops_rowops.h"
+
+#ifdef CT_HAVE_CUDA
+
+/* Row-op shapes: rows not a multiple of a block's 8, channels not a multiple of 32, tokens over
+ * several CUDA_COLSUM_ROWS chunks with a partial last one (RAGGED); C % 4 != 0, the one-channel
+ * path, and fewer rows than a block holds (ODD). */
+#define RAGGED 611, 200
+#define ODD 37, 203
+#define RELU2_N (611 * 200)
+/* The baseline model's shapes (dim 512, 8 heads / 4 kv heads of 64, MLP 1024, T 1024, vocab
+ * 1024), 8 sequences: 8192 tokens. */
+#define TOKENS 8192
+#define B_MODEL 512
+#define B_MLP 1024
+#define B_VOCAB 1024
+#define T_SEQ 1024
+
+static const OpCase gpu_op_cases[] = {
+    /* ---- rowops (gpu_ops_rowops.h): d = {N, C, mode} ---- */
+    {&op_rmsnorm_fwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_rmsnorm_fwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_rmsnorm_fwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_rmsnorm_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_rmsnorm_bwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_rmsnorm_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_mix_norm_fwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_mix_norm_fwd, "ragged_skip", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_mix_norm_fwd, "odd", {ODD, 0}, CASE_TEST, 0},
+    {&op_mix_norm_fwd, "odd_skip", {ODD, 1}, CASE_TEST, 0},
+    {&op_out_mix_norm_fwd, "ragged_noskip", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_out_mix_norm_fwd, "ragged_skip", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_out_mix_norm_fwd, "ragged_selfskip", {RAGGED, 2}, CASE_TEST, 0},
+    {&op_out_mix_norm_fwd, "baseline", {TOKENS, B_MODEL, 0}, CASE_BENCH, T_SEQ},
+    {&op_add_norm_fwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_add_norm_fwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_add_norm_fwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_add_norm_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_add_norm_bwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_add_norm_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_add_norm_scale_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_add_norm_scale_bwd, "odd", {70, 203}, CASE_TEST, 0},         /* one channel per lane */
+    {&op_add_norm_scale_bwd, "wide", {300, 8000}, CASE_TEST, 0},      /* 8 x 8064 doubles: beyond any GPU's 227 KiB */
+    {&op_add_norm_scale_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_norm_mix_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_norm_mix_bwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_norm_mix_bwd, "wide", {300, 16000}, CASE_TEST, 0},           /* 8 x 2 x 16000 doubles: the two-kernel path */
+    {&op_norm_mix_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_scaled_add_fwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_scaled_add_fwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_scaled_add_fwd_inner, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_scaled_add_fwd_inner, "odd", {ODD}, CASE_TEST, 0},
+    {&op_scaled_add_fwd_inner, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_scaled_add_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_scaled_add_bwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_scaled_add_bwd_bf16, "ragged", {RAGGED}, CASE_TEST, 0},
+    {&op_scaled_add_bwd_bf16, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
+    {&op_residual_mix_bwd, "ragged", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_residual_mix_bwd, "ragged_write", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_residual_mix_bwd, "baseline_write", {TOKENS, B_MODEL, 0}, CASE_BENCH, T_SEQ},
+    /* relu^2: d = {n, offset, in place}: the 8-wide path, with a tail, short; one element past a
+     * 16-byte boundary (the one-by-one path); the backward in place as the backend runs it */
+    {&op_relu2_fwd, "vec", {RELU2_N, 0}, CASE_TEST, 0},
+    {&op_relu2_fwd, "vec_unaligned", {RELU2_N, 1}, CASE_TEST, 0},
+    {&op_relu2_fwd, "tail", {RELU2_N - 3, 0}, CASE_TEST, 0},
+    {&op_relu2_fwd, "tail_unaligned", {RELU2_N - 3, 1}, CASE_TEST, 0},
+    {&op_relu2_fwd, "short", {5, 0}, CASE_TEST, 0},
+    {&op_relu2_fwd, "short_unaligned", {5, 1}, CASE_TEST, 0},
+    {&op_relu2_fwd, "baseline", {TOKENS * B_MLP, 0}, CASE_BENCH, T_SEQ * B_MLP},
+    {&op_relu2_bwd, "vec", {RELU2_N, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "vec_unaligned", {RELU2_N, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "tail", {RELU2_N - 3, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "tail_unaligned", {RELU2_N - 3, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "short", {5, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "short_unaligned", {5, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd, "vec_apart", {RELU2_N, 0, 0}, CASE_TEST, 0},
+    {&op_relu2_bwd, "baseline", {TOKENS * B_MLP, 0, 0}, CASE_BENCH, T_SEQ * B_MLP},
+    {&op_relu2_bwd_h, "vec", {RELU2_N, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "vec_unaligned", {RELU2_N, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "tail", {RELU2_N - 3, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "tail_unaligned", {RELU2_N - 3, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "short", {5, 0, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "short_unaligned", {5, 1, 1}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "baseline", {TOKENS * B_MLP, 0, 0}, CASE_BENCH, T_SEQ * B_MLP},
+    {&op_f32_to_bf16, "100003", {100003}, CASE_TEST, 0},
+    {&op_bf16_to_f32, "100003", {100003}, CASE_TEST, 0},
+    {&op_sum_sumsq, "1", {1}, CASE_TEST, 0},
+    {&op_sum_sumsq, "1000", {1000}, CASE_TEST, 0},
+    {&op_sum_sumsq, "4097", {4097}, CASE_TEST, 0},
+    {&op_sum_sumsq, "5000000", {5000000}, CASE_TEST, 0},
+    {&op_colsum, "10x97", {10, 97}, CASE_TEST, 0},
+    {&op_colsum, "42x97", {42, 97}, CASE_TEST, 0},
+    {&op_colsum, "51546x97", {51546, 97}, CASE_TEST, 0},
+
+    /* ---- embedding (gpu_ops_embedding.h): d = {N, V, C, skewed ids} ---- */
+    {&op_embedding_index, "counting_sort", {3001, 97}, CASE_TEST, 0},
+    {&op_embedding_fwd, "ragged", {3001, 97, 160, 0}, CASE_TEST, 0},
+    {&op_embedding_fwd, "baseline", {TOKENS, B_VOCAB, B_MODEL, 1}, CASE_BENCH, T_SEQ},
+    {&op_embedding_bwd, "uniform", {3001, 97, 160, 0}, CASE_TEST, 0},
+    {&op_embedding_bwd, "skewed", {3001, 97, 160, 1}, CASE_TEST, 0},
+    {&op_embedding_bwd, "baseline", {TOKENS, B_VOCAB, B_MODEL, 1}, CASE_BENCH, T_SEQ},
+
+    /* ---- QK-norm + RoPE (gpu_ops_rope.h): d = {B, T, heads, head_dim, with gain} ---- */
+    {&op_rope_fwd, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
+    {&op_rope_fwd, "hd64_nogain", {2, 33, 2, 64, 0}, CASE_TEST, 0},
+    {&op_rope_fwd, "hd32", {2, 70, 8, 32, 1}, CASE_TEST, 0},
+    {&op_rope_fwd, "hd24_uneven_lanes", {1, 45, 3, 24, 1}, CASE_TEST, 0},
+    {&op_rope_fwd, "hd128_two_pairs_per_lane", {1, 20, 2, 128, 1}, CASE_TEST, 0},
+    {&op_rope_fwd_bf16, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
+    {&op_rope_fwd_bf16, "baseline", {8, T_SEQ, 8, 64, 1}, CASE_BENCH, 1},
+    {&op_rope_bwd, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
+    {&op_rope_bwd, "hd64_nogain", {2, 33, 2, 64, 0}, CASE_TEST, 0},
+    {&op_rope_bwd, "hd32", {2, 70, 8, 32, 1}, CASE_TEST, 0},
+    {&op_rope_bwd, "hd24_uneven_lanes", {1, 45, 3, 24, 1}, CASE_TEST, 0},
+    {&op_rope_bwd, "hd128_two_pairs_per_lane", {1, 20, 2, 128, 1}, CASE_TEST, 0},
+    {&op_rope_bwd_bf16, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
+    {&op_rope_bwd_bf16, "baseline", {8, T_SEQ, 8, 64, 1}, CASE_BENCH, 1},
+    {&op_rope_column_block, "column_block", {2, 37, 2, 64, 1, 256}, CASE_TEST, 0},
+
+    /* ---- matrix products (gpu_ops_gemm.h): linear d = {N, in, out}; gemm d = {M, N, K, ta, tb} ---- */
+    {&op_linear_fwd, "ragged", {301, 96, 200}, CASE_TEST, 0},
+    {&op_linear_fwd, "baseline", {TOKENS, B_MODEL, B_MLP}, CASE_BENCH, T_SEQ},
+    {&op_linear_fwd_bf16, "ragged", {301, 96, 200}, CASE_TEST, 0},
+    {&op_linear_fwd_bf16, "baseline", {TOKENS, B_MODEL, B_MLP}, CASE_BENCH, T_SEQ},
+    {&op_linear_bwd, "ragged", {301, 96, 200}, CASE_TEST, 0},
+    {&op_linear_bwd, "baseline", {TOKENS, B_MODEL, B_MLP}, CASE_BENCH, T_SEQ},
+    {&op_linear_bwd_dx_acc, "ragged", {301, 96, 200}, CASE_TEST, 0},
+    {&op_linear_bwd_dx_bf16, "ragged", {301, 96, 200}, CASE_TEST, 0},
+    {&op_gemm_f32, "nn", {70, 45, 130, 0, 0}, CASE_TEST, 0},
+    {&op_gemm_f32, "nt", {70, 45, 130, 0, 1}, CASE_TEST, 0},
+    {&op_gemm_f32, "tn", {70, 45, 130, 1, 0}, CASE_TEST, 0},
+    {&op_gemm_f32, "tt", {70, 45, 130, 1, 1}, CASE_TEST, 0},
+    {&op_gemm_bf16, "nn", {70, 45, 130, 0, 0}, CASE_TEST, 0},
+    {&op_gemm_bf16, "nt", {70, 45, 130, 0, 1}, CASE_TEST, 0},
+    {&op_gemm_bf16, "tn", {70, 45, 130, 1, 0}, CASE_TEST, 0},
+    {&op_gemm_bf16, "tt", {70, 45, 130, 1, 1}, CASE_TEST, 0},
+
+    /* ---- logits + cross-entropy (gpu_ops_logits.h): d = {N, C, V, chunk} ---- */
+    {&op_logits_ce, "chunks_dividing_N", {512, 64, 1024, 128}, CASE_TEST, 0},
+    {&op_logits_ce, "ragged_chunk_and_vocab", {301, 96, 517, 100}, CASE_TEST, 0},
+    {&op_logits_ce, "one_chunk_bigger_than_N", {77, 32, 300, 4096}, CASE_TEST, 0},
+    {&op_logits_ce, "baseline", {TOKENS, B_MODEL, B_VOCAB, TOKENS}, CASE_BENCH, T_SEQ},
+
+    /* ---- attention (gpu_ops_attention.h): d = {B, T, heads, kv heads, head_dim} ---- */
+    /* CASE_SLOW: minutes each in the host emulator (one OS thread per CUDA thread) */
+    {&op_attention_v_wide, "v_in_wider_rows", {2, 70, 4, 2, 64}, CASE_TEST | CASE_SLOW, 0},
+#define ATTENTION_SHAPE(name, flags, ...)                                                                              \
+    {&op_attention_fwd, name, {__VA_ARGS__}, flags, 0}, {&op_attention_bwd, name, {__VA_ARGS__}, flags, 0}
+    ATTENTION_SHAPE("gqa_hd64_ragged_T", CASE_TEST | CASE_SLOW, 2, 200, 4, 2, 64),
+    ATTENTION_SHAPE("gqa4_hd64_two_tiles", CASE_TEST | CASE_SLOW, 1, 128, 8, 2, 64),
+    ATTENTION_SHAPE("mha_hd64_short", CASE_TEST, 3, 37, 2, 2, 64),
+    ATTENTION_SHAPE("hd32_gqa", CASE_TEST | CASE_SLOW, 2, 130, 4, 2, 32),
+    ATTENTION_SHAPE("single_token", CASE_TEST, 4, 1, 2, 1, 64),
+    ATTENTION_SHAPE("baseline_head_shape", CASE_TEST | CASE_SLOW, 1, 1024, 8, 4, 64),
+    ATTENTION_SHAPE("gqa8_hd64_odd_T", CASE_TEST | CASE_SLOW, 1, 301, 8, 1, 64),
+    ATTENTION_SHAPE("hd128_mha_ragged", CASE_TEST, 2, 77, 2, 2, 128),
+    ATTENTION_SHAPE("hd128_gqa4_long", CASE_TEST | CASE_SLOW, 1, 515, 8, 2, 128),
+    ATTENTION_SHAPE("hd32_tiny_T", CASE_TEST, 3, 5, 4, 1, 32),
+#undef ATTENTION_SHAPE
+    {&op_attention_fwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
+    {&op_attention_bwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
+
+    /* ---- optimizers, bench only (gpu_ops_optim.h; checked by test_gpu_optim) ---- */
+    {&op_adam, "1024x512", {B_VOCAB * B_MODEL}, CASE_BENCH, 0},
+    {&op_muon_update, "512x512", {B_MODEL, B_MODEL}, CASE_BENCH, 0},
+    {&op_muon_update, "1024x512", {B_MLP, B_MODEL}, CASE_BENCH, 0},
+    {&op_muon_update_fp32, "1024x512", {B_MLP, B_MODEL}, CASE_BENCH, 0},
+    {&op_muon_update_batch, "9x1024x512", {9, B_MLP, B_MODEL}, CASE_BENCH, 0},
+};
+static const size_t gpu_op_count = sizeof gpu_op_cases / sizeof gpu_op_cases[0];
+
+#endif /* CT_HAVE_CUDA */
+#endif
