@@ -1,5 +1,6 @@
-/* gpu_ops_rowops.h — the CUDA row ops (cuda_rmsnorm.cu with its fused ops, cuda_scaled_add.cu, cuda_residual_mix.cu, cuda_relu2.cu) and the conversions and fixed-order
- * reductions (cuda_common.cu) as ops of the table-driven test (gpu_ops.h, gpu_op_table.h):
+/* gpu_ops_rowops.h — the CUDA row ops (cuda_rmsnorm.cu with its fused ops, cuda_scaled_add.cu,
+ * cuda_residual_mix.cu, cuda_relu2.cu) and the conversions and fixed-order reductions
+ * (cuda_common.cu) as ops of the table-driven test (gpu_ops.h, gpu_op_table.h):
  * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
  * backward that recomputes its input (alone and fused with the residual's backward), the fused
  * norm + mix backward, scaled add, residual mix, relu^2, bf16 conversion, sums, column sums.
