@@ -13,6 +13,7 @@
 #include "common.h"
 #include "cpu_attention.h"
 #include "blas_core.h"
+#include "omp_wait.h"
 #include "cpu_ops.h"
 
 enum { LOGITS_CHUNK = 256 };
@@ -91,9 +92,10 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
     int threads = omp_get_max_threads();
-    char core[200];
-    snprintf(cb->base.detail, sizeof cb->base.detail, "OpenBLAS core %s, %d thread%s",
-             cpu_blas_core_describe(core, sizeof core), threads, threads == 1 ? "" : "s");
+    char core[200], wait[160];
+    snprintf(cb->base.detail, sizeof cb->base.detail, "OpenBLAS core %s, %d thread%s (waiting: %s)",
+             cpu_blas_core_describe(core, sizeof core), threads, threads == 1 ? "" : "s",
+             omp_wait_describe(wait, sizeof wait));
     cb->attn_scratch_floats = cpu_attention_backward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                                                                     threads);
     size_t fwd = cpu_attention_forward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim, threads);

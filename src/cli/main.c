@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "common.h"
+#include "omp_wait.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -40,7 +41,11 @@ int main(int argc, char **argv) {
      * the best OpenBLAS kernels for this CPU; the others start once, quickly */
     int uses_blas = !strcmp(cmd, "train") || !strcmp(cmd, "sample") || !strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
                     !strcmp(cmd, "version") || (!strcmp(cmd, "ckpt") && argc > 2 && !strcmp(argv[2], "golf"));
-    if (uses_blas) cpu_blas_choose_core(argv);
+    if (uses_blas) {
+        const int restart = omp_wait_choose(); /* OpenMP reads its waiting policy only at start */
+        cpu_blas_choose_core(argv);            /* starts again itself when it sets the BLAS core */
+        if (restart) omp_wait_restart(argv);
+    }
     if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
         usage(stdout);
         return CT_EXIT_OK;

@@ -91,6 +91,6 @@
       "NCCL gradient buckets (MB), reduced while the last micro-batch's backward goes on") \
     X(cuda_graph, BOOL, "1", "run", FREE,                                                         \
       "device=cuda: replay each micro-batch's forward and backward as one CUDA graph (same kernels, same bits, no per-kernel launch cost); 0 = launch kernel by kernel") \
-    X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = OpenMP default (all cores)")
+    X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = every core the process may use (its CPU affinity: under Slurm, the task's CPUs); docs/running.md, \"Threads\"")
 
 #endif

@@ -6,6 +6,7 @@
 #      num_layers=4 model_dim=256 heads 4/2 seq 256 batch 16384 slots 8 vocab 1024, with
 #      tokens/s and achieved model GFLOP/s (FLOP count in docs/model.md)
 #   4. the full baseline shape (9 x 512, seq 1024) with a reduced batch
+#   5. how OpenMP threads wait, on this machine idle and loaded (wait_policy.sh)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -71,3 +72,6 @@ read -r b_tps b_ms < <(ctrain_rate "$work/base")
 echo "  ctrain: ${b_ms} ms/step  ${b_tps} tokens/s"
 echo "BENCH baseline_reduced_step_ms $b_ms"
 echo "BENCH baseline_reduced_tokens_per_s $b_tps"
+
+echo "== 5. waiting threads: idle and beside as many busy processes as cores (a shared node)"
+bash "$root/tests/bench/wait_policy.sh" "$build"

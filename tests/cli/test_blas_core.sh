@@ -30,7 +30,7 @@ expect_grep own_choice_reported '^blas core: [A-Za-z0-9]+ \(OpenBLAS.s choice' o
 run=(train_files=train.h5 vocab_size=256 num_layers=2 model_dim=64 num_heads=4 num_kv_heads=2 train_seq_len=32
      train_batch_tokens=256 grad_accum_slots=2 iterations=3 val_loss_every=0 threads=1)
 expect_ok train_weak_pick env -u OPENBLAS_CORETYPE CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" train "${run[@]}" out_dir=a
-expect_grep train_banner_choice "^cpu backend: OpenBLAS core $best \\(chosen by ctrain: OpenBLAS picked Prescott, but this CPU has $why\\), 1 thread$" out
+expect_grep train_banner_choice "^cpu backend: OpenBLAS core $best \\(chosen by ctrain: OpenBLAS picked Prescott, but this CPU has $why\\), 1 thread \\(waiting: [^)]*\\)$" out
 expect_ok train_user_choice env OPENBLAS_CORETYPE=Prescott CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" train "${run[@]}" out_dir=b
 expect_grep train_banner_user '^cpu backend: OpenBLAS core Prescott \(OPENBLAS_CORETYPE=Prescott' out
 # the same run on two kernel sets: both train (the bits may differ, as on two machines)

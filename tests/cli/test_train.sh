@@ -57,6 +57,22 @@ order=$(grep -E '^(step [48]/8  val_loss|checkpoint: )' env_run.out | sed -E 's/
     && pass validation_then_checkpoint_once || fail validation_then_checkpoint_once "order: $order"
 expect_ok mid_ckpt_info "$CTRAIN" ckpt info e/checkpoints/step_00000004.h5
 expect_grep mid_ckpt_has_its_val 'last_val_step = 4' out
+# how the threads wait (base/omp_wait.c): OpenMP's default where quiet, passive where other
+# processes keep the cores busy (CTRAIN_TEST_BUSY pretends them), the user's setting kept, and the
+# default where the process has cores of its own (an affinity narrower than the machine)
+wait_line() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" "$CTRAIN" train "${small[@]}" iterations=1 val_loss_every=0 \
+    out_dir="wait$RANDOM" 2>&1 | sed -n 's/^cpu backend: .*(waiting: \(.*\))$/\1/p'; }
+[ "$(wait_line CTRAIN_TEST_BUSY=0)" = "OpenMP's default, spinning briefly" ] && pass wait_default_when_quiet \
+    || fail wait_default_when_quiet "$(wait_line CTRAIN_TEST_BUSY=0)"
+want="OMP_WAIT_POLICY=passive, chosen by ctrain: $(nproc) other processes running on $(nproc) cores"
+[ "$(wait_line CTRAIN_TEST_BUSY="$(nproc)")" = "$want" ] && pass wait_passive_when_busy \
+    || fail wait_passive_when_busy "$(wait_line CTRAIN_TEST_BUSY="$(nproc)")"
+[ "$(wait_line CTRAIN_TEST_BUSY=9 OMP_WAIT_POLICY=active)" = "OMP_WAIT_POLICY=active, yours" ] && pass wait_user_setting_kept \
+    || fail wait_user_setting_kept "$(wait_line CTRAIN_TEST_BUSY=9 OMP_WAIT_POLICY=active)"
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    [ "$(wait_line CTRAIN_TEST_BUSY=9 taskset -c 0)" = "OpenMP's default, spinning briefly" ] && pass wait_default_own_cores \
+        || fail wait_default_own_cores "$(wait_line CTRAIN_TEST_BUSY=9 taskset -c 0)"
+else skip wait_default_own_cores "needs 2 cores and taskset"; fi
 n=$(grep -c '"train_loss"' a/metrics.jsonl)
 [ "$n" = 8 ] && pass metrics_every_step || fail metrics_every_step "expected 8 train lines, got $n"
 # bpb of byte-level data is loss / ln 2
