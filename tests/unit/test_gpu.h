@@ -2,7 +2,7 @@
  * device buffers, host bf16 rounding, error measures.
  *
  * Every GPU test program follows the same rules:
- *  - built without CUDA (no nvcc): prints one SKIP line and exits 0;
+ *  - built without CUDA (no nvcc): prints "SKIP <program>/rest: ..." and its END line, exits 0;
  *  - no usable device (cudaGetDeviceCount fails or returns 0): every case prints
  *    "SKIP <program>/<case>: no CUDA device" and the program exits 0 (`make test` on a machine
  *    without a GPU); `make test-gpu` (CT_REQUIRE_GPU=1) turns those skips into failures;
@@ -196,10 +196,13 @@ static inline float *copy_host(const float *x, size_t n) {
 
 #endif /* CT_HAVE_CUDA */
 
-/* main() of a GPU test program in a build without CUDA. */
+/* main() of a GPU test program in a build without CUDA: every case skipped, in tests/run.sh's
+ * words ("SKIP <program>/rest", then the completion line), so that `make test` and `make asan`
+ * pass on a build without nvcc and count the program's cases as skipped. */
 #define GPU_TEST_MAIN_WITHOUT_CUDA()                                                               \
     int main(void) {                                                                               \
-        printf("SKIP %s/all: this build has no CUDA (nvcc was not found)\n", TEST_PROGRAM);        \
+        printf("SKIP %s/rest: this build has no CUDA (nvcc was not found)\n", TEST_PROGRAM);       \
+        printf("END %s\n", TEST_PROGRAM);                                                          \
         return 0;                                                                                  \
     }
 
