@@ -46,8 +46,7 @@ static void print_env_keys(const Config *cfg) {
     for (int i = 0; i < ct_config_num_keys; i++) {
         if (cfg->source[i] != CT_SOURCE_ENV) continue;
         char env[128];
-        if (cfg->derived_from[i]) snprintf(env, sizeof env, "%s", cfg->derived_from[i]);
-        else config_env_name(&ct_config_keys[i], env, sizeof env);
+        config_env_origin(cfg, i, env, sizeof env);
         fprintf(stderr, "%s%s", first ? "ctrain: note: from the environment: " : ", ", env);
         first = 0;
     }

@@ -272,6 +272,12 @@ int config_apply_env(Config *cfg) {
     return 0;
 }
 
+const char *config_env_origin(const Config *cfg, int i, char *buf, size_t cap) {
+    if (cfg->derived_from[i]) snprintf(buf, cap, "%s", cfg->derived_from[i]);
+    else config_env_name(&ct_config_keys[i], buf, cap);
+    return buf;
+}
+
 void config_env_name(const ConfigKey *k, char *buf, size_t cap) {
     size_t n = 0;
     for (const char *p = k->name; *p && n + 1 < cap; p++) buf[n++] = (char)toupper((unsigned char)*p);

@@ -65,6 +65,9 @@ int config_load_file(Config *cfg, const char *path);
 int config_apply_env(Config *cfg);
 /* A key's environment variable name: its name in upper case. */
 void config_env_name(const ConfigKey *k, char *buf, size_t cap);
+/* The variable key i of cfg (a CT_SOURCE_ENV key) came from: derived_from[i] when another
+ * variable set it (DATA_PATH, RUN_ID), else the key's own name; in buf, which is returned. */
+const char *config_env_origin(const Config *cfg, int i, char *buf, size_t cap);
 
 /* Parse "key=value" arguments. */
 int config_apply_args(Config *cfg, int argc, char **argv);

@@ -39,8 +39,7 @@ static void print_resolved(const Config *cfg) {
             at_default++;
             continue;
         }
-        if (cfg->derived_from[i]) snprintf(env, sizeof env, "%s", cfg->derived_from[i]);
-        else config_env_name(k, env, sizeof env);
+        config_env_origin(cfg, i, env, sizeof env);
         printf("  %-27s = %s  (", k->name, config_value_text(cfg, k, buf, sizeof buf));
         if (cfg->source[i] == CT_SOURCE_ENV) printf("environment: %s)\n", env);
         else printf("%s)\n", cfg->source[i] == CT_SOURCE_FILE ? "config file" : "command line");
