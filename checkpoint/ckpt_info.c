@@ -35,9 +35,9 @@ static void print_summary(const char *path, const CkptMeta *m) {
     printf("device:         %s\n", ct_shorten(m->device, s1, sizeof s1));
     printf("training time:  %.3f s\n", m->training_time_ms / 1000.0);
     printf("model:          vocab_size %lld, num_layers %lld, model_dim %lld, num_heads %lld, num_kv_heads %lld, "
-           "mlp_mult %lld, %s embeddings; %zu parameters\n",
+           "mlp_mult %g, %s embeddings; %zu parameters\n",
            (long long)c->vocab_size, (long long)c->num_layers, (long long)c->model_dim, (long long)c->num_heads,
-           (long long)c->num_kv_heads, (long long)c->mlp_mult, c->tie_embeddings ? "tied" : "untied",
+           (long long)c->num_kv_heads, c->mlp_mult, c->tie_embeddings ? "tied" : "untied",
            m->spec.total_floats);
     printf("batch:          train_batch_tokens %lld, train_seq_len %lld, grad_accum_slots %lld\n",
            (long long)c->train_batch_tokens, (long long)c->train_seq_len, (long long)c->grad_accum_slots);

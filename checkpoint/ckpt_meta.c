@@ -75,12 +75,28 @@ static herr_t note_unknown_key(hid_t obj, const char *name, const H5A_info_t *in
 /* Divisions model_spec_init relies on; a damaged /config must fail here, not divide by zero. */
 static int check_model_keys(const char *path, const Config *c) {
     if (c->vocab_size < 1 || c->num_layers < 1 || c->model_dim < 1 || c->num_heads < 1 || c->num_kv_heads < 1 ||
-        c->mlp_mult < 1 || c->model_dim % c->num_heads != 0 || c->num_heads % c->num_kv_heads != 0 ||
+        !(c->mlp_mult > 0 && c->mlp_mult <= 1024) || c->model_dim % c->num_heads != 0 || c->num_heads % c->num_kv_heads != 0 ||
         c->model_dim > (1 << 20) || c->num_layers > 100000)
         return ct_fail("'%s': /config describes no valid model (vocab_size %lld, num_layers %lld, model_dim %lld, "
-                       "num_heads %lld, num_kv_heads %lld, mlp_mult %lld)",
+                       "num_heads %lld, num_kv_heads %lld, mlp_mult %g)",
                        path, (long long)c->vocab_size, (long long)c->num_layers, (long long)c->model_dim,
-                       (long long)c->num_heads, (long long)c->num_kv_heads, (long long)c->mlp_mult);
+                       (long long)c->num_heads, (long long)c->num_kv_heads, c->mlp_mult);
+    return 0;
+}
+
+/* A float key; checkpoints written while the key was an integer (mlp_mult before it took
+ * fractional values) hold an integer attribute, read as its value. */
+static int read_float_key(hid_t g, const char *path, const char *name, double *value) {
+    hid_t attr = H5Aopen(g, name, H5P_DEFAULT);
+    if (attr < 0) return ct_h5_fail("'%s': cannot open attribute %s of /config", path, name);
+    hid_t type = H5Aget_type(attr);
+    int integer = type >= 0 && H5Tget_class(type) == H5T_INTEGER;
+    if (type >= 0) H5Tclose(type);
+    H5Aclose(attr);
+    if (!integer) return ckpt_attr_read_f64(g, path, "/config", name, value);
+    int64_t v;
+    if (ckpt_attr_read_i64(g, path, "/config", name, &v) != 0) return -1;
+    *value = (double)v;
     return 0;
 }
 
@@ -103,7 +119,7 @@ static int read_config(hid_t file, const char *path, CkptMeta *m) {
                 rc = ct_fail("'%s': attribute %s of /config is %lld, expected 0 or 1", path, k->name,
                              (long long)*(int64_t *)field);
             break;
-        case CT_KEY_FLOAT: rc = ckpt_attr_read_f64(g, path, "/config", k->name, field); break;
+        case CT_KEY_FLOAT: rc = read_float_key(g, path, k->name, field); break;
         case CT_KEY_STR: {
             char *s;
             rc = ckpt_attr_read_str(g, path, "/config", k->name, &s);

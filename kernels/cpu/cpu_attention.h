@@ -32,8 +32,10 @@
 /* ---- QK-norm + RoPE + gain (fused, per token and head) -------------------------------------
  * For each token n (position t = n % T) and head h, with x = in[n, h*hd : (h+1)*hd]:
  *   r = 1 / sqrt(mean(x^2) + FLT_EPSILON)              F.rms_norm(x, (hd,)), eps=None, fp32
- *   u = x * r;  u1 = u[:hd/2], u2 = u[hd/2:]
- *   out = gain[h] * cat(u1*cos_t + u2*sin_t, -u1*sin_t + u2*cos_t)   (half-split RoPE)
+ *   u = x * r;  u1 = u[:rd/2], u2 = u[rd/2:rd], u3 = u[rd:]   (rd = rope_dims, even, <= hd)
+ *   out = gain[h] * cat(u1*cos_t + u2*sin_t, -u1*sin_t + u2*cos_t, u3)   (half-split RoPE on
+ *   the first rd dims: the record's partial RoPE; rd = hd is train_gpt.py's full RoPE)
+ * cos/sin tables: [T, rd/2] (cpu_rope_tables_init with rd as its head_dim).
  * in, out: [B*T, n_heads*head_dim]; must not alias (backward needs `in`).
  * gain: [n_heads] (q_gain), or NULL for no gain (k).
  * Nothing is saved for backward: r is recomputed from `in`, which costs one pass over hd.
@@ -42,7 +44,7 @@
 
 void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
                               const float *cos_table, const float *sin_table,
-                              int B, int T, int n_heads, int head_dim);
+                              int B, int T, int n_heads, int head_dim, int rope_dims);
 
 /* Scratch for the backward: one dgain partial per (token, head) [B*T, n_heads], so that dgain
  * is summed over tokens in a fixed order whatever the thread count. */
@@ -53,7 +55,15 @@ size_t cpu_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
  * scratch: cpu_qk_norm_rope_backward_scratch_floats() floats (unused when dgain is NULL). */
 void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, const float *in,
                                const float *gain, const float *cos_table, const float *sin_table,
-                               int B, int T, int n_heads, int head_dim, float *scratch);
+                               int B, int T, int n_heads, int head_dim, int rope_dims, float *scratch);
+
+/* ---- XSA, exclusive self attention (cpu_xsa.c) ------------------------------------------------
+ * out = y - (y . vn) vn per token and query head, vn = v / max(||v||, 1e-12) the unit value
+ * vector of the head's KV group at the same position. y, out [N, n_heads*hd] (may not alias);
+ * v [N, n_kv_heads*hd]; hd <= CPU_QK_NORM_MAX_HEAD_DIM. The backward ACCUMULATES dy and dv. */
+void cpu_xsa_forward(float *out, const float *y, const float *v, int N, int n_heads, int n_kv_heads, int head_dim);
+void cpu_xsa_backward(float *dy, float *dv, const float *dout, const float *y, const float *v, int N, int n_heads,
+                      int n_kv_heads, int head_dim);
 
 /* ---- Causal grouped-query attention ---------------------------------------------------------
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],

@@ -32,3 +32,8 @@ void cpu_add_into(float *dst, const float *src, size_t n) {
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
+
+void cpu_scale(float *x, float s, size_t n) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

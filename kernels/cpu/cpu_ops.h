@@ -62,6 +62,8 @@ void cpu_zero(float *x, size_t n);
 void cpu_copy(float *dst, const float *src, size_t n);
 /* dst[i] += src[i] for i in [0, n) */
 void cpu_add_into(float *dst, const float *src, size_t n);
+/* x[i] *= s for i in [0, n) (ln_scale's factor on a norm output, or on its gradient) */
+void cpu_scale(float *x, float s, size_t n);
 
 /* ---- token embedding: out[n,:] = wte[ids[n],:] ---------------------------------------------- */
 
@@ -114,6 +116,26 @@ void cpu_scaled_add_forward(float *out, const float *x, const float *branch, con
  * caller keeps dout itself as the gradient of x (it is identical), which saves a pass. */
 void cpu_scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
                          const float *branch, const float *scale, int N, int C);
+
+/* ---- SmearGate (cpu_smear.c): out[b,t] = (1-g) x[b,t] + g x[b,t-1], g = sigmoid(gate) ------ */
+
+/* x, out [B*T, C] (B sequences of T positions; x[b,-1] = 0); gate [C]. */
+void cpu_smear_forward(float *out, const float *x, const float *gate, int B, int T, int C);
+/* dx [B*T,C] += d/dx; dgate [C] += sum over tokens (double, token order). Needs the forward input. */
+void cpu_smear_backward(float *dx, float *dgate, const float *dout, const float *x, const float *gate, int B, int T,
+                        int C);
+
+/* ---- bigram hash embedding (cpu_bigram.c) ------------------------------------------------- */
+
+/* buckets[b,t] = (36313 ids[b,t] XOR 27191 ids[b,t-1]) mod (num_buckets - 1) in int32 arithmetic
+ * as torch computes it; the first position of each sequence gets num_buckets - 1. */
+void cpu_bigram_hash(int32_t *buckets, const int32_t *ids, int B, int T, int num_buckets);
+/* out[i] = x[i] + branch[i] * scale[0] over n elements (the branch's learned scalar scale). out
+ * may equal x. */
+void cpu_add_scalar_scaled_forward(float *out, const float *x, const float *branch, const float *scale, size_t n);
+/* dbranch[i] += dout[i] * scale[0]; dscale[0] += sum_i dout[i] * branch[i] (double, index order). */
+void cpu_add_scalar_scaled_backward(float *dbranch, float *dscale, const float *dout, const float *branch,
+                                    const float *scale, size_t n);
 
 /* ---- logits + softcap + cross-entropy, fused and chunked --------------------------------- */
 /* For the final normed x [N,C] and the output matrix W [V,C] (tok_emb when tied, else lm_head):

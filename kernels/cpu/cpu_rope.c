@@ -14,9 +14,10 @@ static inline float head_inv_rms(const float *x, int head_dim) {
 
 void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
                               const float *cos_table, const float *sin_table,
-                              int B, int T, int n_heads, int head_dim) {
+                              int B, int T, int n_heads, int head_dim, int rope_dims) {
     assert(B > 0 && T > 0 && n_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
-    const int half = head_dim / 2;
+    assert(rope_dims > 0 && rope_dims % 2 == 0 && rope_dims <= head_dim);
+    const int half = rope_dims / 2;
     const size_t row_floats = (size_t)n_heads * head_dim;
     const long n_tokens = (long)B * T;
 #pragma omp parallel for schedule(static)
@@ -33,6 +34,7 @@ void cpu_qk_norm_rope_forward(float *out, const float *in, const float *gain,
                 o[i] = (u1 * cos_t[i] + u2 * sin_t[i]) * g;
                 o[i + half] = (u2 * cos_t[i] - u1 * sin_t[i]) * g;
             }
+            for (int d = rope_dims; d < head_dim; d++) o[d] = x[d] * r * g; /* partial RoPE: not rotated */
         }
     }
 }
@@ -46,11 +48,12 @@ size_t cpu_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads) {
  * a and u go through small stack arrays so that every loop vectorises. */
 void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, const float *in,
                                const float *gain, const float *cos_table, const float *sin_table,
-                               int B, int T, int n_heads, int head_dim, float *scratch) {
+                               int B, int T, int n_heads, int head_dim, int rope_dims, float *scratch) {
     assert(B > 0 && T > 0 && n_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
+    assert(rope_dims > 0 && rope_dims % 2 == 0 && rope_dims <= head_dim);
     assert(head_dim <= CPU_QK_NORM_MAX_HEAD_DIM);
     assert(!dgain || (gain && scratch));
-    const int half = head_dim / 2;
+    const int half = rope_dims / 2;
     const size_t row_floats = (size_t)n_heads * head_dim;
     const long n_tokens = (long)B * T;
     float *dgain_partial = scratch; /* [n_tokens, n_heads] */
@@ -71,6 +74,10 @@ void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, cons
                 u[i + half] = x[i + half] * r;
                 a[i] = go[i] * c - go[i + half] * s;
                 a[i + half] = go[i] * s + go[i + half] * c;
+            }
+            for (int d = rope_dims; d < head_dim; d++) { /* partial RoPE: identity there */
+                u[d] = x[d] * r;
+                a[d] = go[d];
             }
             float a_dot_u = cpu_attn_dot(a, u, head_dim);
             float mean_du_u = g * a_dot_u / (float)head_dim;

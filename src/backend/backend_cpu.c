@@ -42,6 +42,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->q = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->k = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
         y->y = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->y_xsa = l >= s->xsa_first_layer ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
         y->stats = BACKEND_TAKE_FLOATS(a, stats, NULL);
         y->ao = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->x1 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
@@ -52,8 +53,15 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->mo = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->x_out = BACKEND_TAKE_FLOATS(a, N * D, NULL);
     }
-    cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->head_dim / 2), NULL);
-    cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->head_dim / 2), NULL);
+    cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->rope_dims / 2), NULL);
+    cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->rope_dims / 2), NULL);
+    if (s->bigram_vocab) {
+        const size_t BD = (size_t)s->bigram_dim;
+        cb->bigram_h = BACKEND_TAKE_FLOATS(a, N * BD, NULL);
+        cb->bigram_p = s->bigram_proj >= 0 ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : cb->bigram_h;
+        cb->dbigram_h = s->bigram_proj >= 0 ? BACKEND_TAKE_FLOATS(a, N * BD, NULL) : NULL;
+    }
+    if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, NULL);
 
     /* backward work buffers (one set, reused by every layer) */
     cb->dx = BACKEND_TAKE_FLOATS(a, N * D, NULL);
@@ -106,7 +114,8 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->arena = ct_calloc(plan.used, 1, "activations");
     BackendArena real = {cb->arena, 0};
     layout(cb, &real);
-    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->head_dim, s->rope_base);
+    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->rope_dims, model_rope_base(s, T));
+    if (s->bigram_vocab) cb->bigram_ids = ct_calloc(N, sizeof(int32_t), "bigram buckets");
     cpu_optimizer_init(cb);
 
     cb->base.forward_backward = cpu_forward_backward;
@@ -146,7 +155,23 @@ static int forward_blocks(CpuBackend *cb, int B) {
     const ModelSpec *s = &st->spec;
     int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
     if (cpu_embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
-    cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
+    if (s->bigram_vocab) { /* emb += scale * proj(bigram_embed[hash(prev, token)]) */
+        cpu_bigram_hash(cb->bigram_ids, cb->ids, B, T, s->bigram_vocab);
+        if (cpu_embedding_forward(cb->bigram_h, cb->bigram_ids, st->params + s->params[s->bigram_embed].offset, N,
+                                  s->bigram_vocab, s->bigram_dim) != 0)
+            return -1;
+        if (s->bigram_proj >= 0)
+            cpu_linear_forward(cb->bigram_p, cb->bigram_h, st->params + s->params[s->bigram_proj].offset, N,
+                               s->bigram_dim, D);
+        cpu_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_p, st->params + s->params[s->bigram_scale].offset,
+                                      (size_t)N * D);
+    }
+    if (s->smear_gate) {
+        cpu_rmsnorm_forward(cb->x_normed, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
+        cpu_smear_forward(cb->x0, cb->x_normed, st->params + s->params[s->smear].offset, B, T, D);
+    } else {
+        cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
+    }
     const float *x = cb->x0;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
     for (int l = 0; l < s->num_layers; l++) {
@@ -159,18 +184,23 @@ static int forward_blocks(CpuBackend *cb, int B) {
             cpu_copy(a->x_in, x, (size_t)N * D);
         }
         cpu_residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
+        const float ln = model_ln_scale(s, l);
         cpu_rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
+        if (s->ln_scale) cpu_scale(a->a_in, ln, (size_t)N * D);
         cpu_linear_forward(a->q_raw, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
         cpu_linear_forward(a->k_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
         cpu_linear_forward(a->v, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
         cpu_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T, s->num_heads,
-                                 s->head_dim);
-        cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim);
+                                 s->head_dim, s->rope_dims);
+        cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim,
+                                 s->rope_dims);
         cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
-        cpu_linear_forward(a->ao, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        if (a->y_xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
+        cpu_linear_forward(a->ao, a->y_xsa ? a->y_xsa : a->y, P(cb, l, BLK_PROJ), N, D, D);
         cpu_scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
+        if (s->ln_scale) cpu_scale(a->m_in, ln, (size_t)N * D);
         cpu_linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
         cpu_relu2_forward(a->h, a->u, N, HID);
         cpu_linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
@@ -260,27 +290,36 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         cpu_relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
         cpu_zero(cb->dD2, ND);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
+        if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
         cpu_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
         /* x1 = xm + attn_scale * ao */
         cpu_zero(cb->dD1, ND);
         cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_zero(cb->dD2, ND);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y, P(cb, l, BLK_PROJ), N, D, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y_xsa ? a->y_xsa : a->y, P(cb, l, BLK_PROJ), N, D,
+                            D);
         cpu_zero(cb->dq, ND);
         cpu_zero(cb->dk, (size_t)N * KV);
         cpu_zero(cb->dv, (size_t)N * KV);
-        cpu_attention_backward(cb->dq, cb->dk, cb->dv, cb->dD2, a->q, a->k, a->v, a->stats, B, T, s->num_heads,
+        float *dy = cb->dD2; /* dL/d(attention output) */
+        if (a->y_xsa) {      /* through XSA: to y, and to v via its unit vector */
+            cpu_zero(cb->dD1, ND);
+            cpu_xsa_backward(cb->dD1, cb->dv, cb->dD2, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
+            dy = cb->dD1;
+        }
+        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, a->stats, B, T, s->num_heads,
                                s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
         cpu_zero(cb->dD1, ND); /* dq_raw */
         cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,
-                                  cb->rope_sin, B, T, s->num_heads, s->head_dim, cb->rope_scratch);
+                                  cb->rope_sin, B, T, s->num_heads, s->head_dim, s->rope_dims, cb->rope_scratch);
         cpu_zero(cb->dk_raw, (size_t)N * KV);
         cpu_qk_norm_rope_backward(cb->dk_raw, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
-                                  s->num_kv_heads, s->head_dim, cb->rope_scratch);
+                                  s->num_kv_heads, s->head_dim, s->rope_dims, cb->rope_scratch);
         cpu_zero(cb->dD2, ND); /* d a_in */
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
         cpu_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
         /* xm = mix[0] * x_in + mix[1] * x0 */
         cpu_zero(dx_alt, ND);
@@ -296,11 +335,31 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
                                 cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
         if (backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
     }
-    /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
+    /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
+     * resid_mix (dx0) */
     cpu_add_into(dx, cb->dx0, ND);
+    if (s->smear_gate) {
+        cpu_zero(dx_alt, ND);
+        cpu_smear_backward(dx_alt, st->grads + s->params[s->smear].offset, dx, cb->x_normed,
+                           st->params + s->params[s->smear].offset, B, T, D);
+        dx = dx_alt;
+    }
     cpu_zero(cb->dD1, ND);
     cpu_rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
     cpu_embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
+    if (s->bigram_vocab) { /* emb = tok_emb[ids] + scale * bigram_p */
+        float *dbigram_p = cb->dD2, *dbigram_h = s->bigram_proj >= 0 ? cb->dbigram_h : cb->dD2;
+        cpu_zero(dbigram_p, ND);
+        cpu_add_scalar_scaled_backward(dbigram_p, st->grads + s->params[s->bigram_scale].offset, cb->dD1, cb->bigram_p,
+                                       st->params + s->params[s->bigram_scale].offset, ND);
+        if (s->bigram_proj >= 0) {
+            cpu_zero(dbigram_h, (size_t)N * s->bigram_dim);
+            cpu_linear_backward(dbigram_h, st->grads + s->params[s->bigram_proj].offset, dbigram_p, cb->bigram_h,
+                                st->params + s->params[s->bigram_proj].offset, N, s->bigram_dim, D);
+        }
+        cpu_embedding_backward(st->grads + s->params[s->bigram_embed].offset, dbigram_h, cb->bigram_ids, N,
+                               s->bigram_dim);
+    }
     return backend_grad_ready(b, model_grad_num_stages(s) - 1);
 }
 
@@ -312,5 +371,6 @@ void cpu_destroy(Backend *b) {
     free(cb->layers);
     free(cb->ids);
     free(cb->targets);
+    free(cb->bigram_ids);
     free(cb);
 }

@@ -18,6 +18,7 @@ typedef struct {
     float *q_raw, *k_raw, *v;
     float *q, *k; /* after QK-norm + RoPE (+ q_gain) */
     float *y;     /* attention output */
+    float *y_xsa; /* y minus its self-value component (XSA blocks; NULL elsewhere): attn.proj's input */
     float *stats; /* softmax row statistics */
     float *ao;    /* attn.proj output */
     float *x1;    /* xm + attn_scale * ao */
@@ -35,6 +36,11 @@ typedef struct {
     void *arena; /* every buffer below (but the optimizer's) is carved from it */
     int32_t *ids, *targets;
     float *emb, *x0, *rstd0, *xf, *rstdf, *losses;
+    /* record stack (NULL when the model has no such part) */
+    int32_t *bigram_ids;         /* [N] bucket of each position's token pair */
+    float *bigram_h, *bigram_p;  /* [N, bigram_dim] table rows; [N, D] projected (= bigram_h without proj) */
+    float *x_normed;             /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
+    float *dbigram_h;            /* [N, bigram_dim] backward through the projection */
     CpuLayerActs *layers;
     float *rope_cos, *rope_sin;
     /* backward work buffers */

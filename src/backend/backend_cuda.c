@@ -352,6 +352,7 @@ static void write_start_line(CudaBackend *cb) {
 
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     int device = 0, B = 0, T = 0;
+    if (backend_cuda_check_features(cfg) != 0) return -1;
     if (cuda_select_device(&device) != 0) return -1;
     if (check_model(&st->spec) != 0 || micro_batch_shape(cfg, &B, &T) != 0) return -1;
     CudaBackend *cb = new_cuda_backend(cfg, st, device, B, T);

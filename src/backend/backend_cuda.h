@@ -27,6 +27,10 @@
  * CT_CUDA_DEVICE, LOCAL_RANK / SLURM_LOCALID and LOCAL_WORLD_SIZE / SLURM_NTASKS_PER_NODE; a
  * layout that would put two ranks on one GPU fails. Newton–Schulz runs in bf16 like train_gpt.py unless the
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
+/* 0 when every key cfg sets is implemented by the CUDA backend; otherwise fails naming the first
+ * key that is not (the record stack, issue 36, runs on the CPU backend first). backend_cuda_create
+ * calls it before anything else, in every build. */
+int backend_cuda_check_features(const Config *cfg);
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 
 /* backend_choose_gpu for device=cuda (backend.h). */

@@ -15,7 +15,8 @@ static int no_cuda(void) {
                    "rebuild with CUDA_HOME pointing at a CUDA toolkit, or use device=cpu");
 }
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
-    (void)out, (void)cfg, (void)st;
+    (void)out, (void)st;
+    if (backend_cuda_check_features(cfg) != 0) return -1;
     return no_cuda();
 }
 int backend_cuda_visible(char *why, size_t cap) {

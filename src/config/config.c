@@ -309,7 +309,29 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE((c->model_dim / c->num_heads) % 2 == 0,
             "head_dim = model_dim / num_heads = %lld / %lld = %lld is odd; RoPE needs an even head_dim",
             (long long)c->model_dim, (long long)c->num_heads, (long long)(c->model_dim / c->num_heads));
-    REQUIRE(c->mlp_mult >= 1 && c->mlp_mult <= 1024, "mlp_mult = %lld: expected in [1, 1024]", (long long)c->mlp_mult);
+    REQUIRE(c->mlp_mult > 0 && c->mlp_mult <= 1024 && (int64_t)(c->mlp_mult * (double)c->model_dim) >= 1,
+            "mlp_mult = %.15g: expected in (0, 1024] with int(mlp_mult * model_dim) >= 1", c->mlp_mult);
+    const int64_t head_dim = c->model_dim / c->num_heads;
+    REQUIRE(c->rope_dims >= 0 && c->rope_dims <= head_dim && c->rope_dims % 2 == 0,
+            "rope_dims = %lld: expected an even number in [0, head_dim = %lld] (0 = all of head_dim)",
+            (long long)c->rope_dims, (long long)head_dim);
+    REQUIRE(c->rope_train_seq_len >= 0, "rope_train_seq_len = %lld: expected >= 0 (0 = train_seq_len)",
+            (long long)c->rope_train_seq_len);
+    const int64_t rotated = c->rope_dims ? c->rope_dims : head_dim;
+    REQUIRE(c->rope_train_seq_len == 0 || c->rope_train_seq_len >= c->train_seq_len || rotated > 2,
+            "rope_train_seq_len = %lld below train_seq_len = %lld scales the RoPE base by (T/%lld)^(r/(r-2)), "
+            "which needs more than 2 rotated dims (rope_dims = %lld)",
+            (long long)c->rope_train_seq_len, (long long)c->train_seq_len, (long long)c->rope_train_seq_len,
+            (long long)rotated);
+    REQUIRE(c->xsa_last_n >= 0 && c->xsa_last_n <= c->num_layers,
+            "xsa_last_n = %lld: expected in [0, num_layers = %lld]", (long long)c->xsa_last_n, (long long)c->num_layers);
+    REQUIRE(c->xsa_last_n == 0 || head_dim <= 1024, "xsa_last_n = %lld with head_dim = %lld: XSA supports head_dim <= 1024",
+            (long long)c->xsa_last_n, (long long)head_dim);
+    REQUIRE(c->bigram_vocab_size == 0 || (c->bigram_vocab_size >= 2 && c->bigram_vocab_size <= 2147483647LL),
+            "bigram_vocab_size = %lld: expected 0 (off) or at least 2 (the hash is taken modulo bigram_vocab_size - 1)",
+            (long long)c->bigram_vocab_size);
+    REQUIRE(c->bigram_dim >= 1 && c->bigram_dim <= 1048576, "bigram_dim = %lld: expected in [1, 2^20]",
+            (long long)c->bigram_dim);
     REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);
     REQUIRE(c->logit_softcap > 0, "logit_softcap = %g: expected > 0", c->logit_softcap);
     REQUIRE(c->tied_embed_init_std >= 0, "tied_embed_init_std = %g: expected >= 0", c->tied_embed_init_std);

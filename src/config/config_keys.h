@@ -19,12 +19,27 @@
     X(model_dim, INT, "512", "model", SHAPE, "residual stream width D")                              \
     X(num_heads, INT, "8", "model", SHAPE, "query heads; head_dim = model_dim / num_heads (even)")   \
     X(num_kv_heads, INT, "4", "model", SHAPE, "key/value heads (GQA); must divide num_heads")        \
-    X(mlp_mult, INT, "2", "model", SHAPE, "MLP hidden width = mlp_mult * model_dim")                \
+    X(mlp_mult, FLOAT, "2", "model", SHAPE, "MLP hidden width = int(mlp_mult * model_dim); fractional values allowed") \
     X(tie_embeddings, BOOL, "1", "model", SHAPE, "1: logits use tok_emb (tied); 0: separate lm_head") \
     X(rope_base, FLOAT, "10000.0", "model", SHAPE, "RoPE frequency base")                          \
     X(logit_softcap, FLOAT, "30.0", "model", SHAPE, "logits = c*tanh(logits/c); must be > 0")      \
     X(qk_gain_init, FLOAT, "1.5", "model", SHAPE, "initial per-head query gain (q_gain)")          \
     X(tied_embed_init_std, FLOAT, "0.005", "model", SHAPE, "std of the normal init of tok_emb")    \
+    /* the record stack (docs/model.md, "Record features"); every one off by default */         \
+    X(rope_dims, INT, "0", "model", SHAPE,                                                         \
+      "partial RoPE: rotate only the first rope_dims of each head (even, <= head_dim); 0 = all")   \
+    X(rope_train_seq_len, INT, "0", "model", SHAPE,                                                \
+      "NTK-aware RoPE: sequences longer than this use base*(T/this)^(r/(r-2)); 0 = train_seq_len (off)") \
+    X(ln_scale, BOOL, "0", "model", SHAPE, "scale block l's RMSNorm outputs by 1/sqrt(l+1)")      \
+    X(xsa_last_n, INT, "0", "model", SHAPE,                                                        \
+      "exclusive self attention in the last N blocks: remove the output's component along its own value") \
+    X(smear_gate, BOOL, "0", "model", SHAPE,                                                       \
+      "SmearGate: blend each position's embedding with the previous one's by sigmoid(smear.gate)") \
+    X(bigram_vocab_size, INT, "0", "model", SHAPE,                                                 \
+      "bigram hash embedding buckets (the record's hash of each token pair); 0 = off, else >= 2")  \
+    X(bigram_dim, INT, "128", "model", SHAPE, "bigram embedding width (projected to model_dim when different)") \
+    X(ortho_init, BOOL, "0", "model", SHAPE,                                                       \
+      "orthogonal init of the random-init matrices with both sides >= 64 (the record's rule; docs/model.md)") \
     /* batch geometry */                                                                           \
     X(train_batch_tokens, INT, "524288", "batch", SHAPE, "tokens per optimizer step (all ranks)")   \
     X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \

@@ -40,7 +40,7 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->num_kv_heads = (int)c->num_kv_heads;
     s->head_dim = s->dim / s->num_heads;
     s->kv_dim = s->num_kv_heads * s->head_dim;
-    s->hidden = (int)c->mlp_mult * s->dim;
+    s->hidden = (int)(c->mlp_mult * (double)s->dim); /* the record's int(mlp_mult * dim) */
     s->num_encoder = s->num_layers / 2;
     s->num_decoder = s->num_layers - s->num_encoder;
     s->num_skip = s->num_encoder < s->num_decoder ? s->num_encoder : s->num_decoder;
@@ -49,6 +49,15 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->rope_base = (float)c->rope_base;
     s->qk_gain_init = (float)c->qk_gain_init;
     s->tied_embed_init_std = (float)c->tied_embed_init_std;
+    s->rope_dims = c->rope_dims ? (int)c->rope_dims : s->head_dim;
+    s->rope_train_seq_len = (int)c->rope_train_seq_len;
+    s->ln_scale = c->ln_scale != 0;
+    s->xsa_first_layer = s->num_layers - (int)c->xsa_last_n;
+    s->smear_gate = c->smear_gate != 0;
+    s->bigram_vocab = (int)c->bigram_vocab_size;
+    s->bigram_dim = (int)c->bigram_dim;
+    s->ortho_init = c->ortho_init != 0;
+    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = -1;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -82,6 +91,22 @@ int model_spec_init(ModelSpec *s, const Config *c) {
         s->lm_head = s->num_params;
         add_param(s, &cap, "lm_head.weight", 2, s->vocab, D, PARAM_HEAD);
     }
+    if (s->bigram_vocab) {
+        /* the record's optimizer split: the table with the token embedding (Adam), the
+         * projection with the block matrices (Muon), the scale with the scalars (Adam) */
+        s->bigram_scale = s->num_params;
+        add_param(s, &cap, "bigram.scale", 1, 1, 1, PARAM_SCALAR);
+        s->bigram_embed = s->num_params;
+        add_param(s, &cap, "bigram.embed.weight", 2, s->bigram_vocab, s->bigram_dim, PARAM_TOKEN_EMBED);
+        if (s->bigram_dim != D) {
+            s->bigram_proj = s->num_params;
+            add_param(s, &cap, "bigram.proj.weight", 2, D, s->bigram_dim, PARAM_MATRIX);
+        }
+    }
+    if (s->smear_gate) {
+        s->smear = s->num_params;
+        add_param(s, &cap, "smear.gate", 1, D, 1, PARAM_SCALAR);
+    }
     return 0;
 }
 
@@ -97,7 +122,9 @@ const ParamInfo *model_find_param(const ModelSpec *s, const char *name) {
 }
 
 int model_grad_ready_stage(const ModelSpec *s, int param) {
-    if (param == s->tok_emb) return model_grad_num_stages(s) - 1;
+    if (param == s->tok_emb || param == s->bigram_scale || param == s->bigram_embed || param == s->bigram_proj ||
+        param == s->smear)
+        return model_grad_num_stages(s) - 1;
     if (param == s->lm_head) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
     if (param == s->skip_weights) return model_grad_stage_of_block(s, s->num_encoder);
@@ -125,14 +152,62 @@ static double normal01(uint64_t seed, uint64_t stream, uint64_t i) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* An orthogonal matrix as torch.nn.init.orthogonal_ draws one (the distribution, not torch's
+ * bits): a [rows, cols] matrix of N(0, 1), its long side's columns orthonormalised by
+ * Gram-Schmidt (the Q of a QR with positive diagonal R, which is what torch's sign fix gives),
+ * transposed back when rows < cols. Classical Gram-Schmidt run twice in double keeps Q
+ * orthogonal to rounding. Written here rather than with LAPACK so the bits do not depend on
+ * the BLAS library's threading: every rank must draw the same weights. */
+static void orthogonal_init(float *w, int64_t rows, int64_t cols, uint64_t seed, uint64_t stream) {
+    const int64_t m = rows >= cols ? rows : cols, n = rows >= cols ? cols : rows; /* Q is [m, n], m >= n */
+    double *q = ct_malloc((size_t)(m * n) * sizeof *q, "orthogonal init"); /* column-major: column j at q + j*m */
+    double *dots = ct_malloc((size_t)n * sizeof *dots, "orthogonal init");
+    for (int64_t i = 0; i < m * n; i++) q[i] = normal01(seed, stream, (uint64_t)i);
+    for (int64_t j = 0; j < n; j++) {
+        double *v = q + j * m;
+        for (int pass = 0; pass < 2; pass++) {
+#pragma omp parallel for schedule(static)
+            for (int64_t k = 0; k < j; k++) {
+                const double *u = q + k * m;
+                double d = 0;
+                for (int64_t i = 0; i < m; i++) d += u[i] * v[i];
+                dots[k] = d;
+            }
+            for (int64_t k = 0; k < j; k++) {
+                const double *u = q + k * m;
+                for (int64_t i = 0; i < m; i++) v[i] -= dots[k] * u[i];
+            }
+        }
+        double norm = 0;
+        for (int64_t i = 0; i < m; i++) norm += v[i] * v[i];
+        norm = sqrt(norm);
+        for (int64_t i = 0; i < m; i++) v[i] /= norm;
+    }
+    /* element [r, c] of the [rows, cols] weight: Q[r, c] when rows >= cols, else Q[c, r] */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) w[r * cols + c] = (float)(rows >= cols ? q[c * m + r] : q[r * m + c]);
+    free(dots);
+    free(q);
+}
+
 void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
     for (int pi = 0; pi < s->num_params; pi++) {
         const ParamInfo *p = &s->params[pi];
         float *w = params + p->offset;
         const char *dot = strrchr(p->name, '.');
         const char *leaf = dot ? dot + 1 : p->name;
-        int is_zero_init = strstr(p->name, "attn.proj.") || strstr(p->name, "mlp.proj.") || pi == s->lm_head;
-        if (pi == s->tok_emb) {
+        int is_zero_init = strstr(p->name, "attn.proj.") || strstr(p->name, "mlp.proj.") || pi == s->lm_head ||
+                           pi == s->bigram_embed || pi == s->smear;
+        if (pi == s->bigram_proj && !s->ortho_init) is_zero_init = 1; /* nn.init.zeros_ in the record's module */
+        if (s->ortho_init && !is_zero_init && p->group == PARAM_MATRIX && p->shape[0] >= 64 && p->shape[1] >= 64) {
+            orthogonal_init(w, p->shape[0], p->shape[1], seed, (uint64_t)pi);
+            if (strstr(p->name, ".proj.")) { /* the record's `".proj." in name` rule: here bigram.proj */
+                const float f = (float)(1.0 / sqrt(2.0 * s->num_layers));
+                for (size_t i = 0; i < p->count; i++) w[i] *= f;
+            }
+        } else if (pi == s->bigram_scale) {
+            w[0] = 0.05f;
+        } else if (pi == s->tok_emb) {
             double std = s->tied ? s->tied_embed_init_std : 1.0;
             for (size_t i = 0; i < p->count; i++) w[i] = (float)(std * normal01(seed, (uint64_t)pi, i));
         } else if (is_zero_init) {
@@ -150,6 +225,12 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
     }
 }
 
+float model_rope_base(const ModelSpec *s, int seq_len) {
+    if (s->rope_train_seq_len <= 0 || seq_len <= s->rope_train_seq_len) return s->rope_base;
+    double r = s->rope_dims, scale = (double)seq_len / (double)s->rope_train_seq_len;
+    return (float)((double)s->rope_base * pow(scale, r / (r - 2.0)));
+}
+
 double model_train_flops_per_token(const ModelSpec *s, int T) {
     /* Per token and layer, forward: 2 * (weights of c_q, c_k, c_v, proj, fc, mlp.proj) for the
      * matrix products, plus attention: q.k and p.v over on average T/2 causal positions per
@@ -157,5 +238,6 @@ double model_train_flops_per_token(const ModelSpec *s, int T) {
     double D = s->dim;
     double per_layer = 2.0 * (D * D + 2.0 * s->kv_dim * D + D * D + 2.0 * s->hidden * D) + 2.0 * D * T;
     double fwd = s->num_layers * per_layer + 2.0 * s->vocab * D;
+    if (s->bigram_proj >= 0) fwd += 2.0 * s->bigram_dim * D;
     return 3.0 * fwd;
 }

@@ -5,6 +5,7 @@
 #ifndef CT_MODEL_H
 #define CT_MODEL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,16 +38,36 @@ typedef struct {
     int num_encoder, num_decoder, num_skip;
     int tied;
     float softcap, rope_base, qk_gain_init, tied_embed_init_std;
+    /* the record stack (docs/model.md, "Record features"); each 0 when off */
+    int rope_dims;          /* dims of each head RoPE rotates (head_dim when rope_dims = 0) */
+    int rope_train_seq_len; /* NTK base scaling above this length; 0 = never */
+    int ln_scale;           /* block l's norm outputs times 1/sqrt(l+1) */
+    int xsa_first_layer;    /* XSA in blocks [xsa_first_layer, num_layers); num_layers = none */
+    int smear_gate;
+    int bigram_vocab, bigram_dim; /* bigram_vocab 0 = no bigram embedding */
+    int ortho_init;
 
     int num_params;
     ParamInfo *params;   /* state_dict order */
     size_t total_floats; /* size of the flat parameter buffer */
     int tok_emb, skip_weights, lm_head; /* indices; lm_head = -1 when tied */
     int first_block;                    /* index of blocks.0.attn.c_q.weight */
+    /* record-stack parameters, after all of the above (so the baseline's layout is unchanged);
+     * -1 when absent. bigram_proj is absent when bigram_dim == model_dim (no projection). */
+    int bigram_scale, bigram_embed, bigram_proj, smear;
 } ModelSpec;
 
 int model_spec_init(ModelSpec *spec, const Config *cfg);
 void model_spec_free(ModelSpec *spec);
+
+/* The factor block `layer`'s RMSNorm outputs are multiplied by (ln_scale), 1 when off. */
+static inline float model_ln_scale(const ModelSpec *s, int layer) {
+    return s->ln_scale ? 1.0f / sqrtf((float)(layer + 1)) : 1.0f;
+}
+/* The RoPE base for sequences of seq_len tokens: rope_base, scaled NTK-style as the record's
+ * Rotary when seq_len exceeds rope_train_seq_len: base * (seq_len / rope_train_seq_len)^(r/(r-2))
+ * with r = rope_dims (computed in double, as Python does, then rounded to fp32). */
+float model_rope_base(const ModelSpec *s, int seq_len);
 
 /* Index of a parameter of block `layer` (BLK_*). */
 static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, int which) {
@@ -60,7 +81,8 @@ const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
  *   stage 0                    the output layer (logits): lm_head when untied
  *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
  *                              after the last decoder block that uses them, block num_encoder)
- *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share)
+ *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share),
+ *                              and the bigram embedding and smear gate when the model has them
  * model_grad_ready_stage gives the stage after which parameter `param`'s gradient is final. */
 static inline int model_grad_num_stages(const ModelSpec *s) { return s->num_layers + 2; }
 static inline int model_grad_stage_of_block(const ModelSpec *s, int layer) { return s->num_layers - layer; }
@@ -70,7 +92,11 @@ int model_grad_ready_stage(const ModelSpec *spec, int param);
  * bits): tok_emb N(0, tied_embed_init_std) when tied (N(0, 1), nn.Embedding's default, when
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
  * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
- * skip_weights 1; resid_mix = [1; 0]. Every element is a pure function of (seed, parameter
+ * skip_weights 1; resid_mix = [1; 0]. Record stack (docs/model.md): bigram.embed zero,
+ * bigram.scale 0.05, smear.gate zero, bigram.proj zero (nn.init.zeros_); with ortho_init, the
+ * record's _init_weights: every matrix that is not zero-initialised and has both sides >= 64
+ * gets an orthogonal init (gain 1; that includes bigram.proj, whose zeros the record overwrites)
+ * and those named *.proj are then scaled by 1/sqrt(2 * num_layers). Every element is a pure function of (seed, parameter
  * index, element index), so the result never depends on threads or order. */
 void model_init_weights(const ModelSpec *spec, uint64_t seed, float *params);
 

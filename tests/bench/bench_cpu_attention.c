@@ -92,14 +92,14 @@ int main(int argc, char **argv) {
     double *t_fwd = malloc(repeats * sizeof(double)), *t_bwd = malloc(repeats * sizeof(double));
     for (int r = -2; r < repeats; r++) { /* two untimed warm-up rounds */
         double t0 = now_ms();
-        cpu_qk_norm_rope_forward(q, q_raw, gain, cos_t, sin_t, B, T, H, hd);
-        cpu_qk_norm_rope_forward(k, k_raw, NULL, cos_t, sin_t, B, T, KV, hd);
+        cpu_qk_norm_rope_forward(q, q_raw, gain, cos_t, sin_t, B, T, H, hd, hd);
+        cpu_qk_norm_rope_forward(k, k_raw, NULL, cos_t, sin_t, B, T, KV, hd, hd);
         double t1 = now_ms();
         cpu_attention_forward(y, stats, q, k, v, B, T, H, KV, hd, scratch, n_fwd);
         double t2 = now_ms();
         cpu_attention_backward(dq, dk, dv, dy, q, k, v, stats, B, T, H, KV, hd, scratch, n_bwd);
         double t3 = now_ms();
-        cpu_qk_norm_rope_backward(dq_raw, dgain, dq, q_raw, gain, cos_t, sin_t, B, T, H, hd, scratch);
+        cpu_qk_norm_rope_backward(dq_raw, dgain, dq, q_raw, gain, cos_t, sin_t, B, T, H, hd, hd, scratch);
         double t4 = now_ms();
         if (r < 0) continue;
         t_qk_fwd[r] = t1 - t0, t_fwd[r] = t2 - t1, t_bwd[r] = t3 - t2, t_qk_bwd[r] = t4 - t3;

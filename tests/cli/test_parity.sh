@@ -42,5 +42,16 @@ parity tied num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 iterations=6 wa
 # untied lm_head, global-norm clipping, 2 layers, MQA (1 kv head), mlp_mult 3
 parity untied_clip num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 \
     grad_clip_norm=0.3 iterations=4 warmdown_iters=2 muon_momentum_warmup_steps=2
+# the record stack (issue 36): partial RoPE with NTK base scaling (T 32 > 16), LN scale, XSA in
+# the last 2 of 4 blocks, SmearGate, the bigram hash embedding with its projection, orthogonal
+# init, fractional mlp_mult
+parity record num_layers=4 model_dim=64 num_heads=4 num_kv_heads=2 mlp_mult=2.5 rope_dims=8 rope_train_seq_len=16 \
+    ln_scale=1 xsa_last_n=2 smear_gate=1 bigram_vocab_size=64 bigram_dim=32 ortho_init=1 iterations=5 warmdown_iters=2 \
+    muon_momentum_warmup_steps=3
+# untied, MQA, XSA in every block, a bigram table as wide as the model (no projection), the
+# partial RoPE without scaling
+parity record_untied num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 tie_embeddings=0 rope_dims=4 xsa_last_n=2 \
+    bigram_vocab_size=5 bigram_dim=48 smear_gate=1 grad_clip_norm=0.3 iterations=4 warmdown_iters=2 \
+    muon_momentum_warmup_steps=2
 
 finish

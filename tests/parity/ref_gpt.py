@@ -28,10 +28,31 @@ def rope_tables(seq_len, head_dim, base):
 
 
 def rope(x, cos, sin):
-    # x: [B, heads, T, hd]; half-split layout
-    half = x.shape[-1] // 2
-    a, b = x[..., :half], x[..., half:]
-    return torch.cat((a * cos + b * sin, b * cos - a * sin), dim=-1)
+    # x: [B, heads, T, hd]; half-split layout on the first rd = 2 * cos.shape[-1] dims (partial
+    # RoPE when rd < hd: the rest passes through)
+    rd = 2 * cos.shape[-1]
+    half = rd // 2
+    a, b, rest = x[..., :half], x[..., half:rd], x[..., rd:]
+    return torch.cat((a * cos + b * sin, b * cos - a * sin, rest), dim=-1)
+
+
+def bigram_hash(tokens, buckets):
+    # the record's hash of each (previous, current) token pair, in torch int32 arithmetic; the
+    # first position of every sequence gets the last bucket
+    t = tokens.to(torch.int32)
+    mod = buckets - 1
+    out = torch.empty_like(t)
+    out[..., 0] = mod
+    out[..., 1:] = torch.bitwise_xor(36313 * t[..., 1:], 27191 * t[..., :-1]) % mod
+    return out.long()
+
+
+def xsa(y, v):
+    # exclusive self attention: y [B, H, T, hd] minus its component along its KV head's unit
+    # value vector v [B, KV, T, hd] at the same position
+    group = y.shape[1] // v.shape[1]
+    vn = F.normalize(v, dim=-1).repeat_interleave(group, dim=1)
+    return y - (y * vn).sum(dim=-1, keepdim=True) * vn
 
 
 def causal_attention(q, k, v):
@@ -59,26 +80,54 @@ class RefGPT:
         self.KV = cfg["num_kv_heads"]
         self.D = cfg["model_dim"]
         self.hd = self.D // self.H
-        self.cos, self.sin = rope_tables(cfg["train_seq_len"], self.hd, cfg["rope_base"])
+        # the record stack (keys absent from older checkpoints are off)
+        self.rd = cfg.get("rope_dims", 0) or self.hd
+        T, base, rtl = cfg["train_seq_len"], cfg["rope_base"], cfg.get("rope_train_seq_len", 0)
+        if rtl > 0 and T > rtl:  # NTK-aware base scaling, as the record's Rotary
+            base = base * ((T / rtl) ** (self.rd / (self.rd - 2)))
+        self.cos, self.sin = rope_tables(T, self.rd, base)
+        self.ln_scale = bool(cfg.get("ln_scale", 0))
+        self.xsa_from = self.L - cfg.get("xsa_last_n", 0)
+        self.smear = bool(cfg.get("smear_gate", 0))
+        self.bigram = cfg.get("bigram_vocab_size", 0)
 
     def block(self, i, x, x0):
         p = lambda n: self.p[f"blocks.{i}.{n}"]
         B, T, D = x.shape
+        s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
         mix = p("resid_mix")
         x = mix[0] * x + mix[1] * x0
-        h = rms_norm(x)
+        h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
         q = (h @ p("attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
         k = (h @ p("attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         v = (h @ p("attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         q = rope(rms_norm(q), self.cos, self.sin) * p("attn.q_gain").view(1, -1, 1, 1)
         k = rope(rms_norm(k), self.cos, self.sin)
-        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, D)
+        y = causal_attention(q, k, v)
+        if i >= self.xsa_from:
+            y = xsa(y, v)
+        y = y.transpose(1, 2).reshape(B, T, D)
         x = x + p("attn_scale") * (y @ p("attn.proj.weight").T)
-        m = torch.relu(rms_norm(x) @ p("mlp.fc.weight").T).square()
+        h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
+        m = torch.relu(h @ p("mlp.fc.weight").T).square()
         return x + p("mlp_scale") * (m @ p("mlp.proj.weight").T)
 
+    def embed(self, inputs):
+        x = self.p["tok_emb.weight"][inputs]
+        if self.bigram:  # + scale * proj(bigram table row of each token pair)
+            h = self.p["bigram.embed.weight"][bigram_hash(inputs, self.bigram)]
+            if "bigram.proj.weight" in self.p:
+                h = h @ self.p["bigram.proj.weight"].T
+            x = x + h * self.p["bigram.scale"]
+        x = rms_norm(x)
+        if self.smear:  # SmearGate: blend in the previous position (zeros before the first)
+            g = torch.sigmoid(self.p["smear.gate"])
+            prev = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+            x = (1 - g) * x + g * prev
+        return x
+
     def loss(self, inputs, targets):
-        x = rms_norm(self.p["tok_emb.weight"][inputs])
+        x = self.embed(inputs)
         x0 = x
         skips = []
         for i in range(self.enc):
@@ -108,7 +157,7 @@ def newton_schulz(g, steps):
 
 
 def is_matrix(name):
-    return name.startswith("blocks.") and name.endswith(".weight")
+    return (name.startswith("blocks.") and name.endswith(".weight")) or name == "bigram.proj.weight"
 
 
 def token_stream(pattern):
@@ -142,7 +191,7 @@ def train(cfg, params, stream, steps):
     tied = cfg["tie_embeddings"]
     groups = {"tok": [], "head": [], "scalar": [], "matrix": []}
     for name, t in model.p.items():
-        if name == "tok_emb.weight":
+        if name in ("tok_emb.weight", "bigram.embed.weight"):
             groups["tok"].append(t)
         elif name == "lm_head.weight":
             groups["head"].append(t)

@@ -40,7 +40,7 @@ static void rope_fwd_tensors(OpRun *r) {
 }
 static void rope_fwd_cpu(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
-    cpu_qk_norm_rope_forward(HOST("out_bf16"), HOST("in"), HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd);
+    cpu_qk_norm_rope_forward(HOST("out_bf16"), HOST("in"), HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, hd);
     if (HOST_OPT("out")) memcpy(HOST("out"), HOST("out_bf16"), (size_t)B * T * H * hd * sizeof(float));
 }
 static int rope_fwd_gpu(OpRun *r) {
@@ -82,9 +82,9 @@ static void rope_bwd_cpu(OpRun *r) {
     float *scratch = malloc(cpu_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));
     if (HOST_OPT("din"))
         cpu_qk_norm_rope_backward(HOST("din"), HOST_OPT("dgain"), HOST("dout"), HOST("in"), HOST_OPT("gain"),
-                                  HOST("cos"), HOST("sin"), B, T, H, hd, scratch);
+                                  HOST("cos"), HOST("sin"), B, T, H, hd, hd, scratch);
     cpu_qk_norm_rope_backward(HOST("din_bf16"), HOST_OPT("din") ? NULL : HOST_OPT("dgain"), HOST("dout"), HOST("in"),
-                              HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, scratch);
+                              HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, hd, scratch);
     free(scratch);
 }
 static int rope_bwd_gpu(OpRun *r) {

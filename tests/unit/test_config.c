@@ -226,6 +226,36 @@ static void inconsistent_combinations(void) {
     config_free(&c);
 }
 
+/* The record stack's keys (issue 36): each bad value is refused naming the key and the value. */
+static void record_keys_rejected(void) {
+    static const struct {
+        const char *arg, *expect;
+    } bad[] = {
+        {"rope_dims=7", "rope_dims = 7"},          /* odd */
+        {"rope_dims=66", "rope_dims = 66"},        /* above head_dim 64 */
+        {"rope_dims=-2", "rope_dims = -2"},
+        {"xsa_last_n=10", "xsa_last_n = 10"},      /* above num_layers 9 */
+        {"xsa_last_n=-1", "xsa_last_n = -1"},
+        {"bigram_vocab_size=1", "bigram_vocab_size = 1"},
+        {"bigram_vocab_size=-5", "bigram_vocab_size = -5"},
+        {"bigram_dim=0", "bigram_dim = 0"},
+        {"rope_train_seq_len=-1", "rope_train_seq_len = -1"},
+        {"mlp_mult=0", "mlp_mult = 0"},
+        {"mlp_mult=0.001", "mlp_mult = 0.001"},    /* int(0.001 * 512) = 0 hidden units */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_with(bad[i].arg, 1) != 0 && strstr(ct_error(), bad[i].expect), "%s: %s", bad[i].arg, ct_error());
+    /* partial RoPE on 2 dims cannot take the NTK exponent r/(r-2) */
+    CHECK(validate_pair("rope_dims=2", "rope_train_seq_len=512", 1) != 0 && strstr(ct_error(), "rope_train_seq_len"),
+          "%s", ct_error());
+    CHECK(validate_pair("rope_dims=2", "rope_train_seq_len=1024", 1) == 0, "no scaling at T = 1024: %s", ct_error());
+    CHECK(validate_pair("rope_dims=16", "rope_train_seq_len=512", 1) == 0, "%s", ct_error());
+    static const char *const good[] = {"rope_dims=16", "rope_dims=64",  "xsa_last_n=9", "bigram_vocab_size=2",
+                                       "mlp_mult=2.75", "ln_scale=1", "smear_gate=1", "ortho_init=1"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(validate_with(good[i], 1) == 0, "%s refused: %s", good[i], ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -262,6 +292,7 @@ int main(void) {
     RUN(file_syntax_errors_name_file_and_line);
     RUN(inconsistent_combinations);
     RUN(nccl_settings);
+    RUN(record_keys_rejected);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

@@ -202,7 +202,7 @@ static void check_qk_forward(int B, int T, int H, int hd, int with_gain, double 
     size_t n = q_count(&c.s);
     float *out = ref_new_floats(n);
     ref_poison(out, n);
-    cpu_qk_norm_rope_forward(out, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd);
+    cpu_qk_norm_rope_forward(out, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd, hd);
     double *in_d = ref_doubles_of(c.in, n), *gain_d = with_gain ? ref_doubles_of(c.gain, H) : NULL;
     double *ref = ref_new_doubles(n);
     ref_qk_norm_rope(ref, in_d, gain_d, &c.s);
@@ -228,7 +228,7 @@ static void check_qk_backward(int B, int T, int H, int hd, int with_gain, double
     float *din = ref_new_floats(n_x), *dgain = with_gain ? din + n : NULL;
     float *scratch = ref_new_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, H));
     memset(din, 0, n_x * sizeof(float));
-    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd,
+    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, B, T, H, hd, hd,
                               scratch);
     double *x = ref_new_doubles(n_x), *num = ref_new_doubles(n_x);
     ref_to_double(c.in, x, n);
@@ -256,10 +256,10 @@ static void test_qk_norm_rope_backward_accumulates(void) {
     size_t n = q_count(&c.s);
     float *din = calloc(n + 4, sizeof(float)), *dgain = din + n;
     float *scratch = ref_new_floats(cpu_qk_norm_rope_backward_scratch_floats(2, 9, 4));
-    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, scratch);
+    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, 16, scratch);
     double *twice = ref_new_doubles(n + 4);
     for (size_t i = 0; i < n + 4; i++) twice[i] = 2.0 * din[i];
-    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, scratch);
+    cpu_qk_norm_rope_backward(din, dgain, c.R, c.in, c.gain, c.cos_t, c.sin_t, 2, 9, 4, 16, 16, scratch);
     double err = ref_rel_err(din, twice, n + 4);
     CHECK(err <= 1e-6, "second backward does not double the grads: rel err %.3g", err);
     free(din), free(scratch), free(twice);
@@ -428,16 +428,16 @@ static ChainResult run_chain(const AttnCase *c, const float *gain, const float *
     float *scratch = ref_new_floats(n_bwd > n_fwd ? (n_bwd > n_qk ? n_bwd : n_qk) : n_fwd);
     ref_poison(r.q_rot, nq), ref_poison(r.k_rot, nkv), ref_poison(r.y, nq);
 
-    cpu_qk_norm_rope_forward(r.q_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H, s->hd);
-    cpu_qk_norm_rope_forward(r.k_rot, c->k, NULL, cos_t, sin_t, s->B, s->T, s->KV, s->hd);
+    cpu_qk_norm_rope_forward(r.q_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H, s->hd, s->hd);
+    cpu_qk_norm_rope_forward(r.k_rot, c->k, NULL, cos_t, sin_t, s->B, s->T, s->KV, s->hd, s->hd);
     cpu_attention_forward(r.y, r.stats, r.q_rot, r.k_rot, c->v, s->B, s->T, s->H, s->KV, s->hd,
                           scratch, n_fwd);
     cpu_attention_backward(dq_rot, dk_rot, dv, c->R, r.q_rot, r.k_rot, c->v, r.stats, s->B, s->T,
                            s->H, s->KV, s->hd, scratch, n_bwd);
     cpu_qk_norm_rope_backward(dq, dgain, dq_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H,
-                              s->hd, scratch);
+                              s->hd, s->hd, scratch);
     cpu_qk_norm_rope_backward(dk, NULL, dk_rot, c->k, NULL, cos_t, sin_t, s->B, s->T, s->KV,
-                              s->hd, NULL);
+                              s->hd, s->hd, NULL);
     free(dq_rot), free(dk_rot), free(scratch);
     return r;
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# test_record.sh — the record stack's model keys (issue 36) end to end on the CPU backend: a run
+# with all of them trains, checkpoints the new parameters (readable with h5dump), resumes bit
+# for bit after a stop, exports and samples; device=cuda refuses them naming the key; bad
+# values are errors naming the key; a checkpoint written while mlp_mult was an integer key
+# still loads. (The math is checked against PyTorch in test_parity.sh, the ops in
+# test_cpu_record_ops.)
+source "$CT_ROOT/tests/cli/lib.sh"
+
+"$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 &&
+    "$CTRAIN" data from-text --out val.h5 /usr/share/common-licenses/Apache-2.0 >/dev/null 2>&1 ||
+    { fail make_data "from-text failed"; exit 1; }
+cfg=(train_files="$WORK/train.h5" val_files="$WORK/val.h5" vocab_size=256 num_layers=4 model_dim=64 num_heads=4
+     num_kv_heads=2 mlp_mult=2.5 train_seq_len=32 train_batch_tokens=512 grad_accum_slots=4 val_batch_size=512
+     warmdown_iters=3 muon_momentum_warmup_steps=4 val_loss_every=4 checkpoint_every=2 train_log_every=1 threads=2
+     rope_dims=8 rope_train_seq_len=16 ln_scale=1 xsa_last_n=2 smear_gate=1 bigram_vocab_size=64 bigram_dim=32
+     ortho_init=1)
+
+expect_ok reference "$CTRAIN" train "${cfg[@]}" iterations=8 out_dir=ref
+final=ref/checkpoints/step_00000008.h5
+# the banner lists the keys the run sets
+expect_grep banner_lists_keys 'xsa_last_n += 2 +\(command line\)' "$WORK/out"
+# the new parameters are in /model with their shapes (h5dump reads them)
+if command -v h5dump >/dev/null; then
+    h5dump -H "$final" >ref.h5dump 2>&1
+    expect_grep h5dump_bigram_embed 'DATASET "bigram.embed.weight"' ref.h5dump
+    grep -A3 'DATASET "bigram.proj.weight"' ref.h5dump | grep -q '( 64, 32 )' && pass h5dump_bigram_proj_shape ||
+        fail h5dump_bigram_proj_shape "$(grep -A3 'bigram.proj' ref.h5dump | head -4)"
+    expect_grep h5dump_smear_gate 'DATASET "smear.gate"' ref.h5dump
+else skip h5dump_bigram_embed "no h5dump"; skip h5dump_bigram_proj_shape "no h5dump"; skip h5dump_smear_gate "no h5dump"; fi
+# the loss went down (the features train, not just run)
+/usr/bin/python3 - ref/metrics.jsonl >loss.txt <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l]
+print(rows[0]["train_loss"], rows[-1]["train_loss"])
+EOF
+read -r first last <loss.txt
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$last') < float('$first') - 0.3 else 1)" &&
+    pass loss_decreases || fail loss_decreases "first $first, last $last"
+
+# a stop signal in step 5 (checkpoint 5, exit 75), resumed: the same bits as the uninterrupted run
+env CTRAIN_FAULT="USR1@5.2" "$CTRAIN" train "${cfg[@]}" iterations=8 out_dir=stopped >stopped.log 2>&1
+code=$?
+[ $code = 75 ] && pass stop_exit_75 || fail stop_exit_75 "exit $code: $(tail -3 stopped.log)"
+"$CTRAIN" train "${cfg[@]}" iterations=8 out_dir=stopped >>stopped.log 2>&1 || fail resume_run "$(tail -3 stopped.log)"
+if "$CTRAIN" ckpt diff --exact "$final" stopped/checkpoints/step_00000008.h5 >diff.out 2>&1; then pass resume_bitwise
+else fail resume_bitwise "$(tail -5 diff.out)"; fi
+
+# a resume must keep the model keys: changing one is refused, naming it
+expect_fail resume_key_fixed 1 'xsa_last_n: checkpoint 2, configured 1' "$CTRAIN" train "${cfg[@]}" iterations=10 \
+    out_dir=ref xsa_last_n=1
+
+# export and sample work on such a model
+expect_ok export "$CTRAIN" ckpt export "$final" --out model.safetensors
+/usr/bin/python3 - model.safetensors <<'EOF' >export.txt 2>&1 && pass export_has_record_tensors || fail export_has_record_tensors "$(cat export.txt)"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+want = {"bigram.scale": [1], "bigram.embed.weight": [64, 32], "bigram.proj.weight": [64, 32], "smear.gate": [64]}
+for k, shape in want.items():
+    assert h[k]["shape"] == shape, (k, h.get(k))
+meta = h["__metadata__"]
+assert meta["xsa_last_n"] == "2" and meta["rope_dims"] == "8" and meta["mlp_mult"] == "2.5", meta
+print("ok")
+EOF
+expect_ok sample "$CTRAIN" sample "$final" --prompt "The " --tokens 8 --seed 1
+
+# device=cuda does not implement them yet: refused before anything else, naming the key
+expect_fail cuda_refuses_rope_dims 1 'rope_dims = 8 is not implemented on device=cuda' "$CTRAIN" train "${cfg[@]}" \
+    iterations=2 out_dir=cuda1 device=cuda
+expect_fail cuda_refuses_bigram 1 'bigram_vocab_size = 64 is not implemented on device=cuda' "$CTRAIN" train \
+    train_files="$WORK/train.h5" vocab_size=256 num_layers=2 model_dim=64 num_heads=2 num_kv_heads=1 train_seq_len=32 \
+    train_batch_tokens=512 iterations=2 out_dir=cuda2 device=cuda bigram_vocab_size=64
+
+# bad values name the key and the value
+expect_fail bad_rope_dims 2 'rope_dims = 7' "$CTRAIN" train "${cfg[@]}" rope_dims=7 out_dir=bad
+expect_fail bad_xsa_last_n 2 'xsa_last_n = 5: expected in \[0, num_layers = 4\]' "$CTRAIN" train "${cfg[@]}" \
+    xsa_last_n=5 out_dir=bad
+expect_fail bad_bigram_size 2 'bigram_vocab_size = 1' "$CTRAIN" train "${cfg[@]}" bigram_vocab_size=1 out_dir=bad
+
+# a checkpoint from before mlp_mult took fractional values holds it as an integer attribute
+"$CTRAIN" train train_files="$WORK/train.h5" vocab_size=256 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 \
+    mlp_mult=3 train_seq_len=32 train_batch_tokens=512 iterations=2 out_dir=old threads=2 >old.log 2>&1 ||
+    fail old_run "$(tail -3 old.log)"
+/usr/bin/python3 - old/checkpoints/step_00000002.h5 <<'EOF' >old.txt 2>&1 || fail old_rewrite "$(cat old.txt)"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r+") as h:
+    del h["config"].attrs["mlp_mult"]
+    h["config"].attrs.create("mlp_mult", np.int64(3))
+EOF
+expect_ok old_int_mlp_mult_info "$CTRAIN" ckpt info old/checkpoints/step_00000002.h5
+expect_grep old_int_mlp_mult_read 'mlp_mult 3,' "$WORK/out"
+
+finish

@@ -1,0 +1,394 @@
+/* test_cpu_record_ops.c — reference tests of the CPU ops the record stack adds (issue 36):
+ * SmearGate, the bigram hash and its scalar-scaled branch, XSA, partial RoPE, and the
+ * orthogonal initialisation, as tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32
+ * forward vs a double reference, backward vs central finite differences of L = sum(out * R), the
+ * += semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
+ * CT_TEST_VERBOSE=1 prints every measured error. */
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu_attention.h"
+#include "cpu_ops.h"
+#include "harness.h"
+#include "model.h"
+#include "refcheck.h"
+
+#define FORWARD_TOL 1e-5
+#define GRADIENT_TOL 1e-4
+#define ACCUMULATE_TOL 1e-6
+#define FD_STEP 1e-6
+
+static int verbose;
+
+#define CHECK_ERR(label, err, tol)                                                                \
+    do {                                                                                          \
+        double err_ = (err);                                                                      \
+        if (verbose) fprintf(stderr, "#   %-34s %.2e  (bound %.0e)\n", label, err_, (double)(tol)); \
+        CHECK(err_ <= (tol), "%s: relative error %.3e exceeds %g", label, err_, (double)(tol));   \
+    } while (0)
+
+static float *zeros(size_t n) { return ct_calloc(n, sizeof(float), "test buffer"); }
+
+static float *copy_floats(const float *x, size_t n) {
+    float *y = ref_new_floats(n);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+static double dot(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* ||twice - 2*once|| / ||2*once|| */
+static double doubling_err(const float *once, const float *twice, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)twice[i] - 2.0 * once[i];
+        num += d * d;
+        den += 4.0 * (double)once[i] * once[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ---- SmearGate ----------------------------------------------------------------------------- */
+
+typedef struct {
+    int B, T, C;
+    const double *x, *gate, *R;
+} SmearRef;
+
+static void smear_ref(const SmearRef *p, double *out) {
+    for (int b = 0; b < p->B; b++)
+        for (int t = 0; t < p->T; t++)
+            for (int c = 0; c < p->C; c++) {
+                size_t i = ((size_t)b * p->T + t) * p->C + c;
+                double g = 1.0 / (1.0 + exp(-p->gate[c]));
+                double prev = t == 0 ? 0.0 : p->x[i - p->C];
+                out[i] = (1 - g) * p->x[i] + g * prev;
+            }
+}
+
+static double smear_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const SmearRef *p = ctx;
+    size_t n = (size_t)p->B * p->T * p->C;
+    double *out = ref_new_doubles(n);
+    smear_ref(p, out);
+    double L = dot(out, p->R, n);
+    free(out);
+    return L;
+}
+
+static void test_smear(void) {
+    uint64_t rng = 361;
+    const int B = 3, T = 5, C = 19; /* two channel blocks, the second ragged */
+    const size_t n = (size_t)B * T * C;
+    float *x = ref_random_floats(n, -1, 1, &rng), *gate = ref_random_floats(C, -2, 2, &rng);
+    float *R = ref_random_floats(n, -1, 1, &rng), *out = ref_new_floats(n);
+    float *dx = zeros(n), *dgate = zeros(C);
+    ref_poison(out, n);
+    cpu_smear_forward(out, x, gate, B, T, C);
+    double *x_d = ref_doubles_of(x, n), *g_d = ref_doubles_of(gate, C), *R_d = ref_doubles_of(R, n);
+    double *ref = ref_new_doubles(n), *num_x = ref_new_doubles(n), *num_g = ref_new_doubles(C);
+    SmearRef p = {B, T, C, x_d, g_d, R_d};
+    smear_ref(&p, ref);
+    CHECK_ERR("smear forward", ref_rel_err(out, ref, n), FORWARD_TOL);
+    cpu_smear_backward(dx, dgate, R, x, gate, B, T, C);
+    ref_numgrad(smear_loss, x_d, n, &p, FD_STEP, num_x);
+    ref_numgrad(smear_loss, g_d, C, &p, FD_STEP, num_g);
+    CHECK_ERR("smear dx vs FD", ref_rel_err(dx, num_x, n), GRADIENT_TOL);
+    CHECK_ERR("smear dgate vs FD", ref_rel_err(dgate, num_g, C), GRADIENT_TOL);
+    float *dx_once = copy_floats(dx, n), *dg_once = copy_floats(dgate, C);
+    cpu_smear_backward(dx, dgate, R, x, gate, B, T, C);
+    CHECK_ERR("smear dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("smear dgate accumulates", doubling_err(dg_once, dgate, C), ACCUMULATE_TOL);
+    free(x), free(gate), free(R), free(out), free(dx), free(dgate), free(dx_once), free(dg_once);
+    free(x_d), free(g_d), free(R_d), free(ref), free(num_x), free(num_g);
+}
+
+/* ---- bigram hash and its scaled branch ----------------------------------------------------- */
+
+static void test_bigram_hash(void) {
+    /* hand-computed: (36313 * cur) ^ (27191 * prev) mod (buckets - 1), first position -> buckets - 1 */
+    const int32_t ids[] = {5, 7, 1, 0, 1023, 1023};
+    int32_t got[6];
+    cpu_bigram_hash(got, ids, 2, 3, 2048);
+    const int32_t want[] = {2047, ((36313 * 7) ^ (27191 * 5)) % 2047, ((36313 * 1) ^ (27191 * 7)) % 2047,
+                            2047, ((36313 * 1023) ^ (27191 * 0)) % 2047, ((36313 * 1023) ^ (27191 * 1023)) % 2047};
+    for (int i = 0; i < 6; i++) CHECK(got[i] == want[i], "bucket %d: got %d, want %d", i, got[i], want[i]);
+    /* values torch computes (the record's bigram_hash on int32 tensors): [[5,7,1],[0,1023,1023]]
+     * -> 1082, 677 | 1290, 977; [[59999, 60000]] with 4096 buckets -> 2285, where 36313 * 60000
+     * wraps to -2116187296 and the remainder of the negative xor takes the divisor's sign */
+    CHECK(got[1] == 1082 && got[2] == 677 && got[4] == 1290 && got[5] == 977, "torch's buckets: %d %d %d %d", got[1],
+          got[2], got[4], got[5]);
+    const int32_t big[] = {59999, 60000};
+    int32_t b2[2];
+    cpu_bigram_hash(b2, big, 1, 2, 4096);
+    CHECK(b2[0] == 4095 && b2[1] == 2285, "wrapped product: got %d %d, torch gives 4095 2285", b2[0], b2[1]);
+    /* two buckets: everything but the first position falls in bucket 0 */
+    int32_t two[3];
+    cpu_bigram_hash(two, ids, 1, 3, 2);
+    CHECK(two[0] == 1 && two[1] == 0 && two[2] == 0, "two buckets: %d %d %d", two[0], two[1], two[2]);
+}
+
+static void test_scalar_scaled_add(void) {
+    uint64_t rng = 371;
+    const size_t n = 77;
+    float *x = ref_random_floats(n, -1, 1, &rng), *br = ref_random_floats(n, -1, 1, &rng);
+    float *R = ref_random_floats(n, -1, 1, &rng), scale = 0.05f, out[77], dbr[77] = {0}, dscale = 0;
+    cpu_add_scalar_scaled_forward(out, x, br, &scale, n);
+    double err = 0, want_ds = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs(out[i] - ((double)x[i] + (double)br[i] * scale)));
+        want_ds += (double)R[i] * br[i];
+    }
+    CHECK(err <= 1e-6, "forward error %g", err);
+    cpu_add_scalar_scaled_backward(dbr, &dscale, R, br, &scale, n);
+    for (size_t i = 0; i < n; i++) CHECK(dbr[i] == R[i] * scale, "dbranch[%zu]", i);
+    CHECK_CLOSE(dscale, want_ds, 1e-6);
+    cpu_add_scalar_scaled_backward(dbr, &dscale, R, br, &scale, n);
+    CHECK_CLOSE(dscale, 2 * want_ds, 1e-6);
+    free(x), free(br), free(R);
+}
+
+/* ---- XSA ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int N, H, KV, hd;
+    const double *y, *v, *R;
+} XsaRef;
+
+static void xsa_ref(const XsaRef *p, double *out) {
+    const int group = p->H / p->KV;
+    for (int n = 0; n < p->N; n++)
+        for (int h = 0; h < p->H; h++) {
+            const double *v = p->v + ((size_t)n * p->KV + h / group) * p->hd;
+            const double *y = p->y + ((size_t)n * p->H + h) * p->hd;
+            double *o = out + ((size_t)n * p->H + h) * p->hd;
+            double norm = 0, c = 0;
+            for (int d = 0; d < p->hd; d++) norm += v[d] * v[d];
+            norm = fmax(sqrt(norm), 1e-12);
+            for (int d = 0; d < p->hd; d++) c += y[d] * v[d] / norm;
+            for (int d = 0; d < p->hd; d++) o[d] = y[d] - c * v[d] / norm;
+        }
+}
+
+static double xsa_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const XsaRef *p = ctx;
+    size_t n = (size_t)p->N * p->H * p->hd;
+    double *out = ref_new_doubles(n);
+    xsa_ref(p, out);
+    double L = dot(out, p->R, n);
+    free(out);
+    return L;
+}
+
+static void test_xsa(void) {
+    uint64_t rng = 381;
+    const int N = 7, H = 6, KV = 2, hd = 10;
+    const size_t ny = (size_t)N * H * hd, nv = (size_t)N * KV * hd;
+    float *y = ref_random_floats(ny, -1, 1, &rng), *v = ref_random_floats(nv, -1, 1, &rng);
+    float *R = ref_random_floats(ny, -1, 1, &rng), *out = ref_new_floats(ny), *dy = zeros(ny), *dv = zeros(nv);
+    ref_poison(out, ny);
+    cpu_xsa_forward(out, y, v, N, H, KV, hd);
+    double *y_d = ref_doubles_of(y, ny), *v_d = ref_doubles_of(v, nv), *R_d = ref_doubles_of(R, ny);
+    double *ref = ref_new_doubles(ny), *num_y = ref_new_doubles(ny), *num_v = ref_new_doubles(nv);
+    XsaRef p = {N, H, KV, hd, y_d, v_d, R_d};
+    xsa_ref(&p, ref);
+    CHECK_ERR("xsa forward", ref_rel_err(out, ref, ny), FORWARD_TOL);
+    /* the output is orthogonal to the unit value vector */
+    double worst = 0;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++) {
+            const float *o = out + ((size_t)n * H + h) * hd, *vv = v + ((size_t)n * KV + h / (H / KV)) * hd;
+            double c = 0, nn = 0;
+            for (int d = 0; d < hd; d++) c += (double)o[d] * vv[d], nn += (double)vv[d] * vv[d];
+            worst = fmax(worst, fabs(c) / sqrt(nn));
+        }
+    CHECK(worst <= 1e-6, "output . unit value = %g, expected 0", worst);
+    cpu_xsa_backward(dy, dv, R, y, v, N, H, KV, hd);
+    ref_numgrad(xsa_loss, y_d, ny, &p, FD_STEP, num_y);
+    ref_numgrad(xsa_loss, v_d, nv, &p, FD_STEP, num_v);
+    CHECK_ERR("xsa dy vs FD", ref_rel_err(dy, num_y, ny), GRADIENT_TOL);
+    CHECK_ERR("xsa dv vs FD", ref_rel_err(dv, num_v, nv), GRADIENT_TOL);
+    float *dy_once = copy_floats(dy, ny), *dv_once = copy_floats(dv, nv);
+    cpu_xsa_backward(dy, dv, R, y, v, N, H, KV, hd);
+    CHECK_ERR("xsa dy accumulates", doubling_err(dy_once, dy, ny), ACCUMULATE_TOL);
+    CHECK_ERR("xsa dv accumulates", doubling_err(dv_once, dv, nv), ACCUMULATE_TOL);
+    /* a zero value vector: F.normalize's clamp leaves y unchanged, and nothing is NaN */
+    memset(v, 0, (size_t)hd * sizeof(float));
+    cpu_xsa_forward(out, y, v, N, H, KV, hd);
+    CHECK(memcmp(out, y, (size_t)hd * sizeof(float)) == 0, "zero value vector changed y");
+    memset(dv, 0, nv * sizeof(float));
+    cpu_xsa_backward(dy, dv, R, y, v, N, H, KV, hd);
+    for (size_t i = 0; i < nv; i++) CHECK(isfinite(dv[i]), "dv[%zu] not finite with a zero value vector", i);
+    free(y), free(v), free(R), free(out), free(dy), free(dv), free(dy_once), free(dv_once);
+    free(y_d), free(v_d), free(R_d), free(ref), free(num_y), free(num_v);
+}
+
+/* ---- partial RoPE -------------------------------------------------------------------------- */
+
+typedef struct {
+    int B, T, H, hd, rd;
+    const double *x, *gain, *R;
+    const float *cos_t, *sin_t;
+} RopeRef;
+
+static void rope_ref(const RopeRef *p, double *out) {
+    const int half = p->rd / 2;
+    for (int n = 0; n < p->B * p->T; n++)
+        for (int h = 0; h < p->H; h++) {
+            const double *x = p->x + ((size_t)n * p->H + h) * p->hd;
+            double *o = out + ((size_t)n * p->H + h) * p->hd;
+            double ms = 0;
+            for (int d = 0; d < p->hd; d++) ms += x[d] * x[d];
+            double r = 1.0 / sqrt(ms / p->hd + FLT_EPSILON);
+            const float *c = p->cos_t + (size_t)(n % p->T) * half, *s = p->sin_t + (size_t)(n % p->T) * half;
+            for (int i = 0; i < half; i++) {
+                double u1 = x[i] * r, u2 = x[i + half] * r;
+                o[i] = (u1 * c[i] + u2 * s[i]) * p->gain[h];
+                o[i + half] = (u2 * c[i] - u1 * s[i]) * p->gain[h];
+            }
+            for (int d = p->rd; d < p->hd; d++) o[d] = x[d] * r * p->gain[h];
+        }
+}
+
+static double rope_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const RopeRef *p = ctx;
+    size_t n = (size_t)p->B * p->T * p->H * p->hd;
+    double *out = ref_new_doubles(n);
+    rope_ref(p, out);
+    double L = dot(out, p->R, n);
+    free(out);
+    return L;
+}
+
+static void test_partial_rope(void) {
+    uint64_t rng = 391;
+    const int B = 2, T = 6, H = 3, hd = 16, rd = 6;
+    const size_t n = (size_t)B * T * H * hd;
+    float cos_t[6 * 3], sin_t[6 * 3];
+    cpu_rope_tables_init(cos_t, sin_t, T, rd, 10000.0f);
+    float *x = ref_random_floats(n, -1, 1, &rng), *gain = ref_random_floats(H, 0.5, 2, &rng);
+    float *R = ref_random_floats(n, -1, 1, &rng), *out = ref_new_floats(n), *dx = zeros(n), dgain[3] = {0};
+    float *scratch = ref_new_floats(cpu_qk_norm_rope_backward_scratch_floats(B, T, H));
+    ref_poison(out, n);
+    cpu_qk_norm_rope_forward(out, x, gain, cos_t, sin_t, B, T, H, hd, rd);
+    double *x_d = ref_doubles_of(x, n), *g_d = ref_doubles_of(gain, H), *R_d = ref_doubles_of(R, n);
+    double *ref = ref_new_doubles(n), *num_x = ref_new_doubles(n), *num_g = ref_new_doubles(H);
+    RopeRef p = {B, T, H, hd, rd, x_d, g_d, R_d, cos_t, sin_t};
+    rope_ref(&p, ref);
+    CHECK_ERR("partial rope forward", ref_rel_err(out, ref, n), FORWARD_TOL);
+    cpu_qk_norm_rope_backward(dx, dgain, R, x, gain, cos_t, sin_t, B, T, H, hd, rd, scratch);
+    ref_numgrad(rope_loss, x_d, n, &p, FD_STEP, num_x);
+    ref_numgrad(rope_loss, g_d, H, &p, FD_STEP, num_g);
+    CHECK_ERR("partial rope dx vs FD", ref_rel_err(dx, num_x, n), GRADIENT_TOL);
+    CHECK_ERR("partial rope dgain vs FD", ref_rel_err(dgain, num_g, H), GRADIENT_TOL);
+    /* rope_dims = head_dim is the full RoPE: the same bits as tables of head_dim/2 */
+    float cos_f[6 * 8], sin_f[6 * 8], *full = ref_new_floats(n), *again = ref_new_floats(n);
+    cpu_rope_tables_init(cos_f, sin_f, T, hd, 10000.0f);
+    cpu_qk_norm_rope_forward(full, x, gain, cos_f, sin_f, B, T, H, hd, hd);
+    cpu_qk_norm_rope_forward(again, x, gain, cos_f, sin_f, B, T, H, hd, hd);
+    CHECK(memcmp(full, again, n * sizeof(float)) == 0, "full RoPE not repeatable");
+    free(x), free(gain), free(R), free(out), free(dx), free(scratch), free(full), free(again);
+    free(x_d), free(g_d), free(R_d), free(ref), free(num_x), free(num_g);
+}
+
+/* ---- thread count ---------------------------------------------------------------------------- */
+
+static void test_thread_count_gives_same_bits(void) {
+    uint64_t rng = 401;
+    const int B = 4, T = 33, C = 40, H = 4, KV = 2, hd = 10;
+    const size_t n = (size_t)B * T * C;
+    float *x = ref_random_floats(n, -1, 1, &rng), *gate = ref_random_floats(C, -2, 2, &rng);
+    float *R = ref_random_floats(n, -1, 1, &rng), *v = ref_random_floats((size_t)B * T * KV * hd, -1, 1, &rng);
+    float *res[2][4];
+    const int threads[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(threads[k]);
+        res[k][0] = zeros(n), res[k][1] = zeros(C), res[k][2] = zeros(n), res[k][3] = zeros((size_t)B * T * KV * hd);
+        cpu_smear_backward(res[k][0], res[k][1], R, x, gate, B, T, C);
+        cpu_xsa_backward(res[k][2], res[k][3], R, x, v, B * T, H, KV, hd); /* x read as [BT, H*hd] */
+    }
+    omp_set_num_threads(2);
+    CHECK(memcmp(res[0][0], res[1][0], n * sizeof(float)) == 0, "smear dx differs between 1 and 3 threads");
+    CHECK(memcmp(res[0][1], res[1][1], C * sizeof(float)) == 0, "smear dgate differs between 1 and 3 threads");
+    CHECK(memcmp(res[0][2], res[1][2], n * sizeof(float)) == 0, "xsa dy differs between 1 and 3 threads");
+    CHECK(memcmp(res[0][3], res[1][3], (size_t)B * T * KV * hd * sizeof(float)) == 0,
+          "xsa dv differs between 1 and 3 threads");
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++) free(res[k][j]);
+    free(x), free(gate), free(R), free(v);
+}
+
+/* ---- orthogonal initialisation (model.c) ----------------------------------------------------- */
+
+static void test_orthogonal_init(void) {
+    Config cfg;
+    config_init(&cfg);
+    const char *kv[][2] = {{"num_layers", "2"},  {"model_dim", "64"},   {"num_heads", "4"},       {"num_kv_heads", "1"},
+                           {"mlp_mult", "3"},    {"ortho_init", "1"},   {"bigram_vocab_size", "16"},
+                           {"bigram_dim", "64"}, {"vocab_size", "128"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        CHECK(config_set(&cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
+    ModelSpec s;
+    CHECK(model_spec_init(&s, &cfg) == 0, "%s", ct_error());
+    float *w = ct_calloc(s.total_floats, sizeof(float), "weights");
+    model_init_weights(&s, 1337, w);
+    /* c_q [64,64] and mlp.fc [192,64]: orthonormal columns (W^T W = I); c_k [16,64] has a side
+     * below 64 and keeps the uniform init; the zero-initialised ones stay zero */
+    const char *ortho[] = {"blocks.0.attn.c_q.weight", "blocks.1.mlp.fc.weight"};
+    for (int k = 0; k < 2; k++) {
+        const ParamInfo *p = model_find_param(&s, ortho[k]);
+        const float *m = w + p->offset;
+        const int64_t rows = p->shape[0], cols = p->shape[1];
+        double worst = 0;
+        for (int64_t a = 0; a < cols; a++)
+            for (int64_t b = 0; b < cols; b++) {
+                double d = 0;
+                for (int64_t r = 0; r < rows; r++) d += (double)m[r * cols + a] * m[r * cols + b];
+                worst = fmax(worst, fabs(d - (a == b ? 1.0 : 0.0)));
+            }
+        CHECK(worst <= 1e-5, "%s: |W^T W - I| = %g", ortho[k], worst);
+    }
+    const ParamInfo *ck = model_find_param(&s, "blocks.0.attn.c_k.weight");
+    double bound = 1.0 / sqrt(64.0), mx = 0;
+    for (size_t i = 0; i < ck->count; i++) mx = fmax(mx, fabs(w[ck->offset + i]));
+    CHECK(mx <= bound && mx > 0.5 * bound, "c_k keeps the uniform init: max |w| %g, bound %g", mx, bound);
+    const char *zero[] = {"blocks.0.attn.proj.weight", "blocks.1.mlp.proj.weight", "bigram.embed.weight"};
+    for (int k = 0; k < 3; k++) {
+        const ParamInfo *p = model_find_param(&s, zero[k]);
+        CHECK(p != NULL, "no %s", zero[k]);
+        for (size_t i = 0; i < p->count; i++) CHECK(w[p->offset + i] == 0.0f, "%s[%zu] not zero", zero[k], i);
+    }
+    CHECK(model_find_param(&s, "bigram.proj.weight") == NULL, "bigram_dim == model_dim has no projection");
+    CHECK(w[model_find_param(&s, "bigram.scale")->offset] == 0.05f, "bigram.scale init");
+    /* the same seed gives the same bits */
+    float *again = ct_calloc(s.total_floats, sizeof(float), "weights");
+    model_init_weights(&s, 1337, again);
+    CHECK(memcmp(w, again, s.total_floats * sizeof(float)) == 0, "init not repeatable");
+    free(w), free(again);
+    model_spec_free(&s);
+    config_free(&cfg);
+}
+
+int main(void) {
+    verbose = getenv("CT_TEST_VERBOSE") != NULL;
+    RUN(test_smear);
+    RUN(test_bigram_hash);
+    RUN(test_scalar_scaled_add);
+    RUN(test_xsa);
+    RUN(test_partial_rope);
+    RUN(test_thread_count_gives_same_bits);
+    RUN(test_orthogonal_init);
+    TEST_EXIT();
+}
