@@ -173,9 +173,16 @@ static void orthogonal_init(float *w, int64_t rows, int64_t cols, uint64_t seed,
                 for (int64_t i = 0; i < m; i++) d += u[i] * v[i];
                 dots[k] = d;
             }
-            for (int64_t k = 0; k < j; k++) {
-                const double *u = q + k * m;
-                for (int64_t i = 0; i < m; i++) v[i] -= dots[k] * u[i];
+            /* pieces of rows to threads, each subtracting the projections in k order: every
+             * element sees the same operations whatever the thread count */
+            const int64_t piece = 256, pieces = (m + piece - 1) / piece;
+#pragma omp parallel for schedule(static)
+            for (int64_t p = 0; p < pieces; p++) {
+                const int64_t i0 = p * piece, i1 = i0 + piece < m ? i0 + piece : m;
+                for (int64_t k = 0; k < j; k++) {
+                    const double *u = q + k * m, d = dots[k];
+                    for (int64_t i = i0; i < i1; i++) v[i] -= d * u[i];
+                }
             }
         }
         double norm = 0;

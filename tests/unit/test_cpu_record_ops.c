@@ -336,7 +336,7 @@ static void test_orthogonal_init(void) {
     Config cfg;
     config_init(&cfg);
     const char *kv[][2] = {{"num_layers", "2"},  {"model_dim", "64"},   {"num_heads", "4"},       {"num_kv_heads", "1"},
-                           {"mlp_mult", "3"},    {"ortho_init", "1"},   {"bigram_vocab_size", "16"},
+                           {"mlp_mult", "6"},    {"ortho_init", "1"},   {"bigram_vocab_size", "16"},
                            {"bigram_dim", "64"}, {"vocab_size", "128"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         CHECK(config_set(&cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
@@ -344,7 +344,7 @@ static void test_orthogonal_init(void) {
     CHECK(model_spec_init(&s, &cfg) == 0, "%s", ct_error());
     float *w = ct_calloc(s.total_floats, sizeof(float), "weights");
     model_init_weights(&s, 1337, w);
-    /* c_q [64,64] and mlp.fc [192,64]: orthonormal columns (W^T W = I); c_k [16,64] has a side
+    /* c_q [64,64] and mlp.fc [384,64] (two pieces of rows): orthonormal columns (W^T W = I); c_k [16,64] has a side
      * below 64 and keeps the uniform init; the zero-initialised ones stay zero */
     const char *ortho[] = {"blocks.0.attn.c_q.weight", "blocks.1.mlp.fc.weight"};
     for (int k = 0; k < 2; k++) {
@@ -372,10 +372,12 @@ static void test_orthogonal_init(void) {
     }
     CHECK(model_find_param(&s, "bigram.proj.weight") == NULL, "bigram_dim == model_dim has no projection");
     CHECK(w[model_find_param(&s, "bigram.scale")->offset] == 0.05f, "bigram.scale init");
-    /* the same seed gives the same bits */
+    /* the same seed gives the same bits, with any thread count (every rank must draw the same) */
     float *again = ct_calloc(s.total_floats, sizeof(float), "weights");
+    omp_set_num_threads(1);
     model_init_weights(&s, 1337, again);
-    CHECK(memcmp(w, again, s.total_floats * sizeof(float)) == 0, "init not repeatable");
+    omp_set_num_threads(2);
+    CHECK(memcmp(w, again, s.total_floats * sizeof(float)) == 0, "init differs between 1 and 2 threads");
     free(w), free(again);
     model_spec_free(&s);
     config_free(&cfg);
