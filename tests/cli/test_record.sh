@@ -78,6 +78,17 @@ expect_fail bad_xsa_last_n 2 'xsa_last_n = 5: expected in \[0, num_layers = 4\]'
     xsa_last_n=5 out_dir=bad
 expect_fail bad_bigram_size 2 'bigram_vocab_size = 1' "$CTRAIN" train "${cfg[@]}" bigram_vocab_size=1 out_dir=bad
 
+# the record's configuration file: every key valid, and with its sizes cut down it trains on the
+# CPU (the 11 blocks, 3x MLP, partial RoPE with NTK scaling, XSA, SmearGate, bigram, and the rest)
+conf="$CT_ROOT/slurm/golf-record-8xh100.conf"
+expect_ok record_conf_valid "$CTRAIN" train --config "$conf" --print-config
+expect_grep record_conf_xsa '^xsa_last_n = 4$' "$WORK/out"
+expect_ok record_conf_trains "$CTRAIN" train --config "$conf" device=cpu train_files="$WORK/train.h5" \
+    val_files="$WORK/val.h5" vocab_size=256 model_dim=128 num_heads=4 num_kv_heads=2 train_seq_len=64 \
+    train_batch_tokens=1024 val_batch_size=1024 iterations=3 warmdown_iters=1 max_wallclock_seconds=0 \
+    out_dir=record_small threads=2
+expect_grep record_conf_done '^done: 3 steps' "$WORK/out"
+
 # a checkpoint from before mlp_mult took fractional values holds it as an integer attribute
 "$CTRAIN" train train_files="$WORK/train.h5" vocab_size=256 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 \
     mlp_mult=3 train_seq_len=32 train_batch_tokens=512 iterations=2 out_dir=old threads=2 >old.log 2>&1 ||
