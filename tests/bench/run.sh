@@ -7,6 +7,7 @@
 #      tokens/s and achieved model GFLOP/s (FLOP count in docs/model.md)
 #   4. the full baseline shape (9 x 512, seq 1024) with a reduced batch
 #   5. how OpenMP threads wait, on this machine idle and loaded (wait_policy.sh)
+#   6. the 1.1248 record's shape with and without its model features, reduced batch (record_step.sh)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -75,3 +76,6 @@ echo "BENCH baseline_reduced_tokens_per_s $b_tps"
 
 echo "== 5. waiting threads: idle and beside as many busy processes as cores (a shared node)"
 bash "$root/tests/bench/wait_policy.sh" "$build"
+
+echo "== 6. the record's shape (11 x 512, 3x MLP, T 2048), reduced batch: train_batch_tokens=16384"
+bash "$root/tests/bench/record_step.sh" "$build" "$work/data.h5" "$threads"
