@@ -6,7 +6,7 @@
 #   make bench      CPU benchmarks
 #   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
-#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, CUDA_HOME, NCCL_HOME
+#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
 
 BUILD ?= build
@@ -91,6 +91,16 @@ PMI2_CFLAGS := -I/usr/include/slurm -DCT_HAVE_PMI2=1
 PMI2_LIBS := -lpmi2
 endif
 
+# ---- zstd (optional: the 1.1248 record's int6 + zstd golf artifact, golf_format = int6-zstd) ----
+# Without it everything else builds and works; int6-zstd then says what to install.
+ifdef ZSTD_HOME
+ZSTD_CFLAGS := -I$(ZSTD_HOME)/include -DCT_HAVE_ZSTD=1
+ZSTD_LIBS := -L$(ZSTD_HOME)/lib -Wl,-rpath,$(ZSTD_HOME)/lib -lzstd
+else
+ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
+ZSTD_CFLAGS := $(if $(ZSTD_LIBS),$(shell pkg-config --cflags libzstd 2>/dev/null) -DCT_HAVE_ZSTD=1,)
+endif
+
 # ---- SentencePiece (optional: `ctrain data import-bin --tokenizer MODEL.model`, `ctrain data luts`) ----
 # Its interface is C++, so src/data/spm_shim.cc, the one C++ file, is compiled with $(CXX) when
 # the library and a C++ compiler are found; without them those commands say what to install.
@@ -125,8 +135,8 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif
 
-override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(CUDA_CFLAGS)
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(CUDA_LIBS) $(LDLIBS)
+override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(ZSTD_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(ZSTD_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 # ---- sources ----
 LIB_SRCS := $(filter-out src/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))

@@ -3,7 +3,7 @@
  *   verify FILE...    full verification (checksums, completeness, shapes); exit 1 if invalid
  *   diff A B          per-tensor differences
  *   export FILE       the weights as safetensors
- *   golf FILE         the parameter-golf artifact (int8 + zlib) and its round-trip validation
+ *   golf FILE         the parameter-golf artifact (int8 + zlib or int6 + zstd) and its round-trip validation
  * The work is checkpoint/'s (checkpoint.h); this file parses arguments and prints.
  * Exit codes: 0 success, 1 invalid file or runtime error, 2 usage error. */
 #include <errno.h>
@@ -29,7 +29,8 @@ static const char CKPT_USAGE[] =
     "  verify FILE...         check checksums, completeness and shapes; exit 1 if invalid\n"
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
     "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
-    "  golf FILE              the parameter-golf artifact (int8 + zlib), its size and round-trip val_bpb\n"
+    "  golf FILE              the parameter-golf artifact (int8 + zlib or int6 + zstd), its size and\n"
+    "                         round-trip val_bpb\n"
     "\n"
     "FILE may also be a run directory (out_dir), its checkpoints/ directory or a `latest` file:\n"
     "the checkpoint `latest` names (or the newest step_*.h5) is used.\n"
@@ -122,23 +123,32 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 }
 
 static const char GOLF_USAGE[] =
-    "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
-    "                        [--no-eval]\n"
+    "usage: ctrain ckpt golf FILE [--format int8-zlib|int6-zstd] [--out ARTIFACT] [--code-bytes N|FILE]\n"
+    "                        [--val-files GLOB] [--device cpu|cuda] [--no-eval] [--dequantized OUT.safetensors]\n"
     "\n"
-    "What train_gpt.py does at the end of a run: quantize the checkpoint's weights to int8 by its rule\n"
-    "(per-row scales for matrices, small and control tensors kept as floats), compress with zlib\n"
-    "level 9, write the artifact and report its size; then read the artifact back, dequantize it and\n"
-    "evaluate val_loss and val_bpb with those weights. The artifact is a zlib-compressed safetensors\n"
-    "file (docs/checkpoint-format.md, \"The parameter-golf artifact\").\n"
+    "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
+    "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
+    "and val_bpb with those weights. Two formats (docs/checkpoint-format.md, \"The parameter-golf\n"
+    "artifact\"):\n"
+    "  int8-zlib   the baseline's: int8 with per-row scales for matrices, small and control tensors kept\n"
+    "              as floats, zlib level 9; a zlib-compressed safetensors file\n"
+    "  int6-zstd   the 1.1248 record's: int6 per row for the attention and MLP matrices, int8 for the\n"
+    "              embeddings and the rest, small tensors kept as float16, zstd level 22; a\n"
+    "              zstd-compressed safetensors file (scripts/stz_to_ptz.py makes the record's .ptz)\n"
     "\n"
     "options:\n"
-    "  --out FILE        the artifact to write (default: final_model.int8.stz in the run's directory, beside\n"
-    "                    checkpoints/, as a run with golf_artifact=1 writes it; replaced atomically)\n"
+    "  --format NAME     int8-zlib or int6-zstd (default: the checkpoint's golf_format, int8-zlib unless\n"
+    "                    the run set it)\n"
+    "  --out FILE        the artifact to write (default: final_model.int8.stz or\n"
+    "                    final_model.int6.safetensors.zst in the run's directory, beside checkpoints/, as\n"
+    "                    a run with golf_artifact=1 writes it; replaced atomically)\n"
     "  --code-bytes N|FILE  the submission's code size, in bytes or as a file's (its train_gpt.py):\n"
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --no-eval         write the artifact and report its size only\n"
+    "  --dequantized FILE  also write the weights read back from the artifact (what the round trip\n"
+    "                    evaluates) as a float32 safetensors file with train_gpt.py's names\n"
     "  -h, --help        show this help\n";
 
 /* --code-bytes: a byte count, or a file (the submission's train_gpt.py) whose size counts. */
@@ -159,21 +169,24 @@ static int code_size(const char *arg, int64_t *bytes) {
 
 static int cmd_golf(int argc, char **argv) {
     char **pos;
-    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL;
+    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL;
     int no_eval = 0;
-    const CliOption options[] = {{"--out", &out, NULL},
-                                 {"--code-bytes", &code, NULL},
-                                 {"--val-files", &val_files, NULL},
-                                 {"--device", &device, NULL},
-                                 {"--no-eval", NULL, &no_eval}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 5, &pos, &npos);
+    const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
+                                 {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
+                                 {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
+                                 {"--dequantized", &dequantized, NULL}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 7, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file (got %d)", npos);
     }
-    int64_t code_bytes = -1;
-    if (code && code_size(code, &code_bytes) != 0) {
+    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized};
+    if (format && golf_format_from_name(format, &golf.format) != 0) {
+        free(pos);
+        return cli_usage_error("ckpt", "golf", "--format '%s': expected " GOLF_FORMAT_NAMES, format);
+    }
+    if (code && code_size(code, &golf.code_bytes) != 0) {
         free(pos);
         return CT_EXIT_USAGE;
     }
@@ -181,29 +194,39 @@ static int cmd_golf(int argc, char **argv) {
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
     free(pos);
     if (!ckpt) return CT_EXIT_FAILURE;
-    char default_out[4500];
-    if (!out) out = run_dir_file(ckpt, "final_model.int8.stz", default_out, sizeof default_out);
-    if (cli_check_output("ckpt", "golf", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
     Config cfg;
     TrainState st;
-    if (checkpoint_read_weights(ckpt, &cfg, &st) != 0) goto fail;
-    if ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
-        config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0) {
-        ct_print_error();
-        config_free(&cfg);
-        train_state_free(&st);
-        return CT_EXIT_USAGE;
+    rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
+    if (rc != 0) ct_print_error();
+    /* without --format, the format the run chose for its own artifact (config_validate below
+     * names a bad one) */
+    if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
+    char default_out[4500];
+    if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
+    const char *inputs[] = {ckpt, out};
+    if (rc == 0) rc = cli_check_output("ckpt", "golf", "--out", out, inputs, 1);
+    if (rc == 0 && dequantized) {
+        rc = !strcmp(dequantized, out)
+                 ? cli_usage_error("ckpt", "golf", "--dequantized '%s' is the artifact's path too: give another path",
+                                   dequantized)
+                 : cli_check_output("ckpt", "golf", "--dequantized", dequantized, inputs, 2);
     }
-    printf("%s\n", ckpt);
-    if (golf_write_and_evaluate(&cfg, &st, out, !no_eval, code_bytes) != 0) goto fail;
+    if (rc == 0 &&
+        ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
+         config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0)) {
+        ct_print_error();
+        rc = CT_EXIT_USAGE;
+    }
+    if (rc == 0) {
+        printf("%s\n", ckpt);
+        if (golf_write_and_evaluate(&cfg, &st, out, &golf) != 0) {
+            ct_print_error();
+            rc = CT_EXIT_FAILURE;
+        }
+    }
     config_free(&cfg);
     train_state_free(&st);
-    return CT_EXIT_OK;
-fail:
-    ct_print_error();
-    config_free(&cfg);
-    train_state_free(&st);
-    return CT_EXIT_FAILURE;
+    return rc;
 }
 
 static int cmd_export(int argc, char **argv) {

@@ -21,6 +21,9 @@
 #ifdef CT_HAVE_NCCL
 #include <nccl.h>
 #endif
+#ifdef CT_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 
 void version_print(FILE *out) {
@@ -64,6 +67,12 @@ void version_print(FILE *out) {
     fprintf(out, "sentencepiece: yes\n");
 #else
     fprintf(out, "sentencepiece: no (install libsentencepiece-dev and g++, or set SENTENCEPIECE_HOME)\n");
+#endif
+
+#ifdef CT_HAVE_ZSTD
+    fprintf(out, "zstd: %s\n", ZSTD_versionString());
+#else
+    fprintf(out, "zstd: no (install libzstd-dev or set ZSTD_HOME: golf_format = int6-zstd needs it)\n");
 #endif
 
 #ifdef CT_HAVE_CUDA

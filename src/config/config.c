@@ -395,6 +395,13 @@ int config_validate(const Config *c, int world_size) {
                 "fewer than one sequence of train_seq_len = %lld",
                 (long long)c->val_batch_size, (long long)val_local, (long long)c->train_seq_len);
     }
+    REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd"),
+            "golf_format = '%s': expected int8-zlib or int6-zstd", c->golf_format);
+#ifndef CT_HAVE_ZSTD
+    REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "int6-zstd") != 0,
+            "golf_format = int6-zstd with golf_artifact = 1: this ctrain was built without libzstd; install it "
+            "(Debian: apt-get install libzstd-dev, or run scripts/install-deps.sh) and rebuild with make");
+#endif
     REQUIRE(c->out_dir[0] != '\0', "out_dir is empty: expected a directory path");
     REQUIRE(c->checkpoint_every >= 0, "checkpoint_every = %lld: expected >= 0", (long long)c->checkpoint_every);
     REQUIRE(c->keep_checkpoints >= 1 && c->keep_checkpoints <= 1000000, "keep_checkpoints = %lld: expected in [1, 10^6]",

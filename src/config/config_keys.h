@@ -77,7 +77,9 @@
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
     X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \
     X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
-      "at the end: write out_dir/final_model.int8.stz (train_gpt.py's int8 + zlib artifact) and validate its round trip") \
+      "at the end: write the parameter-golf artifact (golf_format) into out_dir and validate its round trip") \
+    X(golf_format, STR, "int8-zlib", "data", FREE,                                                  \
+      "the golf artifact's format: int8-zlib (the baseline's int8 + zlib level 9, final_model.int8.stz) | int6-zstd (the 1.1248 record's mixed int6 + zstd level 22, final_model.int6.safetensors.zst)") \
     /* run */                                                                                      \
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \

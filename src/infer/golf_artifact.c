@@ -1,252 +1,243 @@
-/* golf_artifact.c — train_gpt.py's int8 + zlib artifact of the model (rule and container in
- * golf_artifact.h). The quantization is written to give the same bytes as PyTorch's CPU ops
- * in train_gpt.py (tests/cli/test_golf.sh checks them against an independent PyTorch version):
- * float32 arithmetic throughout, torch.quantile's rank and interpolation formulas, round half
- * to even, and float16 conversion with round to nearest even. zlib is the library (level 9, as
- * train_gpt.py's zlib.compress), not our own deflate. */
+/* golf_artifact.c — the parameter-golf artifacts of a model (formats in golf_artifact.h, the
+ * per-tensor rules in golf_quant.c): the layout of each format's safetensors container, the
+ * tensors encoded into it and decoded from it, and the compressed file written and read. The
+ * codecs are the libraries (zlib level 9 as train_gpt.py's zlib.compress; libzstd level 22 as
+ * the record's zstandard.ZstdCompressor(level=22)), never our own. */
 #include "golf_artifact.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef CT_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 #include "common.h"
 #include "safetensors.h"
 
-/* train_gpt.py's constants */
-#define KEEP_FLOAT_MAX_NUMEL 65536
-#define CLIP_Q ((float)(99.99984 / 100.0)) /* torch.quantile takes q in the tensor's dtype */
-static const char *const CONTROL_PATTERNS[] = {"attn_scale", "attn_scales", "mlp_scale", "mlp_scales", "resid_mix",
-                                               "resid_mixes", "q_gain", "skip_weight", "skip_weights"};
+/* ---- the formats ---- */
 
-typedef enum { KEEP_F32, KEEP_F16, QUANT_ROWS, QUANT_TENSOR } GolfKind;
+#define ZSTD_LEVEL 22 /* the record's */
 
-static GolfKind kind_of(const ParamInfo *p) {
-    if (p->count <= KEEP_FLOAT_MAX_NUMEL) {
-        for (size_t i = 0; i < sizeof CONTROL_PATTERNS / sizeof CONTROL_PATTERNS[0]; i++)
-            if (strstr(p->name, CONTROL_PATTERNS[i])) return KEEP_F32;
-        return KEEP_F16;
-    }
-    return p->ndim == 2 ? QUANT_ROWS : QUANT_TENSOR;
+static const struct {
+    const char *name, *label, *file, *what; /* what: in "not the int8 artifact of this model" */
+} FORMATS[] = {
+    [GOLF_INT8_ZLIB] = {"int8-zlib", "int8+zlib", "final_model.int8.stz", "int8"},
+    [GOLF_INT6_ZSTD] = {"int6-zstd", "int6+zstd", "final_model.int6.safetensors.zst", "int6"},
+};
+
+int golf_format_from_name(const char *name, GolfFormat *format) {
+    for (int f = 0; f < (int)(sizeof FORMATS / sizeof FORMATS[0]); f++)
+        if (!strcmp(name, FORMATS[f].name)) {
+            *format = (GolfFormat)f;
+            return 0;
+        }
+    return -1;
 }
 
-/* ---- float16 ---- */
+const char *golf_format_label(GolfFormat format) { return FORMATS[format].label; }
+const char *golf_default_file(GolfFormat format) { return FORMATS[format].file; }
 
-static uint16_t half_from_float(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
-    if (a < 0x38800000u) {                                      /* subnormal half (or zero) */
-        /* a * 2^24 rounded to an integer, half to even, is the subnormal's mantissa */
-        float scaled = (float)ldexp((double)fabsf(f), 24);
-        return (uint16_t)(sign | (uint32_t)nearbyintf(scaled));
-    }
-    uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 127 + 15;
-    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is right */
-    return (uint16_t)(sign | h);
+int golf_format_available(GolfFormat format) {
+#ifndef CT_HAVE_ZSTD
+    if (format == GOLF_INT6_ZSTD)
+        return ct_fail("golf format int6-zstd: this ctrain was built without libzstd; install it (Debian: apt-get "
+                       "install libzstd-dev, or run scripts/install-deps.sh) and rebuild with make");
+#endif
+    (void)format;
+    return 0;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    float v;
-    if (exp == 0) v = (float)ldexp((double)mant, -24);
-    else if (exp == 31) v = mant ? NAN : INFINITY;
-    else v = (float)ldexp((double)(mant | 0x400u), (int)exp - 25);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    u |= sign;
-    memcpy(&v, &u, 4);
-    return v;
+static GolfKind kind_of(GolfFormat format, const ParamInfo *p) {
+    return format == GOLF_INT8_ZLIB ? golf_int8_kind(p->name, p->ndim, p->count)
+                                    : golf_mixed_int6_kind(p->name, p->ndim, p->count);
 }
 
-/* ---- the clip value: torch.quantile(|x|, CLIP_Q), linear interpolation ---- */
+static int is_kept(GolfKind k) { return k == GOLF_KEEP_F32 || k == GOLF_KEEP_F16; }
+static int is_rows(GolfKind k) { return k == GOLF_INT8_ROWS || k == GOLF_INT6_ROWS; }
 
-static int compare_floats(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* work: n floats of scratch */
-static float clip_value(const float *x, int64_t n, float *work) {
-    if (n == 0) return 0.0f;
-    for (int64_t i = 0; i < n; i++) work[i] = fabsf(x[i]);
-    qsort(work, (size_t)n, sizeof(float), compare_floats);
-    float rank = CLIP_Q * (float)(n - 1);
-    int64_t below = (int64_t)rank, above = (int64_t)ceilf(rank);
-    float weight = rank - (float)below, a = work[below], b = work[above];
-    /* torch's lerp: from the nearer end */
-    return fabsf(weight) < 0.5f ? a + weight * (b - a) : b - (b - a) * (1.0f - weight);
-}
-
-static int8_t quantize_one(float x, float clip, float scale) {
-    float c = x > clip ? clip : x < -clip ? -clip : x;
-    float r = nearbyintf(c / scale); /* the default rounding mode: half to even */
-    return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
-}
-
-/* ---- the container ---- */
+/* ---- the container's layout ---- */
 
 typedef struct {
     char name[160];
     const char *dtype; /* I8, F16, F32 */
     int ndim;
-    int64_t shape[4];
-    size_t bytes;
-    size_t offset;
+    int64_t shape[2];
+    size_t bytes, offset; /* bytes == 0: no such entry (the scale of a kept tensor) */
 } Entry;
 
-/* The entries of the container, in state_dict order; their sizes and offsets. Returns the count
- * (at most 2 per parameter). */
-static int plan_entries(const ModelSpec *spec, Entry *e, size_t *data_bytes) {
-    int n = 0;
+typedef struct {
+    GolfKind kind;
+    Entry values, scale;
+} ParamPlan;
+
+typedef struct {
+    ParamPlan *params; /* spec->num_params, state_dict order */
+    unsigned char *header;
+    size_t header_len, data_bytes;
+} Layout;
+
+/* The record's meta dict as JSON text inside a JSON string (so its quotes are escaped):
+ * {"name":"passthrough","other":{"type":"int6"},...}. Names need no other escaping (model.c
+ * makes them of letters, digits, dots and underscores). */
+static char *int6_meta_json(const ModelSpec *spec, const ParamPlan *plans) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f) {
+        fprintf(stderr, "ctrain: error: out of memory building the artifact's metadata\n");
+        exit(CT_EXIT_FAILURE);
+    }
+    fprintf(f, "\"format\":\"mixed_int6_v1\",\"writer\":\"ctrain\",\"m\":\"{");
+    for (int i = 0; i < spec->num_params; i++) {
+        GolfKind k = plans[i].kind;
+        const char *m = k == GOLF_KEEP_F16   ? "\\\"passthrough\\\""
+                        : k == GOLF_KEEP_F32 ? "\\\"passthrough_ctrl\\\""
+                        : k == GOLF_INT6_ROWS || k == GOLF_INT6_TENSOR ? "{\\\"type\\\":\\\"int6\\\"}"
+                                                                       : "{\\\"type\\\":\\\"int8\\\"}";
+        fprintf(f, "%s\\\"%s\\\":%s", i ? "," : "", spec->params[i].name, m);
+    }
+    fprintf(f, "}\"");
+    fclose(f);
+    return text;
+}
+
+static void layout_free(Layout *l) {
+    free(l->params);
+    free(l->header);
+}
+
+/* Every tensor's entries, their sizes and offsets, and the header, for this model and format. */
+static void layout_for(const ModelSpec *spec, GolfFormat format, Layout *l) {
+    l->params = ct_calloc((size_t)spec->num_params + 1, sizeof *l->params, "artifact layout");
+    CtSafetensor *t = ct_calloc((size_t)spec->num_params * 2 + 1, sizeof *t, "artifact header");
     size_t offset = 0;
+    int n = 0;
     for (int i = 0; i < spec->num_params; i++) {
         const ParamInfo *p = &spec->params[i];
-        GolfKind k = kind_of(p);
-        Entry *v = &e[n++];
-        snprintf(v->name, sizeof v->name, "%s/%s", k == KEEP_F32 || k == KEEP_F16 ? "passthrough" : "quantized",
-                 p->name);
-        v->dtype = k == KEEP_F32 ? "F32" : k == KEEP_F16 ? "F16" : "I8";
+        ParamPlan *pp = &l->params[i];
+        GolfKind k = pp->kind = kind_of(format, p);
+        Entry *v = &pp->values, *s = &pp->scale;
+        if (format == GOLF_INT8_ZLIB) {
+            snprintf(v->name, sizeof v->name, "%s/%s", is_kept(k) ? "passthrough" : "quantized", p->name);
+            snprintf(s->name, sizeof s->name, "scales/%s", p->name);
+        } else {
+            snprintf(v->name, sizeof v->name, "%s%s", p->name, is_kept(k) ? "" : ".q");
+            snprintf(s->name, sizeof s->name, "%s.scale", p->name);
+        }
+        v->dtype = k == GOLF_KEEP_F32 ? "F32" : k == GOLF_KEEP_F16 ? "F16" : "I8";
         v->ndim = p->ndim;
-        memcpy(v->shape, p->shape, sizeof v->shape);
-        v->bytes = p->count * (k == KEEP_F32 ? 4 : k == KEEP_F16 ? 2 : 1);
+        v->shape[0] = p->shape[0];
+        v->shape[1] = p->shape[1];
+        v->bytes = p->count * (k == GOLF_KEEP_F32 ? 4 : k == GOLF_KEEP_F16 ? 2 : 1);
         v->offset = offset;
         offset += v->bytes;
-        if (k == QUANT_ROWS || k == QUANT_TENSOR) {
-            Entry *s = &e[n++];
-            snprintf(s->name, sizeof s->name, "scales/%s", p->name);
-            s->dtype = k == QUANT_ROWS ? "F16" : "F32";
-            s->ndim = k == QUANT_ROWS ? 1 : 0;
-            s->shape[0] = p->shape[0];
-            s->bytes = k == QUANT_ROWS ? (size_t)p->shape[0] * 2 : 4;
-            s->offset = offset;
-            offset += s->bytes;
-        }
+        t[n++] = (CtSafetensor){v->name, v->dtype, v->ndim, v->shape, v->bytes};
+        if (is_kept(k)) continue;
+        s->dtype = k == GOLF_INT8_TENSOR ? "F32" : "F16";
+        s->ndim = is_rows(k) ? 1 : 0;
+        s->shape[0] = p->shape[0];
+        s->bytes = is_rows(k) ? (size_t)p->shape[0] * 2 : k == GOLF_INT8_TENSOR ? 4 : 2;
+        s->offset = offset;
+        offset += s->bytes;
+        t[n++] = (CtSafetensor){s->name, s->dtype, s->ndim, s->shape, s->bytes};
     }
-    *data_bytes = offset;
-    return n;
-}
-
-/* The container's header: the length prefix and the JSON (base/safetensors.h). Caller frees. */
-static unsigned char *header_for(const Entry *e, int n, size_t *len) {
-    CtSafetensor *t = ct_calloc((size_t)n + 1, sizeof *t, "artifact header");
-    for (int i = 0; i < n; i++) t[i] = (CtSafetensor){e[i].name, e[i].dtype, e[i].ndim, e[i].shape, e[i].bytes};
-    unsigned char *header = ct_safetensors_header("\"format\":\"int8_clean_per_row_v1\",\"writer\":\"ctrain\"", t, n, len);
+    char *meta = format == GOLF_INT8_ZLIB ? ct_strdup("\"format\":\"int8_clean_per_row_v1\",\"writer\":\"ctrain\"")
+                                          : int6_meta_json(spec, l->params);
+    l->header = ct_safetensors_header(meta, t, n, &l->header_len);
+    l->data_bytes = offset;
+    free(meta);
     free(t);
-    return header;
 }
 
-/* Quantize one parameter into its entries' bytes (little-endian). */
-static void encode_param(const ParamInfo *p, const float *x, unsigned char *values, unsigned char *scales,
-                         float *work) {
-    GolfKind k = kind_of(p);
-    if (k == KEEP_F32) {
-        for (size_t i = 0; i < p->count; i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            for (int b = 0; b < 4; b++) values[4 * i + b] = (unsigned char)(u >> (8 * b));
-        }
-    } else if (k == KEEP_F16) {
-        for (size_t i = 0; i < p->count; i++) {
-            uint16_t h = half_from_float(x[i]);
-            values[2 * i] = (unsigned char)h;
-            values[2 * i + 1] = (unsigned char)(h >> 8);
-        }
-    } else if (k == QUANT_ROWS) {
-        int64_t rows = p->shape[0], cols = (int64_t)p->count / rows;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *row = x + r * cols;
-            float clip = clip_value(row, cols, work);
-            float scale = clip / 127.0f;
-            if (scale < (float)(1.0 / 127.0)) scale = (float)(1.0 / 127.0);
-            for (int64_t c = 0; c < cols; c++) values[r * cols + c] = (unsigned char)quantize_one(row[c], clip, scale);
-            uint16_t h = half_from_float(scale);
-            scales[2 * r] = (unsigned char)h;
-            scales[2 * r + 1] = (unsigned char)(h >> 8);
-        }
+/* ---- tensors in and out (little-endian) ---- */
+
+static void put_u16(unsigned char *b, uint16_t v) {
+    b[0] = (unsigned char)v;
+    b[1] = (unsigned char)(v >> 8);
+}
+static void put_f32(unsigned char *b, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(u >> (8 * i));
+}
+static uint16_t get_u16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+static float get_f32(const unsigned char *b) {
+    uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Quantize one parameter into its entries. halves: rows uint16 of scratch; work: count floats. */
+static void encode_param(const ParamInfo *p, const ParamPlan *pp, const float *x, unsigned char *data,
+                         uint16_t *halves, float *work) {
+    unsigned char *v = data + pp->values.offset, *s = data + pp->scale.offset;
+    int8_t *q = (int8_t *)v;
+    int64_t n = (int64_t)p->count, rows = p->shape[0], cols = rows ? n / rows : 0;
+    switch (pp->kind) {
+    case GOLF_KEEP_F32:
+        for (int64_t i = 0; i < n; i++) put_f32(v + 4 * i, x[i]);
+        return;
+    case GOLF_KEEP_F16:
+        for (int64_t i = 0; i < n; i++) put_u16(v + 2 * i, golf_half_from_float(x[i]));
+        return;
+    case GOLF_INT8_ROWS:
+    case GOLF_INT6_ROWS:
+        if (pp->kind == GOLF_INT8_ROWS) golf_int8_rows(x, rows, cols, q, halves, work);
+        else golf_int6_rows(x, rows, cols, q, halves);
+        for (int64_t r = 0; r < rows; r++) put_u16(s + 2 * r, halves[r]);
+        return;
+    case GOLF_INT8_TENSOR:
+        put_f32(s, golf_int8_tensor(x, n, q, work));
+        return;
+    case GOLF_INT6_TENSOR:
+        put_u16(s, golf_int6_tensor(x, n, q));
+        return;
+    }
+}
+
+/* train_gpt.py's dequantization: q * scale in float32; kept floats widened. */
+static void decode_param(const ParamInfo *p, const ParamPlan *pp, const unsigned char *data, float *x) {
+    const unsigned char *v = data + pp->values.offset, *s = data + pp->scale.offset;
+    int64_t n = (int64_t)p->count, rows = is_rows(pp->kind) ? p->shape[0] : 1, cols = rows ? n / rows : 0;
+    if (pp->kind == GOLF_KEEP_F32) {
+        for (int64_t i = 0; i < n; i++) x[i] = get_f32(v + 4 * i);
+    } else if (pp->kind == GOLF_KEEP_F16) {
+        for (int64_t i = 0; i < n; i++) x[i] = golf_half_to_float(get_u16(v + 2 * i));
     } else {
-        float clip = clip_value(x, (int64_t)p->count, work);
-        /* train_gpt.py divides in Python (double) and stores the scale as float32 */
-        float scale = clip > 0 ? (float)((double)clip / 127.0) : 1.0f;
-        for (size_t i = 0; i < p->count; i++) values[i] = (unsigned char)quantize_one(x[i], clip, scale);
-        uint32_t u;
-        memcpy(&u, &scale, 4);
-        for (int b = 0; b < 4; b++) scales[b] = (unsigned char)(u >> (8 * b));
-    }
-}
-
-static Entry *entries_for(const ModelSpec *spec, int *n, size_t *data_bytes, size_t *header_len,
-                          unsigned char **header) {
-    Entry *e = ct_calloc((size_t)spec->num_params * 2 + 1, sizeof *e, "artifact entries");
-    *n = plan_entries(spec, e, data_bytes);
-    *header = header_for(e, *n, header_len);
-    return e;
-}
-
-int golf_write(const ModelSpec *spec, const float *params, const char *path, GolfStats *stats) {
-    memset(stats, 0, sizeof *stats);
-    int n;
-    size_t data_bytes, header_len;
-    unsigned char *header;
-    Entry *e = entries_for(spec, &n, &data_bytes, &header_len, &header);
-    size_t raw_len = header_len + data_bytes, largest = 0;
-    unsigned char *raw = ct_malloc(raw_len, "artifact");
-    memcpy(raw, header, header_len);
-    unsigned char *data = raw + header_len;
-    for (int i = 0; i < spec->num_params; i++)
-        if (spec->params[i].count > largest) largest = spec->params[i].count;
-    float *work = ct_malloc(largest * sizeof(float) + 4, "quantile scratch");
-    for (int i = 0, j = 0; i < spec->num_params; i++) {
-        const ParamInfo *p = &spec->params[i];
-        GolfKind k = kind_of(p);
-        unsigned char *scales = k == QUANT_ROWS || k == QUANT_TENSOR ? data + e[j + 1].offset : NULL;
-        encode_param(p, params + p->offset, data + e[j].offset, scales, work);
-        stats->param_count += (int64_t)p->count;
-        stats->num_tensors++;
-        stats->baseline_bytes += (int64_t)p->count * 4;
-        stats->payload_bytes += (int64_t)e[j].bytes + (scales ? (int64_t)e[j + 1].bytes : 0);
-        stats->num_quantized += scales != NULL;
-        j += scales ? 2 : 1;
-    }
-    free(work);
-    uLongf packed_len = compressBound((uLong)raw_len);
-    unsigned char *packed = ct_malloc(packed_len, "compressed artifact");
-    int rc = 0, z = compress2(packed, &packed_len, raw, (uLong)raw_len, Z_BEST_COMPRESSION);
-    if (z != Z_OK) rc = ct_fail("'%s': zlib compression failed (%s)", path, zError(z));
-    stats->raw_bytes = (int64_t)raw_len;
-    stats->file_bytes = (int64_t)packed_len;
-    if (rc == 0) rc = ct_mkdir_parent(path);
-    if (rc == 0) {
-        char tmp[4300];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (!f) {
-            rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
-        } else {
-            int bad = fwrite(packed, 1, packed_len, f) != packed_len || fflush(f) != 0 || fsync(fileno(f)) != 0;
-            int e2 = errno;
-            if (fclose(f) != 0 && !bad) bad = 1, e2 = errno;
-            if (bad) rc = ct_fail("cannot write '%s': %s", tmp, strerror(e2));
-            else if (rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-            if (rc != 0) unlink(tmp);
+        for (int64_t r = 0; r < rows; r++) {
+            float scale = pp->kind == GOLF_INT8_TENSOR ? get_f32(s) : golf_half_to_float(get_u16(s + 2 * r));
+            for (int64_t c = 0; c < cols; c++) x[r * cols + c] = (float)(int8_t)v[r * cols + c] * scale;
         }
     }
-    free(packed);
-    free(raw);
-    free(header);
-    free(e);
+}
+
+/* ---- files ---- */
+
+/* parts[0..n) written back to back into path through a temporary file renamed into place */
+static int write_atomically(const char *path, const void *const *parts, const size_t *lens, int n) {
+    if (ct_mkdir_parent(path) != 0) return -1;
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++) bad = lens[i] && fwrite(parts[i], 1, lens[i], f) != lens[i];
+    bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int err = errno, rc = 0;
+    if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+    if (bad) rc = ct_fail("cannot write '%s': %s", tmp, strerror(err));
+    else if (rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (rc != 0) unlink(tmp);
     return rc;
 }
 
-int golf_read(const ModelSpec *spec, const char *path, float *params) {
+static int read_whole_file(const char *path, unsigned char **buf, size_t *len) {
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
@@ -254,61 +245,170 @@ int golf_read(const ModelSpec *spec, const char *path, float *params) {
         if (f) fclose(f);
         return ct_fail("cannot open artifact '%s': %s", path, strerror(e));
     }
-    size_t len = (size_t)st.st_size;
-    unsigned char *packed = ct_malloc(len + 1, "compressed artifact");
-    int read_error = fread(packed, 1, len, f) != len;
+    *len = (size_t)st.st_size;
+    *buf = ct_malloc(*len + 1, "compressed artifact");
+    int bad = fread(*buf, 1, *len, f) != *len;
     fclose(f);
-    int n;
-    size_t data_bytes, header_len;
-    unsigned char *header;
-    Entry *e = entries_for(spec, &n, &data_bytes, &header_len, &header);
-    uLongf raw_len = (uLongf)(header_len + data_bytes);
-    uLongf got = raw_len + 1; /* room for one byte more: a longer stream is not this model's */
-    unsigned char *raw = ct_malloc(got, "artifact");
-    int rc = 0;
-    if (read_error) {
-        rc = ct_fail("cannot read '%s'", path);
-    } else {
+    if (bad) {
+        free(*buf);
+        *buf = NULL;
+        return ct_fail("cannot read '%s'", path);
+    }
+    return 0;
+}
+
+/* ---- the codecs ---- */
+
+static int compress_raw(GolfFormat format, const unsigned char *raw, size_t len, unsigned char **out,
+                        size_t *out_len, const char *path) {
+    if (format == GOLF_INT8_ZLIB) {
+        uLongf n = compressBound((uLong)len);
+        *out = ct_malloc(n, "compressed artifact");
+        int z = compress2(*out, &n, raw, (uLong)len, Z_BEST_COMPRESSION);
+        *out_len = n;
+        return z == Z_OK ? 0 : ct_fail("'%s': zlib compression failed (%s)", path, zError(z));
+    }
+#ifdef CT_HAVE_ZSTD
+    size_t cap = ZSTD_compressBound(len);
+    *out = ct_malloc(cap, "compressed artifact");
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    if (!c) return ct_fail("'%s': out of memory for the zstd compressor", path);
+    /* one thread (the default): the same bytes every time; the checksum makes damage an error */
+    size_t n = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, ZSTD_LEVEL);
+    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(n)) n = ZSTD_compress2(c, *out, cap, raw, len);
+    ZSTD_freeCCtx(c);
+    if (ZSTD_isError(n)) return ct_fail("'%s': zstd compression failed (%s)", path, ZSTD_getErrorName(n));
+    *out_len = n;
+    return 0;
+#else
+    (void)raw, (void)len, (void)out, (void)out_len, (void)path;
+    return golf_format_available(format);
+#endif
+}
+
+#define NOT_THIS_MODEL                                                                            \
+    "'%s' is not the %s artifact of this model (its header or size differs from the one this model's shape gives)"
+
+/* Decompress into raw, exactly raw_len bytes: a stream of another length is not the artifact of
+ * this model. */
+static int decompress_raw(GolfFormat format, const unsigned char *packed, size_t len, unsigned char *raw,
+                          size_t raw_len, const char *path) {
+    if (format == GOLF_INT8_ZLIB) {
+        uLongf got = raw_len + 1; /* room for one byte more: a longer stream is not this model's */
         int z = uncompress(raw, &got, packed, (uLong)len);
         if (z != Z_OK && z != Z_BUF_ERROR)
-            rc = ct_fail("'%s' is not a zlib stream or is damaged (%s)", path, zError(z));
-        else if (z == Z_BUF_ERROR || got != raw_len || memcmp(raw, header, header_len) != 0)
-            rc = ct_fail("'%s' is not the int8 artifact of this model (its header or size differs from the one "
-                         "this model's shape gives)", path);
+            return ct_fail("'%s' is not a zlib stream or is damaged (%s)", path, zError(z));
+        if (z == Z_BUF_ERROR || got != raw_len) return ct_fail(NOT_THIS_MODEL, path, "int8");
+        return 0;
     }
-    const unsigned char *data = raw + header_len;
-    for (int i = 0, j = 0; rc == 0 && i < spec->num_params; i++) {
+#ifdef CT_HAVE_ZSTD
+    unsigned long long content = ZSTD_getFrameContentSize(packed, len);
+    if (content == ZSTD_CONTENTSIZE_ERROR)
+        return ct_fail("'%s' is not a zstd stream or is damaged (no zstd frame header at its start)", path);
+    if (content != raw_len) return ct_fail(NOT_THIS_MODEL, path, "int6");
+    size_t frame = ZSTD_findFrameCompressedSize(packed, len);
+    if (ZSTD_isError(frame))
+        return ct_fail("'%s' is not a zstd stream or is damaged (%s: truncated?)", path, ZSTD_getErrorName(frame));
+    if (frame != len)
+        return ct_fail("'%s' has %zu bytes after its zstd frame: not the int6 artifact as written", path,
+                       len - frame);
+    size_t got = ZSTD_decompress(raw, raw_len + 1, packed, len);
+    if (ZSTD_isError(got))
+        return ct_fail("'%s' is not a zstd stream or is damaged (%s)", path, ZSTD_getErrorName(got));
+    return got == raw_len ? 0 : ct_fail(NOT_THIS_MODEL, path, "int6");
+#else
+    (void)packed, (void)len, (void)raw, (void)raw_len, (void)path;
+    return golf_format_available(format);
+#endif
+}
+
+/* ---- the artifact ---- */
+
+int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const char *path, GolfStats *stats) {
+    memset(stats, 0, sizeof *stats);
+    if (golf_format_available(format) != 0) return -1;
+    Layout l;
+    layout_for(spec, format, &l);
+    size_t raw_len = l.header_len + l.data_bytes, largest = 0, most_rows = 0;
+    unsigned char *raw = ct_malloc(raw_len, "artifact");
+    memcpy(raw, l.header, l.header_len);
+    for (int i = 0; i < spec->num_params; i++) {
+        if (spec->params[i].count > largest) largest = spec->params[i].count;
+        if ((size_t)spec->params[i].shape[0] > most_rows) most_rows = (size_t)spec->params[i].shape[0];
+    }
+    float *work = ct_malloc(largest * sizeof(float) + 4, "quantile scratch");
+    uint16_t *halves = ct_malloc(most_rows * sizeof(uint16_t) + 2, "row scales");
+    for (int i = 0; i < spec->num_params; i++) {
         const ParamInfo *p = &spec->params[i];
-        GolfKind k = kind_of(p);
-        const unsigned char *v = data + e[j].offset;
-        float *x = params + p->offset;
-        if (k == KEEP_F32) {
-            for (size_t t = 0; t < p->count; t++) {
-                uint32_t u = (uint32_t)v[4 * t] | (uint32_t)v[4 * t + 1] << 8 | (uint32_t)v[4 * t + 2] << 16 |
-                             (uint32_t)v[4 * t + 3] << 24;
-                memcpy(&x[t], &u, 4);
-            }
-        } else if (k == KEEP_F16) {
-            for (size_t t = 0; t < p->count; t++) x[t] = half_to_float((uint16_t)(v[2 * t] | v[2 * t + 1] << 8));
-        } else {
-            const unsigned char *s = data + e[j + 1].offset;
-            int64_t rows = k == QUANT_ROWS ? p->shape[0] : 1, cols = (int64_t)p->count / rows;
-            for (int64_t r = 0; r < rows; r++) {
-                float scale;
-                if (k == QUANT_ROWS) {
-                    scale = half_to_float((uint16_t)(s[2 * r] | s[2 * r + 1] << 8));
-                } else {
-                    uint32_t u = (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
-                    memcpy(&scale, &u, 4);
-                }
-                for (int64_t c = 0; c < cols; c++) x[r * cols + c] = (float)(int8_t)v[r * cols + c] * scale;
-            }
-        }
-        j += k == QUANT_ROWS || k == QUANT_TENSOR ? 2 : 1;
+        const ParamPlan *pp = &l.params[i];
+        encode_param(p, pp, params + p->offset, raw + l.header_len, halves, work);
+        stats->param_count += (int64_t)p->count;
+        stats->num_tensors++;
+        stats->baseline_bytes += (int64_t)p->count * 4;
+        stats->payload_bytes += (int64_t)(pp->values.bytes + pp->scale.bytes);
+        stats->num_int8 += pp->kind == GOLF_INT8_ROWS || pp->kind == GOLF_INT8_TENSOR;
+        stats->num_int6 += pp->kind == GOLF_INT6_ROWS || pp->kind == GOLF_INT6_TENSOR;
     }
+    free(halves);
+    free(work);
+    unsigned char *packed = NULL;
+    size_t packed_len = 0;
+    int rc = compress_raw(format, raw, raw_len, &packed, &packed_len, path);
+    stats->raw_bytes = (int64_t)raw_len;
+    stats->file_bytes = (int64_t)packed_len;
+    if (rc == 0) {
+        const void *parts[] = {packed};
+        rc = write_atomically(path, parts, &packed_len, 1);
+    }
+    free(packed);
+    free(raw);
+    layout_free(&l);
+    return rc;
+}
+
+int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float *params) {
+    if (golf_format_available(format) != 0) return -1;
+    unsigned char *packed = NULL;
+    size_t len = 0;
+    if (read_whole_file(path, &packed, &len) != 0) return -1;
+    Layout l;
+    layout_for(spec, format, &l);
+    size_t raw_len = l.header_len + l.data_bytes;
+    unsigned char *raw = ct_malloc(raw_len + 1, "artifact");
+    int rc = decompress_raw(format, packed, len, raw, raw_len, path);
+    if (rc == 0 && memcmp(raw, l.header, l.header_len) != 0)
+        rc = ct_fail(NOT_THIS_MODEL, path, FORMATS[format].what);
+    for (int i = 0; rc == 0 && i < spec->num_params; i++)
+        decode_param(&spec->params[i], &l.params[i], raw + l.header_len, params + spec->params[i].offset);
     free(raw);
     free(packed);
+    layout_free(&l);
+    return rc;
+}
+
+int golf_write_weights(const ModelSpec *spec, const float *params, const char *path) {
+    CtSafetensor *t = ct_calloc((size_t)spec->num_params + 1, sizeof *t, "weights header");
+    for (int i = 0; i < spec->num_params; i++) {
+        const ParamInfo *p = &spec->params[i];
+        t[i] = (CtSafetensor){p->name, "F32", p->ndim, p->shape, p->count * 4};
+    }
+    size_t header_len;
+    unsigned char *header = ct_safetensors_header("\"format\":\"pt\",\"writer\":\"ctrain\"", t, spec->num_params,
+                                                  &header_len);
+    free(t);
+    /* the header, then each tensor's float32 values (little-endian on the hosts we build for) */
+    const void **parts = ct_calloc((size_t)spec->num_params + 1, sizeof *parts, "weights parts");
+    size_t *lens = ct_calloc((size_t)spec->num_params + 1, sizeof *lens, "weights parts");
+    parts[0] = header;
+    lens[0] = header_len;
+    for (int i = 0; i < spec->num_params; i++) {
+        parts[i + 1] = params + spec->params[i].offset;
+        lens[i + 1] = spec->params[i].count * sizeof(float);
+    }
+    int rc = write_atomically(path, parts, lens, spec->num_params + 1);
+    free(parts);
+    free(lens);
     free(header);
-    free(e);
     return rc;
 }

@@ -1,41 +1,66 @@
-/* golf_artifact.h — the parameter-golf artifact: the model quantized to int8 by train_gpt.py's
- * rule and compressed with zlib, whose size is the competition's measure, and the weights it
- * gives back (docs/checkpoint-format.md "The parameter-golf artifact").
+/* golf_artifact.h — the parameter-golf artifact: the model quantized and compressed, whose size
+ * is the competition's measure, and the weights it gives back (docs/checkpoint-format.md, "The
+ * parameter-golf artifact"). Two formats, each a train_gpt.py's ending:
  *
- * The rule (train_gpt.py's quantize_state_dict_int8, "int8_clean_per_row_v1"), per tensor in
- * state_dict order: tensors of at most 65,536 elements are kept as floats — float32 when the
- * name contains a control-tensor pattern (attn_scale, mlp_scale, resid_mix, q_gain,
- * skip_weight, and their plurals), float16 otherwise; larger 2-D tensors get int8 values with
- * one float16 scale per row, larger others one float32 scale. The clip value is the 99.99984th
- * percentile of |x| (torch.quantile's linear interpolation, in float32); scale = clip / 127
- * (at least 1/127 for rows), q = round-half-even(clamp(x, -clip, clip) / scale).
+ *   int8-zlib  the naive baseline's: every tensor by the int8 rule (golf_quant.h), in a
+ *              safetensors file holding "quantized/NAME" (I8), "scales/NAME" (F16 per row, or
+ *              an F32 scalar) and "passthrough/NAME" (F16 or F32), __metadata__ format
+ *              "int8_clean_per_row_v1"; compressed as one zlib stream at level 9 (the library).
+ *              Python: safetensors.torch.load(zlib.decompress(open(path, "rb").read())).
+ *   int6-zstd  the 1.1248 record's: the mixed int6 rule (golf_quant.h), in a safetensors file
+ *              holding the record's own keys: "NAME" for a kept tensor (F16, or F32 for a large
+ *              control tensor), "NAME.q" (I8, int6 or int8 values) and "NAME.scale" (F16 per row,
+ *              an F16 scalar for int6, an F32 scalar for int8); __metadata__ format
+ *              "mixed_int6_v1" and "m", the record's meta dict as JSON text (name -> "passthrough",
+ *              "passthrough_ctrl", {"type": "int6"} or {"type": "int8"}); compressed as one zstd
+ *              frame at level 22 with its content size and checksum (libzstd, not our own codec).
+ *              Python: safetensors.torch.load(zstandard.ZstdDecompressor().decompress(...)).
  *
- * The container is a safetensors file (8-byte header length, JSON header, raw little-endian
- * tensors) holding "quantized/NAME" (I8), "scales/NAME" (F16 per row, or F32 scalar) and
- * "passthrough/NAME" (F16 or F32), the whole file compressed as one zlib stream at level 9
- * (Python: safetensors.torch.load(zlib.decompress(open(path, "rb").read()))). */
+ * Tensors are in state_dict order, values then scale. The bytes depend on the weights only:
+ * writing the same weights twice gives the same file. */
 #ifndef CT_GOLF_ARTIFACT_H
 #define CT_GOLF_ARTIFACT_H
 
 #include <stdint.h>
 
+#include "golf_quant.h"
 #include "model.h"
 
+typedef enum { GOLF_INT8_ZLIB, GOLF_INT6_ZSTD } GolfFormat;
+
+/* the names --format and golf_format accept, for messages */
+#define GOLF_FORMAT_NAMES "int8-zlib or int6-zstd"
+/* "int8-zlib" or "int6-zstd" -> *format; -1 (no message) for anything else */
+int golf_format_from_name(const char *name, GolfFormat *format);
+/* 0 when this build has the format's codec; else -1 with a message saying what to install
+ * (int6-zstd needs libzstd, which the build finds with pkg-config or ZSTD_HOME) */
+int golf_format_available(GolfFormat format);
+/* as train_gpt.py prints it: "int8+zlib", "int6+zstd" */
+const char *golf_format_label(GolfFormat format);
+/* the file a run writes: final_model.int8.stz, final_model.int6.safetensors.zst (zstd -d gives
+ * the safetensors file) */
+const char *golf_default_file(GolfFormat format);
+
 typedef struct {
-    int64_t param_count, num_tensors, num_quantized; /* elements; tensors; of those, int8 */
-    int64_t baseline_bytes;                          /* the float32 weights */
-    int64_t payload_bytes;                           /* int8 values + scales + kept floats */
-    int64_t raw_bytes;                               /* the uncompressed container */
-    int64_t file_bytes;                              /* the artifact: zlib level 9 */
+    int64_t param_count, num_tensors; /* elements; tensors */
+    int64_t num_int8, num_int6;       /* tensors quantized to int8, to int6 (the rest kept as floats) */
+    int64_t baseline_bytes;           /* the float32 weights */
+    int64_t payload_bytes;            /* quantized values + scales + kept floats */
+    int64_t raw_bytes;                /* the uncompressed container */
+    int64_t file_bytes;               /* the artifact */
 } GolfStats;
 
 /* Quantize params (spec's layout, float32), write the artifact to path (atomically: a
  * temporary file renamed into place) and fill *stats. */
-int golf_write(const ModelSpec *spec, const float *params, const char *path, GolfStats *stats);
+int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const char *path, GolfStats *stats);
 
-/* Read an artifact back and dequantize it as train_gpt.py's dequantize_state_dict_int8 does
- * (q * scale in float32; kept floats widened) into params (spec->total_floats). Fails with a
- * message naming the file if it is not the artifact of a model of this shape. */
-int golf_read(const ModelSpec *spec, const char *path, float *params);
+/* Read an artifact back and dequantize it as the format's train_gpt.py does (q * scale in
+ * float32; kept floats widened) into params (spec->total_floats). Fails with a message naming
+ * the file if it is damaged or not the artifact of this format for a model of this shape. */
+int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float *params);
+
+/* Write params as a safetensors file of float32 tensors with train_gpt.py's names and shapes
+ * (as `ctrain ckpt export`), atomically: the weights a round trip evaluates, for inspection. */
+int golf_write_weights(const ModelSpec *spec, const float *params, const char *path);
 
 #endif

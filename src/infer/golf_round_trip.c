@@ -1,7 +1,7 @@
 /* golf_round_trip.c — train_gpt.py's ending, for `golf_artifact = 1` and `ctrain ckpt golf`:
- * the int8 + zlib artifact written (golf_artifact.c) and its size printed as train_gpt.py prints
- * it, then read back and evaluated (eval.c), so the score is that of the weights a reader of the
- * artifact gets. */
+ * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
+ * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
+ * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,18 +13,37 @@
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
 
-int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, int evaluate, int64_t code_bytes) {
-    GolfStats g;
-    if (golf_write(&st->spec, st->params, path, &g) != 0) return -1;
-    printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g.param_count,
-           (long long)g.num_tensors, (long long)g.num_quantized);
-    printf("Serialized model int8+zlib: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n",
-           (long long)g.file_bytes, (long long)g.payload_bytes, (long long)g.raw_bytes,
-           (double)g.baseline_bytes / (double)(g.payload_bytes > 0 ? g.payload_bytes : 1), path);
-    const long long total = (long long)g.file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
+/* The one evaluation of the weights read back, for both formats; its run time is what
+ * train_gpt.py reports as eval_time (the evaluation alone, not the reading). */
+static int evaluate_round_trip(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb,
+                               double *eval_ms) {
+    double start = ct_now_ms();
+    if (evaluate_weights(cfg, st, val_loss, val_bpb) != 0) return -1;
+    *eval_ms = ct_now_ms() - start;
+    return 0;
+}
+
+static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes) {
+    const char *label = golf_format_label(format);
+    if (format == GOLF_INT8_ZLIB) {
+        printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g->param_count,
+               (long long)g->num_tensors, (long long)g->num_int8);
+        printf("Serialized model %s: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n", label,
+               (long long)g->file_bytes, (long long)g->payload_bytes, (long long)g->raw_bytes,
+               (double)g->baseline_bytes / (double)(g->payload_bytes > 0 ? g->payload_bytes : 1), path);
+    } else {
+        /* the record's own line is the second, word for word; ours says what is inside and where */
+        printf("int6 artifact: %lld parameters in %lld tensors: %lld int6, %lld int8, %lld kept as floats "
+               "(payload:%lld raw:%lld) -> %s\n",
+               (long long)g->param_count, (long long)g->num_tensors, (long long)g->num_int6, (long long)g->num_int8,
+               (long long)(g->num_tensors - g->num_int6 - g->num_int8), (long long)g->payload_bytes,
+               (long long)g->raw_bytes, path);
+        printf("Serialized model %s: %lld bytes\n", label, (long long)g->file_bytes);
+    }
+    const long long total = (long long)g->file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
     if (code_bytes >= 0) {
         printf("Code size: %lld bytes\n", (long long)code_bytes);
-        printf("Total submission size int8+zlib: %lld bytes\n", total);
+        printf("Total submission size %s: %lld bytes\n", label, total);
     }
     if (total <= GOLF_SIZE_CAP)
         printf("size: %lld bytes%s, under the %lld-byte cap by %lld bytes\n", total,
@@ -34,14 +53,26 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
         printf("size: %lld bytes%s, OVER the %lld-byte cap by %lld bytes\n", total,
                code_bytes >= 0 ? " with the code" : " (artifact only)", GOLF_SIZE_CAP, total - GOLF_SIZE_CAP);
     fflush(stdout);
-    if (!evaluate) return 0;
-    /* the weights as a reader of the artifact gets them, evaluated as train_gpt.py does */
-    double start = ct_now_ms(), val_loss, val_bpb;
-    if (golf_read(&st->spec, path, st->params) != 0 || evaluate_weights(cfg, st, &val_loss, &val_bpb) != 0)
-        return -1;
-    printf("final_int8_zlib_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", val_loss, val_bpb,
-           ct_now_ms() - start);
-    printf("final_int8_zlib_roundtrip_exact val_loss:%.8f val_bpb:%.8f\n", val_loss, val_bpb);
+}
+
+int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o) {
+    GolfStats g;
+    if (golf_write(&st->spec, st->params, o->format, path, &g) != 0) return -1;
+    print_sizes(&g, o->format, path, o->code_bytes);
+    if (!o->evaluate && !o->dequantized) return 0;
+    /* the weights as a reader of the artifact gets them */
+    if (golf_read(&st->spec, o->format, path, st->params) != 0) return -1;
+    if (o->dequantized) {
+        if (golf_write_weights(&st->spec, st->params, o->dequantized) != 0) return -1;
+        printf("dequantized weights -> %s\n", o->dequantized);
+        fflush(stdout);
+    }
+    if (!o->evaluate) return 0;
+    double val_loss, val_bpb, eval_ms;
+    if (evaluate_round_trip(cfg, st, &val_loss, &val_bpb, &eval_ms) != 0) return -1;
+    const char *name = o->format == GOLF_INT8_ZLIB ? "final_int8_zlib_roundtrip" : "final_int6_roundtrip";
+    printf("%s val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", name, val_loss, val_bpb, eval_ms);
+    printf("%s_exact val_loss:%.8f val_bpb:%.8f\n", name, val_loss, val_bpb);
     if (isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
     fflush(stdout);
     return 0;

@@ -364,9 +364,14 @@ int train_run(Config *cfg) {
         /* the weights are in the final checkpoint: the training backend can go */
         t.backend->destroy(t.backend);
         t.backend = NULL;
+        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL};
+        if (golf_format_from_name(cfg->golf_format, &golf.format) != 0) {
+            ct_fail("golf_format = '%s': expected " GOLF_FORMAT_NAMES, cfg->golf_format);
+            goto fail;
+        }
         char path[4300];
-        snprintf(path, sizeof path, "%s/final_model.int8.stz", cfg->out_dir);
-        if (golf_write_and_evaluate(cfg, &t.st, path, cfg->val_files[0] != '\0', -1) != 0) goto fail;
+        snprintf(path, sizeof path, "%s/%s", cfg->out_dir, golf_default_file(golf.format));
+        if (golf_write_and_evaluate(cfg, &t.st, path, &golf) != 0) goto fail;
     }
     goto out;
 fail:
