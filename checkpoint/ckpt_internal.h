@@ -95,7 +95,7 @@ typedef struct {
     char *created, *ctrain_version, *device;
     uint32_t content_crc32;
     Config cfg;                    /* /config, defaults for keys the file lacks */
-    unsigned char cfg_present[64]; /* per key of the table: found in the file */
+    unsigned char cfg_present[CT_CONFIG_NUM_KEYS]; /* per key of the table: found in the file */
     int num_unknown_keys;          /* /config attributes this build does not know */
     char **unknown_keys;
     ModelSpec spec; /* the model /config describes */

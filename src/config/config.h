@@ -22,13 +22,17 @@ typedef enum { CT_RESUME_SHAPE, CT_RESUME_FREE } ConfigResumeRule;
  * command line. */
 typedef enum { CT_SOURCE_DEFAULT = 0, CT_SOURCE_FILE = 1, CT_SOURCE_ENV = 2, CT_SOURCE_COMMAND_LINE = 3 } ConfigSource;
 
+/* The number of keys of the table, as a constant for the per-key arrays below. */
+#define CT_CFG_COUNT_KEY(name, type, def, group, resume, help) +1
+enum { CT_CONFIG_NUM_KEYS = 0 CT_CONFIG_KEYS(CT_CFG_COUNT_KEY) };
+
 typedef struct {
     CT_CONFIG_KEYS(CT_CFG_FIELD)
     /* where each key's value came from: a ConfigSource */
-    unsigned char source[64];
+    unsigned char source[CT_CONFIG_NUM_KEYS];
     /* for a key set from the environment by a variable other than its own upper-case name
      * (train_gpt.py's DATA_PATH, RUN_ID: src/cli/golf_env.c), that variable; NULL otherwise */
-    const char *derived_from[64];
+    const char *derived_from[CT_CONFIG_NUM_KEYS];
 } Config;
 
 typedef struct {
