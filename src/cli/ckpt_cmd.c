@@ -123,7 +123,7 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [--out ARTIFACT] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
-    "                        [--no-eval]\n"
+    "                        [--eval-stride N] [--no-eval]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights to int8 by its rule\n"
     "(per-row scales for matrices, small and control tensors kept as floats), compress with zlib\n"
@@ -138,6 +138,8 @@ static const char GOLF_USAGE[] =
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
+    "  --eval-stride N   after the non-overlapping evaluation, the sliding-window one with this stride, as\n"
+    "                    train_gpt.py's EVAL_STRIDE (default: the checkpoint's eval_stride; 0 = none)\n"
     "  --no-eval         write the artifact and report its size only\n"
     "  -h, --help        show this help\n";
 
@@ -159,14 +161,15 @@ static int code_size(const char *arg, int64_t *bytes) {
 
 static int cmd_golf(int argc, char **argv) {
     char **pos;
-    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL;
+    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *eval_stride = NULL;
     int no_eval = 0;
     const CliOption options[] = {{"--out", &out, NULL},
                                  {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL},
                                  {"--device", &device, NULL},
+                                 {"--eval-stride", &eval_stride, NULL},
                                  {"--no-eval", NULL, &no_eval}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 5, &pos, &npos);
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 6, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -188,6 +191,7 @@ static int cmd_golf(int argc, char **argv) {
     TrainState st;
     if (checkpoint_read_weights(ckpt, &cfg, &st) != 0) goto fail;
     if ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
+        (eval_stride && config_set(&cfg, "eval_stride", eval_stride, CT_SOURCE_COMMAND_LINE, "--eval-stride") != 0) ||
         config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0) {
         ct_print_error();
         config_free(&cfg);

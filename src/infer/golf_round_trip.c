@@ -35,14 +35,9 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
                code_bytes >= 0 ? " with the code" : " (artifact only)", GOLF_SIZE_CAP, total - GOLF_SIZE_CAP);
     fflush(stdout);
     if (!evaluate) return 0;
-    /* the weights as a reader of the artifact gets them, evaluated as train_gpt.py does */
-    double start = ct_now_ms(), val_loss, val_bpb;
-    if (golf_read(&st->spec, path, st->params) != 0 || evaluate_weights(cfg, st, &val_loss, &val_bpb) != 0)
+    /* the weights as a reader of the artifact gets them, evaluated as train_gpt.py does (and
+     * with eval_stride, its sliding window too) */
+    if (golf_read(&st->spec, path, st->params) != 0 || print_round_trip_evaluation(cfg, st, "final_int8_zlib") != 0)
         return -1;
-    printf("final_int8_zlib_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", val_loss, val_bpb,
-           ct_now_ms() - start);
-    printf("final_int8_zlib_roundtrip_exact val_loss:%.8f val_bpb:%.8f\n", val_loss, val_bpb);
-    if (isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
-    fflush(stdout);
     return 0;
 }
