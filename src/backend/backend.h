@@ -53,6 +53,12 @@ struct Backend {
     /* Forward only over num_seqs sequences (tokens: num_seqs*T + 1); *loss_sum = sum of the
      * per-token losses in double. */
     int (*evaluate)(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+    /* (optional, NULL where not implemented) Forward only over num_seqs sequences given as
+     * inputs and targets apart (num_seqs*T ids each: sliding-window validation's windows
+     * overlap, so a window's targets are not the next window's inputs); losses[num_seqs*T] gets
+     * every position's token loss (fp32, as `evaluate` sums them). */
+    int (*evaluate_positions)(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs,
+                              float *losses);
     /* (optional, NULL where not implemented) The logits (softcapped as in training, vocab
      * entries) at position pos of one sequence of seq_len tokens; positions after pos do not
      * matter (attention is causal). For sampling. */

@@ -120,6 +120,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
 
     cb->base.forward_backward = cpu_forward_backward;
     cb->base.evaluate = cpu_evaluate;
+    cb->base.evaluate_positions = cpu_evaluate_positions;
     cb->base.position_logits = cpu_position_logits;
     cb->base.grad_buffer = cpu_grad_buffer;
     cb->base.optimizer_step = cpu_optimizer_step;
@@ -232,6 +233,29 @@ int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_
                               cb->logits_scratch, LOGITS_CHUNK) != 0)
             return -1;
         *loss_sum += sum;
+    }
+    return 0;
+}
+
+/* Sliding-window validation's windows (backend.h, evaluate_positions): the same forward and
+ * loss as cpu_evaluate, on inputs and targets given apart, every position's loss kept. */
+int cpu_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses) {
+    CpuBackend *cb = (CpuBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
+        const size_t N = (size_t)B * cb->T, at = (size_t)first * cb->T;
+        if (backend_check_tokens(inputs + at, N, s->vocab) != 0 || backend_check_tokens(targets + at, N, s->vocab) != 0)
+            return -1;
+        for (size_t i = 0; i < N; i++) {
+            cb->ids[i] = (int32_t)inputs[at + i];
+            cb->targets[i] = (int32_t)targets[at + i];
+        }
+        if (forward_blocks(cb, B) != 0) return -1;
+        double sum;
+        if (cpu_logits_ce_forward(losses + at, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab,
+                                  s->softcap, cb->logits_scratch, LOGITS_CHUNK) != 0)
+            return -1;
     }
     return 0;
 }

@@ -58,6 +58,7 @@ typedef struct {
 
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+int cpu_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses);
 int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
 float *cpu_grad_buffer(Backend *b);
 int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);

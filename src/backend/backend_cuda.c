@@ -232,6 +232,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->base.seq_len = T;
     cb->base.forward_backward = cuda_forward_backward;
     cb->base.evaluate = cuda_evaluate;
+    cb->base.evaluate_positions = cuda_evaluate_positions;
     cb->base.position_logits = cuda_position_logits;
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;

@@ -154,6 +154,7 @@ static inline int zero_on_stream(CudaBackend *cb, void *p, size_t bytes, const c
 /* backend_cuda_step.c */
 int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
+int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses);
 int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
 /* backend_cuda_optim.c */
 float *cuda_grad_buffer(Backend *b);

@@ -140,6 +140,38 @@ int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss
     return 0;
 }
 
+/* Sliding-window validation's windows (backend.h, evaluate_positions): inputs and targets
+ * uploaded apart, the forward and loss of cuda_evaluate, every position's loss downloaded. */
+int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses) {
+    CudaBackend *cb = (CudaBackend *)b;
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
+        const int N = B * cb->T;
+        const size_t at = (size_t)first * cb->T;
+        RETURN_ON_FAILURE(backend_check_tokens(inputs + at, (size_t)N, cb->vocab));
+        RETURN_ON_FAILURE(backend_check_tokens(targets + at, (size_t)N, cb->vocab));
+        /* the previous upload from the staging buffer must be done before it is rewritten */
+        RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
+        int32_t *ids = cb->h_tok, *tgt = ids + cb->num_tokens;
+        for (int i = 0; i < N; i++) {
+            ids[i] = (int32_t)inputs[at + i];
+            tgt[i] = (int32_t)targets[at + i];
+        }
+        RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, 2 * (size_t)cb->num_tokens * sizeof(int32_t),
+                                                     cudaMemcpyHostToDevice, cb->stream),
+                                     "cuda: token upload (cudaMemcpyAsync)"));
+        RETURN_ON_FAILURE(forward_blocks(cb, B));
+        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, cb->losses, cb->xf16, cb->w16[output_param_index(cb)],
+                                                 cb->d_tok + cb->num_tokens, N, cb->dim, cb->vocab,
+                                                 cb->base.state->spec.softcap, cb->z, cb->logits_chunk, cb->stream));
+        RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(losses + at, cb->losses, (size_t)N * sizeof(float),
+                                                     cudaMemcpyDeviceToHost, cb->stream),
+                                     "cuda evaluate_positions: loss download"));
+        RETURN_ON_FAILURE(sync_stream(cb, "cuda evaluate_positions"));
+    }
+    return 0;
+}
+
 /* The softcapped logits at position pos of one sequence (for sampling): the blocks' forward
  * for that sequence, the output product for the one row (bf16 operands, as in training), the
  * softcap on the host in the CPU backend's fp32 operations. */

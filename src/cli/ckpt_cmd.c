@@ -124,7 +124,8 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [--format int8-zlib|int6-zstd] [--out ARTIFACT] [--code-bytes N|FILE]\n"
-    "                        [--val-files GLOB] [--device cpu|cuda] [--no-eval] [--dequantized OUT.safetensors]\n"
+    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--no-eval]\n"
+    "                        [--dequantized OUT.safetensors]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
@@ -146,6 +147,8 @@ static const char GOLF_USAGE[] =
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
+    "  --eval-stride N   after the non-overlapping evaluation, the sliding-window one with this stride, as\n"
+    "                    train_gpt.py's EVAL_STRIDE (default: the checkpoint's eval_stride; 0 = none)\n"
     "  --no-eval         write the artifact and report its size only\n"
     "  --dequantized FILE  also write the weights read back from the artifact (what the round trip\n"
     "                    evaluates) as a float32 safetensors file with train_gpt.py's names\n"
@@ -169,13 +172,14 @@ static int code_size(const char *arg, int64_t *bytes) {
 
 static int cmd_golf(int argc, char **argv) {
     char **pos;
-    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL;
+    const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
+               *eval_stride = NULL;
     int no_eval = 0;
     const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
-                                 {"--dequantized", &dequantized, NULL}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 7, &pos, &npos);
+                                 {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 8, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -213,6 +217,7 @@ static int cmd_golf(int argc, char **argv) {
     }
     if (rc == 0 &&
         ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
+         (eval_stride && config_set(&cfg, "eval_stride", eval_stride, CT_SOURCE_COMMAND_LINE, "--eval-stride") != 0) ||
          config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0)) {
         ct_print_error();
         rc = CT_EXIT_USAGE;

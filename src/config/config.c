@@ -388,6 +388,10 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->train_log_every >= 1, "train_log_every = %lld: expected >= 1", (long long)c->train_log_every);
     REQUIRE(c->val_batch_size >= 0 && c->val_batch_size <= (1LL << 44), "val_batch_size = %lld: expected in [0, 2^44]",
             (long long)c->val_batch_size);
+    REQUIRE(c->eval_stride >= 0 && c->eval_stride < c->train_seq_len,
+            "eval_stride = %lld: expected 0 (non-overlapping validation) or a stride with 0 < eval_stride < "
+            "train_seq_len = %lld",
+            (long long)c->eval_stride, (long long)c->train_seq_len);
     if (c->val_files[0]) {
         int64_t val_local = c->val_batch_size / c->grad_accum_slots;
         REQUIRE(val_local >= c->train_seq_len,

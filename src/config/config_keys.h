@@ -75,6 +75,8 @@
       "before the first step of a fresh run, read every training token (range, tokens_crc32), the ranks sharing the files; 0 = only as the loader reaches them") \
     X(val_loss_every, INT, "1000", "data", FREE, "validate every N steps (and at the end); 0 = end only") \
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
+    X(eval_stride, INT, "0", "data", FREE,                                                          \
+      "sliding-window validation (train_gpt.py's EVAL_STRIDE): windows of train_seq_len tokens every eval_stride tokens, each scoring its last eval_stride positions (the first window all); 0 = non-overlapping sequences") \
     X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \
     X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
       "at the end: write the parameter-golf artifact (golf_format) into out_dir and validate its round trip") \

@@ -1,6 +1,8 @@
 /* eval.c — validation as train_gpt.py's eval_val: the split read once, sequences shared out to
- * ranks, mean token loss and bits per byte from the tokenizer tables; and the same for a set of
- * weights on its own (evaluate_weights, for `ckpt golf`'s round trip). */
+ * ranks, mean token loss and bits per byte from the tokenizer tables; the record's sliding-window
+ * validation (eval_val_sliding, eval_stride > 0; its windows in eval_sliding.c) with its windows
+ * shared out to ranks the same way; and either for a set of weights on its own
+ * (evaluate_weights, print_round_trip_evaluation: `ckpt golf`'s round trip). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,28 +72,87 @@ int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_le
     return 0;
 }
 
-int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb) {
-    if (!cfg->val_files[0]) return ct_fail("val_files is empty: there is no validation data to evaluate on");
+int val_evaluate_sliding(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
+                         double *val_loss, double *val_bpb) {
+    /* train_gpt.py's total_tokens: the loaded split (num_seqs * seq_len + 1 tokens) less one */
+    const int64_t windows = stride > 0 ? val_sliding_windows(v->num_seqs * seq_len, stride) : 0;
+    double sums[3];
+    if (val_sliding_sums(b, v, seq_len, stride, windows * d->rank / d->world_size,
+                         windows * (d->rank + 1) / d->world_size, sums) != 0)
+        return -1;
+    /* every rank's sums, added in rank order (deterministic) */
+    if (dist_allreduce_sum_f64(d, sums, 3) != 0) return ct_fail_prefix("sliding-window validation");
+    *val_loss = sums[0] / sums[1];
+    *val_bpb = v->base_bytes && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
+    return 0;
+}
+
+int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
+                             double *val_loss, double *val_bpb) {
+    if (stride == 0) return val_evaluate(b, v, d, seq_len, val_loss, val_bpb);
+    return val_evaluate_sliding(b, v, d, seq_len, stride, val_loss, val_bpb);
+}
+
+/* The validation data and a backend over st's weights, in this process alone (evaluate_weights,
+ * print_round_trip_evaluation); eval_close frees what eval_open made, also after a failure. */
+typedef struct {
     TokenSet set;
-    if (data_open_set(cfg->val_files, &set) != 0) return ct_fail_prefix("val_files");
-    int rc = 0;
-    if (set.vocab_size != cfg->vocab_size)
-        rc = ct_fail("val_files: the data's vocab_size is %lld (%s) but the model's is %lld", (long long)set.vocab_size,
-                     set.files[0].path, (long long)cfg->vocab_size);
-    else if (set.total_tokens < cfg->train_seq_len + 1)
-        rc = ct_fail("val_files '%s' hold %lld tokens, fewer than one sequence of train_seq_len + 1 = %lld",
-                     cfg->val_files, (long long)set.total_tokens, (long long)cfg->train_seq_len + 1);
     ValData v;
-    memset(&v, 0, sizeof v);
-    Backend *b = NULL;
+    Backend *b;
     DistInfo single;
-    memset(&single, 0, sizeof single);
-    single.world_size = 1;
-    if (rc == 0) rc = val_load(cfg, &set, &v);
-    if (rc == 0) rc = backend_create(&b, cfg, st);
-    if (rc == 0) rc = val_evaluate(b, &v, &single, cfg->train_seq_len, val_loss, val_bpb);
-    if (b) b->destroy(b);
-    val_free(&v);
-    data_free_set(&set);
+} WeightsEval;
+
+static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
+    memset(e, 0, sizeof *e);
+    e->single.world_size = 1;
+    if (!cfg->val_files[0]) return ct_fail("val_files is empty: there is no validation data to evaluate on");
+    if (data_open_set(cfg->val_files, &e->set) != 0) return ct_fail_prefix("val_files");
+    if (e->set.vocab_size != cfg->vocab_size)
+        return ct_fail("val_files: the data's vocab_size is %lld (%s) but the model's is %lld",
+                       (long long)e->set.vocab_size, e->set.files[0].path, (long long)cfg->vocab_size);
+    if (e->set.total_tokens < cfg->train_seq_len + 1)
+        return ct_fail("val_files '%s' hold %lld tokens, fewer than one sequence of train_seq_len + 1 = %lld",
+                       cfg->val_files, (long long)e->set.total_tokens, (long long)cfg->train_seq_len + 1);
+    if (val_load(cfg, &e->set, &e->v) != 0) return -1;
+    return backend_create(&e->b, cfg, st);
+}
+
+static void eval_close(WeightsEval *e) {
+    if (e->b) e->b->destroy(e->b);
+    val_free(&e->v);
+    data_free_set(&e->set);
+    memset(e, 0, sizeof *e);
+}
+
+int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb) {
+    WeightsEval e;
+    int rc = eval_open(cfg, st, &e);
+    if (rc == 0)
+        rc = val_evaluate(e.b, &e.v, &e.single, cfg->train_seq_len, val_loss, val_bpb);
+    eval_close(&e);
+    return rc;
+}
+
+int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label) {
+    WeightsEval e;
+    int rc = eval_open(cfg, st, &e);
+    /* train_gpt.py's order: the non-overlapping evaluation, then the sliding window's */
+    for (int sliding = 0; sliding <= (cfg->eval_stride > 0) && rc == 0; sliding++) {
+        const int64_t stride = sliding ? cfg->eval_stride : 0;
+        double val_loss, val_bpb, start = ct_now_ms();
+        rc = val_evaluate_with_stride(e.b, &e.v, &e.single, cfg->train_seq_len, stride, &val_loss, &val_bpb);
+        if (rc != 0) break;
+        const double ms = ct_now_ms() - start;
+        if (sliding)
+            printf("%s_sliding_window val_loss:%.4f val_bpb:%.4f stride:%lld eval_time:%.0fms\n", label, val_loss,
+                   val_bpb, (long long)stride, ms);
+        else
+            printf("%s_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", label, val_loss, val_bpb, ms);
+        printf("%s_%s_exact val_loss:%.8f val_bpb:%.8f\n", label, sliding ? "sliding_window" : "roundtrip", val_loss,
+               val_bpb);
+        if (!sliding && isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
+        fflush(stdout);
+    }
+    eval_close(&e);
     return rc;
 }

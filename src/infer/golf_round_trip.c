@@ -2,7 +2,6 @@
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
  * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -12,16 +11,6 @@
 
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
-
-/* The one evaluation of the weights read back, for both formats; its run time is what
- * train_gpt.py reports as eval_time (the evaluation alone, not the reading). */
-static int evaluate_round_trip(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb,
-                               double *eval_ms) {
-    double start = ct_now_ms();
-    if (evaluate_weights(cfg, st, val_loss, val_bpb) != 0) return -1;
-    *eval_ms = ct_now_ms() - start;
-    return 0;
-}
 
 static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes) {
     const char *label = golf_format_label(format);
@@ -68,12 +57,8 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
         fflush(stdout);
     }
     if (!o->evaluate) return 0;
-    double val_loss, val_bpb, eval_ms;
-    if (evaluate_round_trip(cfg, st, &val_loss, &val_bpb, &eval_ms) != 0) return -1;
-    const char *name = o->format == GOLF_INT8_ZLIB ? "final_int8_zlib_roundtrip" : "final_int6_roundtrip";
-    printf("%s val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", name, val_loss, val_bpb, eval_ms);
-    printf("%s_exact val_loss:%.8f val_bpb:%.8f\n", name, val_loss, val_bpb);
-    if (isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
-    fflush(stdout);
+    /* evaluated as train_gpt.py does, and with eval_stride, the record's sliding window too */
+    if (print_round_trip_evaluation(cfg, st, o->format == GOLF_INT8_ZLIB ? "final_int8_zlib" : "final_int6") != 0)
+        return -1;
     return 0;
 }

@@ -30,9 +30,36 @@ void val_free(ValData *v);
  * tables (NaN otherwise). */
 int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb);
 
+/* train_gpt.py's eval_val_sliding (docs/model.md, "Sliding-window validation"): windows of
+ * seq_len tokens start every `stride` tokens of the split's total_tokens = num_seqs * seq_len
+ * (0 < stride < seq_len); a window scores its positions [scored_from, length) (the first window
+ * all of them, each later one its last `stride`, or all when shorter); windows are shared out to
+ * ranks as contiguous ranges, the loss, token and byte sums added across ranks in rank order.
+ * Needs the backend's evaluate_positions. */
+int val_evaluate_sliding(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
+                         double *val_loss, double *val_bpb);
+/* That rule's parts (eval_sliding.c): how many windows there are over total_tokens; window
+ * i's first token, its length (min(seq_len, total_tokens - start)) and the first position it
+ * scores; and the sums of windows [first, end) on one backend, without any collective:
+ * sums = {scored losses (double), scored tokens, their bytes (0 without tokenizer tables)}. */
+int64_t val_sliding_windows(int64_t total_tokens, int64_t stride);
+void val_sliding_window(int64_t window, int64_t total_tokens, int64_t seq_len, int64_t stride, int64_t *start,
+                        int64_t *length, int64_t *scored_from);
+int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first, int64_t end,
+                     double sums[3]);
+/* The validation eval_stride asks for: val_evaluate for 0, val_evaluate_sliding otherwise. */
+int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
+                             double *val_loss, double *val_bpb);
+
 /* Validation loss and bits per byte (NaN without tokenizer tables) of the weights in st on
- * cfg's val_files, in this process alone, on cfg's device; as a run's validation computes them. */
+ * cfg's val_files, in this process alone, on cfg's device; the non-overlapping evaluation (as
+ * train_gpt.py's eval_val; eval_stride is print_round_trip_evaluation's). */
 int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb);
+/* The round trip's evaluation, printed as train_gpt.py prints it: "<label>_roundtrip val_loss:...
+ * val_bpb:... eval_time:Nms" and "<label>_roundtrip_exact ..." (non-overlapping), then with
+ * cfg->eval_stride > 0 "<label>_sliding_window val_loss:... val_bpb:... stride:N eval_time:Nms"
+ * and its _exact line; label is e.g. "final_int8_zlib". */
+int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label);
 
 /* train_gpt.py's ending (golf_artifact.h): write the artifact of st's weights in the chosen
  * format to path and print its size, with the code's (code_bytes; -1 when not known) as

@@ -74,11 +74,14 @@ static int metrics_written(Trainer *t) {
     return ct_fail("cannot write '%s/metrics.jsonl': %s", t->cfg->out_dir, strerror(errno));
 }
 
-static int run_validation(Trainer *t) {
+/* One evaluation of the current weights (stride 0: eval_val's sequences; else the sliding
+ * windows), printed and logged. With eval_stride set, the line says which evaluation it was and
+ * how long it took (metrics.jsonl: eval_stride, eval_time_ms); without, it is as it always was. */
+static int validate_once(Trainer *t, int64_t stride) {
     const Config *cfg = t->cfg;
-    t->training_ms += ct_now_ms() - t->t0;
-    double vl, vb;
-    if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0) return -1;
+    double vl, vb, start = ct_now_ms();
+    if (val_evaluate_with_stride(t->backend, &t->val, t->dist, cfg->train_seq_len, stride, &vl, &vb) != 0) return -1;
+    const double eval_ms = ct_now_ms() - start;
     /* val_bpb is NaN by design when the data has no tokenizer tables */
     const int bad_loss = !isfinite(vl), bad_bpb = isinf(vb);
     if (bad_loss || bad_bpb)
@@ -88,16 +91,32 @@ static int run_validation(Trainer *t) {
     t->last_val_step = (double)t->step;
     t->last_val_loss = vl;
     t->last_val_bpb = vb;
+    const int labelled = cfg->eval_stride > 0;
     printf("step %lld/%lld  val_loss %.4f", (long long)t->step, (long long)cfg->iterations, vl);
     if (!isnan(vb)) printf("  val_bpb %.4f", vb);
+    if (labelled && stride > 0) printf("  sliding_window stride %lld  eval_time %.0fms", (long long)stride, eval_ms);
+    else if (labelled) printf("  non-overlapping  eval_time %.0fms", eval_ms);
     printf("  train_time %.0fms\n", t->training_ms);
     if (t->metrics) {
         fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g", (long long)t->step, vl);
         if (!isnan(vb)) fprintf(t->metrics, ", \"val_bpb\": %.17g", vb);
+        if (labelled)
+            fprintf(t->metrics, ", \"eval_stride\": %lld, \"eval_time_ms\": %.1f", (long long)stride, eval_ms);
         fprintf(t->metrics, ", \"train_time_ms\": %.1f}\n", t->training_ms);
         if (metrics_written(t) != 0) return -1;
     }
     fflush(stdout);
+    return 0;
+}
+
+/* The validation of a step: eval_stride's; at the last step with eval_stride set, first the
+ * non-overlapping one too, as train_gpt.py prints both at its end (it costs 1/(train_seq_len /
+ * eval_stride) of the sliding one). The checkpoint keeps the last, the sliding one. */
+static int run_validation(Trainer *t, int last) {
+    const Config *cfg = t->cfg;
+    t->training_ms += ct_now_ms() - t->t0;
+    if (last && cfg->eval_stride > 0 && validate_once(t, 0) != 0) return -1;
+    if (validate_once(t, cfg->eval_stride) != 0) return -1;
     t->t0 = ct_now_ms();
     return 0;
 }
@@ -227,7 +246,7 @@ static int train_loop(Trainer *t) {
          * whose validation its checkpoint holds */
         if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)) &&
             t->last_val_step != (double)t->step)
-            if (run_validation(t) != 0) return CT_EXIT_FAILURE;
+            if (run_validation(t, last) != 0) return CT_EXIT_FAILURE;
         if (t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
             return CT_EXIT_FAILURE;
         if (last) break;

@@ -47,6 +47,7 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 #include "backend.h"
 #include "backend_cuda.h"
 #include "config.h"
+#include "infer.h"
 
 #define LOSS_TOL 1e-2
 #define GRAD_TOL_ALL 2e-2
@@ -632,6 +633,92 @@ static void position_logits_match_cpu(void) {
     config_free(&cfg);
 }
 
+/* Sliding-window validation (eval_stride) on the CUDA backend against the CPU backend's, same
+ * weights and tokens: every position's loss of overlapping, zero-padded windows (the bound of
+ * the losses, LOSS_TOL), val_loss and val_bpb over windows of stride T/4 and of a stride that
+ * leaves a short last window (EVAL_TOL, as the non-overlapping evaluation), and the per-position
+ * losses of whole sequences adding up to the CUDA backend's own `evaluate`. */
+static void sliding_eval_matches_cpu(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *cpu = NULL, *gpu = make_cuda(&cfg, &gs, 0);
+    CHECK(gpu, "cuda backend: %s", ct_error());
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    CHECK(gpu->evaluate_positions, "the cuda backend has no evaluate_positions");
+    const int T = gpu->seq_len, B = gpu->micro_batch_seqs, V = cs.spec.vocab;
+    enum { SEQS = 2 };
+    ValData v;
+    memset(&v, 0, sizeof v);
+    v.num_seqs = SEQS;
+    v.tokens = make_tokens((size_t)SEQS * T + 1, V, 9);
+    v.base_bytes = malloc((size_t)V * sizeof(int16_t));
+    v.has_leading_space = malloc((size_t)V);
+    v.is_boundary_token = malloc((size_t)V);
+    for (int t = 0; t < V; t++) {
+        v.base_bytes[t] = (int16_t)(t % 4);
+        v.has_leading_space[t] = (uint8_t)(t % 3 == 0);
+        v.is_boundary_token[t] = (uint8_t)(t % 5 == 0);
+    }
+    /* B + 1 windows of stride T/4 from token 5 on, the last cut to T/2 tokens and zero-padded */
+    const int n = B + 1;
+    uint32_t *in = calloc((size_t)n * T, sizeof(uint32_t)), *tg = calloc((size_t)n * T, sizeof(uint32_t));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < (i == n - 1 ? T / 2 : T); j++) {
+            in[(size_t)i * T + j] = v.tokens[5 + i * (T / 4) + j];
+            tg[(size_t)i * T + j] = v.tokens[5 + i * (T / 4) + j + 1];
+        }
+    float *gl = malloc((size_t)n * T * sizeof(float)), *cl = malloc((size_t)n * T * sizeof(float));
+    CHECK(gpu->evaluate_positions(gpu, in, tg, n, gl) == 0, "cuda evaluate_positions: %s", ct_error());
+    CHECK(cpu->evaluate_positions(cpu, in, tg, n, cl) == 0, "cpu evaluate_positions: %s", ct_error());
+    double num = 0, den = 0;
+    for (size_t k = 0; k < (size_t)n * T; k++) {
+        num += ((double)gl[k] - cl[k]) * ((double)gl[k] - cl[k]);
+        den += (double)cl[k] * cl[k];
+    }
+    const double e = sqrt(num / den);
+    report("per-position losses", e, LOSS_TOL);
+    CHECK(e <= LOSS_TOL, "per-position losses: relative error %.3e > %.1e", e, (double)LOSS_TOL);
+
+    const int strides[] = {T / 4, 25};
+    for (int k = 0; k < 2; k++) {
+        /* every window on one rank (eval_sliding.c's sums; the mean as val_evaluate_sliding forms it) */
+        const int64_t windows = val_sliding_windows((int64_t)SEQS * T, strides[k]);
+        double g[3], c[3];
+        CHECK(val_sliding_sums(gpu, &v, T, strides[k], 0, windows, g) == 0, "cuda sliding: %s", ct_error());
+        CHECK(val_sliding_sums(cpu, &v, T, strides[k], 0, windows, c) == 0, "cpu sliding: %s", ct_error());
+        CHECK(g[1] == c[1] && g[2] == c[2], "stride %d: %g tokens, %g bytes vs cpu %g, %g", strides[k], g[1], g[2],
+              c[1], c[2]);
+        const double g_loss = g[0] / g[1], c_loss = c[0] / c[1];
+        const double g_bpb = g_loss / log(2.0) * g[1] / g[2], c_bpb = c_loss / log(2.0) * c[1] / c[2];
+        const double el = fabs(g_loss - c_loss) / c_loss, eb = fabs(g_bpb - c_bpb) / c_bpb;
+        char what[64];
+        snprintf(what, sizeof what, "sliding val_loss, stride %d", strides[k]);
+        report(what, el, EVAL_TOL);
+        CHECK(el <= EVAL_TOL && eb <= EVAL_TOL, "stride %d: val_loss %.9g vs cpu %.9g, val_bpb %.9g vs %.9g",
+              strides[k], g_loss, c_loss, g_bpb, c_bpb);
+    }
+    /* whole sequences: the per-position losses add up to evaluate's sum (same kernels) */
+    float *whole = malloc((size_t)SEQS * T * sizeof(float));
+    double sum = 0, added = 0;
+    CHECK(gpu->evaluate(gpu, v.tokens, SEQS, &sum) == 0, "cuda evaluate: %s", ct_error());
+    CHECK(gpu->evaluate_positions(gpu, v.tokens, v.tokens + 1, SEQS, whole) == 0, "cuda positions: %s", ct_error());
+    for (size_t k = 0; k < (size_t)SEQS * T; k++) added += whole[k];
+    CHECK(fabs(added - sum) <= 1e-9 * fabs(sum), "per-position sum %.17g vs evaluate %.17g", added, sum);
+    tg[3] = (uint32_t)V;
+    CHECK(gpu->evaluate_positions(gpu, in, tg, 1, gl) != 0 && strstr(ct_error(), "is >= vocab_size"),
+          "target %d accepted", V);
+    free(whole), free(in), free(tg), free(gl), free(cl);
+    free(v.tokens), free(v.base_bytes), free(v.has_leading_space), free(v.is_boundary_token);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    train_state_free(&gs);
+    train_state_free(&cs);
+    config_free(&cfg);
+}
+
 /* device=auto (the default) with a GPU visible resolves to cuda and names the device. */
 static void device_auto_picks_cuda(void) {
     REQUIRE_GPU();
@@ -655,6 +742,7 @@ int main(void) {
     RUN(creation_reports_memory);
     RUN(device_auto_picks_cuda);
     RUN(position_logits_match_cpu);
+    RUN(sliding_eval_matches_cpu);
     TEST_EXIT();
 }
 
