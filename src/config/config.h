@@ -25,10 +25,10 @@ typedef enum { CT_SOURCE_DEFAULT = 0, CT_SOURCE_FILE = 1, CT_SOURCE_ENV = 2, CT_
 typedef struct {
     CT_CONFIG_KEYS(CT_CFG_FIELD)
     /* where each key's value came from: a ConfigSource */
-    unsigned char source[64];
+    unsigned char source[128];
     /* for a key set from the environment by a variable other than its own upper-case name
      * (train_gpt.py's DATA_PATH, RUN_ID: src/cli/golf_env.c), that variable; NULL otherwise */
-    const char *derived_from[64];
+    const char *derived_from[128];
 } Config;
 
 typedef struct {

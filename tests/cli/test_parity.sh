@@ -3,15 +3,20 @@
 # (tests/parity/ref_gpt.py): both start from ctrain's initial weights (a step-0 checkpoint),
 # read the same token stream, and after several optimizer steps (accumulation over 8
 # micro-batches, LR warmdown, Muon momentum warmup) every per-step loss, every parameter and
-# the optimizer state must agree to a relative error of 1e-4 per tensor.
+# the optimizer state must agree to a relative error of 1e-4 per tensor; with the record's
+# optimizer additions (weight decay, EMA, SWA, late QAT) the averaged weights, the SWA count
+# and the QAT switch too ("averages").
 source "$CT_ROOT/tests/cli/lib.sh"
 if ! /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null; then
     skip_rest "python3-torch / python3-h5py not installed (scripts/install-deps.sh --test)"
 fi
 "$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 || { fail data "from-text"; exit 1; }
 
-parity() { # name, key=value ...
+parity() { # name, key=value ... (with ema/swa/qat keys parity.py also gives the "averages" verdict)
     local name=$1; shift
+    local verdicts=losses\|weights\|optimizer_state expected=3
+    case " $* " in *" ema_enabled=1 "*|*" swa_enabled=1 "*|*" qat_enabled=1 "*|*" late_qat=1 "*)
+        verdicts=$verdicts\|averages expected=4;; esac
     local cfg=(train_files="$WORK/train.h5" vocab_size=256 train_seq_len=32 train_batch_tokens=512 grad_accum_slots=8
                val_loss_every=0 threads=2 "$@")
     if ! "$CTRAIN" train "${cfg[@]}" iterations=0 out_dir="$name-init" >"$name-init.log" 2>&1; then
@@ -30,8 +35,8 @@ parity() { # name, key=value ...
     cat "$name-parity.out"
     if [ $rc -ne 0 ] && ! grep -q "^FAIL parity_$name/" "$name-parity.out"; then
         fail "${name}_checker" "parity.py exited with status $rc without a verdict: $(tail -c 600 "$name-parity.out" | tr '\n' ' ')"
-    elif [ $rc -eq 0 ] && [ "$(grep -cE "^PASS parity_$name/(losses|weights|optimizer_state) " "$name-parity.out")" != 3 ]; then
-        fail "${name}_checker" "parity.py exited 0 without passing losses, weights and optimizer_state"
+    elif [ $rc -eq 0 ] && [ "$(grep -cE "^PASS parity_$name/($verdicts) " "$name-parity.out")" != $expected ]; then
+        fail "${name}_checker" "parity.py exited 0 without passing ${verdicts//|/, }"
     fi
 }
 
@@ -42,5 +47,16 @@ parity tied num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 iterations=6 wa
 # untied lm_head, global-norm clipping, 2 layers, MQA (1 kv head), mlp_mult 3
 parity untied_clip num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 \
     grad_clip_norm=0.3 iterations=4 warmdown_iters=2 muon_momentum_warmup_steps=2
+
+# the record's optimizer additions, tied: decoupled weight decay on Muon (muon_wd) and on the
+# AdamW groups (adam_wd: tok_emb, the scalars), the EMA (a fast decay, so that it moves well
+# away from the initial weights), late QAT switching on at step 6 of 8 (lr scale 0.5 < 0.6)
+parity record_tied num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 iterations=8 warmdown_iters=4 \
+    muon_momentum_warmup_steps=4 muon_wd=0.5 adam_wd=0.5 ema_enabled=1 ema_decay=0.9 late_qat=1 qat_threshold=0.6
+# untied (lm_head: plain Adam, no decay; fake-quantized in the forward), QAT from step 0, SWA
+# every 2 steps once the lr scale is below 0.5: snapshots after steps 6 and 8 (not 7)
+parity record_untied_swa num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 \
+    iterations=8 warmdown_iters=8 muon_momentum_warmup_steps=2 muon_wd=0.5 adam_wd=0.5 qat_enabled=1 \
+    swa_enabled=1 swa_every=2 grad_clip_norm=0.3
 
 finish

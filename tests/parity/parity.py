@@ -6,7 +6,10 @@ Usage: parity.py NAME INIT.h5 FINAL.h5 METRICS.jsonl TOL
   METRICS   ctrain's metrics.jsonl of that run (per-step train_loss)
 Trains K steps in PyTorch from INIT's /model on the same token stream, then checks every
 per-step loss and every tensor of /model (and the optimizer state) against ctrain by relative
-error ||a - b|| / ||b|| <= TOL. Prints PASS/FAIL lines for tests/run.sh and the worst figures.
+error ||a - b|| / ||b|| <= TOL. When the run keeps weight averages or uses QAT (ema_enabled,
+swa_enabled, qat_enabled, late_qat), one more verdict, "averages": every /ema or /swa tensor by
+the same bound, the SWA count and the QAT switch exactly. Prints PASS/FAIL lines for
+tests/run.sh and the worst figures.
 """
 import json
 import sys
@@ -49,10 +52,14 @@ def main():
         steps = int(h.attrs["step"])
         final = {k: np.array(v[...]) for k, v in h["model"].items()}
         opt = {k: {s: np.array(g[s][...]) for s in g} for k, g in h["optimizer"].items()}
+        ema_c = {k: np.array(v[...]) for k, v in h["ema"].items()} if "ema" in h else None
+        swa_c = {k: np.array(v[...]) for k, v in h["swa"].items()} if "swa" in h else None
+        swa_count_c = int(h["swa"].attrs["count"]) if "swa" in h else 0
+        qat_c = bool(h["qat"].attrs["active"]) if "qat" in h else False
     losses_c = [json.loads(line)["train_loss"] for line in open(metrics_path) if '"train_loss"' in line]
     stream = ref_gpt.token_stream(cfg["train_files"])
 
-    losses_t, model, adams, momentum = ref_gpt.train(cfg, params, stream, steps)
+    losses_t, model, adams, momentum, averages = ref_gpt.train(cfg, params, stream, steps)
 
     ok = True
     if len(losses_c) != steps:
@@ -98,6 +105,36 @@ def main():
     else:
         print(f"FAIL {name}/optimizer_state: {worst_state[0]:.2e} in {worst_state[1]}")
         ok = False
+    # EMA / SWA state and the QAT switch
+    if any(cfg.get(k, 0) for k in ("ema_enabled", "swa_enabled", "qat_enabled", "late_qat")):
+        bad, errs = [], []
+        # the reference keeps an EMA with ema_enabled and an SWA sum once it takes a snapshot;
+        # ctrain's file holds /ema with ema_enabled and /swa (zeros until the first snapshot)
+        # with swa_enabled and no EMA
+        for group, ours, theirs in (("ema", ema_c, averages["ema"]), ("swa", swa_c, averages["swa"])):
+            if theirs is None:
+                continue
+            if ours is None:
+                bad.append(f"ctrain's checkpoint has no /{group}")
+                continue
+            for k, t in theirs.items():
+                errs.append((rel_err(ours[k], t.numpy()), f"/{group}/{k}"))
+        if (ema_c is None) != (averages["ema"] is None):
+            bad.append(f"/ema {'in' if ema_c is not None else 'not in'} ctrain's checkpoint with ema_enabled = "
+                       f"{cfg.get('ema_enabled', 0)}")
+        if swa_count_c != averages["swa_count"]:
+            bad.append(f"SWA count {swa_count_c} in ctrain's checkpoint, {averages['swa_count']} in the reference")
+        if qat_c != averages["qat"]:
+            bad.append(f"QAT switch {qat_c} in ctrain's checkpoint, {averages['qat']} in the reference")
+        worst_avg = max(errs) if errs else (0.0, "no averaged tensors")
+        if worst_avg[0] > tol:
+            bad.append(f"{worst_avg[1]} {worst_avg[0]:.2e}")
+        if bad:
+            print(f"FAIL {name}/averages: {'; '.join(bad)}")
+            ok = False
+        else:
+            print(f"PASS {name}/averages ({len(errs)} tensors, worst {worst_avg[0]:.2e} in {worst_avg[1]}; "
+                  f"SWA count {swa_count_c}, QAT {'on' if qat_c else 'off'})")
     return 0 if ok else 1
 
 
