@@ -117,9 +117,14 @@ int checkpoint_print_info(const char *path);
  * 0, or 1 with exact when they are not identical, 1 on errors (printed). */
 int checkpoint_diff(const char *a, const char *b, int exact, int model_only);
 
-/* `ctrain ckpt export`: verify the checkpoint, then write its /model tensors to out_path as
- * safetensors (train_gpt.py's names, shapes and state_dict order; fp32, or bf16 rounded to
- * nearest even), atomically. */
-int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16);
+/* `ctrain ckpt export`: verify the checkpoint, then write its weights (the weights its run ends
+ * with, train_state_final_weights: /ema, the average of /swa, or /model; with `live` always
+ * /model) to out_path as safetensors (train_gpt.py's names, shapes and state_dict order; fp32,
+ * or bf16 rounded to nearest even), atomically. For a checkpoint with /ema or /swa the
+ * metadata's "weights" says which were taken (ema, swa or live) and weights (weights_cap bytes,
+ * may be 0) receives it in words ("EMA weights, /ema"); for one without, weights is "" and
+ * the file is what it always was. */
+int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16, int live, char *weights,
+                                  size_t weights_cap);
 
 #endif

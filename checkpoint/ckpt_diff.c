@@ -35,9 +35,15 @@ static void close_side(Side *s) {
     ckpt_objects_free(&s->objs);
 }
 
-/* The tensors compared: the weights, and the optimizer state unless model_only. */
+/* The tensors compared: the weights, and unless model_only the optimizer state and the averaged
+ * weights (/ema, /swa). */
 static int is_tensor(const CkptObject *o, int model_only) {
-    return o->is_dataset && (!strncmp(o->path, "/model/", 7) || (!model_only && !strncmp(o->path, "/optimizer/", 11)));
+    static const char *const state[] = {"/optimizer/", "/ema/", "/swa/"};
+    if (!o->is_dataset) return 0;
+    if (!strncmp(o->path, "/model/", 7)) return 1;
+    for (size_t i = 0; !model_only && i < sizeof state / sizeof state[0]; i++)
+        if (!strncmp(o->path, state[i], strlen(state[i]))) return 1;
+    return 0;
 }
 
 /* A whole float tensor as float32 with its shape; NULL data for an empty one. Lock held. */
@@ -169,6 +175,8 @@ static int diff_position(const CkptMeta *a, const CkptMeta *b) {
         {"loader file_index", a->cursor.file_index, b->cursor.file_index},
         {"loader position", a->cursor.position, b->cursor.position},
         {"loader stream_tokens", a->cursor.stream_tokens, b->cursor.stream_tokens},
+        {"swa count", a->swa_count, b->swa_count},
+        {"qat active", a->qat_active, b->qat_active},
     };
     int differ = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)

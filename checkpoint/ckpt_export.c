@@ -38,11 +38,13 @@ static int write_all(FILE *f, const void *p, size_t n, const char *path) {
  * format and source, the step, and the model's configuration (every "model" key, and
  * train_seq_len), so a reader can build the model the weights belong to without the
  * checkpoint. Values are numbers or 0/1, which need no JSON escaping. */
-static char *export_metadata(const CkptMeta *m) {
+static char *export_metadata(const CkptMeta *m, const char *weights) {
     const size_t cap = 8192; /* ~20 short keys and numbers */
     char *text = ct_malloc(cap, "export metadata");
-    size_t n = (size_t)snprintf(text, cap, "\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"",
-                                CT_VERSION, (long long)m->step);
+    size_t n = (size_t)snprintf(text, cap, "\"format\":\"pt\",\"source\":\"ctrain %s\",\"step\":\"%lld\"", CT_VERSION,
+                                (long long)m->step);
+    /* which weights, where a checkpoint has a choice (one without averages exports as before) */
+    if (weights) n += (size_t)snprintf(text + n, cap - n, ",\"weights\":\"%s\"", weights);
     for (int i = 0; i < ct_config_num_keys && n < cap; i++) {
         const ConfigKey *k = &ct_config_keys[i];
         if (strcmp(k->group, "model") != 0 && strcmp(k->name, "train_seq_len") != 0) continue;
@@ -52,7 +54,8 @@ static char *export_metadata(const CkptMeta *m) {
     return text;
 }
 
-int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16) {
+int checkpoint_export_safetensors(const char *path, const char *out_path, int bf16, int live, char *weights,
+                                  size_t weights_cap) {
     /* in a child first: a damaged file must not crash the export */
     if (checkpoint_verify(path, NULL) != 0) return -1;
     CkptMeta m;
@@ -61,6 +64,17 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
     hid_t file = ckpt_open_read(path);
     int rc = file < 0 || ckpt_meta_read(file, path, &m) != 0 ? -1 : 0;
     const ModelSpec *s = &m.spec;
+    /* which weights: the group they are read from, and SWA's divisor */
+    const char *source =
+        rc == 0 && !live ? train_state_final_weights(m.optional.ema, m.optional.swa, m.swa_count) : "live";
+    const char *group = !strcmp(source, "ema") ? "/ema" : !strcmp(source, "swa") ? "/swa" : "/model";
+    const int has_averages = rc == 0 && (m.optional.ema || m.optional.swa);
+    if (weights_cap) weights[0] = '\0';
+    if (has_averages && weights_cap) {
+        if (!strcmp(source, "swa"))
+            snprintf(weights, weights_cap, "SWA average of %lld snapshots, /swa", (long long)m.swa_count);
+        else snprintf(weights, weights_cap, "%s, %s", !strcmp(source, "ema") ? "EMA weights" : "live weights", group);
+    }
     float *values = NULL;
     unsigned char *header = NULL;
     FILE *out = NULL;
@@ -74,7 +88,7 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
             const ParamInfo *p = &s->params[i];
             t[i] = (CtSafetensor){p->name, bf16 ? "BF16" : "F32", p->ndim, p->shape, p->count * (bf16 ? 2 : 4)};
         }
-        char *metadata = export_metadata(&m);
+        char *metadata = export_metadata(&m, has_averages ? source : NULL);
         size_t header_len;
         header = ct_safetensors_header(metadata, t, s->num_params, &header_len);
         free(metadata);
@@ -87,12 +101,16 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
     for (int i = 0; rc == 0 && i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         char name[CKPT_PATH_MAX];
-        snprintf(name, sizeof name, "/model/%s", p->name);
+        snprintf(name, sizeof name, "%s/%s", group, p->name);
         hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
         if (dset < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0)
             rc = ct_h5_fail("'%s': %s: cannot read the data", path, name);
         if (dset >= 0) H5Dclose(dset);
         if (rc != 0) break;
+        if (!strcmp(source, "swa")) { /* train_gpt.py's `t / swa_count` in fp32, as train_state_use_average */
+            const float count = (float)m.swa_count;
+            for (size_t e = 0; e < p->count; e++) values[e] = values[e] / count;
+        }
         /* little-endian on disk: the hosts ctrain builds for (x86-64, aarch64) are */
         if (bf16) {
             uint16_t *h = (uint16_t *)values;

@@ -52,6 +52,14 @@ static void print_summary(const char *path, const CkptMeta *m) {
                ? ct_shorten(m->files[m->cursor.file_index], s2, sizeof s2)
                : "?",
            (long long)m->cursor.position, (long long)m->cursor.stream_tokens);
+    if (m->optional.ema) printf("averaging:      EMA of the weights in /ema (ema_decay %g)\n", c->ema_decay);
+    if (m->optional.swa)
+        printf("averaging:      SWA sum of %lld snapshot(s) in /swa (swa_every %lld)\n", (long long)m->swa_count,
+               (long long)c->swa_every);
+    if (m->optional.qat)
+        printf("qat:            %s (qat_enabled %lld, late_qat %lld, qat_threshold %g)\n",
+               m->qat_active ? "active" : "not active yet", (long long)c->qat_enabled, (long long)c->late_qat,
+               c->qat_threshold);
     printf("metrics:       ");
     if (!m->num_extras) printf(" (none)");
     for (int i = 0; i < m->num_extras; i++) printf(" %s = %.9g%s", m->extra_names[i], m->extra_values[i],
@@ -77,7 +85,7 @@ static void print_summary(const char *path, const CkptMeta *m) {
 static void print_tensors(hid_t file, const CkptMeta *m) {
     CkptTensor *list;
     int n;
-    ckpt_tensor_list(&m->spec, &list, &n);
+    ckpt_tensor_list(&m->spec, m->optional, &list, &n);
     int width = 6;
     for (int i = 0; i < n; i++)
         if ((int)strlen(list[i].path) > width) width = (int)strlen(list[i].path);

@@ -29,7 +29,22 @@ extern void (*ckpt_test_stage_hook)(const char *stage);
 void ckpt_stage(const char *stage);
 
 /* ---- the tensors of a model: /model/<name> and its optimizer buffers ---- */
-typedef enum { CKPT_BUF_PARAMS, CKPT_BUF_EXP_AVG, CKPT_BUF_EXP_AVG_SQ, CKPT_BUF_MOMENTUM } CkptBuffer;
+typedef enum {
+    CKPT_BUF_PARAMS,
+    CKPT_BUF_EXP_AVG,
+    CKPT_BUF_EXP_AVG_SQ,
+    CKPT_BUF_MOMENTUM,
+    CKPT_BUF_EMA, /* /ema/<name> */
+    CKPT_BUF_SWA, /* /swa/<name> */
+} CkptBuffer;
+
+/* The optional state a checkpoint holds, decided by its configuration (the run's when writing,
+ * the file's own /config when reading): /ema with ema_enabled, /swa with SWA
+ * (train_state_has_swa), /qat with qat_enabled or late_qat. Files without them are as before. */
+typedef struct {
+    int ema, swa, qat;
+} CkptOptional;
+CkptOptional ckpt_optional(const Config *cfg);
 
 typedef struct {
     char path[CKPT_PATH_MAX]; /* "/model/tok_emb.weight", "/optimizer/tok_emb.weight/exp_avg" */
@@ -38,8 +53,9 @@ typedef struct {
 } CkptTensor;
 
 /* Every tensor of the model in file order (all /model first, then the optimizer buffers in
- * parameter order); caller frees *list. */
-int ckpt_tensor_list(const ModelSpec *spec, CkptTensor **list, int *count);
+ * parameter order, then /ema and /swa as `opt` has them, each in parameter order); caller frees
+ * *list. */
+int ckpt_tensor_list(const ModelSpec *spec, CkptOptional opt, CkptTensor **list, int *count);
 /* The TrainState buffer a tensor lives in. */
 float *ckpt_tensor_buffer(const TrainState *st, CkptBuffer b);
 /* "[1024, 512]" */
@@ -99,6 +115,9 @@ typedef struct {
     int num_unknown_keys;          /* /config attributes this build does not know */
     char **unknown_keys;
     ModelSpec spec; /* the model /config describes */
+    CkptOptional optional; /* the optional state /config says the file holds */
+    int64_t swa_count;     /* /swa attribute count (0 without /swa) */
+    int64_t qat_active;    /* /qat attribute active (0 without /qat) */
     LoaderCursor cursor;
     int num_files;
     char **files;

@@ -8,9 +8,14 @@
 #include "ckpt_internal.h"
 #include "common.h"
 
-int ckpt_tensor_list(const ModelSpec *spec, CkptTensor **list, int *count) {
-    /* at most three entries per parameter: the weights and two Adam moments */
-    CkptTensor *t = ct_calloc((size_t)spec->num_params * 3, sizeof *t, "checkpoint tensor list");
+CkptOptional ckpt_optional(const Config *cfg) {
+    CkptOptional opt = {cfg->ema_enabled != 0, train_state_has_swa(cfg), cfg->qat_enabled || cfg->late_qat};
+    return opt;
+}
+
+int ckpt_tensor_list(const ModelSpec *spec, CkptOptional opt, CkptTensor **list, int *count) {
+    /* at most five entries per parameter: the weights, two Adam moments, the EMA and SWA's sum */
+    CkptTensor *t = ct_calloc((size_t)spec->num_params * 5, sizeof *t, "checkpoint tensor list");
     int n = 0;
     for (int i = 0; i < spec->num_params; i++) {
         const ParamInfo *p = &spec->params[i];
@@ -34,6 +39,15 @@ int ckpt_tensor_list(const ModelSpec *spec, CkptTensor **list, int *count) {
             t[n++].buffer = CKPT_BUF_EXP_AVG_SQ;
         }
     }
+    /* the averaged weights, named and shaped as /model (train_gpt.py's ema_state / swa_state) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(pass == 0 ? opt.ema : opt.swa)) continue;
+        for (int i = 0; i < spec->num_params; i++) {
+            snprintf(t[n].path, sizeof t[n].path, "/%s/%s", pass == 0 ? "ema" : "swa", spec->params[i].name);
+            t[n].param = &spec->params[i];
+            t[n++].buffer = pass == 0 ? CKPT_BUF_EMA : CKPT_BUF_SWA;
+        }
+    }
     *list = t;
     *count = n;
     return 0;
@@ -45,6 +59,8 @@ float *ckpt_tensor_buffer(const TrainState *st, CkptBuffer b) {
     case CKPT_BUF_EXP_AVG: return st->exp_avg;
     case CKPT_BUF_EXP_AVG_SQ: return st->exp_avg_sq;
     case CKPT_BUF_MOMENTUM: return st->momentum;
+    case CKPT_BUF_EMA: return st->ema;
+    case CKPT_BUF_SWA: return st->swa_sum;
     }
     return NULL;
 }

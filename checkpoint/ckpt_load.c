@@ -128,16 +128,24 @@ static int same_spec(const ModelSpec *a, const ModelSpec *b) {
     return 1;
 }
 
-/* Read every tensor into its place in st; optimizer entries no tensor covers are zero, as in a
- * fresh state. Lock held. */
-static int read_tensors(hid_t file, const char *path, const ModelSpec *spec, TrainState *st) {
+/* Read every tensor into its place in st, and the SWA count and QAT switch; optimizer entries
+ * no tensor covers are zero, as in a fresh state. st's optional buffers must be those the file
+ * holds (m->optional). Lock held. */
+static int read_tensors(hid_t file, const char *path, const CkptMeta *m, TrainState *st) {
+    const ModelSpec *spec = &m->spec;
+    if (m->optional.ema != (st->ema != NULL) || m->optional.swa != (st->swa_sum != NULL))
+        return ct_fail("'%s' %s EMA weights and %s SWA sum, the training state %s and %s", path,
+                       m->optional.ema ? "holds" : "holds no", m->optional.swa ? "a" : "no",
+                       st->ema ? "has them" : "has none", st->swa_sum ? "has one" : "none");
     size_t total = spec->total_floats;
     memset(st->exp_avg, 0, total * sizeof(float));
     memset(st->exp_avg_sq, 0, total * sizeof(float));
     memset(st->momentum, 0, total * sizeof(float));
+    st->swa_count = m->swa_count;
+    st->qat_active = (int)m->qat_active;
     CkptTensor *list;
     int n, rc = 0;
-    ckpt_tensor_list(spec, &list, &n);
+    ckpt_tensor_list(spec, m->optional, &list, &n);
     for (int i = 0; i < n && rc == 0; i++) {
         if (list[i].param->count == 0) continue;
         hid_t dset = H5Dopen2(file, list[i].path, H5P_DEFAULT);
@@ -199,7 +207,7 @@ int checkpoint_load(const char *path, int verified, const Config *cfg, TrainStat
         if (rc == 0) rc = check_data(path, &m, train_set, cfg->resume_data);
         if (rc == 0 && !same_spec(&m.spec, &st->spec))
             rc = ct_fail("the training state was not made from this configuration");
-        if (rc == 0) rc = read_tensors(file, path, &m.spec, st);
+        if (rc == 0) rc = read_tensors(file, path, &m, st);
         H5Fclose(file);
         ct_hdf5_unlock();
     }
@@ -229,7 +237,7 @@ int checkpoint_read_weights(const char *path, Config *cfg, TrainState *st) {
         *cfg = m.cfg; /* the caller owns it now */
         config_init(&m.cfg);
         rc = train_state_init(st, cfg);
-        if (rc == 0) rc = read_tensors(file, path, &m.spec, st);
+        if (rc == 0) rc = read_tensors(file, path, &m, st);
         H5Fclose(file);
         ct_hdf5_unlock();
     }

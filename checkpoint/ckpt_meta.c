@@ -2,6 +2,7 @@
  * the configuration (/config, turned back into a Config and the ModelSpec it describes), the
  * Adam step, the loader cursor and data file list, and the /metrics scalars. Type and format
  * problems are reported naming the attribute or dataset. Lock held throughout. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,10 +298,32 @@ static int read_metrics(hid_t file, const char *path, CkptMeta *m) {
     return rc;
 }
 
+/* The attribute of an optional group (/swa count, /qat active), when /config says the file has
+ * the group (`because` says why): an int64 in [0, max]. */
+static int read_optional_attr(hid_t file, const char *path, const char *group, const char *because,
+                              const char *name, int64_t max, int64_t *value) {
+    if (H5Lexists(file, group, H5P_DEFAULT) == 0)
+        return ct_fail("'%s': %s is missing (its /config has %s)", path, group, because);
+    hid_t g = open_group(file, path, group);
+    if (g < 0) return -1;
+    int rc = ckpt_attr_read_i64(g, path, group, name, value);
+    H5Gclose(g);
+    if (rc == 0 && (*value < 0 || *value > max))
+        rc = ct_fail("'%s': attribute %s of %s is %lld, expected %s", path, name, group, (long long)*value,
+                     max == 1 ? "0 or 1" : ">= 0");
+    return rc;
+}
+
 int ckpt_meta_read(hid_t file, const char *path, CkptMeta *m) {
     memset(m, 0, sizeof *m);
     config_init(&m->cfg);
     if (read_root(file, path, m) != 0 || read_config(file, path, m) != 0) return -1;
+    m->optional = ckpt_optional(&m->cfg);
+    if ((m->optional.swa &&
+         read_optional_attr(file, path, "/swa", "swa_enabled = 1", "count", INT64_MAX, &m->swa_count) != 0) ||
+        (m->optional.qat &&
+         read_optional_attr(file, path, "/qat", "qat_enabled or late_qat = 1", "active", 1, &m->qat_active) != 0))
+        return -1;
     hid_t optim = open_group(file, path, "/optimizer");
     if (optim < 0) return -1;
     int rc = ckpt_attr_read_i64(optim, path, "/optimizer", "adam_step", &m->adam_step);

@@ -136,9 +136,12 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
         add_expected(&expected, &cap, "/loader/train/file_crc32", 1);
         add_expected(&expected, &cap, "/loader/train/file_sample_crc32", 1);
     }
+    if (m->optional.ema) add_expected(&expected, &cap, "/ema", 0);
+    if (m->optional.swa) add_expected(&expected, &cap, "/swa", 0);
+    if (m->optional.qat) add_expected(&expected, &cap, "/qat", 0);
     CkptTensor *list;
     int n;
-    ckpt_tensor_list(&m->spec, &list, &n);
+    ckpt_tensor_list(&m->spec, m->optional, &list, &n);
     for (int i = 0; i < n; i++) {
         add_expected(&expected, &cap, list[i].path, 1);
         if (list[i].buffer == CKPT_BUF_EXP_AVG || list[i].buffer == CKPT_BUF_MOMENTUM) {
@@ -219,7 +222,7 @@ static int verify_here(void *ctx, void *out) {
         CkptTensor *list;
         summary->step = m.step;
         summary->content_crc32 = m.content_crc32;
-        ckpt_tensor_list(&m.spec, &list, &summary->num_tensors);
+        ckpt_tensor_list(&m.spec, m.optional, &list, &summary->num_tensors);
         free(list);
     }
     ckpt_meta_free(&m);

@@ -110,10 +110,36 @@ static int write_config(hid_t file, const Config *cfg) {
     return rc;
 }
 
-static int write_tensors(hid_t file, const TrainState *st) {
+/* /ema, /swa (with its count) and /qat (its switch), as opt has them (docs/checkpoint-format.md,
+ * "Weight averaging and QAT"). */
+static int write_optional(hid_t file, const TrainState *st, CkptOptional opt, const CkptTensor *list, int n) {
+    int rc = 0;
+    hid_t ema = H5I_INVALID_HID, swa = H5I_INVALID_HID;
+    if (opt.ema && (ema = create_group(file, "ema")) < 0) rc = -1;
+    if (rc == 0 && opt.swa &&
+        ((swa = create_group(file, "swa")) < 0 || ct_h5_attr_write_i64(swa, "count", st->swa_count) != 0))
+        rc = -1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (list[i].buffer != CKPT_BUF_EMA && list[i].buffer != CKPT_BUF_SWA) continue;
+        const ParamInfo *p = list[i].param;
+        rc = write_tensor(list[i].buffer == CKPT_BUF_EMA ? ema : swa, p->name, p,
+                          ckpt_tensor_buffer(st, list[i].buffer) + p->offset);
+        if (rc != 0) ct_fail_prefix("%s", list[i].path);
+    }
+    if (ema >= 0) H5Gclose(ema);
+    if (swa >= 0) H5Gclose(swa);
+    if (rc == 0 && opt.qat) {
+        hid_t qat = create_group(file, "qat");
+        if (qat < 0 || ct_h5_attr_write_i64(qat, "active", st->qat_active) != 0) rc = -1;
+        if (qat >= 0) H5Gclose(qat);
+    }
+    return rc;
+}
+
+static int write_tensors(hid_t file, const TrainState *st, CkptOptional opt) {
     CkptTensor *list;
     int n;
-    ckpt_tensor_list(&st->spec, &list, &n);
+    ckpt_tensor_list(&st->spec, opt, &list, &n);
     int rc = 0;
     hid_t model = create_group(file, "model"), optim = H5I_INVALID_HID;
     if (model < 0) rc = -1;
@@ -127,7 +153,7 @@ static int write_tensors(hid_t file, const TrainState *st) {
     /* One group per parameter holding its optimizer buffer(s), as torch's state[param]. */
     for (int i = 0; i < n && rc == 0; i++) {
         const CkptTensor *t = &list[i];
-        if (t->buffer == CKPT_BUF_PARAMS) continue;
+        if (t->buffer == CKPT_BUF_PARAMS || t->buffer == CKPT_BUF_EMA || t->buffer == CKPT_BUF_SWA) continue;
         hid_t g;
         if (t->buffer == CKPT_BUF_EXP_AVG_SQ) g = H5Gopen2(optim, t->param->name, H5P_DEFAULT);
         else g = create_group(optim, t->param->name);
@@ -142,6 +168,7 @@ static int write_tensors(hid_t file, const TrainState *st) {
     }
     if (optim >= 0) H5Gclose(optim);
     if (model >= 0) H5Gclose(model);
+    if (rc == 0) rc = write_optional(file, st, opt, list, n);
     free(list);
     return rc;
 }
@@ -213,7 +240,7 @@ static int write_file(const char *tmp_path, const Config *cfg, const TrainState 
     const char *what = "";
     if (write_root_attributes(file, info) != 0) what = "root attributes";
     else if (write_config(file, cfg) != 0) what = "/config";
-    else if (write_tensors(file, st) != 0) what = "tensors";
+    else if (write_tensors(file, st, ckpt_optional(cfg)) != 0) what = "tensors";
     else if (write_loader(file, info, set) != 0) what = "/loader/train";
     else if (write_metrics(file, info) != 0) what = "/metrics";
     if (what[0]) rc = ct_fail_prefix("'%s': writing the %s", tmp_path, what);
@@ -238,14 +265,14 @@ static int write_file(const char *tmp_path, const Config *cfg, const TrainState 
 
 /* A diverged state is never published: resuming from it could only fail again, and resume=auto
  * would keep choosing it over the good checkpoint before it. */
-static int check_finite(const TrainState *st, const CheckpointInfo *info) {
+static int check_finite(const TrainState *st, CkptOptional opt, const CheckpointInfo *info) {
     for (int i = 0; i < info->num_extras; i++)
         if (!isfinite(info->extra_values[i]))
             return ct_fail("metric %s is %g: training diverged; no checkpoint is written from this state",
                            info->extra_names[i], info->extra_values[i]);
     CkptTensor *list;
     int n;
-    if (ckpt_tensor_list(&st->spec, &list, &n) != 0) return -1;
+    if (ckpt_tensor_list(&st->spec, opt, &list, &n) != 0) return -1;
     int rc = 0;
     for (int t = 0; t < n && rc == 0; t++) {
         const float *v = ckpt_tensor_buffer(st, list[t].buffer) + list[t].param->offset;
@@ -291,7 +318,17 @@ static int check_request(const Config *cfg, const TrainState *st, const Checkpoi
                spec.params[i].count == st->spec.params[i].count && spec.params[i].offset == st->spec.params[i].offset;
     model_spec_free(&spec);
     if (!same) return ct_fail("the training state does not match the model of the configuration being saved");
-    return check_finite(st, info);
+    const CkptOptional opt = ckpt_optional(cfg);
+    if (opt.ema != (st->ema != NULL) || opt.swa != (st->swa_sum != NULL))
+        return ct_fail("the training state %s EMA weights and %s SWA sum, but the configuration being saved says "
+                       "ema_enabled = %lld, swa_enabled = %lld",
+                       st->ema ? "has" : "has no", st->swa_sum ? "a" : "no", (long long)cfg->ema_enabled,
+                       (long long)cfg->swa_enabled);
+    if (st->swa_count < 0 || (st->swa_count > 0 && !st->swa_sum))
+        return ct_fail("swa_count %lld: expected a count >= 0 (0 without SWA)", (long long)st->swa_count);
+    if (st->qat_active != 0 && (st->qat_active != 1 || !opt.qat))
+        return ct_fail("qat_active %d: expected 0 or 1, and 0 unless qat_enabled or late_qat is set", st->qat_active);
+    return check_finite(st, opt, info);
 }
 
 /* ---- checkpoint_save ---- */

@@ -25,6 +25,10 @@ int backend_choose_gpu(const Config *cfg, BackendGpu *gpu) {
     return ct_fail("device = %s: no GPU to choose", cfg->device);
 }
 
+int backend_check_training_keys(const Config *cfg) {
+    return !strcmp(cfg->device, "cuda") ? backend_cuda_check_training_keys(cfg) : 0;
+}
+
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);
@@ -46,6 +50,10 @@ StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scal
         .beta2 = cfg->beta2,
         .adam_eps = cfg->adam_eps,
         .grad_clip_norm = cfg->grad_clip_norm,
+        .muon_wd = cfg->muon_wd,
+        .adam_wd = cfg->adam_wd,
+        .ema_decay = cfg->ema_enabled ? cfg->ema_decay : 0.0,
+        .swa_add = train_state_has_swa(cfg) && lr_scale < 0.5 && (step + 1) % cfg->swa_every == 0,
         .shard_rank = 0,
         .shard_world = 1,
         .combine = NULL,

@@ -21,6 +21,15 @@ typedef struct {
     int muon_steps;
     double beta1, beta2, adam_eps;
     double grad_clip_norm; /* 0 = off */
+    /* Decoupled weight decay (0 = off): before its update each weight is multiplied by
+     * 1 - lr * wd, lr its group's learning rate above: muon_wd for the Muon matrices, adam_wd
+     * for the token-embedding and scalar groups (torch.optim.AdamW); lm_head gets none. */
+    double muon_wd, adam_wd;
+    /* Weight averaging after the update (TrainState.ema / swa_sum): ema_decay > 0 steps the
+     * EMA, ema = d*ema + (1-d)*w; swa_add adds the new weights to the SWA sum (a copy when
+     * swa_count is 0) and counts them. */
+    double ema_decay;
+    int swa_add;
     /* Muon sharding as train_gpt.py: each matrix's update is computed on one rank (the CPU
      * backend: the i-th matrix on rank i % shard_world; the CUDA backend: Newton–Schulz batch
      * j on rank j % shard_world, muon_batches.h), and the updates are combined by one sum
@@ -37,8 +46,10 @@ typedef struct {
 } StepHyper;
 
 /* The step's hyperparameters from the configuration: learning rates times lr_scale (the
- * schedule's factor), Muon momentum at `step` (its warmup), the rest as configured. One rank:
- * shard_world 1, no combine; a distributed caller fills those in. */
+ * schedule's factor), Muon momentum at `step` (its warmup), the rest as configured; the EMA's
+ * decay with ema_enabled; swa_add as train_gpt.py decides it (SWA on, no EMA, lr_scale < 0.5
+ * and step + 1, the count after this step, a multiple of swa_every). One rank: shard_world 1,
+ * no combine; a distributed caller fills those in. */
 StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scale);
 
 typedef struct Backend Backend;
@@ -110,6 +121,11 @@ typedef struct {
     char desc[200]; /* "CUDA device 0 (NVIDIA H100 80GB HBM3, PCI 0000:18:00.0)" */
 } BackendGpu;
 int backend_choose_gpu(const Config *cfg, BackendGpu *gpu);
+
+/* Before a training run on cfg->device (resolved): 0, or -1 naming the first configuration key
+ * its backend does not implement (the CPU backend implements every key). Evaluation and
+ * sampling need no such check: the keys concerned change only training. */
+int backend_check_training_keys(const Config *cfg);
 
 /* Create the backend named by cfg->device over an initialised TrainState. */
 int backend_create(Backend **out, const Config *cfg, TrainState *st);

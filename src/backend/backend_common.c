@@ -31,6 +31,19 @@ double backend_adam_lr(ParamGroup group, const StepHyper *h) {
     return group == PARAM_TOKEN_EMBED ? h->token_lr : group == PARAM_HEAD ? h->head_lr : h->scalar_lr;
 }
 
+int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *factor) {
+    double lr, wd;
+    switch (group) {
+    case PARAM_MATRIX: lr = h->matrix_lr, wd = h->muon_wd; break;
+    case PARAM_TOKEN_EMBED:
+    case PARAM_SCALAR: lr = backend_adam_lr(group, h), wd = h->adam_wd; break;
+    default: return 0; /* PARAM_HEAD: torch.optim.Adam in the record, no decay */
+    }
+    if (wd == 0) return 0;
+    *factor = 1.0 - lr * wd;
+    return 1;
+}
+
 int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, const char *host,
                      const char *cuda_visible_devices, int *device) {
     const char *cvd = cuda_visible_devices ? cuda_visible_devices : "(unset)";

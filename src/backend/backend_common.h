@@ -36,6 +36,12 @@ int backend_check_loss(double mean_loss);
 /* The Adam learning rate of a parameter group (token embedding, head, scalars) in a step. */
 double backend_adam_lr(ParamGroup group, const StepHyper *h);
 
+/* Decoupled weight decay of a parameter group in a step, as train_gpt.py's optimizers: 1 with
+ * *factor = 1 - lr * wd (double; lr the group's scheduled learning rate) for the Muon matrices
+ * (muon_wd) and the token-embedding and scalar groups (adam_wd: torch.optim.AdamW); 0 (no
+ * decay) when that wd is 0 and for lm_head, which the record steps with plain Adam. */
+int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *factor);
+
 /* Which CUDA device a rank uses, from what it sees and its place on its node:
  *   explicit_device >= 0 (CT_CUDA_DEVICE): that one of the visible devices;
  *   the rank sees one device (Slurm --gpus-per-task=1 or --gpu-bind=single:1, or a

@@ -12,6 +12,7 @@
 #include "backend_cpu.h"
 #include "common.h"
 #include "cpu_attention.h"
+#include "cpu_fake_quant.h"
 #include "blas_core.h"
 #include "omp_wait.h"
 #include "cpu_ops.h"
@@ -117,6 +118,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->rope_dims, model_rope_base(s, T));
     if (s->bigram_vocab) cb->bigram_ids = ct_calloc(N, sizeof(int32_t), "bigram buckets");
     cpu_optimizer_init(cb);
+    if (cfg->qat_enabled || cfg->late_qat) cb->qat_params = ct_calloc(s->total_floats, sizeof(float), "QAT weights");
 
     cb->base.forward_backward = cpu_forward_backward;
     cb->base.evaluate = cpu_evaluate;
@@ -141,9 +143,39 @@ static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
     return 0;
 }
 
-static const float *P(const CpuBackend *cb, int layer, int which) {
+/* ---- late QAT (docs/model.md): the weights the forward reads ----
+ * While a training forward/backward runs with TrainState.qat_active, the linear layers' 2-D
+ * weights (train_gpt.py's CastedLinear: the Muon matrices and the untied lm_head; never the
+ * embeddings, tied or not) are read from cb->qat_params, their int6 fake-quantized copy made at
+ * the start of the micro-batch; everything else, and evaluation always, reads the master
+ * weights. Gradients go to the master weights' places as they are (straight-through). */
+static int qat_quantizes(const ParamInfo *p) {
+    return (p->group == PARAM_MATRIX || p->group == PARAM_HEAD) && p->ndim == 2;
+}
+
+/* The weights of parameter p as this pass uses them. */
+static const float *weights_of(const CpuBackend *cb, const ParamInfo *p) {
+    const float *base = cb->qat_in_use && qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
+    return base + p->offset;
+}
+
+static int qat_begin(CpuBackend *cb) {
     const TrainState *st = cb->base.state;
-    return st->params + model_block_param(&st->spec, layer, which)->offset;
+    if (!st->qat_active) return 0;
+    if (!cb->qat_params)
+        return ct_fail("QAT is on in the training state, but the backend was created without qat_enabled or late_qat");
+    for (int i = 0; i < st->spec.num_params; i++) {
+        const ParamInfo *p = &st->spec.params[i];
+        if (qat_quantizes(p))
+            cpu_fake_quant_int6_rows(cb->qat_params + p->offset, st->params + p->offset, (int)p->shape[0],
+                                     (int)p->shape[1]);
+    }
+    cb->qat_in_use = 1;
+    return 0;
+}
+
+static const float *P(const CpuBackend *cb, int layer, int which) {
+    return weights_of(cb, model_block_param(&cb->base.state->spec, layer, which));
 }
 static float *G(CpuBackend *cb, int layer, int which) {
     TrainState *st = cb->base.state;
@@ -162,7 +194,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
                                   s->bigram_vocab, s->bigram_dim) != 0)
             return -1;
         if (s->bigram_proj >= 0)
-            cpu_linear_forward(cb->bigram_p, cb->bigram_h, st->params + s->params[s->bigram_proj].offset, N,
+            cpu_linear_forward(cb->bigram_p, cb->bigram_h, weights_of(cb, &s->params[s->bigram_proj]), N,
                                s->bigram_dim, D);
         cpu_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_p, st->params + s->params[s->bigram_scale].offset,
                                       (size_t)N * D);
@@ -213,9 +245,8 @@ static int forward_blocks(CpuBackend *cb, int B) {
 }
 
 static const float *output_matrix(const CpuBackend *cb) {
-    const TrainState *st = cb->base.state;
-    const ModelSpec *s = &st->spec;
-    return st->params + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
+    const ModelSpec *s = &cb->base.state->spec;
+    return weights_of(cb, &s->params[s->tied ? s->tok_emb : s->lm_head]);
 }
 
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
@@ -272,7 +303,8 @@ int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logi
     return 0;
 }
 
-int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
+/* The forward and backward of one micro-batch (cpu_forward_backward, which sets up QAT). */
+static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
     CpuBackend *cb = (CpuBackend *)b;
     TrainState *st = b->state;
     const ModelSpec *s = &st->spec;
@@ -379,7 +411,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
         if (s->bigram_proj >= 0) {
             cpu_zero(dbigram_h, (size_t)N * s->bigram_dim);
             cpu_linear_backward(dbigram_h, st->grads + s->params[s->bigram_proj].offset, dbigram_p, cb->bigram_h,
-                                st->params + s->params[s->bigram_proj].offset, N, s->bigram_dim, D);
+                                weights_of(cb, &s->params[s->bigram_proj]), N, s->bigram_dim, D);
         }
         cpu_embedding_backward(st->grads + s->params[s->bigram_embed].offset, dbigram_h, cb->bigram_ids, N,
                                s->bigram_dim);
@@ -387,9 +419,18 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
     return backend_grad_ready(b, model_grad_num_stages(s) - 1);
 }
 
+int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
+    CpuBackend *cb = (CpuBackend *)b;
+    if (qat_begin(cb) != 0) return -1;
+    int rc = forward_backward_pass(b, tokens, loss_weight, mean_loss);
+    cb->qat_in_use = 0; /* evaluation and sampling read the master weights */
+    return rc;
+}
+
 void cpu_destroy(Backend *b) {
     CpuBackend *cb = (CpuBackend *)b;
     cpu_optimizer_free(cb);
+    free(cb->qat_params);
     free(cb->arena);
     free(cb->dskip);
     free(cb->layers);

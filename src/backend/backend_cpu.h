@@ -54,6 +54,10 @@ typedef struct {
     float *muon_scratch;
     float **clip_grads;
     size_t *clip_counts;
+    /* late QAT (backend_cpu.c): the fake-quantized weights of the linear layers (allocated with
+     * qat_enabled or late_qat, else NULL), read instead of the master weights while qat_in_use */
+    float *qat_params;
+    int qat_in_use;
 } CpuBackend;
 
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);

@@ -1,12 +1,15 @@
 /* backend_cpu_optim.c — the CPU backend's optimizer step: optional global gradient clipping,
  * then Adam on tok_emb / lm_head / control tensors and Muon on the block matrices
- * (kernels/cpu/cpu_optim), then zeroing the gradients for the next step. */
+ * (kernels/cpu/cpu_optim), each weight first decayed when its group has decoupled weight decay
+ * (AdamW, the record's Muon), then the weight averages (EMA, SWA's sum: kernels/cpu/cpu_weights),
+ * then zeroing the gradients for the next step. */
 #include <stdlib.h>
 
 #include "backend_cpu.h"
 #include "common.h"
 #include "cpu_ops.h"
 #include "cpu_optim.h"
+#include "cpu_weights.h"
 
 void cpu_optimizer_init(CpuBackend *cb) {
     const ModelSpec *s = &cb->base.state->spec;
@@ -69,6 +72,8 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         float *w = st->params + p->offset, *g = st->grads + p->offset;
+        double decay_factor;
+        if (backend_weight_decay_factor(p->group, h, &decay_factor)) cpu_weight_decay(w, p->count, decay_factor);
         switch (p->group) {
         case PARAM_MATRIX:
             cpu_muon_apply_update(w, cb->muon_updates + at, p->count, h->matrix_lr);
@@ -82,6 +87,17 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
             break;
         }
         }
+    }
+    /* the averages see the weights after the whole step, as train_gpt.py's loop updates them
+     * after every optimizer has stepped */
+    if (h->ema_decay > 0) {
+        if (!st->ema) return ct_fail("optimizer step: EMA asked for, but the training state has no EMA weights");
+        cpu_ema_update(st->ema, st->params, s->total_floats, h->ema_decay);
+    }
+    if (h->swa_add) {
+        if (!st->swa_sum) return ct_fail("optimizer step: SWA asked for, but the training state has no SWA sum");
+        cpu_swa_add(st->swa_sum, st->params, s->total_floats, st->swa_count == 0);
+        st->swa_count++;
     }
     cpu_zero(st->grads, s->total_floats);
     return 0;

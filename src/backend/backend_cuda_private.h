@@ -12,6 +12,8 @@
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
  *                         checkpoint holds), the bf16 weight shadows
  *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
+ *   backend_cuda_keys.c   the configuration keys not implemented here yet, refused before
+ *                         training (every build)
  *
  * The graph, the saved activations and the backward order are the CPU backend's
  * (backend_cpu.c); the differences are the precision policy (bf16 operands of every matrix

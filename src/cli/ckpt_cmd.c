@@ -42,8 +42,9 @@ static const char INFO_USAGE[] =
     "\n"
     "Print what a checkpoint holds: step, training tokens, world size, device, when and by which\n"
     "ctrain it was written, the model shape and batch geometry of its /config, the loader cursor,\n"
-    "the /metrics scalars, and a table of every tensor under /model and /optimizer with its shape\n"
-    "and size. Reads only metadata: use `ctrain ckpt verify` to check the data.\n"
+    "the weight averages and QAT switch it holds, the /metrics scalars, and a table of every\n"
+    "tensor under /model, /optimizer, /ema and /swa with its shape and size. Reads only metadata:\n"
+    "use `ctrain ckpt verify` to check the data.\n"
     "\n"
     "options:\n"
     "  -h, --help   show this help\n";
@@ -64,14 +65,15 @@ static const char VERIFY_USAGE[] =
 static const char DIFF_USAGE[] =
     "usage: ctrain ckpt diff A B [--exact] [--model-only]\n"
     "\n"
-    "Compare two checkpoints: for every tensor under /model and /optimizer that differs, its max\n"
-    "absolute and max relative difference (|a-b| / max(|a|,|b|)), its relative L2 distance\n"
-    "(||a-b|| / max(||a||,||b||)) and how many elements differ; tensors present in only one file;\n"
-    "the training position (step, train_tokens, adam_step, loader cursor); and, for information,\n"
-    "differing configuration keys, metrics, world size and device. A summary line gives the model\n"
-    "weights' distance as a whole (||A-B|| / ||A|| over every /model value) and the tensor farthest\n"
-    "apart. Ends with 'identical: yes' when every tensor is bitwise equal and the training\n"
-    "position is the same (what an exact resume must give), else 'identical: no'.\n"
+    "Compare two checkpoints: for every tensor under /model, /optimizer, /ema and /swa that\n"
+    "differs, its max absolute and max relative difference (|a-b| / max(|a|,|b|)), its relative L2\n"
+    "distance (||a-b|| / max(||a||,||b||)) and how many elements differ; tensors present in only\n"
+    "one file; the training position (step, train_tokens, adam_step, loader cursor, SWA count,\n"
+    "QAT switch); and, for information, differing configuration keys, metrics, world size and\n"
+    "device. A summary line gives the model weights' distance as a whole (||A-B|| / ||A|| over\n"
+    "every /model value) and the tensor farthest apart. Ends with 'identical: yes' when every\n"
+    "tensor is bitwise equal and the training position is the same (what an exact resume must\n"
+    "give), else 'identical: no'.\n"
     "Exit status 0 when both files could be read, whatever they hold; 1 on errors.\n"
     "\n"
     "options:\n"
@@ -81,17 +83,20 @@ static const char DIFF_USAGE[] =
     "  -h, --help    show this help\n";
 
 static const char EXPORT_USAGE[] =
-    "usage: ctrain ckpt export FILE --out OUT.safetensors [--dtype fp32|bf16]\n"
+    "usage: ctrain ckpt export FILE --out OUT.safetensors [--dtype fp32|bf16] [--live]\n"
     "\n"
-    "Write the weights of a checkpoint (its /model tensors) as a safetensors file with\n"
-    "train_gpt.py's parameter names and shapes, so that\n"
+    "Write the weights of a checkpoint as a safetensors file with train_gpt.py's parameter names\n"
+    "and shapes, so that\n"
     "  model.load_state_dict(safetensors.torch.load_file(OUT), strict=True)\n"
     "works on train_gpt.py's GPT of the same configuration. The checkpoint is verified first.\n"
-    "The optimizer state is not exported.\n"
+    "The weights are those its run ends with, as train_gpt.py exports them: the EMA weights\n"
+    "(/ema) of a run with ema_enabled, the SWA average (/swa) of one with swa_enabled once it\n"
+    "holds two snapshots, else the live weights (/model). The optimizer state is not exported.\n"
     "\n"
     "options:\n"
     "  --out FILE       the safetensors file to write (replaced atomically)\n"
     "  --dtype TYPE     fp32 (default: the master weights exactly) or bf16 (round to nearest even)\n"
+    "  --live           the live training weights (/model) even when the checkpoint has averaged ones\n"
     "  -h, --help       show this help\n";
 
 /* A checkpoint argument may also be a run directory, a checkpoints directory or a `latest`
@@ -125,7 +130,7 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [--format int8-zlib|int6-zstd] [--out ARTIFACT] [--code-bytes N|FILE]\n"
     "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--no-eval]\n"
-    "                        [--dequantized OUT.safetensors]\n"
+    "                        [--dequantized OUT.safetensors] [--live]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
@@ -152,6 +157,9 @@ static const char GOLF_USAGE[] =
     "  --no-eval         write the artifact and report its size only\n"
     "  --dequantized FILE  also write the weights read back from the artifact (what the round trip\n"
     "                    evaluates) as a float32 safetensors file with train_gpt.py's names\n"
+    "  --live            a checkpoint with EMA (or SWA) weights: quantize the live training weights\n"
+    "                    (/model) instead of the averaged ones its run ends with (the default, as\n"
+    "                    train_gpt.py's artifact and a run's golf_artifact)\n"
     "  -h, --help        show this help\n";
 
 /* --code-bytes: a byte count, or a file (the submission's train_gpt.py) whose size counts. */
@@ -174,12 +182,13 @@ static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
                *eval_stride = NULL;
-    int no_eval = 0;
+    int no_eval = 0, live = 0;
     const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
-                                 {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 8, &pos, &npos);
+                                 {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},
+                                 {"--live", NULL, &live}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 9, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -224,6 +233,9 @@ static int cmd_golf(int argc, char **argv) {
     }
     if (rc == 0) {
         printf("%s\n", ckpt);
+        char averaged[96];
+        if (!live && train_state_use_average(&st, averaged, sizeof averaged))
+            printf("weights: %s (--live for the live weights)\n", averaged);
         if (golf_write_and_evaluate(&cfg, &st, out, &golf) != 0) {
             ct_print_error();
             rc = CT_EXIT_FAILURE;
@@ -237,8 +249,9 @@ static int cmd_golf(int argc, char **argv) {
 static int cmd_export(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *dtype = "fp32";
-    const CliOption options[] = {{"--out", &out, NULL}, {"--dtype", &dtype, NULL}};
-    int npos, rc = cli_parse("ckpt", argc, argv, EXPORT_USAGE, options, 2, &pos, &npos);
+    int live = 0;
+    const CliOption options[] = {{"--out", &out, NULL}, {"--dtype", &dtype, NULL}, {"--live", NULL, &live}};
+    int npos, rc = cli_parse("ckpt", argc, argv, EXPORT_USAGE, options, 3, &pos, &npos);
     if (rc != 0 || npos != 1 || !out || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -252,8 +265,9 @@ static int cmd_export(int argc, char **argv) {
     free(pos);
     if (!ckpt) return CT_EXIT_FAILURE;
     if (cli_check_output("ckpt", "export", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
-    rc = checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16"));
-    if (rc == 0) printf("%s -> %s (%s)\n", ckpt, out, dtype);
+    char weights[128];
+    rc = checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16"), live, weights, sizeof weights);
+    if (rc == 0) printf("%s -> %s (%s%s%s)\n", ckpt, out, dtype, weights[0] ? ", " : "", weights);
     else ct_print_error();
     return rc == 0 ? CT_EXIT_OK : CT_EXIT_FAILURE;
 }

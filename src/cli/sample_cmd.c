@@ -24,7 +24,7 @@
 static const char SAMPLE_USAGE[] =
     "usage: ctrain sample CHECKPOINT [--prompt TEXT | --prompt-ids IDS] [--bos] [--tokens N]\n"
     "                     [--temperature T] [--top-k K] [--seed S] [--ids] [--pieces FILE.h5]\n"
-    "                     [--tokenizer MODEL.model] [--device auto|cpu|cuda]\n"
+    "                     [--tokenizer MODEL.model] [--device auto|cpu|cuda] [--live]\n"
     "\n"
     "Generate text from a checkpoint's model (CHECKPOINT may be a run directory: its newest\n"
     "checkpoint). Each token is drawn from the model's next-token distribution at temperature T,\n"
@@ -55,6 +55,8 @@ static const char SAMPLE_USAGE[] =
     "                       decodes when no pieces are stored; its vocabulary must be the\n"
     "                       checkpoint's and its pieces the stored ones (a wrong model fails)\n"
     "  --device D           auto (default: cuda if a GPU is visible), cpu or cuda\n"
+    "  --live               a checkpoint with EMA (or SWA) weights: use the live training weights\n"
+    "                       (/model) instead of the averaged ones its run ends with (the default)\n"
     "  -h, --help           show this help\n";
 
 /* How the sample is printed. */
@@ -159,14 +161,15 @@ int sample_main(int argc, char **argv) {
     char **pos;
     const char *prompt = NULL, *prompt_ids = NULL, *tokens_s = "200", *temp_s = "0.8", *topk_s = "40",
                *seed_s = "1337", *device = "auto", *pieces_path = NULL, *model_path = NULL;
-    int as_ids = 0, with_bos = 0;
+    int as_ids = 0, with_bos = 0, live = 0;
     const CliOption options[] = {{"--prompt", &prompt, NULL},    {"--prompt-ids", &prompt_ids, NULL},
                                  {"--bos", NULL, &with_bos},
                                  {"--tokens", &tokens_s, NULL},  {"--temperature", &temp_s, NULL},
                                  {"--top-k", &topk_s, NULL},     {"--seed", &seed_s, NULL},
                                  {"--ids", NULL, &as_ids},       {"--device", &device, NULL},
-                                 {"--pieces", &pieces_path, NULL}, {"--tokenizer", &model_path, NULL}};
-    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 11, &pos, &npos);
+                                 {"--pieces", &pieces_path, NULL}, {"--tokenizer", &model_path, NULL},
+                                 {"--live", NULL, &live}};
+    int npos, rc = cli_parse("sample", argc, argv, SAMPLE_USAGE, options, 12, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -209,6 +212,9 @@ int sample_main(int argc, char **argv) {
     rc = CT_EXIT_FAILURE;
     /* one sequence at a time: the backend needs room for a micro-batch of one */
     if (checkpoint_read_weights(path, &cfg, &st) != 0) goto done;
+    char averaged[96];
+    if (!live && train_state_use_average(&st, averaged, sizeof averaged))
+        fprintf(stderr, "weights: %s (--live for the live weights)\n", averaged);
     char seq_len[32];
     snprintf(seq_len, sizeof seq_len, "%lld", (long long)cfg.train_seq_len);
     if (config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 ||

@@ -381,6 +381,13 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->beta1 >= 0 && c->beta1 < 1, "beta1 = %g: expected in [0, 1)", c->beta1);
     REQUIRE(c->beta2 >= 0 && c->beta2 < 1, "beta2 = %g: expected in [0, 1)", c->beta2);
     REQUIRE(c->adam_eps > 0, "adam_eps = %g: expected > 0", c->adam_eps);
+    REQUIRE(c->muon_wd >= 0, "muon_wd = %g: expected >= 0 (0 = no weight decay)", c->muon_wd);
+    REQUIRE(c->adam_wd >= 0, "adam_wd = %g: expected >= 0 (0 = no weight decay)", c->adam_wd);
+    REQUIRE(c->ema_decay > 0 && c->ema_decay < 1, "ema_decay = %g: expected in (0, 1), e.g. train_gpt.py's 0.997",
+            c->ema_decay);
+    REQUIRE(c->swa_every >= 1, "swa_every = %lld: expected >= 1", (long long)c->swa_every);
+    REQUIRE(c->qat_threshold >= 0, "qat_threshold = %g: expected >= 0 (late_qat starts when lr_scale falls below it)",
+            c->qat_threshold);
 
     REQUIRE(c->train_files[0] != '\0', "train_files is not set: give a glob of HDF5 token files, "
                                        "e.g. train_files='data/train_*.h5' (see `ctrain data --help`)");

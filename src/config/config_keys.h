@@ -66,6 +66,20 @@
     X(beta2, FLOAT, "0.95", "optimizer", FREE, "Adam beta2")                                       \
     X(adam_eps, FLOAT, "1e-8", "optimizer", FREE, "Adam epsilon")                                  \
     X(grad_clip_norm, FLOAT, "0.0", "optimizer", FREE, "clip the global grad norm to this; 0 = off") \
+    X(muon_wd, FLOAT, "0.0", "optimizer", FREE,                                                    \
+      "decoupled weight decay of the Muon matrices: w *= 1 - lr*muon_wd before each update; 0 = off") \
+    X(adam_wd, FLOAT, "0.0", "optimizer", FREE,                                                    \
+      "AdamW decoupled weight decay of the token-embedding and scalar groups (lm_head: none); 0 = off") \
+    X(ema_enabled, BOOL, "0", "optimizer", SHAPE,                                                  \
+      "keep an fp32 EMA of the weights; at the end it replaces them (final validation, export, artifact)") \
+    X(ema_decay, FLOAT, "0.997", "optimizer", FREE, "EMA decay d, in (0, 1): ema = d*ema + (1-d)*w after every step") \
+    X(swa_enabled, BOOL, "0", "optimizer", SHAPE,                                                  \
+      "without EMA: average the weights every swa_every steps once lr_scale < 0.5; the average replaces them at the end") \
+    X(swa_every, INT, "200", "optimizer", FREE, "SWA: a snapshot after each step whose count is a multiple of N, while lr_scale < 0.5") \
+    X(qat_enabled, BOOL, "0", "optimizer", FREE,                                                   \
+      "int6 straight-through fake quantization of the linear layers' weights in the training forward, from step 0") \
+    X(late_qat, BOOL, "0", "optimizer", FREE, "switch that QAT on once lr_scale < qat_threshold (and keep it on)") \
+    X(qat_threshold, FLOAT, "0.1", "optimizer", FREE, "late_qat: the lr_scale below which QAT starts") \
     X(seed, INT, "1337", "optimizer", SHAPE, "seed of the weight initialisation")                  \
     /* data and evaluation */                                                                      \
     X(train_files, STR, "", "data", FREE,                                                           \

@@ -254,10 +254,18 @@ static int train_loop(Trainer *t) {
         double step_start = ct_now_ms();
         double scale = lr_scale(t->step, cfg->iterations, cfg->warmdown_iters,
                                 t->training_ms + (step_start - t->t0), max_wallclock_ms);
+        /* late QAT switches on for good once the lr scale falls below the threshold (as
+         * train_gpt.py, at the top of the step, with the scale this step trains with) */
+        if (cfg->late_qat && !t->st.qat_active && scale < cfg->qat_threshold) {
+            t->st.qat_active = 1;
+            printf("late_qat:enabled step:%lld scale:%.4f\n", (long long)t->step, scale);
+        }
         double train_loss = 0, grad_norm = 0;
         const int continues = stop_continues();
+        const int64_t swa_before = t->st.swa_count;
         if (train_step(t, scale, &train_loss, &grad_norm) != 0) return CT_EXIT_FAILURE;
         t->step++;
+        if (swa_before == 0 && t->st.swa_count == 1) printf("swa:start step:%lld\n", (long long)t->step);
         double step_ms = ct_now_ms() - step_start;
         if (stop_continues() != continues && t->step_ms_avg > 0 && step_ms > t->step_ms_avg) {
             /* Suspended during the step (Slurm's suspend: SIGSTOP ... SIGCONT). Slurm does not
@@ -287,6 +295,41 @@ static int train_loop(Trainer *t) {
     return CT_EXIT_OK;
 }
 
+/* train_gpt.py's ending, after the final checkpoint has saved the live weights and the
+ * averages: the EMA weights (else SWA's average of at least two snapshots) replace the live
+ * ones for what follows, their validation here and the golf artifact. Every rank. */
+static int use_averaged_weights(Trainer *t) {
+    const Config *cfg = t->cfg;
+    char what[96];
+    const char *used = train_state_use_average(&t->st, what, sizeof what);
+    if (!used) {
+        if (t->st.swa_sum)
+            printf("swa: %lld snapshot(s) taken (swa_every = %lld, from lr_scale < 0.5 on), fewer than 2: the live "
+                   "weights stay\n", (long long)t->st.swa_count, (long long)cfg->swa_every);
+        return 0;
+    }
+    if (t->st.ema) printf("ema:applying EMA weights\n");
+    else printf("swa:applying averaged %lld checkpoints\n", (long long)t->st.swa_count);
+    if (!t->val.tokens) {
+        fflush(stdout);
+        return 0;
+    }
+    double vl, vb;
+    if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0)
+        return ct_fail_prefix("validating the %s", used);
+    printf("final val_loss %.4f", vl);
+    if (!isnan(vb)) printf("  val_bpb %.4f", vb);
+    printf("  (%s)\n", used);
+    fflush(stdout);
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"step\": %lld, \"final_val_loss\": %.17g", (long long)t->step, vl);
+        if (!isnan(vb)) fprintf(t->metrics, ", \"final_val_bpb\": %.17g", vb);
+        fprintf(t->metrics, ", \"weights\": \"%s\"}\n", t->st.ema ? "ema" : "swa");
+        if (metrics_written(t) != 0) return -1;
+    }
+    return 0;
+}
+
 int train_run(Config *cfg) {
     Trainer t;
     DistInfo dist;
@@ -304,7 +347,7 @@ int train_run(Config *cfg) {
     t.rank = dist.rank;
     t.world = dist.world_size;
     dist.op_timeout_s = cfg->collective_timeout;
-    if (config_validate(cfg, t.world) != 0) {
+    if (config_validate(cfg, t.world) != 0 || backend_check_training_keys(cfg) != 0) {
         if (t.rank == 0) ct_print_error();
         dist_finalize(&dist);
         return CT_EXIT_USAGE;
@@ -345,6 +388,9 @@ int train_run(Config *cfg) {
     }
     if (train_state_init(&t.st, cfg) != 0) goto fail;
     if (trainer_resume(&t, &rc) != 0) goto fail_rc;
+    /* QAT from the start, or late QAT's switch as the checkpoint left it (off when neither key
+     * is set any more) */
+    t.st.qat_active = cfg->qat_enabled || (cfg->late_qat && t.st.qat_active);
     if (t.step > 0 && t.step >= cfg->iterations) {
         /* a requeue or a rerun of a finished run: the final checkpoint and validation exist */
         printf("the run in %s is already finished: step %lld of iterations = %lld; nothing to do (raise iterations "
@@ -373,12 +419,15 @@ int train_run(Config *cfg) {
     if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
     if (cfg->warmup_steps > 0 && cfg->source[config_find_key("warmup_steps") - ct_config_keys] != CT_SOURCE_DEFAULT)
         printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
+    if (cfg->swa_enabled && cfg->ema_enabled)
+        printf("note: swa_enabled = 1 has no effect with ema_enabled = 1 (as in train_gpt.py, the EMA is used)\n");
     fflush(stdout);
     if (loader_init(&t.loader, &t.train_set, t.rank, t.world, config_local_tokens(cfg), t.start_cursor, 1) != 0)
         goto fail;
     if (t.rank == 0 && trainer_open_metrics(&t) != 0) goto fail;
     rc = train_loop(&t);
     if (rc == CT_EXIT_FAILURE) goto fail;
+    if (rc == CT_EXIT_OK && use_averaged_weights(&t) != 0) goto fail;
     if (rc == CT_EXIT_OK && cfg->golf_artifact && t.rank == 0) {
         /* the weights are in the final checkpoint: the training backend can go */
         t.backend->destroy(t.backend);

@@ -12,8 +12,8 @@ fake_build build "$CTRAIN"
 
 copy_tree parity && keep_only parity cli/test_parity
 plant plant_parity_raise parity/tests/parity/parity.py \
-    '    losses_t, model, adams, momentum = ref_gpt.train(cfg, params, stream, steps)' \
-    '    losses_t, model, adams, momentum = ref_gpt.train(cfg, params, stream, steps)
+    '    losses_t, model, adams, momentum, averages = ref_gpt.train(cfg, params, stream, steps)' \
+    '    losses_t, model, adams, momentum, averages = ref_gpt.train(cfg, params, stream, steps)
     raise KeyError("planted after the reference training")'
 expect_copy_fails parity_checker_raising_fails "$WORK/parity" "$WORK/build" \
     'FAIL test_parity/tied_checker: parity.py exited with status 1 without a verdict.*KeyError' \

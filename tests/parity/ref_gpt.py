@@ -67,12 +67,27 @@ def causal_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
+# ---- late QAT (the record's CastedLinear with its QAT switch on) ----
+# The weights of the linear layers (CastedLinear: every 2-D weight but the embeddings, which are
+# nn.Embedding, also when tok_emb serves as the tied output layer) are fake-quantized to int6 per
+# row in the training forward, straight through: the forward sees w_q, the gradient reaches w.
+QAT_NOT_LINEAR = ("tok_emb.weight", "bigram.embed.weight")
+
+
+def fake_quant_int6(w):
+    with torch.no_grad():
+        scale = (w.abs().amax(dim=1) / 31.0).clamp_min(1.0 / 31.0)
+        w_q = torch.clamp(torch.round(w / scale[:, None]), -32, 31) * scale[:, None]
+    return w + (w_q - w).detach()
+
+
 class RefGPT:
     """Parameters live in a dict keyed by the state_dict names of train_gpt.py's GPT."""
 
     def __init__(self, cfg, params):
         self.cfg = cfg
         self.p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+        self.qat = False  # late QAT's switch (train() sets it)
         self.L = cfg["num_layers"]
         self.enc = self.L // 2
         self.dec = self.L - self.enc
@@ -91,6 +106,13 @@ class RefGPT:
         self.smear = bool(cfg.get("smear_gate", 0))
         self.bigram = cfg.get("bigram_vocab_size", 0)
 
+    def w(self, name):
+        """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
+        t = self.p[name]
+        if self.qat and t.dim() == 2 and name not in QAT_NOT_LINEAR:
+            return fake_quant_int6(t)
+        return t
+
     def block(self, i, x, x0):
         p = lambda n: self.p[f"blocks.{i}.{n}"]
         B, T, D = x.shape
@@ -98,26 +120,26 @@ class RefGPT:
         mix = p("resid_mix")
         x = mix[0] * x + mix[1] * x0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
-        q = (h @ p("attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
-        k = (h @ p("attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
-        v = (h @ p("attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        q = (h @ self.w(f"blocks.{i}.attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = (h @ self.w(f"blocks.{i}.attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        v = (h @ self.w(f"blocks.{i}.attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         q = rope(rms_norm(q), self.cos, self.sin) * p("attn.q_gain").view(1, -1, 1, 1)
         k = rope(rms_norm(k), self.cos, self.sin)
         y = causal_attention(q, k, v)
         if i >= self.xsa_from:
             y = xsa(y, v)
         y = y.transpose(1, 2).reshape(B, T, D)
-        x = x + p("attn_scale") * (y @ p("attn.proj.weight").T)
+        x = x + p("attn_scale") * (y @ self.w(f"blocks.{i}.attn.proj.weight").T)
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
-        m = torch.relu(h @ p("mlp.fc.weight").T).square()
-        return x + p("mlp_scale") * (m @ p("mlp.proj.weight").T)
+        m = torch.relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T).square()
+        return x + p("mlp_scale") * (m @ self.w(f"blocks.{i}.mlp.proj.weight").T)
 
     def embed(self, inputs):
         x = self.p["tok_emb.weight"][inputs]
         if self.bigram:  # + scale * proj(bigram table row of each token pair)
             h = self.p["bigram.embed.weight"][bigram_hash(inputs, self.bigram)]
             if "bigram.proj.weight" in self.p:
-                h = h @ self.p["bigram.proj.weight"].T
+                h = h @ self.w("bigram.proj.weight").T
             x = x + h * self.p["bigram.scale"]
         x = rms_norm(x)
         if self.smear:  # SmearGate: blend in the previous position (zeros before the first)
@@ -138,7 +160,7 @@ class RefGPT:
                 x = x + self.p["skip_weights"][j] * skips.pop()
             x = self.block(self.enc + j, x, x0)
         x = rms_norm(x)
-        head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.p["lm_head.weight"]
+        head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]
         logits = c * torch.tanh((x @ head.T) / c)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -185,9 +207,26 @@ def lr_scale(step, iterations, warmdown):
     return 1.0
 
 
-def train(cfg, params, stream, steps):
-    """Train `steps` optimizer steps from params; return (per-step losses, model, adam opts, muon state)."""
+def train(cfg, params, stream, steps, start=0, state=None):
+    """Train `steps` optimizer steps from params; return (per-step losses, model, adam opts, muon
+    state, averages), averages = {"ema": EMA dict or None, "swa": SWA sum dict or None,
+    "swa_count": n, "qat": the QAT switch at the end}.
+
+    start, state: continue a run at step `start` from its optimizer state (a checkpoint's:
+    "exp_avg" / "exp_avg_sq" / "momentum_buffer" per parameter name, "adam_step", "ema" and "swa"
+    dicts or None, "swa_count", "qat"), for the step-by-step comparison (parity.py --per-step).
+
+    The record's optimizer additions (its train_gpt.py): decoupled weight decay (AdamW for the
+    token-embedding and scalar groups with adam_wd, lm_head plain Adam; Muon: p *= 1 - lr*muon_wd
+    before its update), the EMA of every parameter from step 0 (ema = d*ema + (1-d)*w after each
+    step), SWA without EMA (a snapshot sum when lr scale < 0.5 and the step count after the step
+    is a multiple of swa_every) and late QAT (on from the first step whose lr scale is below
+    qat_threshold; qat_enabled: from step 0)."""
     model = RefGPT(cfg, params)
+    muon_wd, adam_wd = cfg.get("muon_wd", 0.0), cfg.get("adam_wd", 0.0)
+    ema = {k: v.detach().clone() for k, v in model.p.items()} if cfg.get("ema_enabled", 0) else None
+    swa, swa_count = None, 0
+    model.qat = bool(cfg.get("qat_enabled", 0))
     tied = cfg["tie_embeddings"]
     groups = {"tok": [], "head": [], "scalar": [], "matrix": []}
     for name, t in model.p.items():
@@ -202,15 +241,36 @@ def train(cfg, params, stream, steps):
     betas = (cfg["beta1"], cfg["beta2"])
     base_lr = {"tok": cfg["tied_embed_lr"] if tied else cfg["embed_lr"], "head": cfg["head_lr"],
                "scalar": cfg["scalar_lr"]}
-    adams = {g: torch.optim.Adam(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"], foreach=False)
-             for g in ("tok", "head", "scalar") if groups[g]}
+    def adam(g):
+        if g != "head" and adam_wd > 0:
+            return torch.optim.AdamW(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"],
+                                     weight_decay=adam_wd, foreach=False)
+        return torch.optim.Adam(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"], foreach=False)
+    adams = {g: adam(g) for g in ("tok", "head", "scalar") if groups[g]}
     momentum_bufs = {name: torch.zeros_like(t) for name, t in groups["matrix"]}
+    if state is not None:
+        names = {id(t): k for k, t in model.p.items()}
+        for opt in adams.values():
+            for t in opt.param_groups[0]["params"]:
+                k = names[id(t)]
+                opt.state[t] = {"step": torch.tensor(float(state["adam_step"])),
+                                "exp_avg": state["exp_avg"][k].clone(), "exp_avg_sq": state["exp_avg_sq"][k].clone()}
+        for k in momentum_bufs:
+            momentum_bufs[k] = state["momentum_buffer"][k].clone()
+        if ema is not None:
+            ema = {k: v.clone() for k, v in state["ema"].items()}
+        swa_count = state["swa_count"]
+        if swa_count > 0:
+            swa = {k: v.clone() for k, v in state["swa"].items()}
+        model.qat = state["qat"]
     slots, T = cfg["grad_accum_slots"], cfg["train_seq_len"]
     local = cfg["train_batch_tokens"] // slots
     span = local + 1
     losses = []
-    for step in range(steps):
+    for step in range(start, start + steps):
         scale = lr_scale(step, cfg["iterations"], cfg["warmdown_iters"])
+        if cfg.get("late_qat", 0) and scale < cfg.get("qat_threshold", 0.1):
+            model.qat = True
         total = 0.0
         for slot in range(slots):
             tok = slot_tokens(stream, step, slot, slots, span)
@@ -236,7 +296,21 @@ def train(cfg, params, stream, steps):
                 u = t.grad.add(buf, alpha=mu)
                 u = newton_schulz(u, cfg["muon_backend_steps"])
                 u *= max(1, t.shape[0] / t.shape[1]) ** 0.5
+                if muon_wd > 0:
+                    t.mul_(1.0 - cfg["matrix_lr"] * scale * muon_wd)
                 t.add_(u, alpha=-cfg["matrix_lr"] * scale)
+            if ema is not None:
+                d = cfg["ema_decay"]
+                for k, t in model.p.items():
+                    ema[k].mul_(d).add_(t, alpha=1.0 - d)
+            elif cfg.get("swa_enabled", 0) and scale < 0.5 and (step + 1) % cfg["swa_every"] == 0:
+                if swa is None:
+                    swa = {k: t.detach().clone() for k, t in model.p.items()}
+                else:
+                    for k, t in model.p.items():
+                        swa[k].add_(t)
+                swa_count += 1
         for t in model.p.values():
             t.grad = None
-    return losses, model, adams, momentum_bufs
+    averages = {"ema": ema, "swa": swa, "swa_count": swa_count, "qat": model.qat}
+    return losses, model, adams, momentum_bufs, averages
