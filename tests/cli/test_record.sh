@@ -85,9 +85,13 @@ expect_ok record_conf_valid "$CTRAIN" train --config "$conf" --print-config
 expect_grep record_conf_xsa '^xsa_last_n = 4$' "$WORK/out"
 expect_ok record_conf_trains "$CTRAIN" train --config "$conf" device=cpu train_files="$WORK/train.h5" \
     val_files="$WORK/val.h5" vocab_size=256 model_dim=128 num_heads=4 num_kv_heads=2 train_seq_len=64 \
-    train_batch_tokens=1024 val_batch_size=1024 iterations=3 warmdown_iters=1 max_wallclock_seconds=0 \
+    train_batch_tokens=1024 val_batch_size=1024 iterations=3 warmdown_iters=1 max_wallclock_seconds=0 eval_stride=16 \
     out_dir=record_small threads=2
 expect_grep record_conf_done '^done: 3 steps' "$WORK/out"
+# it ends as the record does: the EMA weights replace the live ones, the int6 artifact's round
+# trip is evaluated plain and with the sliding window
+expect_grep record_conf_ema '^ema:applying EMA weights' "$WORK/out"
+expect_grep record_conf_artifact '^final_int6_sliding_window val_loss:[0-9.]+ val_bpb:[0-9.]+ stride:16 ' "$WORK/out"
 
 # a checkpoint from before mlp_mult took fractional values holds it as an integer attribute
 "$CTRAIN" train train_files="$WORK/train.h5" vocab_size=256 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 \
