@@ -54,8 +54,8 @@ int cuda_select_device(int *device) {
         local_size = 0;
     char host[256] = "this host";
     gethostname(host, sizeof host - 1);
-    return backend_pick_gpu(count, explicit_device, local_rank, local_size, host, getenv("CUDA_VISIBLE_DEVICES"),
-                            device);
+    return backend_pick_gpu(count, explicit_device, local_rank, local_size, ct_ranks_may_share_gpu(), host,
+                            getenv("CUDA_VISIBLE_DEVICES"), device);
 }
 
 int backend_cuda_choose_gpu(BackendGpu *gpu) {
