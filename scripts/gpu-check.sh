@@ -171,14 +171,18 @@ step_stage() { # shape steps
 body_step-baseline() { step_stage baseline 30; }
 body_step-wide() { step_stage wide 20; }
 
-body_cpu-scaling() {
-    # the Python with PyTorch, h5py and numpy (cpu_scaling.sh's default is /usr/bin/python3)
+# the Python with PyTorch, h5py and numpy (the GPU machines' python3; /usr/bin/python3 elsewhere)
+torch_python() {
     local py
     for py in ${CTRAIN_PYTHON:-} python3 /usr/bin/python3; do
-        "$py" -c 'import torch, h5py, numpy' 2>/dev/null && break
+        "$py" -c 'import torch, h5py, numpy' 2>/dev/null && { echo "$py"; return 0; }
     done
+    echo python3
+}
+
+body_cpu-scaling() {
     # shellcheck disable=SC2086
-    CTRAIN_PYTHON=$py bash "$root/tests/bench/cpu_scaling.sh" "$build" ${GPU_CHECK_CPU_THREADS:-}
+    CTRAIN_PYTHON=$(torch_python) bash "$root/tests/bench/cpu_scaling.sh" "$build" ${GPU_CHECK_CPU_THREADS:-}
 }
 
 # ---------------------------------------------------------------- what this machine is
@@ -197,7 +201,7 @@ facts() { # key: value lines about the machine, the software and the package
     echo "nccl: $(sed -n 's/^nccl: //p' "$work_root/version.txt")"
     echo "gpus_visible: $(sed -n 's/.*gpus visible: \(.*\)/\1/p' "$work_root/version.txt")"
     echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-    echo "torch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
+    echo "torch: $("$(torch_python)" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
     if [ -f "$root/PACK.txt" ]; then
         echo "commit: $(sed -n 's/^commit_short: //p' "$root/PACK.txt")"
         echo "package: $(sed -n 's/^built: //p' "$root/PACK.txt")"
