@@ -5,6 +5,7 @@
 #   make demo       the main job on the embedded default (same as scripts/demo.sh)
 #   make bench      CPU benchmarks
 #   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
+#   make gpu-pack   the GPU check's package for a GPU machine (build/ctrain-gpu-pack.tar.gz)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
 #   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
@@ -150,7 +151,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu demo bench clean check-deps asan bundle
+.PHONY: all test test-gpu demo bench clean check-deps asan bundle gpu-pack
 all: check-deps $(BUILD)/ctrain $(TEST_BINS) $(BENCH_BINS) $(BUILD)/layers.txt
 
 # Missing required libraries stop the build with one clear message instead of compiler noise.
@@ -229,6 +230,29 @@ bundle:
 	@bash scripts/install-deps.sh
 	@$(MAKE) --no-print-directory -j2 $(BUILD)/ctrain
 	@bash scripts/bundle.sh $(BUILD) $(BUILD)/ctrain-bundle.tar.gz
+
+# The GPU check's package (scripts/gpu-pack.sh: ctrain, the GPU test programs and benchmarks, the
+# scripts, MPICH's launcher and the non-system libraries, for a GPU machine that has none of
+# them; scripts/gpu-check.sh runs it there, docs/testing.md "The GPU check"): build/ctrain-gpu-pack.tar.gz.
+# GPU_PACK_NCCL: a folder with libnccl.so.2.*.xz (NCCL >= 2.30 for two ranks on one GPU,
+# scripts/build-nccl.sh), packed when present.
+GPU_PACK_NCCL ?= $(firstword $(patsubst %/,%,$(dir $(wildcard $(BUILD)/nccl-sm90/libnccl.so.2.*.xz ../shared/nccl-*-sm90/libnccl.so.2.*.xz))))
+gpu-pack:
+	@bash scripts/install-deps.sh
+	@$(MAKE) --no-print-directory -j2 all $(if $(NVCC),$(BUILD)/bench/bench_gpu_attention_fwd1,)
+	@bash scripts/gpu-pack.sh $(BUILD) $(BUILD)/ctrain-gpu-pack.tar.gz $(GPU_PACK_NCCL)
+
+# bench_gpu_attention with the one-tile attention forward (-DCT_ATT_FWD_MT=1, sm_90), timed beside
+# the default two-tile one by the GPU check's attention stage: only cuda_attention.cu is compiled
+# again; its object comes before the library, so the library's copy is not linked.
+$(BUILD)/obj/fwd1/cuda_attention.o: kernels/cuda/cuda_attention.cu | check-deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -gencode arch=compute_90,code=sm_90 -DCT_ATT_FWD_MT=1 \
+	    $(call layer_inc,kernels/cuda) $(NVCC_DEFS) -c $< -o $@
+$(BUILD)/bench/bench_gpu_attention_fwd1: tests/bench/bench_gpu_attention.c $(BUILD)/obj/fwd1/cuda_attention.o $(BUILD)/libctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ALL_INC) -Itests $< $(BUILD)/obj/fwd1/cuda_attention.o $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+-include $(BUILD)/obj/fwd1/cuda_attention.d
 
 clean:
 	rm -rf $(BUILD)

@@ -132,6 +132,11 @@ int ct_env_nonneg_int(const char *name, int *out) {
     return 0;
 }
 
+int ct_ranks_may_share_gpu(void) {
+    int v = 0;
+    return ct_env_nonneg_int(CT_MULTI_RANK_GPU_VAR, &v) == 0 && v != 0;
+}
+
 int ct_mkdir_p(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

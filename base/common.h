@@ -56,6 +56,14 @@ int ct_parse_double(const char *s, double *out);
  * no sign, no spaces); returns -1 (no message) if it is unset, empty or anything else. */
 int ct_env_nonneg_int(const char *name, int *out);
 
+/* Whether ranks may share a GPU: NCCL_MULTI_RANK_GPU_ENABLE set to a non-zero number, as NCCL
+ * (2.30 and later; experimental there) reads it. Without it the GPU choice and the placement
+ * check refuse two ranks on one GPU; with it they allow up to CT_MAX_RANKS_PER_GPU, the number
+ * NCCL documents for its default configuration (more exhaust the GPU and hang NCCL). */
+#define CT_MULTI_RANK_GPU_VAR "NCCL_MULTI_RANK_GPU_ENABLE"
+#define CT_MAX_RANKS_PER_GPU 2
+int ct_ranks_may_share_gpu(void);
+
 /* Create a directory and its parents (mkdir -p); returns -1 with a message on failure. */
 int ct_mkdir_p(const char *path);
 /* Create the folder a file path lies in (and its parents), if it has one and it is missing:

@@ -26,24 +26,12 @@ trap 'rm -rf "$stage"' EXIT
 dir="$stage/$name"
 mkdir -p "$dir/bin" "$dir/lib" "$dir/scripts"
 
-# What the node provides: the C library family, the compiler runtime every Linux has, and
-# CUDA (its driver decides which runtime, cuBLAS and NCCL fit).
-system='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvrtc|libcudnn)\.'
-count=0
-while read -r lib arrow path _; do
-    [ "$arrow" = "=>" ] && [ -f "$path" ] || continue
-    if [[ "$lib" =~ $system ]]; then continue; fi
-    cp -L "$path" "$dir/lib/$lib"
-    count=$((count + 1))
-done < <(ldd "$exe")
-
-cp "$exe" "$dir/bin/ctrain"
-# the bundle's lib/ first; then the build's own search path (the CUDA toolkit's lib64, where a
-# node installs it in the same place)
-old_rpath=$(patchelf --print-rpath "$exe")
-patchelf --force-rpath --set-rpath "\$ORIGIN/../lib${old_rpath:+:$old_rpath}" "$dir/bin/ctrain"
-# each copied library finds its own dependencies beside it too
-for f in "$dir"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$f"; done
+# the executable with the non-system libraries it loads (scripts/bundle_lib.sh); its search path:
+# the bundle's lib/ first, then the build's own (the CUDA toolkit's lib64, where a node installs
+# it in the same place)
+source "$root/scripts/bundle_lib.sh"
+count=$(bundle_copy_libs "$dir/lib" "$exe")
+bundle_add_program "$exe" "$dir/bin/ctrain" '$ORIGIN/../lib'
 cp -r "$root/slurm" "$dir/slurm"
 cp "$root/scripts/plot_runs.py" "$dir/scripts/"
 cp -r "$root/README.md" "$root/docs" "$dir/"

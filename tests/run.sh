@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — runs every test program and script, each under its time limit, holds each to
 # tests/manifest.txt and ends with "N passed, N failed, N skipped".
-# Usage: tests/run.sh BUILD_DIR [all|gpu|unit-cli]
+# Usage: tests/run.sh BUILD_DIR [all|gpu|unit-cli] [PROGRAM...]
 #   unit tests:  tests/unit/test_*.c, run as BUILD_DIR/tests/test_*   (C programs, tests/harness.h)
 #   CLI tests:   tests/cli/test_*.sh                                    (bash, tests/cli/lib.sh)
 #   slurm tests: tests/slurm/test_*.sh        (bash, start a throwaway cluster themselves)
@@ -24,9 +24,13 @@
 # set: it would shrink the suite silently. With "gpu", only the programs whose names contain "gpu" run
 # and a GPU is required (CT_REQUIRE_GPU=1 turns their skips into failures); with "unit-cli", the
 # Slurm and meta tests and the CUDA emulator (which links a plain build) are left out (make asan).
+# PROGRAM names (e.g. "unit/test_gpu_ops cli/test_nccl_gpu") run only those of the mode's
+# programs, each held to the manifest as always (scripts/gpu-check.sh runs its stages so); a
+# name that the manifest does not list for the mode is an error, so nothing is left out silently.
 set -u
 build=${1:-build}
 mode=${2:-all}
+only=("${@:3}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 manifest=$root/tests/manifest.txt
 case "$mode" in all|gpu|unit-cli) ;; *) echo "run.sh: unknown mode '$mode' (expected all, gpu or unit-cli)" >&2; exit 2 ;; esac
@@ -55,12 +59,17 @@ trap 'stop_current; rm -rf "$CT_TEST_TMP"' EXIT
 trap 'echo "run.sh: interrupted" >&2; exit 130' INT
 trap 'exit 143' TERM
 
-wanted() { # name -> 0 if it belongs to this mode
+in_mode() { # name -> 0 if it belongs to this mode
     case "$mode" in
         gpu) [[ "$1" == *gpu* ]] ;;
         unit-cli) [[ "$1" != slurm/* && "$1" != meta/* && "$1" != cli/test_cuda_emulated ]] ;;
         *) return 0 ;;
     esac
+}
+declare -A only_set=()
+for name in ${only[@]+"${only[@]}"}; do only_set[$name]=1; done
+wanted() { # name -> 0 if it runs: in this mode and, when programs were named, one of them
+    in_mode "$1" && { [ ${#only[@]} -eq 0 ] || [ -n "${only_set[$1]:-}" ]; }
 }
 
 # ---- the manifest ----
@@ -80,6 +89,12 @@ while read -r name cases limit extra || [ -n "${name:-}" ]; do
     expect_cases[$name]=$cases expect_limit[$name]=$limit
     wanted "$name" && listed+=("$name")
 done <"$manifest"
+for name in ${only[@]+"${only[@]}"}; do
+    if [ -z "${expect_cases[$name]:-}" ] || ! in_mode "$name"; then
+        echo "run.sh: '$name' is not a test program tests/manifest.txt lists for '$mode' (expected e.g. unit/test_gpu_ops)" >&2
+        exit 2
+    fi
+done
 
 passed=0 failed=0 skipped=0 expected_total=0 programs=0
 failures=()
@@ -197,7 +212,7 @@ done
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then echo "failed: ${failures[*]}"; fi
-echo "manifest: $programs programs run of ${#listed[@]} listed for '$mode'; $((passed + failed + skipped)) case results," \
+echo "manifest: $programs programs run of ${#listed[@]} listed for '$mode'${only[0]:+ and named}; $((passed + failed + skipped)) case results," \
      "$expected_total cases expected"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -44,8 +44,8 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
     return 1;
 }
 
-int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, const char *host,
-                     const char *cuda_visible_devices, int *device) {
+int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, int may_share,
+                     const char *host, const char *cuda_visible_devices, int *device) {
     const char *cvd = cuda_visible_devices ? cuda_visible_devices : "(unset)";
     *device = -1;
     if (visible <= 0)
@@ -62,11 +62,22 @@ int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local
         *device = 0;
         return 0;
     }
-    if (local_size > visible || local_rank >= visible)
+    const int tasks = local_size > local_rank ? local_size : local_rank + 1;
+    if (tasks <= visible) {
+        *device = local_rank;
+        return 0;
+    }
+    if (!may_share)
         return ct_fail("device = cuda: %s runs %d task(s) but each sees %d CUDA devices (CUDA_VISIBLE_DEVICES=%s), so "
                        "local rank %d has none of its own: give each task one GPU (srun --gpus-per-task=1) or start "
-                       "at most %d tasks on the node",
-                       host, local_size > local_rank ? local_size : local_rank + 1, visible, cvd, local_rank, visible);
-    *device = local_rank;
+                       "at most %d tasks on the node (to let ranks share a GPU for a test: %s=1, NCCL >= 2.30)",
+                       host, tasks, visible, cvd, local_rank, visible, CT_MULTI_RANK_GPU_VAR);
+    /* ranks share GPUs round-robin; the placement check warns which ones */
+    const int per_gpu = (tasks + visible - 1) / visible;
+    if (per_gpu > CT_MAX_RANKS_PER_GPU)
+        return ct_fail("device = cuda: %s runs %d task(s) on %d CUDA devices (CUDA_VISIBLE_DEVICES=%s): %d ranks per "
+                       "GPU, but %s=1 allows at most %d (NCCL's limit in its default configuration)",
+                       host, tasks, visible, cvd, per_gpu, CT_MULTI_RANK_GPU_VAR, CT_MAX_RANKS_PER_GPU);
+    *device = local_rank % visible;
     return 0;
 }

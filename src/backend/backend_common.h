@@ -47,10 +47,12 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
  *   the rank sees one device (Slurm --gpus-per-task=1 or --gpu-bind=single:1, or a
  *   CUDA_VISIBLE_DEVICES per rank): device 0;
  *   the ranks of a node see all of its devices (--gpu-bind=none): device local_rank, which must
- *   exist (never two ranks on one GPU by wrapping around).
+ *   exist: never two ranks on one GPU by wrapping around, unless may_share
+ *   (ct_ranks_may_share_gpu: NCCL_MULTI_RANK_GPU_ENABLE=1), which wraps round-robin with at most
+ *   CT_MAX_RANKS_PER_GPU ranks per device.
  * local_rank < 0: not known (one process): device 0. local_size <= 0: not known. Fails with a
  * message naming the host, the rank and what it sees. */
-int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, const char *host,
-                     const char *cuda_visible_devices, int *device);
+int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, int may_share,
+                     const char *host, const char *cuda_visible_devices, int *device);
 
 #endif

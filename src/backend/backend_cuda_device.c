@@ -43,19 +43,22 @@ int cuda_select_device(int *device) {
             return ct_fail("device = cuda: no CUDA device found (no CUDA driver on this machine)");
         return ct_fail("device = cuda: no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
     }
-    /* the rank's place on its node: torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE, or srun's
-     * SLURM_LOCALID / SLURM_NTASKS_PER_NODE (set with --ntasks-per-node) */
+    /* the rank's place on its node: torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE, srun's
+     * SLURM_LOCALID / SLURM_NTASKS_PER_NODE (set with --ntasks-per-node), or MPICH hydra's
+     * MPI_LOCALRANKID / MPI_LOCALNRANKS (mpiexec) */
     int explicit_device = -1, local_rank = -1, local_size = 0;
     if (ct_env_nonneg_int("CT_CUDA_DEVICE", &explicit_device) != 0) explicit_device = -1;
-    if (ct_env_nonneg_int("LOCAL_RANK", &local_rank) != 0 && ct_env_nonneg_int("SLURM_LOCALID", &local_rank) != 0)
+    if (ct_env_nonneg_int("LOCAL_RANK", &local_rank) != 0 && ct_env_nonneg_int("SLURM_LOCALID", &local_rank) != 0 &&
+        ct_env_nonneg_int("MPI_LOCALRANKID", &local_rank) != 0)
         local_rank = -1;
     if (ct_env_nonneg_int("LOCAL_WORLD_SIZE", &local_size) != 0 &&
-        ct_env_nonneg_int("SLURM_NTASKS_PER_NODE", &local_size) != 0)
+        ct_env_nonneg_int("SLURM_NTASKS_PER_NODE", &local_size) != 0 &&
+        ct_env_nonneg_int("MPI_LOCALNRANKS", &local_size) != 0)
         local_size = 0;
     char host[256] = "this host";
     gethostname(host, sizeof host - 1);
-    return backend_pick_gpu(count, explicit_device, local_rank, local_size, host, getenv("CUDA_VISIBLE_DEVICES"),
-                            device);
+    return backend_pick_gpu(count, explicit_device, local_rank, local_size, ct_ranks_may_share_gpu(), host,
+                            getenv("CUDA_VISIBLE_DEVICES"), device);
 }
 
 int backend_cuda_choose_gpu(BackendGpu *gpu) {

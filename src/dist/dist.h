@@ -35,6 +35,9 @@ typedef struct {
     /* a plain start (not by srun) inside a Slurm job that asked for more tasks: SLURM_NTASKS,
      * the tasks the job expected of which only this one runs; 0 otherwise */
     int tasks_not_started;
+    /* this rank's GPU is shared with another rank (NCCL_MULTI_RANK_GPU_ENABLE=1; set by
+     * dist_check_gpu_placement), which needs NCCL >= 2.30 */
+    int gpu_shared;
 } DistInfo;
 
 /* Discover this process's rank and layout and, with use_mpi and world_size > 1, initialise
@@ -78,8 +81,11 @@ int dist_allgather_str(const DistInfo *d, const char *key, const char *mine, cha
 
 /* A GPU job's placement check, before NCCL: every rank publishes its GPU (gpu_id, the device's
  * UUID; desc, e.g. "CUDA device 0 (NVIDIA H100 80GB HBM3)") and fails, naming both ranks, their
- * host and the GPU, when another rank uses the same GPU (NCCL refuses that, less clearly). */
-int dist_check_gpu_placement(const DistInfo *d, const char *gpu_id, const char *desc);
+ * host and the GPU, when another rank uses the same GPU (NCCL refuses that, less clearly) —
+ * unless NCCL_MULTI_RANK_GPU_ENABLE=1 (ct_ranks_may_share_gpu): then up to
+ * CT_MAX_RANKS_PER_GPU ranks may share one, the lowest of them prints a warning naming the
+ * variable, and d->gpu_shared is set. */
+int dist_check_gpu_placement(DistInfo *d, const char *gpu_id, const char *desc);
 
 /* Print "ctrain: error: rank R (host): msg" (msg as is when it already starts with "rank ")
  * and end the whole job now (MPI_Abort or

@@ -168,6 +168,14 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
     char user_set[200];
     nccl_log_to_stderr();
     pin_determinism(user_set, sizeof user_set);
+    int version = 0;
+    ncclGetVersion(&version);
+    /* NCCL before 2.30 ignores NCCL_MULTI_RANK_GPU_ENABLE and fails with "Duplicate GPU" */
+    if (d->gpu_shared && version < 23000)
+        return ct_fail("rank %d (%s): ranks share this GPU (%s=1), which needs NCCL >= 2.30, but this process "
+                       "loaded NCCL %d.%d.%d: put a newer libnccl.so.2 first on LD_LIBRARY_PATH "
+                       "(scripts/build-nccl.sh builds one)",
+                       d->rank, d->host, CT_MULTI_RANK_GPU_VAR, version / 10000, version / 100 % 100, version % 100);
     if (cuda_ok(cudaSetDevice(device), "cudaSetDevice for NCCL") != 0) return -1;
 
     ncclUniqueId id;
@@ -201,8 +209,6 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
         cuda_ok(cudaMallocHost((void **)&g.h_stage, STAGE_BYTES), "NCCL staging buffer (host)") != 0)
         return -1;
     d->nccl = 1;
-    int version = 0;
-    ncclGetVersion(&version);
     int n = snprintf(detail, cap, "NCCL %d.%d.%d, %d rank%s, ", version / 10000, version / 100 % 100, version % 100,
                      d->world_size, d->world_size == 1 ? "" : "s");
     if (n >= 0 && (size_t)n < cap)

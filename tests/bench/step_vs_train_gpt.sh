@@ -75,7 +75,12 @@ for name, v, mem in rows:
 print(f"  ratio (train_gpt.py / ctrain): {p_ms / c_ms:.2f}x  (target >= 1.5)")
 if r_ms:
     print(f"  ratio (ref_gpt.py / ctrain): {rows[2][1] / c_ms:.2f}x")
-print(f"BENCH step_{shape}_ctrain_ms {c_ms:.1f}")
-print(f"BENCH step_{shape}_train_gpt_ms {p_ms:.1f}")
+for name, v, mem in rows:
+    key = {"ctrain": "ctrain", "train_gpt.py": "train_gpt", "ref_gpt.py": "ref_gpt"}[name]
+    print(f"BENCH step_{shape}_{key}_ms {v:.1f}")
+    print(f"BENCH step_{shape}_{key}_mfu {100 * tok / (v / 1000) * flops / (peak * 1e12):.1f}")
+    print(f"BENCH step_{shape}_{key}_peak_gib {mem:.2f}")
+print(f"BENCH step_{shape}_ratio {p_ms / c_ms:.2f}")
+print(f"BENCH step_peak_bf16_tflops {peak:.0f}")
 PY
 done

@@ -57,7 +57,10 @@ expect_ok resume_with_nccl_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/s
 # both runs' loaders stand at the same place (every dataset and attribute under /loader equal)
 run on_cpu device=cpu resume="$WORK/on/checkpoints/step_00000006.h5" && pass resume_on_cpu \
     || fail resume_on_cpu "$(tail -3 on_cpu.log)"
-if /usr/bin/python3 - on/checkpoints/step_00000012.h5 on_cpu/checkpoints/step_00000012.h5 >loader.diff 2>&1 <<'PY'
+# the Python with h5py (the system's here; on GPU machines often only the one on PATH)
+PY=/usr/bin/python3
+"$PY" -c 'import h5py, numpy' 2>/dev/null || PY=python3
+if "$PY" - on/checkpoints/step_00000012.h5 on_cpu/checkpoints/step_00000012.h5 >loader.diff 2>&1 <<'PY'
 import sys, h5py, numpy as np
 a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
 def walk(g, out, prefix=""):

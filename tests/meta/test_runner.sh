@@ -7,7 +7,7 @@
 # missing from the manifest, a manifest entry without a program, a case short, a crash without a
 # FAIL line, a unit test that was not built, too many cases before "the rest" is skipped, a
 # malformed manifest, and CT_TEST_CASES left in the environment; and an interrupted runner
-# stops the program it was running.
+# stops the program it was running. Programs named on the command line run alone.
 source "$CT_ROOT/tests/cli/lib.sh"
 
 # sound DIR: a fresh fake tree with the sound suite: a unit program with two passing cases, a
@@ -110,4 +110,19 @@ expect_suite_fails badline malformed_manifest "tests/manifest.txt:5: 'cli/test_f
 
 sound cases
 expect_suite_fails cases ct_test_cases_refused "CT_TEST_CASES is set \('typo'\)" CT_TEST_CASES=typo
+
+# programs named on the command line: only those run, each held to the manifest; a name the
+# manifest does not list is refused
+sound named; script "$WORK/named" test_partial 'exit 0'
+bash "$WORK/named/tests/run.sh" "$WORK/named/build" all cli/test_fine >named.out 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qx '1 passed, 0 failed, 1 skipped' named.out &&
+    grep -q "^manifest: 1 programs run of 1 listed for 'all' and named; 2 case results, 2 cases expected$" named.out; then
+    pass named_programs_only
+else fail named_programs_only "exit $rc: $(tail -c 600 named.out)"; fi
+bash "$WORK/named/tests/run.sh" "$WORK/named/build" all cli/test_fine cli/test_nope >named.out 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "'cli/test_nope' is not a test program tests/manifest.txt lists for 'all'" named.out; then
+    pass named_unknown_refused
+else fail named_unknown_refused "exit $rc: $(tail -c 600 named.out)"; fi
 finish

@@ -3,13 +3,14 @@
 # no Slurm), and srun --mpi=pmi2 on a throwaway two-node Slurm cluster (tests/slurm/cluster.sh):
 # rank maps with the right local ranks and node indices, the KVS exchange (PMI2, no MPI), the
 # MPI collectives, a clear error without PMI2, the GPU path's start-up checks (two ranks on one
-# GPU, --nccl without a GPU), an sbatch script, and a rank killed with SIGKILL during a hang
-# ending the whole job within seconds. Takes about 30 seconds.
+# GPU, refused unless NCCL_MULTI_RANK_GPU_ENABLE=1; --nccl without a GPU), an sbatch script,
+# and a rank killed with SIGKILL during a hang ending the whole job within seconds. Takes about
+# 30 seconds.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../cli/lib.sh"
 
 # Whatever launched the test run (an outer Slurm job, mpiexec) must not leak into ours.
-for v in $(compgen -e | grep -E '^(SLURM_|SLURMD_|PMI_|PMIX_|HYDI_|MPI_LOCAL)'); do unset "$v"; done
+for v in $(compgen -e | grep -E '^(SLURM_|SLURMD_|PMI_|PMIX_|HYDI_|MPI_LOCAL|NCCL_MULTI_RANK)'); do unset "$v"; done
 
 now() { echo "${EPOCHREALTIME/,/.}"; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -50,8 +51,17 @@ if command -v mpiexec >/dev/null 2>&1; then
     expect_grep mpiexec_2_uses_mpi 'launcher pmi2 \+ MPI, 2 ranks on 1 nodes' "$WORK/out"
     run_ok mpiexec_3_pmi2_kvs mpiexec -launcher fork -n 3 "$CTRAIN" launch-check --no-mpi --timeout 20 &&
         expect_grep mpiexec_3_pmi2_launcher 'launcher pmi2, 3 ranks on 1 nodes' "$WORK/out"
+    # two ranks on one GPU with NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30): allowed, with one
+    # warning (the refusals are checked under srun below: hydra may drop a rank's last words
+    # when another rank's abort ends the job)
+    run_ok mpiexec_shared_gpu_enabled env NCCL_MULTI_RANK_GPU_ENABLE=1 mpiexec -launcher fork -n 2 "$CTRAIN" launch-check \
+        --no-mpi --gpu-id GPU-same --timeout 20
+    expect_grep mpiexec_shared_gpu_warns '^ctrain: warning: ranks 0, 1 share GPU GPU-same on .* because NCCL_MULTI_RANK_GPU_ENABLE=1' "$WORK/err"
+    if [ "$(grep -c 'share GPU' "$WORK/err")" = 1 ]; then pass mpiexec_shared_gpu_warns_once
+    else fail mpiexec_shared_gpu_warns_once "$(grep 'share GPU' "$WORK/err")"; fi
 else
-    for c in mpiexec_2_mpi mpiexec_2_map mpiexec_2_uses_mpi mpiexec_3_pmi2_kvs mpiexec_3_pmi2_launcher; do
+    for c in mpiexec_2_mpi mpiexec_2_map mpiexec_2_uses_mpi mpiexec_3_pmi2_kvs mpiexec_3_pmi2_launcher \
+             mpiexec_shared_gpu_enabled mpiexec_shared_gpu_warns mpiexec_shared_gpu_warns_once; do
         skip "$c" "mpiexec not installed (apt-get install mpich)"
     done
 fi
@@ -118,6 +128,15 @@ fails_fast() {
 fails_fast gpu_placement_duplicate 'ranks 0 and 1 both use GPU GPU-test-1 on n1 ' \
     srun -N 1 -n 2 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --no-mpi --gpu-id GPU-test-1 --timeout 10
 expect_grep gpu_placement_says_what_to_do 'srun --gpus-per-task=1' "$WORK/err"
+expect_grep gpu_placement_names_sharing 'to let two ranks share a GPU for a test: NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL >= 2\.30' "$WORK/err"
+fails_fast gpu_placement_zero_refused 'ranks 0 and 1 both use GPU GPU-test-1 on n1 ' \
+    env NCCL_MULTI_RANK_GPU_ENABLE=0 srun -N 1 -n 2 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --no-mpi --gpu-id GPU-test-1 --timeout 10
+# ... shared when NCCL_MULTI_RANK_GPU_ENABLE=1, two per GPU at most
+run_ok gpu_placement_shared_enabled env NCCL_MULTI_RANK_GPU_ENABLE=1 \
+    srun -N 1 -n 2 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --no-mpi --gpu-id GPU-test-1 --timeout 20
+expect_grep gpu_placement_shared_warns '^ctrain: warning: ranks 0, 1 share GPU GPU-test-1 on n1 .*NCCL_MULTI_RANK_GPU_ENABLE=1' "$WORK/err"
+fails_fast gpu_placement_three_refused 'ranks 0, 1, 2 all use GPU GPU-test-1 on n1 .*at most 2 ranks share a GPU' \
+    env NCCL_MULTI_RANK_GPU_ENABLE=1 srun -N 1 -n 3 -w n1 --mpi=pmi2 "$CTRAIN" launch-check --no-mpi --gpu-id GPU-test-1 --timeout 10
 # ... and one GPU each, on two nodes
 run_ok gpu_placement_distinct srun -N 2 -n 4 --ntasks-per-node=2 --mpi=pmi2 \
     bash -c 'exec "$0" launch-check --no-mpi --gpu-id "GPU-test-$SLURM_PROCID" --timeout 20' "$CTRAIN"
