@@ -39,11 +39,14 @@ expect_fail refused_task 2 "task 0 \(train_seq_len=1000\) is refused for 4 ranks
 expect_fail bad_array_spec 2 "--array: 'matrix_lr' is not KEY=V1,V2" "$submit" --array matrix_lr run.conf
 [ ! -e w16 ] && [ ! -e wt ] && pass refused_makes_nothing || fail refused_makes_nothing "$(ls)"
 
-# sbatch fails (no cluster here): no run folder, nor its new parent, is left behind
-SLURM_CONF=$WORK/no-such-slurm.conf expect_fail sbatch_failure 1 'sbatch failed; nothing submitted' \
+# sbatch fails (no cluster here): no run folder, nor its new parent, is left behind. The real
+# sbatch, given a slurm.conf it cannot use: it fails at once (with no slurm.conf at all it would
+# look for a configless controller for a minute first)
+echo "not a slurm.conf" >no-cluster.conf
+SLURM_CONF=$WORK/no-cluster.conf expect_fail sbatch_failure 1 'sbatch failed; nothing submitted' \
     "$submit" run.conf out_dir=new/parent/run
 [ ! -e new ] && pass sbatch_failure_leaves_nothing || fail sbatch_failure_leaves_nothing "$(ls -R new)"
-SLURM_CONF=$WORK/no-such-slurm.conf expect_fail sbatch_failure_sweep 1 'sbatch failed' \
+SLURM_CONF=$WORK/no-cluster.conf expect_fail sbatch_failure_sweep 1 'sbatch failed' \
     "$submit" --array 'seed=1,2' run.conf
 [ ! -e runs ] && pass sbatch_failure_sweep_leaves_nothing || fail sbatch_failure_sweep_leaves_nothing "$(ls -R runs)"
 finish
