@@ -94,9 +94,10 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), cb->rope_cos,
-                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, QKV, st));
+                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, cb->head_dim,
+                                                    QKV, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin, B,
-                                                    cb->T, cb->num_kv_heads, cb->head_dim, QKV, st));
+                                                    cb->T, cb->num_kv_heads, cb->head_dim, cb->head_dim, QKV, st));
         RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV, QKV, B, cb->T,
                                                  cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
         RETURN_ON_FAILURE(
@@ -215,11 +216,11 @@ static int backward_blocks(CudaBackend *cb) {
                                                   cb->num_kv_heads, cb->head_dim, cb->attn_D, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16, block_grad(cb, l, BLK_Q_GAIN), cb->dq, a->qkv,
                                                      block_param(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T,
-                                                     cb->num_heads, cb->head_dim, QKV, cb->rope_scratch, cb->partials,
-                                                     st));
+                                                     cb->num_heads, cb->head_dim, cb->head_dim, QKV, cb->rope_scratch,
+                                                     cb->partials, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, cb->rope_cos,
-                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, QKV, NULL,
-                                                     NULL, st));
+                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, cb->head_dim, QKV,
+                                                     NULL, NULL, st));
         /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
