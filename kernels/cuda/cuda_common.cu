@@ -77,6 +77,10 @@ static __global__ void add_inplace_kernel(float *y, const float *x, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = y[i] + x[i];
 }
+static __global__ void scale_inplace_kernel(float *x, float s, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __fmul_rn(x[i], s);
+}
 
 extern "C" int cuda_f32_to_bf16(ct_bf16 *out, const float *in, size_t n, cudaStream_t stream) {
     if (n == 0) return 0;
@@ -96,6 +100,13 @@ extern "C" int cuda_add_inplace(float *y, const float *x, size_t n, cudaStream_t
     if (n == 0) return 0;
     add_inplace_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(y, x, n);
     CT_LAUNCHED("add_inplace", stream);
+    return 0;
+}
+
+extern "C" int cuda_scale_inplace(float *x, float s, size_t n, cudaStream_t stream) {
+    if (n == 0) return 0;
+    scale_inplace_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(x, s, n);
+    CT_LAUNCHED("scale_inplace", stream);
     return 0;
 }
 

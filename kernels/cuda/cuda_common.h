@@ -44,6 +44,8 @@ int cuda_f32_to_bf16(ct_bf16 *out, const float *in, size_t n, cudaStream_t strea
 int cuda_bf16_to_f32(float *out, const ct_bf16 *in, size_t n, cudaStream_t stream);
 /* y[i] += x[i]. */
 int cuda_add_inplace(float *y, const float *x, size_t n, cudaStream_t stream);
+/* x[i] *= s (cpu_scale's fp32 product: ln_scale's factor on a norm's output gradient). */
+int cuda_scale_inplace(float *x, float s, size_t n, cudaStream_t stream);
 
 /* Fixed-order sums in double over n floats: a grid whose shape depends only on n writes one
  * partial per block (tree-reduced), then one block adds the partials in a fixed tree.

@@ -39,8 +39,11 @@
 #include "cuda_scaled_add.h"    /* x + scale * branch */
 #include "cuda_residual_mix.h"  /* the residual mix's backward */
 #include "cuda_relu2.h"         /* relu^2 (bf16) */
-#include "cuda_rope.h"          /* QK-norm + RoPE + gain */
+#include "cuda_rope.h"          /* QK-norm + RoPE + gain (full or partial RoPE) */
 #include "cuda_attention.h"     /* causal GQA flash attention */
+#include "cuda_xsa.h"           /* exclusive self attention (the record's XSA) */
+#include "cuda_smear.h"         /* the record's SmearGate */
+#include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */
 #include "cuda_logits.h"        /* logits + softcap + cross-entropy */
 #include "cuda_optim.h"         /* Adam, Muon, clipping */
 

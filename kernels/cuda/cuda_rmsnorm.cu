@@ -33,17 +33,18 @@ static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, fl
 }
 
 /* Second pass of mix_norm_forward, after the first wrote the row v and summed its
- * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16(v * r), rstd[row] = r. */
+ * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16((v * r) * out_scale),
+ * rstd[row] = r. out_scale: ln_scale's factor, 1 without it (x * 1 = x: the same bits). */
 template <int V>
 static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const float *v, double ss,
-                                                        int row, int lane, int C, float eps) {
+                                                        int row, int lane, int C, float eps, float out_scale) {
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
         const F32V<V> a = ld_vec<V>(v + c);
         Bf16V<V> y;
 #pragma unroll
-        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(a.v[e], r));
+        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(__fmul_rn(a.v[e], r), out_scale));
         st_vec<V>(dst + c, y);
     }
     if (lane == 0) rstd[row] = r;
@@ -183,13 +184,13 @@ static __device__ __forceinline__ void norm_backward_row(const float *dx, const 
     }
 }
 
-/* renorm = bf16(xm * r2): the c_q/c_k/c_v input (xm's own norm), written again while xm is in
- * hand */
+/* renorm = bf16((xm * r2) * s): the c_q/c_k/c_v input (xm's own norm, times ln_scale's factor s),
+ * written again while xm is in hand */
 template <int V>
-static __device__ __forceinline__ void store_renorm(__nv_bfloat16 *renorm, const F32V<V> &xm, float r2) {
+static __device__ __forceinline__ void store_renorm(__nv_bfloat16 *renorm, const F32V<V> &xm, float r2, float s) {
     Bf16V<V> y;
 #pragma unroll
-    for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(xm.v[e], r2));
+    for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(__fmul_rn(xm.v[e], r2), s));
     st_vec<V>(renorm, y);
 }
 
@@ -199,8 +200,8 @@ template <int V, int MODE>
 static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const float *dout, const float *x,
                                                             const float *x0, const float *mix, const float *rstd,
                                                             const __nv_bfloat16 *branch, const float *scale,
-                                                            __nv_bfloat16 *renorm, const float *renorm_rstd, int N,
-                                                            int C) {
+                                                            __nv_bfloat16 *renorm, const float *renorm_rstd,
+                                                            float renorm_scale, int N, int C) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -208,27 +209,29 @@ static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const flo
     norm_backward_row<V, MODE>(dx, dout, x, x0, mix, branch, scale, rstd[row], base, lane, C,
                                [&](int c, int, const F32V<V> &g, const NormInput<V> &in) {
                                    st_vec<V>(dx + base + c, g);
-                                   if (MODE == NORM_MIX_ADD && renorm) store_renorm<V>(renorm + base + c, in.xm, r2);
+                                   if (MODE == NORM_MIX_ADD && renorm)
+                                       store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
                                });
 }
 
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm_backward_plain(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
-    rmsnorm_backward_row<V, NORM_X>(dx, dout, x, NULL, NULL, rstd, NULL, NULL, NULL, NULL, N, C);
+    rmsnorm_backward_row<V, NORM_X>(dx, dout, x, NULL, NULL, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
 }
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm_backward_mix(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
                          const float *rstd, int N, int C) {
-    rmsnorm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, rstd, NULL, NULL, NULL, NULL, N, C);
+    rmsnorm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
 }
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm_backward_mix_add(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
                              const float *rstd, const __nv_bfloat16 *branch, const float *scale,
-                             __nv_bfloat16 *renorm, const float *renorm_rstd, int N, int C) {
-    rmsnorm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, rstd, branch, scale, renorm, renorm_rstd, N, C);
+                             __nv_bfloat16 *renorm, const float *renorm_rstd, float renorm_scale, int N, int C) {
+    rmsnorm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, rstd, branch, scale, renorm, renorm_rstd,
+                                          renorm_scale, N, C);
 }
 
 extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
@@ -264,7 +267,7 @@ template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     mix_norm_forward_kernel(float *x_in, float *xm, float *rstd, __nv_bfloat16 *a_bf16, const float *x,
                             const BlockOut prev, const float *skip, const float *skip_w, const float *x0,
-                            const float *mix, int N, int C, float eps) {
+                            const float *mix, int N, int C, float eps, float out_scale) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -289,24 +292,25 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         for (int e = 0; e < V; e++) ss += (double)m.v[e] * (double)m.v[e];
         st_vec<V>(xm + base + c, m);
     }
-    norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps);
+    norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps, out_scale);
 }
 
 extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x,
                                      const float *skip, const float *skip_w, const float *x0, const float *mix, int N,
-                                     int C, float eps, cudaStream_t stream) {
+                                     int C, float eps, float out_scale, cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {x_in, xm, a_bf16, x, skip, skip_w, x0, mix});
     const BlockOut none = {};
     LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), x, none, skip, skip_w, x0,
-                mix, N, C, eps);
+                mix, N, C, eps, out_scale);
     CT_LAUNCHED("mix_norm_forward", stream);
     return 0;
 }
 
 extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd,
                                          ct_bf16 *a_bf16, const float *skip, const float *skip_w, const float *x0,
-                                         const float *mix, int N, int C, float eps, cudaStream_t stream) {
+                                         const float *mix, int N, int C, float eps, float out_scale,
+                                         cudaStream_t stream) {
     if (N <= 0) return 0;
     if (!prev || !prev->x_out || !prev->xm || !prev->ao || !prev->mo || !prev->attn_scale || !prev->mlp_scale)
         return ct_fail("out_mix_norm_forward: the block before's output needs x_out, xm, ao, mo and both scales");
@@ -315,7 +319,7 @@ extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_i
     const BlockOut p = {prev->x_out, prev->xm, prev->attn_scale, prev->mlp_scale, host_as_bf(prev->ao),
                         host_as_bf(prev->mo)};
     LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), NULL, p, skip, skip_w, x0,
-                mix, N, C, eps);
+                mix, N, C, eps, out_scale);
     CT_LAUNCHED("out_mix_norm_forward", stream);
     return 0;
 }
@@ -326,7 +330,8 @@ extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_i
 template <int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm,
-                            const __nv_bfloat16 *branch, const float *scale, int N, int C, float eps) {
+                            const __nv_bfloat16 *branch, const float *scale, int N, int C, float eps,
+                            float out_scale) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -343,18 +348,19 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         const F32V<V> v = add_scaled<V>(ld_vec<V>(xm + base + c), ld_vec<V>(scale + c), ld_vec<V>(branch + base + c));
         Bf16V<V> y;
 #pragma unroll
-        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(v.v[e], r));
+        for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(__fmul_rn(v.v[e], r), out_scale));
         st_vec<V>(m_bf16 + base + c, y);
     }
     if (lane == 0) rstd[row] = r;
 }
 
 extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
-                                     const float *scale, int N, int C, float eps, cudaStream_t stream) {
+                                     const float *scale, int N, int C, float eps, float out_scale,
+                                     cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {x1, m_bf16, xm, branch, scale});
     LAUNCH_ROWS(add_norm_forward_kernel, V, N, stream, x1, rstd, host_as_bf(m_bf16), xm, host_as_bf(branch), scale, N,
-                C, eps);
+                C, eps, out_scale);
     CT_LAUNCHED("add_norm_forward", stream);
     return 0;
 }
@@ -494,7 +500,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     add_norm_scale_backward_kernel(float *dx, __nv_bfloat16 *renorm, __nv_bfloat16 *dbranch, double *partials,
                                    const float *dout, const float *x_in, const float *x0, const float *mix,
                                    const __nv_bfloat16 *branch, const float *scale, const float *rstd,
-                                   const float *renorm_rstd, int N, int C) {
+                                   const float *renorm_rstd, float renorm_scale, int N, int C) {
     CT_DYNAMIC_SMEM(smem);
     double *acc = reinterpret_cast<double *>(smem);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -515,7 +521,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
                                                }
                                                st_vec<V>(dx + base + c, g);
                                                st_vec<V>(dbranch + base + c, h);
-                                               if (renorm) store_renorm<V>(renorm + base + c, in.xm, r2);
+                                               if (renorm) store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
                                            });
     }
     warp_acc_finish<V, 1>(partials + (size_t)blockIdx.x * C, acc, C);
@@ -523,8 +529,8 @@ static __global__ void __launch_bounds__(ROW_THREADS)
 
 extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
                                       const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
-                                      const float *scale, const float *rstd, const float *renorm_rstd, int N, int C,
-                                      double *partials, cudaStream_t stream) {
+                                      const float *scale, const float *rstd, const float *renorm_rstd,
+                                      float renorm_scale, int N, int C, double *partials, cudaStream_t stream) {
     if (N <= 0) return 0;
     if ((renorm == NULL) != (renorm_rstd == NULL))
         return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
@@ -539,17 +545,17 @@ extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbran
             if (V == 4)
                 add_norm_scale_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(
                     dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
-                    scale, rstd, renorm_rstd, N, C);
+                    scale, rstd, renorm_rstd, renorm_scale, N, C);
             else
                 add_norm_scale_backward_kernel<1><<<chunks, ROW_THREADS, smem, stream>>>(
                     dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
-                    scale, rstd, renorm_rstd, N, C);
+                    scale, rstd, renorm_rstd, renorm_scale, N, C);
             CT_LAUNCHED("add_norm_scale_backward", stream);
             return colsum_finish(dscale, partials, (int)chunks, C, stream);
         }
     }
     LAUNCH_ROWS(rmsnorm_backward_mix_add, V, N, stream, dx, dout, x_in, x0, mix, rstd, host_as_bf(branch), scale,
-                host_as_bf(renorm), renorm_rstd, N, C);
+                host_as_bf(renorm), renorm_rstd, renorm_scale, N, C);
     CT_LAUNCHED("add_norm_backward", stream);
     /* the residual's backward as its own pass where the fused kernel does not fit */
     if (dbranch) return cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, N, C, partials,

@@ -21,13 +21,15 @@ int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float
 int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
                           cudaStream_t stream);
 
-/* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward):
+/* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward,
+ * then cpu_scale by out_scale):
  *   x_in = skip ? x + skip_w * skip : x       (written to x_in only when skip != NULL)
- *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16(xm * rstd)
- * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. */
+ *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16((xm * rstd) * out_scale)
+ * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. out_scale: ln_scale's factor of the block,
+ * 1 without it (the same bits as no factor: x * 1 = x). */
 int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x, const float *skip,
                           const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
-                          cudaStream_t stream);
+                          float out_scale, cudaStream_t stream);
 /* The output of the block before, x_out = (xm + attn_scale * ao) + mlp_scale * mo, made as
  * cuda_scaled_add_forward(x_out, xm, ao, attn_scale, mo, mlp_scale) makes it. */
 typedef struct {
@@ -41,19 +43,20 @@ typedef struct {
  * all blocks): each element is read before it is overwritten. */
 int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16,
                               const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
-                              float eps, cudaStream_t stream);
-/* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward):
- *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16(x1 * rstd).
+                              float eps, float out_scale, cudaStream_t stream);
+/* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward, cpu_scale):
+ *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16((x1 * rstd) * out_scale)
+ * (out_scale as in cuda_mix_norm_forward).
  * branch bf16 (the attention projection's output, as a product's output under autocast). x1 is
  * written only when not NULL: the backend does not keep it (cuda_add_norm_backward and
  * cuda_scaled_add_forward recompute it, to the same bits). */
 int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
-                          const float *scale, int N, int C, float eps, cudaStream_t stream);
+                          const float *scale, int N, int C, float eps, float out_scale, cudaStream_t stream);
 /* cuda_rmsnorm_backward of that norm, its input recomputed as the forwards made it: dx +=
  * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
  * (the backend keeps neither xm nor x1). When renorm is given (with renorm_rstd [N]), also
- * renorm = bf16(xm * renorm_rstd): xm's own norm, the attention's input a_bf16 of
- * cuda_mix_norm_forward, recomputed to the same bits while xm is in hand. When dbranch is given
+ * renorm = bf16((xm * renorm_rstd) * renorm_scale): xm's own norm, the attention's input a_bf16
+ * of cuda_mix_norm_forward (with its out_scale), recomputed to the same bits while xm is in hand. When dbranch is given
  * (with dscale [C] and partials: cuda_colsum_doubles(N, C, 1)), also the backward of x1's
  * residual add on the updated dx, as cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx,
  * NULL, branch, scale) would do it next, bitwise, in the same pass: dbranch = bf16(scale * dx)
@@ -61,8 +64,8 @@ int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *
  * per row lane the fused kernel needs, the two ops run one after the other). */
 int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
                            const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
-                           const float *scale, const float *rstd, const float *renorm_rstd, int N, int C,
-                           double *partials, cudaStream_t stream);
+                           const float *scale, const float *rstd, const float *renorm_rstd, float renorm_scale, int N,
+                           int C, double *partials, cudaStream_t stream);
 /* The block input's backward, fused: the attention norm's (cuda_rmsnorm_backward with its input
  * xm = mix[0] * x_in + mix[1] * x0 recomputed) giving g = dx + rmsnorm_backward(dout, xm, rstd),
  * then the residual mix's (cuda_residual_mix_backward with dx_accumulate = 0) on g: dx_in =

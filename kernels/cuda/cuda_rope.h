@@ -2,8 +2,11 @@
  * C-callable; the conventions of every CUDA op are in cuda_ops.h.
  *
  * cpu_qk_norm_rope_forward's math, one warp per (token, head): in, out [B*T, heads*hd]; gain
- * [heads] or NULL; cos/sin tables [T, hd/2] (cpu_rope_tables_init's, uploaded). hd even, <= 256.
- * in (c_q / c_k's output) is bf16, as a product's output under autocast; the math is fp32.
+ * [heads] or NULL; RoPE on the first rope_dims dims of each head (even, <= hd; hd for full RoPE,
+ * the record's partial RoPE below it); cos/sin tables [T, rope_dims/2] (cpu_rope_tables_init's
+ * with rope_dims as its head_dim, uploaded). hd even, <= 256.
+ * Precision: in (c_q / c_k's output) is bf16, as a product's output under autocast; gain, the
+ * tables, dout, dgain and the math fp32; out / din fp32 and/or bf16 (below).
  * ld: elements per token of in (and of the backward's din, din_bf16), >= heads*hd: they may be
  * column blocks of wider rows (the backend's [c_q | c_k | c_v] outputs); heads*hd when whole. */
 #ifndef CT_CUDA_ROPE_H
@@ -19,7 +22,7 @@ extern "C" {
  * copy feeds the tensor-core attention). */
 int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in, const float *gain,
                               const float *cos_table, const float *sin_table, int B, int T, int n_heads, int head_dim,
-                              int ld, cudaStream_t stream);
+                              int rope_dims, int ld, cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
 size_t cuda_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
 size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
@@ -28,7 +31,7 @@ size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
  * (NULL for k; needs scratch and partials then). */
 int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout, const ct_bf16 *in,
                                const float *gain, const float *cos_table, const float *sin_table, int B, int T,
-                               int n_heads, int head_dim, int ld, float *scratch, double *partials,
+                               int n_heads, int head_dim, int rope_dims, int ld, float *scratch, double *partials,
                                cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -82,6 +82,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->q16 = BACKEND_TAKE_BF16S(a, N * D, act);
         y->k16 = BACKEND_TAKE_BF16S(a, N * KV, act);
         y->y16 = BACKEND_TAKE_BF16S(a, N * D, act);
+        y->y_xsa16 = l >= s->xsa_first_layer ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->lse = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act);
         y->ao = BACKEND_TAKE_BF16S(a, N * D, act);
         y->rstd_mlp = BACKEND_TAKE_FLOATS(a, N, act);
@@ -90,8 +91,19 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->mo = BACKEND_TAKE_BF16S(a, N * D, act);
         y->x_out = BACKEND_TAKE_FLOATS(a, N * D, act);
     }
-    cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->head_dim / 2), act);
-    cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->head_dim / 2), act);
+    cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
+    cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
+    if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, act);
+    if (s->bigram_vocab) {
+        const size_t BD = (size_t)s->bigram_dim;
+        cb->d_buckets = (int32_t *)backend_arena_take(a, N * sizeof(int32_t), act);
+        cb->bigram_h = BACKEND_TAKE_FLOATS(a, N * BD, act);
+        if (s->bigram_proj >= 0) {
+            cb->bigram_h16 = BACKEND_TAKE_BF16S(a, N * BD, act);
+            cb->bigram_p16 = BACKEND_TAKE_BF16S(a, N * D, act);
+        }
+        cb->dbigram_h = BACKEND_TAKE_FLOATS(a, N * BD, wk);
+    }
 
     cb->dx = BACKEND_TAKE_FLOATS(a, N * D, wk);
     cb->dx_alt = BACKEND_TAKE_FLOATS(a, N * D, wk);
@@ -118,6 +130,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
 
     size_t scratch = 1, reduce = cuda_reduce_doubles(N);
     reduce = max_size(reduce, cuda_reduce_doubles(total));
+    if (s->bigram_vocab) reduce = max_size(reduce, cuda_add_scalar_scaled_backward_partials_doubles(N * D));
     for (int j = 0; j < cb->muon_plan.num_batches; j++) {
         const MuonBatch *k = &cb->muon_plan.batches[j];
         scratch = max_size(scratch, cuda_muon_scratch_bytes(k->m, k->n, k->count));
@@ -180,6 +193,7 @@ static void cuda_destroy(Backend *b) {
     if (cb->h_tok) cudaFreeHost(cb->h_tok);
     if (cb->h_scalars) cudaFreeHost(cb->h_scalars);
     if (cb->stream) cudaStreamDestroy(cb->stream);
+    free(cb->h_buckets);
     free(cb->w16);
     free(cb->dskip);
     free(cb->layers);
@@ -250,6 +264,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->num_heads = s->num_heads;
     cb->num_kv_heads = s->num_kv_heads;
     cb->head_dim = s->head_dim;
+    cb->rope_dims = s->rope_dims;
     cb->num_layers = s->num_layers;
     cb->qkv_width = s->dim + 2 * s->kv_dim;
     cb->device = device;
@@ -263,6 +278,10 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     if (chunk > N) chunk = N;
     cb->logits_chunk = (int)chunk;
     cb->tok_count = 3 * (size_t)cb->num_tokens + 2 * (size_t)cb->vocab + 1;
+    if (s->bigram_vocab) {
+        cb->tok_count += (size_t)cb->num_tokens + 2 * (size_t)s->bigram_vocab + 1;
+        cb->h_buckets = ct_malloc((size_t)N * sizeof(int32_t), "bigram buckets");
+    }
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "cuda skip table");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
@@ -325,12 +344,13 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
     return 0;
 }
 
-/* RoPE tables: computed on the host exactly as the CPU backend's, then uploaded */
+/* RoPE tables: computed on the host exactly as the CPU backend's (rope_dims of each head; the
+ * base NTK-scaled when T is above rope_train_seq_len), then uploaded */
 static int upload_rope_tables(CudaBackend *cb) {
     const int T = cb->T;
-    const size_t n = (size_t)T * (size_t)(cb->head_dim / 2);
+    const size_t n = (size_t)T * (size_t)(cb->rope_dims / 2);
     float *tables = ct_malloc(2 * n * sizeof(float), "rope tables");
-    cpu_rope_tables_init(tables, tables + n, T, cb->head_dim, cb->base.state->spec.rope_base);
+    cpu_rope_tables_init(tables, tables + n, T, cb->rope_dims, model_rope_base(&cb->base.state->spec, T));
     int rc = cuda_check(cudaMemcpy(cb->rope_cos, tables, n * sizeof(float), cudaMemcpyHostToDevice),
                         "device = cuda: RoPE table upload");
     if (rc == 0)
@@ -353,7 +373,6 @@ static void write_start_line(CudaBackend *cb) {
 
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     int device = 0, B = 0, T = 0;
-    if (backend_cuda_check_features(cfg) != 0) return -1;
     if (cuda_select_device(&device) != 0) return -1;
     if (check_model(&st->spec) != 0 || micro_batch_shape(cfg, &B, &T) != 0) return -1;
     CudaBackend *cb = new_cuda_backend(cfg, st, device, B, T);

@@ -27,11 +27,6 @@
  * CT_CUDA_DEVICE, LOCAL_RANK / SLURM_LOCALID and LOCAL_WORLD_SIZE / SLURM_NTASKS_PER_NODE; a
  * layout that would put two ranks on one GPU fails. Newton–Schulz runs in bf16 like train_gpt.py unless the
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
-/* The record stack's model keys (issue 36) the CUDA backend does not implement yet: 0 when cfg
- * sets none of them, else fails naming the first ("<key>=<value> is not implemented on
- * device=cuda yet (issue 36); ..."). backend_cuda_create calls it before anything else, in every
- * build (backend_cuda_keys.c). */
-int backend_cuda_check_features(const Config *cfg);
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 
 /* backend_check_training_keys for device=cuda (backend.h): the keys of issue 36 it does not

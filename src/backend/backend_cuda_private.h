@@ -45,6 +45,7 @@ typedef struct {
     ct_bf16 *qkv;
     ct_bf16 *q16, *k16; /* attention inputs: normed, rotated q and k */
     ct_bf16 *y16;             /* attention output */
+    ct_bf16 *y_xsa16;         /* y minus its self-value component (XSA blocks; NULL elsewhere): attn.proj's input */
     float *lse;
     ct_bf16 *ao; /* attention projection output */
     float *rstd_mlp;
@@ -68,6 +69,7 @@ typedef struct {
     int num_heads;    /* query heads */
     int num_kv_heads; /* key/value heads (grouped-query attention) */
     int head_dim;
+    int rope_dims; /* [rd] dims of each head RoPE rotates (head_dim, or the record's partial RoPE) */
     int num_layers;
     int qkv_width; /* [QKV] dim + 2 kv_dim: the width of CudaLayer.qkv's rows */
     int device;
@@ -100,10 +102,14 @@ typedef struct {
     void *cublas_ws; /* cuBLAS's fixed workspace (CUBLAS_WORKSPACE_BYTES) */
 
     /* tokens: pinned host staging and its device copy, one layout:
-     * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V] */
+     * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V]
+     * then, with the bigram embedding, the same index of the bigram buckets:
+     * bucket positions [N] | bucket starts [Vb+1] | bucket rows [Vb] */
     int32_t *h_tok, *d_tok;
     size_t tok_count;
-    int emb_rows; /* distinct token ids of the micro-batch: the embedding backward's grid */
+    int emb_rows;    /* distinct token ids of the micro-batch: the embedding backward's grid */
+    int bigram_rows; /* distinct bigram buckets, the same for the bigram table's backward */
+    int32_t *h_buckets; /* [N] host buckets (cpu_bigram_hash) the index is made from */
     double *h_scalars; /* pinned: [0] loss sum, [1] grad norm */
     double *d_scalars;
 
@@ -113,7 +119,14 @@ typedef struct {
     float *xm;         /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
     ct_bf16 *a_in, *h;
     CudaLayer *layers;
-    float *rope_cos, *rope_sin;
+    float *rope_cos, *rope_sin; /* [T, rope_dims/2] */
+    /* the record stack (NULL when the model has no such part) */
+    float *x_normed;     /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
+    int32_t *d_buckets;  /* [N] bigram bucket of each position (cuda_bigram_hash) */
+    float *bigram_h;     /* [N, bigram_dim] the bigram table's rows */
+    ct_bf16 *bigram_h16; /* [N, bigram_dim] the same in bf16, bigram.proj's input (with a projection) */
+    ct_bf16 *bigram_p16; /* [N, D] bigram.proj's output (with a projection) */
+    float *dbigram_h;    /* [N, bigram_dim] d bigram rows, the bigram table's backward input */
 
     /* backward work buffers */
     float *dx, *dx_alt; /* dL/d(residual stream), and the buffer the next one is written to */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "cpu_ops.h" /* cpu_bigram_hash: the bigram buckets' index is made on the host */
 
 #include "backend_cuda_private.h"
 
@@ -35,8 +36,11 @@ static int output_param_index(const CudaBackend *cb) {
 /* ---- tokens ---- */
 
 /* Checks ids like the CPU backend, fills the pinned staging buffer (with the embedding
- * backward's index when with_index) and uploads it. N = tokens of this call. */
+ * backward's index when with_index: the token ids', and the bigram buckets' when the model has
+ * the bigram embedding, from the buckets cpu_bigram_hash makes on the host, the same as the
+ * forward's cuda_bigram_hash) and uploads it. N = tokens of this call. */
 static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_index) {
+    const ModelSpec *s = &cb->base.state->spec;
     RETURN_ON_FAILURE(backend_check_tokens(tokens, (size_t)N + 1, cb->vocab));
     /* the previous upload from the staging buffer must be done before it is rewritten */
     RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
@@ -49,6 +53,12 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
     size_t count = 2 * (size_t)cb->num_tokens;
     if (with_index) {
         cuda_embedding_index(ids, N, cb->vocab, rows, starts, positions, &cb->emb_rows);
+        if (s->bigram_vocab) {
+            int32_t *b_positions = rows + cb->vocab, *b_starts = b_positions + cb->num_tokens;
+            int32_t *b_rows = b_starts + s->bigram_vocab + 1;
+            cpu_bigram_hash(cb->h_buckets, ids, N / cb->T, cb->T, s->bigram_vocab);
+            cuda_embedding_index(cb->h_buckets, N, s->bigram_vocab, b_rows, b_starts, b_positions, &cb->bigram_rows);
+        }
         count = cb->tok_count;
     }
     return cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, count * sizeof(int32_t), cudaMemcpyHostToDevice,
@@ -64,7 +74,30 @@ static int forward_blocks(CudaBackend *cb, int B) {
     cudaStream_t st = cb->stream;
     const int32_t *d_ids = cb->d_tok;
     RETURN_ON_FAILURE(cuda_embedding_forward(cb->emb, d_ids, cb->d_params + s->params[s->tok_emb].offset, N, D, st));
-    RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+    if (s->bigram_vocab) { /* emb += scale * proj(bigram_embed[hash(prev, token)]) */
+        const float *scale = cb->d_params + s->params[s->bigram_scale].offset;
+        const size_t BD = (size_t)s->bigram_dim;
+        RETURN_ON_FAILURE(cuda_bigram_hash(cb->d_buckets, d_ids, B, cb->T, s->bigram_vocab, st));
+        RETURN_ON_FAILURE(cuda_embedding_forward(cb->bigram_h, cb->d_buckets,
+                                                 cb->d_params + s->params[s->bigram_embed].offset, N, (int)BD, st));
+        if (s->bigram_proj >= 0) {
+            RETURN_ON_FAILURE(cuda_f32_to_bf16(cb->bigram_h16, cb->bigram_h, (size_t)N * BD, st));
+            RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, cb->bigram_p16, CT_BF16, cb->bigram_h16,
+                                                  cb->w16[s->bigram_proj], N, (int)BD, D));
+            RETURN_ON_FAILURE(
+                cuda_add_scalar_scaled_forward(cb->emb, cb->emb, NULL, cb->bigram_p16, scale, (size_t)N * D, st));
+        } else {
+            RETURN_ON_FAILURE(
+                cuda_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_h, NULL, scale, (size_t)N * D, st));
+        }
+    }
+    if (s->smear_gate) { /* x0 = smear(rms_norm(emb)) */
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x_normed, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+        RETURN_ON_FAILURE(
+            cuda_smear_forward(cb->x0, cb->x_normed, cb->d_params + s->params[s->smear].offset, B, cb->T, D, st));
+    } else {
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+    }
     const float *x = cb->x0;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
     for (int l = 0; l < cb->num_layers; l++) {
@@ -72,10 +105,11 @@ static int forward_blocks(CudaBackend *cb, int B) {
         const int dec = l - s->num_encoder;
         const float *skip = NULL;
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+        const float ln = model_ln_scale(s, l); /* the block's norm outputs times ln (1 without ln_scale) */
         if (l == 0) {
             RETURN_ON_FAILURE(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
                                                     skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
-                                                    block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, st));
+                                                    block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, ln, st));
         } else {
             /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
              * recomputed, as add_norm_forward made it), written, and this block's input from it,
@@ -86,7 +120,8 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                           block_param(cb, l - 1, BLK_MLP_SCALE)};
             RETURN_ON_FAILURE(cuda_out_mix_norm_forward(&prev, skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in,
                                                         skip, skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
-                                                        block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, st));
+                                                        block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, ln,
+                                                        st));
             x = b->x_out;
         }
         a->x_in_used = skip ? a->x_in : x;
@@ -94,15 +129,19 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), cb->rope_cos,
-                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, QKV, st));
+                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, cb->rope_dims,
+                                                    QKV, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin, B,
-                                                    cb->T, cb->num_kv_heads, cb->head_dim, QKV, st));
+                                                    cb->T, cb->num_kv_heads, cb->head_dim, cb->rope_dims, QKV, st));
         RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV, QKV, B, cb->T,
                                                  cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
-        RETURN_ON_FAILURE(
-            cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        if (a->y_xsa16) /* XSA: y minus its component along the unit self value */
+            RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV, QKV, N, cb->num_heads,
+                                               cb->num_kv_heads, cb->head_dim, st));
+        RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y_xsa16 ? a->y_xsa16 : a->y16,
+                                              block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
-                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, st));
+                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
         RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
@@ -231,31 +270,47 @@ static int backward_blocks(CudaBackend *cb) {
                                                cb->h, NULL, N, HID, D));
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
                                                a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+        const float ln = model_ln_scale(s, l); /* m_in and a_in were the norms times ln */
+        if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
         /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
          * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
          * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
         RETURN_ON_FAILURE(cuda_add_norm_backward(dx, cb->a_in, cb->gD16, block_grad(cb, l, BLK_ATTN_SCALE), cb->dD2,
                                                  a->x_in_used, cb->x0, block_param(cb, l, BLK_RESID_MIX), a->ao,
-                                                 block_param(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, N, D,
-                                                 cb->partials, st));
-        /* dy straight to bf16: the attention backward is its only consumer */
-        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ), cb->gD16,
-                                               a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+                                                 block_param(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, ln, N,
+                                                 D, cb->partials, st));
+        if (a->y_xsa16) {
+            /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
+             * attention output's dy (bf16, the attention backward's input) */
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
+                                                   cb->gD16, a->y_xsa16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+            RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV, QKV, N,
+                                                cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
+        } else {
+            /* dy straight to bf16: the attention backward is its only consumer */
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ),
+                                                   cb->gD16, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        }
         /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
         RETURN_ON_FAILURE(cuda_attention_backward(cb->dq, cb->dk, cb->dqkv16 + D + KV, cb->dy16, a->q16, a->k16,
                                                   a->qkv + D + KV, QKV, a->y16, a->lse, B, T, cb->num_heads,
                                                   cb->num_kv_heads, cb->head_dim, cb->attn_D, st));
+        if (a->y_xsa16) /* XSA's share of dv (through the unit value), added to the attention's */
+            RETURN_ON_FAILURE(cuda_xsa_backward(NULL, NULL, NULL, cb->dqkv16 + D + KV, cb->dD2, a->y16,
+                                                a->qkv + D + KV, QKV, N, cb->num_heads, cb->num_kv_heads,
+                                                cb->head_dim, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16, block_grad(cb, l, BLK_Q_GAIN), cb->dq, a->qkv,
                                                      block_param(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T,
-                                                     cb->num_heads, cb->head_dim, QKV, cb->rope_scratch, cb->partials,
-                                                     st));
+                                                     cb->num_heads, cb->head_dim, cb->rope_dims, QKV, cb->rope_scratch,
+                                                     cb->partials, st));
         RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, cb->rope_cos,
-                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, QKV, NULL,
-                                                     NULL, st));
+                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, cb->rope_dims,
+                                                     QKV, NULL, NULL, st));
         /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
                                                cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
         /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
          * dL/dx_in (written), dx is spent */
         RETURN_ON_FAILURE(cuda_norm_mix_backward(dx_alt, cb->dx0, block_grad(cb, l, BLK_RESID_MIX), dx, cb->dD2,
@@ -272,20 +327,53 @@ static int backward_blocks(CudaBackend *cb) {
                                                        skip_w + (size_t)dec * D, N, D, cb->partials, st));
         RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
-    /* x0 = rms_norm(emb) feeds block 0 directly (dx) and every resid_mix (dx0) */
+    /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
+     * resid_mix (dx0) */
     RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dx0, ND, st));
+    if (s->smear_gate) {
+        RETURN_ON_FAILURE(zero_on_stream(cb, dx_alt, ND * sizeof(float), "cuda: zeroing d x_normed"));
+        RETURN_ON_FAILURE(cuda_smear_backward(dx_alt, cb->d_grads + s->params[s->smear].offset, dx, cb->x_normed,
+                                              cb->d_params + s->params[s->smear].offset, B, T, D, cb->partials, st));
+        dx = dx_alt;
+    }
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
-    return cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st);
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st));
+    if (s->bigram_vocab) { /* emb = tok_emb[ids] + scale * bigram branch: d scale, d branch, through bigram.proj */
+        const float *scale = cb->d_params + s->params[s->bigram_scale].offset;
+        float *dscale = cb->d_grads + s->params[s->bigram_scale].offset;
+        const int BD = s->bigram_dim;
+        if (s->bigram_proj >= 0) {
+            RETURN_ON_FAILURE(cuda_add_scalar_scaled_backward(NULL, cb->gD16, dscale, cb->dxf, NULL, cb->bigram_p16,
+                                                              scale, ND, cb->red_partials, st));
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dbigram_h, CT_F32, 0,
+                                                   cb->d_grads + s->params[s->bigram_proj].offset, cb->gD16,
+                                                   cb->bigram_h16, cb->w16[s->bigram_proj], N, BD, D));
+        } else {
+            RETURN_ON_FAILURE(
+                zero_on_stream(cb, cb->dbigram_h, (size_t)N * BD * sizeof(float), "cuda: zeroing d bigram rows"));
+            RETURN_ON_FAILURE(cuda_add_scalar_scaled_backward(cb->dbigram_h, NULL, dscale, cb->dxf, cb->bigram_h, NULL,
+                                                              scale, ND, cb->red_partials, st));
+        }
+    }
+    return 0;
 }
 
-/* The embedding's weight gradient from d emb (in dxf): its grid is the number of distinct token
- * ids of the micro-batch, known on the host only, so it stays out of the micro-batch graph. */
+/* The embedding's weight gradient from d emb (in dxf), and the bigram table's from d bigram rows:
+ * their grids are the numbers of distinct token ids and buckets of the micro-batch, known on the
+ * host only, so they stay out of the micro-batch graph. */
 static int embedding_backward(CudaBackend *cb) {
     const ModelSpec *s = &cb->base.state->spec;
     const int32_t *positions = cb->d_tok + 2 * (size_t)cb->num_tokens;
     const int32_t *starts = positions + cb->num_tokens, *rows = starts + cb->vocab + 1;
     RETURN_ON_FAILURE(cuda_embedding_backward(cb->d_grads + s->params[s->tok_emb].offset, cb->dxf, rows, starts,
                                               positions, cb->emb_rows, cb->dim, cb->stream));
+    if (s->bigram_vocab) { /* the bigram table's, by the buckets' index (load_tokens) */
+        const int32_t *b_positions = rows + cb->vocab, *b_starts = b_positions + cb->num_tokens;
+        const int32_t *b_rows = b_starts + s->bigram_vocab + 1;
+        RETURN_ON_FAILURE(cuda_embedding_backward(cb->d_grads + s->params[s->bigram_embed].offset, cb->dbigram_h,
+                                                  b_rows, b_starts, b_positions, cb->bigram_rows, s->bigram_dim,
+                                                  cb->stream));
+    }
     return backend_grad_ready(&cb->base, model_grad_num_stages(s) - 1);
 }
 

@@ -10,12 +10,15 @@
 #define CT_TEST_GPU_OP_TABLE_H
 
 #include "gpu_ops_attention.h"
+#include "gpu_ops_bigram.h"
 #include "gpu_ops_embedding.h"
 #include "gpu_ops_gemm.h"
 #include "gpu_ops_logits.h"
 #include "gpu_ops_optim.h"
 #include "gpu_ops_rope.h"
 #include "gpu_ops_rowops.h"
+#include "gpu_ops_smear.h"
+#include "gpu_ops_xsa.h"
 
 #ifdef CT_HAVE_CUDA
 
@@ -32,6 +35,16 @@
 #define B_MLP 1024
 #define B_VOCAB 1024
 #define T_SEQ 1024
+/* The record's shapes (issue 36: 2026-03-21_11L_XSA4_EMA_PartialRoPE_LateQAT_1.1248): dim 512, 8
+ * heads / 4 kv heads of 64, T 2048, rope_dims 16, bigram table 2048 x 128, 8 sequences; its rows
+ * scale with --seqs as sequences of 2048 tokens. v in the backend's [q | k | v] rows of
+ * 512 + 2 * 256 columns: 768 past v's 256. */
+#define REC_T 2048
+#define REC_TOKENS (8 * REC_T)
+#define REC_ROPE_DIMS 16
+#define REC_BIGRAM_VOCAB 2048
+#define REC_BIGRAM_DIM 128
+#define REC_V_EXTRA 768
 
 static const OpCase gpu_op_cases[] = {
     /* ---- rowops (gpu_ops_rowops.h): d = {N, C, mode} ---- */
@@ -45,19 +58,24 @@ static const OpCase gpu_op_cases[] = {
     {&op_mix_norm_fwd, "ragged_skip", {RAGGED, 1}, CASE_TEST, 0},
     {&op_mix_norm_fwd, "odd", {ODD, 0}, CASE_TEST, 0},
     {&op_mix_norm_fwd, "odd_skip", {ODD, 1}, CASE_TEST, 0},
+    {&op_mix_norm_fwd, "ragged_ln_scale", {RAGGED, 1, 3}, CASE_TEST, 0}, /* d[3]: ln_scale's 1/sqrt(3) */
     {&op_out_mix_norm_fwd, "ragged_noskip", {RAGGED, 0}, CASE_TEST, 0},
     {&op_out_mix_norm_fwd, "ragged_skip", {RAGGED, 1}, CASE_TEST, 0},
     {&op_out_mix_norm_fwd, "ragged_selfskip", {RAGGED, 2}, CASE_TEST, 0},
+    {&op_out_mix_norm_fwd, "ragged_ln_scale", {RAGGED, 1, 5}, CASE_TEST, 0},
     {&op_out_mix_norm_fwd, "baseline", {TOKENS, B_MODEL, 0}, CASE_BENCH, T_SEQ},
     {&op_add_norm_fwd, "ragged", {RAGGED}, CASE_TEST, 0},
     {&op_add_norm_fwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_add_norm_fwd, "ragged_ln_scale", {RAGGED, 0, 3}, CASE_TEST, 0},
     {&op_add_norm_fwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
     {&op_add_norm_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
     {&op_add_norm_bwd, "odd", {ODD}, CASE_TEST, 0},
+    {&op_add_norm_bwd, "ragged_ln_scale", {RAGGED, 0, 3}, CASE_TEST, 0},
     {&op_add_norm_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
     {&op_add_norm_scale_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
     {&op_add_norm_scale_bwd, "odd", {70, 203}, CASE_TEST, 0},         /* one channel per lane */
     {&op_add_norm_scale_bwd, "wide", {300, 8000}, CASE_TEST, 0},      /* 8 x 8064 doubles: beyond any GPU's 227 KiB */
+    {&op_add_norm_scale_bwd, "ragged_ln_scale", {RAGGED, 0, 3}, CASE_TEST, 0},
     {&op_add_norm_scale_bwd, "baseline", {TOKENS, B_MODEL}, CASE_BENCH, T_SEQ},
     {&op_norm_mix_bwd, "ragged", {RAGGED}, CASE_TEST, 0},
     {&op_norm_mix_bwd, "odd", {ODD}, CASE_TEST, 0},
@@ -75,6 +93,16 @@ static const OpCase gpu_op_cases[] = {
     {&op_residual_mix_bwd, "ragged", {RAGGED, 1}, CASE_TEST, 0},
     {&op_residual_mix_bwd, "ragged_write", {RAGGED, 0}, CASE_TEST, 0},
     {&op_residual_mix_bwd, "baseline_write", {TOKENS, B_MODEL, 0}, CASE_BENCH, T_SEQ},
+    /* SmearGate (gpu_ops_smear.h): d = {B, T, C}: chunk edges inside sequences; the one-channel
+     * path; T = 1 */
+    {&op_smear_fwd, "ragged", {3, 211, 200}, CASE_TEST, 0},
+    {&op_smear_fwd, "odd", {2, 300, 37}, CASE_TEST, 0},
+    {&op_smear_fwd, "one_position", {70, 1, 64}, CASE_TEST, 0},
+    {&op_smear_fwd, "record", {8, REC_T, B_MODEL}, CASE_BENCH, 1},
+    {&op_smear_bwd, "ragged", {3, 211, 200}, CASE_TEST, 0},
+    {&op_smear_bwd, "odd", {2, 300, 37}, CASE_TEST, 0},
+    {&op_smear_bwd, "one_position", {70, 1, 64}, CASE_TEST, 0},
+    {&op_smear_bwd, "record", {8, REC_T, B_MODEL}, CASE_BENCH, 1},
     /* relu^2: d = {n, offset, in place}: the 8-wide path, with a tail, short; one element past a
      * 16-byte boundary (the one-by-one path); the backward in place as the backend runs it */
     {&op_relu2_fwd, "vec", {RELU2_N, 0}, CASE_TEST, 0},
@@ -100,6 +128,7 @@ static const OpCase gpu_op_cases[] = {
     {&op_relu2_bwd_h, "short_unaligned", {5, 1, 1}, CASE_TEST, 0},
     {&op_relu2_bwd_h, "baseline", {TOKENS * B_MLP, 0, 0}, CASE_BENCH, T_SEQ * B_MLP},
     {&op_f32_to_bf16, "100003", {100003}, CASE_TEST, 0},
+    {&op_scale_inplace, "100003", {100003}, CASE_TEST, 0},
     {&op_bf16_to_f32, "100003", {100003}, CASE_TEST, 0},
     {&op_sum_sumsq, "1", {1}, CASE_TEST, 0},
     {&op_sum_sumsq, "1000", {1000}, CASE_TEST, 0},
@@ -116,8 +145,27 @@ static const OpCase gpu_op_cases[] = {
     {&op_embedding_bwd, "uniform", {3001, 97, 160, 0}, CASE_TEST, 0},
     {&op_embedding_bwd, "skewed", {3001, 97, 160, 1}, CASE_TEST, 0},
     {&op_embedding_bwd, "baseline", {TOKENS, B_VOCAB, B_MODEL, 1}, CASE_BENCH, T_SEQ},
+    {&op_embedding_fwd, "bigram_record", {REC_TOKENS, REC_BIGRAM_VOCAB, REC_BIGRAM_DIM, 0}, CASE_BENCH, REC_T},
+    {&op_embedding_bwd, "bigram_record", {REC_TOKENS, REC_BIGRAM_VOCAB, REC_BIGRAM_DIM, 0}, CASE_BENCH, REC_T},
 
-    /* ---- QK-norm + RoPE (gpu_ops_rope.h): d = {B, T, heads, head_dim, with gain} ---- */
+    /* ---- the bigram hash embedding's own ops (gpu_ops_bigram.h): hash d = {B, T, buckets, ids
+     * below}; add d = {N, C, bf16 branch} ---- */
+    {&op_bigram_hash, "ragged", {3, 211, 2048, 1024}, CASE_TEST, 0},
+    {&op_bigram_hash, "wrapping_ids", {2, 333, 4096, 2147483647}, CASE_TEST, 0},
+    {&op_bigram_hash, "two_buckets", {4, 50, 2, 1000}, CASE_TEST, 0},
+    {&op_bigram_hash, "record", {8, REC_T, REC_BIGRAM_VOCAB, B_VOCAB}, CASE_BENCH, 1},
+    {&op_add_scalar_scaled_fwd, "ragged_bf16", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_add_scalar_scaled_fwd, "ragged_f32", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_add_scalar_scaled_fwd, "record", {REC_TOKENS, B_MODEL, 1}, CASE_BENCH, REC_T},
+    {&op_add_scalar_scaled_bwd, "ragged_bf16", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_add_scalar_scaled_bwd, "ragged_f32", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_add_scalar_scaled_bwd, "short", {3, 5, 0}, CASE_TEST, 0},
+    /* more than 1024 x 4096 elements: the grid's blocks loop */
+    {&op_add_scalar_scaled_bwd, "grid_stride", {4100, 1024, 1}, CASE_TEST | CASE_SLOW, 0},
+    {&op_add_scalar_scaled_bwd, "record", {REC_TOKENS, B_MODEL, 1}, CASE_BENCH, REC_T},
+
+    /* ---- QK-norm + RoPE (gpu_ops_rope.h): d = {B, T, heads, head_dim, with gain, rope_dims (0:
+     * head_dim)} ---- */
     {&op_rope_fwd, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
     {&op_rope_fwd, "hd64_nogain", {2, 33, 2, 64, 0}, CASE_TEST, 0},
     {&op_rope_fwd, "hd32", {2, 70, 8, 32, 1}, CASE_TEST, 0},
@@ -133,6 +181,22 @@ static const OpCase gpu_op_cases[] = {
     {&op_rope_bwd_bf16, "hd64_gain", {3, 150, 4, 64, 1}, CASE_TEST, 0},
     {&op_rope_bwd_bf16, "baseline", {8, T_SEQ, 8, 64, 1}, CASE_BENCH, 1},
     {&op_rope_column_block, "column_block", {2, 37, 2, 64, 1, 256}, CASE_TEST, 0},
+    /* partial RoPE (the record's rope_dims): the tail unrotated; rope_dims = head_dim given */
+#define PARTIAL_ROPE_SHAPE(name, ...)                                                                                 \
+    {&op_rope_fwd, name, {__VA_ARGS__}, CASE_TEST, 0}, {&op_rope_bwd, name, {__VA_ARGS__}, CASE_TEST, 0}
+    PARTIAL_ROPE_SHAPE("hd64_rd16_gain", 3, 150, 4, 64, 1, 16),
+    PARTIAL_ROPE_SHAPE("hd64_rd16_nogain", 2, 33, 2, 64, 0, 16),
+    PARTIAL_ROPE_SHAPE("hd64_rd2", 1, 20, 2, 64, 1, 2),
+    PARTIAL_ROPE_SHAPE("hd64_rd64_full", 3, 150, 4, 64, 1, 64),
+    PARTIAL_ROPE_SHAPE("hd32_rd8", 2, 70, 8, 32, 1, 8),
+    PARTIAL_ROPE_SHAPE("hd24_rd6_uneven_lanes", 1, 45, 3, 24, 1, 6),
+    PARTIAL_ROPE_SHAPE("hd128_rd96_two_pairs_per_lane", 1, 20, 2, 128, 1, 96),
+    PARTIAL_ROPE_SHAPE("hd256_rd16_four_pairs_per_lane", 1, 9, 2, 256, 1, 16),
+#undef PARTIAL_ROPE_SHAPE
+    {&op_rope_fwd_bf16, "hd64_rd16", {3, 150, 4, 64, 1, 16}, CASE_TEST, 0},
+    {&op_rope_bwd_bf16, "hd64_rd16", {3, 150, 4, 64, 1, 16}, CASE_TEST, 0},
+    {&op_rope_fwd_bf16, "record", {8, REC_T, 8, 64, 1, REC_ROPE_DIMS}, CASE_BENCH, 1},
+    {&op_rope_bwd_bf16, "record", {8, REC_T, 8, 64, 1, REC_ROPE_DIMS}, CASE_BENCH, 1},
 
     /* ---- matrix products (gpu_ops_gemm.h): linear d = {N, in, out}; gemm d = {M, N, K, ta, tb} ---- */
     {&op_linear_fwd, "ragged", {301, 96, 200}, CASE_TEST, 0},
@@ -176,6 +240,26 @@ static const OpCase gpu_op_cases[] = {
 #undef ATTENTION_SHAPE
     {&op_attention_fwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
     {&op_attention_bwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
+
+    /* ---- XSA (gpu_ops_xsa.h): d = {N, heads, kv heads, head_dim, v's extra columns, clamped} ---- */
+    {&op_xsa_fwd, "mha_hd64", {301, 4, 4, 64, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa2_hd64_v_in_wider_rows", {301, 4, 2, 64, 640, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa4_hd64", {203, 8, 2, 64, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa8_hd32", {150, 8, 1, 32, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa2_hd24_uneven_lanes", {77, 4, 2, 24, 8, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa2_hd128", {50, 4, 2, 128, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd, "gqa2_clamped", {64, 4, 2, 64, 0, 1}, CASE_TEST, 0},
+    {&op_xsa_fwd_bf16, "gqa2_hd64", {301, 4, 2, 64, 640, 0}, CASE_TEST, 0},
+    {&op_xsa_fwd_bf16, "record", {REC_TOKENS, 8, 4, 64, REC_V_EXTRA, 0}, CASE_BENCH, REC_T},
+    {&op_xsa_bwd, "mha_hd64", {301, 4, 4, 64, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa2_hd64_v_in_wider_rows", {301, 4, 2, 64, 640, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa4_hd64", {203, 8, 2, 64, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa8_hd32", {150, 8, 1, 32, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa2_hd24_uneven_lanes", {77, 4, 2, 24, 8, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa2_hd128", {50, 4, 2, 128, 0, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd, "gqa2_clamped", {64, 4, 2, 64, 0, 1}, CASE_TEST, 0},
+    {&op_xsa_bwd_bf16, "gqa2_hd64", {301, 4, 2, 64, 640, 0}, CASE_TEST, 0},
+    {&op_xsa_bwd_bf16, "record", {REC_TOKENS, 8, 4, 64, REC_V_EXTRA, 0}, CASE_BENCH, REC_T},
 
     /* ---- optimizers, bench only (gpu_ops_optim.h; checked by test_gpu_optim) ---- */
     {&op_adam, "1024x512", {B_VOCAB * B_MODEL}, CASE_BENCH, 0},

@@ -21,7 +21,9 @@
  *
  * Bounds (OpTensor.tol): ||gpu - ref|| / ||ref|| <= tol; OP_EXACT: equal values element by
  * element (NaN equal only to NaN); OP_BITWISE: the same bytes; per_element: |gpu - ref| <= tol *
- * max(1, |ref|) for every element. The bounds and why they hold are in the op families' files
+ * max(1, |ref|) for every element. An OP_I32 output (the bigram hash's buckets) is poisoned with
+ * -1 before every run, its reference is written as int32 into the float array (the same 4
+ * bytes per element) and it is compared OP_BITWISE. The bounds and why they hold are in the op families' files
  * (gpu_ops_*.h), the same as those of the per-family programs this replaced. Rules for GPU test
  * programs (skips without a device, CT_TEST_VERBOSE) in test_gpu.h. CUDA builds only. */
 #ifndef CT_TEST_GPU_OPS_H
@@ -256,7 +258,12 @@ static inline void op_reset(OpRun *r) {
         if (t->role == OP_OUT || t->role == OP_SCRATCH) {
             if (t->type == OP_F32) dev_poison(t->dev, t->n);
             else if (t->type == OP_BF16) dev_poison_bf16(t->dev, t->n);
-            else if (t->type == OP_F64) {
+            else if (t->type == OP_I32) {
+                int32_t *h = malloc((t->n ? t->n : 1) * sizeof(int32_t));
+                for (size_t k = 0; k < t->n; k++) h[k] = -1;
+                dev_put(t->dev, h, t->n * sizeof(int32_t));
+                free(h);
+            } else if (t->type == OP_F64) {
                 double *h = malloc((t->n ? t->n : 1) * sizeof(double));
                 for (size_t k = 0; k < t->n; k++) h[k] = NAN;
                 dev_put(t->dev, h, t->n * sizeof(double));

@@ -1,7 +1,9 @@
 /* gpu_ops_rope.h — the fused CUDA QK-norm + RoPE + gain (cuda_rope.cu) as ops of the
  * table-driven test (gpu_ops.h, gpu_op_table.h), against cpu_qk_norm_rope_forward/backward.
- * d = {B, T, heads, head_dim, with gain}. Variant 0 makes every output (fp32 and bf16, din and
- * din_bf16); variant 1 is the backend's call (forward: bf16 only; backward: din_bf16 and dgain).
+ * d = {B, T, heads, head_dim, with gain, rope_dims (0: head_dim, full RoPE)}: rope_dims below
+ * head_dim is the record's partial RoPE (tables of [T, rope_dims/2]). Variant 0 makes every
+ * output (fp32 and bf16, din and din_bf16); variant 1 is the backend's call (forward: bf16 only;
+ * backward: din_bf16 and dgain).
  * The column-block case runs in and the input gradients as a column block of wider rows (the
  * backend's [q | k | v] layout), bitwise the whole-tensor run.
  *
@@ -22,14 +24,17 @@
 #define ROPE_DGAIN_TOL 1e-5
 #define ROPE_BF16_TOL 4e-3
 
+/* The rotated dims of the row's shape: d[5], or head_dim when 0. */
+static int rope_dims_of(const OpRun *r) { return r->d[5] ? r->d[5] : r->d[3]; }
+
 /* in (c_q / c_k's bf16 output), the gain and cpu_rope_tables_init's tables */
 static void rope_inputs(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
-    const size_t n = (size_t)B * T * H * hd, nt = (size_t)T * (hd / 2);
+    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3], rd = rope_dims_of(r);
+    const size_t n = (size_t)B * T * H * hd, nt = (size_t)T * (rd / 2);
     op_in(r, "in", OP_BF16, n, -2, 2);
     if (r->d[4]) op_in(r, "gain", OP_F32, H, 0.5, 2);
     OpTensor *c = op_in(r, "cos", OP_F32, nt, 0, 0), *s = op_in(r, "sin", OP_F32, nt, 0, 0);
-    cpu_rope_tables_init(c->host, s->host, T, hd, 10000.0f);
+    cpu_rope_tables_init(c->host, s->host, T, rd, 10000.0f);
 }
 
 static void rope_fwd_tensors(OpRun *r) {
@@ -40,17 +45,19 @@ static void rope_fwd_tensors(OpRun *r) {
 }
 static void rope_fwd_cpu(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
-    cpu_qk_norm_rope_forward(HOST("out_bf16"), HOST("in"), HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, hd);
+    cpu_qk_norm_rope_forward(HOST("out_bf16"), HOST("in"), HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd,
+                             rope_dims_of(r));
     if (HOST_OPT("out")) memcpy(HOST("out"), HOST("out_bf16"), (size_t)B * T * H * hd * sizeof(float));
 }
 static int rope_fwd_gpu(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
     return cuda_qk_norm_rope_forward(DEV_OPT("out"), DEV("out_bf16"), DEV("in"), DEV_OPT("gain"), DEV("cos"),
-                                     DEV("sin"), B, T, H, hd, H * hd, 0);
+                                     DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd, 0);
 }
-/* the bf16 copy is the fp32 result rounded once, with or without the fp32 output */
+/* the bf16 copy is the fp32 result rounded once, with or without the fp32 output; rope_dims odd,
+ * 0 or above head_dim refused */
 static void rope_fwd_extra(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
+    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3], rd = rope_dims_of(r);
     const size_t n = (size_t)B * T * H * hd;
     float *rounded = copy_host(GOT("out"), n);
     host_round_bf16(rounded, n);
@@ -58,10 +65,18 @@ static void rope_fwd_extra(OpRun *r) {
     ct_bf16 *only16 = dev_alloc(n * 2);
     dev_poison_bf16(only16, n);
     CHECK_CUDA_OK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H,
-                                            hd, H * hd, 0));
+                                            hd, rd, H * hd, 0));
     float *g16 = host_from_dev_bf16(only16, n);
     CHECK(memcmp(g16, rounded, n * sizeof(float)) == 0, "forward bf16-only output differs");
     free(rounded), free(g16);
+    const int bad[3] = {rd - 1, 0, hd + 2};
+    for (int k = 0; k < 3; k++) {
+        CHECK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H, hd,
+                                        bad[k], H * hd, 0) != 0 &&
+                  strstr(ct_error(), "rope_dims") != NULL,
+              "rope_dims %d with head_dim %d: got '%s'", bad[k], hd, ct_error());
+        ct_error_clear();
+    }
     dev_free(only16);
 }
 
@@ -78,20 +93,20 @@ static void rope_bwd_tensors(OpRun *r) {
 }
 /* din_bf16 is the contribution alone (a backward from 0 without dgain) */
 static void rope_bwd_cpu(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
+    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3], rd = rope_dims_of(r);
     float *scratch = malloc(cpu_qk_norm_rope_backward_scratch_floats(B, T, H) * sizeof(float));
     if (HOST_OPT("din"))
         cpu_qk_norm_rope_backward(HOST("din"), HOST_OPT("dgain"), HOST("dout"), HOST("in"), HOST_OPT("gain"),
-                                  HOST("cos"), HOST("sin"), B, T, H, hd, hd, scratch);
+                                  HOST("cos"), HOST("sin"), B, T, H, hd, rd, scratch);
     cpu_qk_norm_rope_backward(HOST("din_bf16"), HOST_OPT("din") ? NULL : HOST_OPT("dgain"), HOST("dout"), HOST("in"),
-                              HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, hd, scratch);
+                              HOST_OPT("gain"), HOST("cos"), HOST("sin"), B, T, H, hd, rd, scratch);
     free(scratch);
 }
 static int rope_bwd_gpu(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
     return cuda_qk_norm_rope_backward(DEV_OPT("din"), DEV("din_bf16"), DEV_OPT("dgain"), DEV("dout"), DEV("in"),
-                                      DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H, hd, H * hd, DEV("scratch"),
-                                      DEV("partials"), 0);
+                                      DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd,
+                                      DEV("scratch"), DEV("partials"), 0);
 }
 /* the gain's reduction alone (no other output): the same bits */
 static void rope_bwd_extra(OpRun *r) {
@@ -99,7 +114,8 @@ static void rope_bwd_extra(OpRun *r) {
     if (!r->d[4]) return;
     dev_put(DEV("dgain"), op_start(r, "dgain"), H * sizeof(float));
     CHECK_CUDA_OK(cuda_qk_norm_rope_backward(NULL, NULL, DEV("dgain"), DEV("dout"), DEV("in"), DEV("gain"), DEV("cos"),
-                                             DEV("sin"), B, T, H, hd, H * hd, DEV("scratch"), DEV("partials"), 0));
+                                             DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd, DEV("scratch"),
+                                             DEV("partials"), 0));
     float *again = host_from_dev(DEV("dgain"), H);
     CHECK(memcmp(again, GOT("dgain"), H * sizeof(float)) == 0, "dgain not deterministic");
     free(again);
@@ -108,7 +124,7 @@ static void rope_bwd_extra(OpRun *r) {
 /* in and the input gradients as a column block of wider rows (the backend's [q | k | v] rows,
  * here k's block: columns [D, D + H*hd) of rows of D + 2*H*hd): every output bitwise the whole-
  * tensor run's, and the other columns of the wide gradient buffer untouched; a row stride below
- * the heads' width refused. d = {B, T, heads, head_dim, -, D}. */
+ * the heads' width refused. d = {B, T, heads, head_dim, -, D} (full RoPE). */
 static void rope_column_block_check(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3], D = r->d[5], ld = D + 2 * H * hd;
     const size_t rows = (size_t)B * T, n = rows * H * hd, wide = rows * ld, nt = (size_t)T * (hd / 2);
@@ -125,12 +141,12 @@ static void rope_column_block_check(OpRun *r) {
     float *d_din = dev_floats(in, n), *d_din_w = dev_floats(w, wide); /* din += : the same start values */
     dev_poison_bf16(d_din16, n);
     dev_poison_bf16(d_din16_w, wide);
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, NULL, d_in, d_gain, d_cos, d_sin, B, T, H, hd, H * hd, 0));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, ld, 0));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, NULL, d_dout, d_in, d_gain, d_cos, d_sin, B, T, H, hd,
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, NULL, d_in, d_gain, d_cos, d_sin, B, T, H, hd, hd, H * hd, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, hd, ld, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, NULL, d_dout, d_in, d_gain, d_cos, d_sin, B, T, H, hd, hd,
                                              H * hd, NULL, NULL, 0));
     CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din_w + D, d_din16_w + D, NULL, d_dout, d_wide + D, d_gain, d_cos, d_sin,
-                                             B, T, H, hd, ld, NULL, NULL, 0));
+                                             B, T, H, hd, hd, ld, NULL, NULL, 0));
     float *out = host_from_dev(d_out, n), *out_w = host_from_dev(d_out_w, n);
     CHECK(memcmp(out, out_w, n * sizeof(float)) == 0, "forward from a column block differs from the whole tensor's");
     float *din = host_from_dev(d_din, n), *din_w = host_from_dev(d_din_w, wide);
@@ -147,7 +163,8 @@ static void rope_column_block_check(OpRun *r) {
                       "row %zu column %d, outside the block, was written", k, c);
             }
         }
-    CHECK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, H * hd - 2, 0) != 0 &&
+    CHECK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, hd, H * hd - 2,
+                                    0) != 0 &&
               strstr(ct_error(), "row stride of 126 elements") != NULL,
           "a row stride below the heads' width: got '%s'", ct_error());
     ct_error_clear();

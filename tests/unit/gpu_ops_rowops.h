@@ -4,7 +4,9 @@
  * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
  * backward that recomputes its input (alone and fused with the residual's backward), the fused
  * norm + mix backward, scaled add, residual mix, relu^2, bf16 conversion, sums, column sums.
- * Row-op shapes: d = {N rows, C channels, the op's mode}.
+ * Row-op shapes: d = {N rows, C channels, the op's mode}; the norms that take ln_scale's factor
+ * on their outputs (mix_norm, out_mix_norm, add_norm fwd and bwd) read it from d[3] (0: none,
+ * k: 1/sqrt(k), block k-1's factor), checked against cpu_scale after the CPU norm.
  *
  * Bounds (relative norm error against the CPU op on the same fp32 inputs):
  *  F32_TOL 1e-6: these ops do the CPU's fp32 element operations with the same roundings; only
@@ -39,6 +41,13 @@ static float *dev_floats_unaligned(const float *host, size_t n, void **base) {
 }
 
 static float *new_floats(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
+
+/* ln_scale's factor of the row's shape, d[3] (1 when 0), and the CPU side of it: the norm's
+ * output times the factor, as the CPU backend scales it after cpu_rmsnorm_forward. */
+static float row_ln_scale(const OpRun *r) { return r->d[3] ? 1.0f / sqrtf((float)r->d[3]) : 1.0f; }
+static void cpu_ln_scale(const OpRun *r, float *y, size_t n) {
+    if (r->d[3]) cpu_scale(y, row_ln_scale(r), n);
+}
 
 /* ---- RMSNorm: d = {N, C} ---- */
 
@@ -118,11 +127,13 @@ static void mix_norm_fwd_cpu(OpRun *r) {
     if (r->d[2]) memcpy(HOST("x_in"), x_in, n * sizeof(float));
     cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), HOST("mix"), N, C);
     cpu_rmsnorm_forward(HOST("a"), HOST("rstd"), HOST("xm"), N, C, FLT_EPSILON);
+    cpu_ln_scale(r, HOST("a"), n);
     free(x_in);
 }
 static int mix_norm_fwd_gpu(OpRun *r) {
     return cuda_mix_norm_forward(DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
-                                 DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, 0);
+                                 DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r),
+                                 0);
 }
 
 /* The block before's output made in the block input's pass: xm is read as the block's xm and
@@ -157,6 +168,7 @@ static void out_mix_norm_fwd_cpu(OpRun *r) {
     if (mode) memcpy(HOST("x_in"), x_in, n * sizeof(float));
     cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), HOST("mix"), N, C);
     cpu_rmsnorm_forward(HOST("a"), HOST("rstd"), HOST("xm"), N, C, FLT_EPSILON);
+    cpu_ln_scale(r, HOST("a"), n);
     free(mid), free(x_in);
 }
 static int out_mix_norm_fwd_gpu(OpRun *r) {
@@ -164,7 +176,7 @@ static int out_mix_norm_fwd_gpu(OpRun *r) {
     const CudaBlockOutput prev = {DEV("x_out"), DEV("xm"), DEV("ao"), DEV("mo"), DEV("attn_scale"), DEV("mlp_scale")};
     const float *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
     return cuda_out_mix_norm_forward(&prev, DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), skip, DEV_OPT("skip_w"),
-                                     DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, 0);
+                                     DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), 0);
 }
 /* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward; a block output without mo refused */
 static void out_mix_norm_fwd_extra(OpRun *r) {
@@ -176,7 +188,7 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     CHECK_CUDA_OK(
         cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N, C, 0));
     CHECK_CUDA_OK(cuda_mix_norm_forward(mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"),
-                                        DEV("mix"), N, C, FLT_EPSILON, 0));
+                                        DEV("mix"), N, C, FLT_EPSILON, row_ln_scale(r), 0));
     float *t[4] = {host_from_dev(d_out, n), host_from_dev(d_xm, n), host_from_dev(d_r, N), host_from_dev_bf16(d_a, n)};
     const char *names[4] = {"x_out", "xm", "rstd", "a"};
     const size_t counts[4] = {n, n, (size_t)N, n};
@@ -194,7 +206,7 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
     const CudaBlockOutput half = {DEV("x0"), DEV("x0"), DEV("ao"), NULL, DEV("attn_scale"), DEV("mlp_scale")};
     CHECK(cuda_out_mix_norm_forward(&half, NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                                    FLT_EPSILON, 0) != 0 &&
+                                    FLT_EPSILON, 1.0f, 0) != 0 &&
               strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
           "a block output without mo: got '%s'", ct_error());
     ct_error_clear();
@@ -216,10 +228,11 @@ static void add_norm_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     cpu_scaled_add_forward(HOST("x1"), HOST("xm"), HOST("branch"), HOST("scale"), N, C);
     cpu_rmsnorm_forward(HOST("m"), HOST("rstd"), HOST("x1"), N, C, FLT_EPSILON);
+    cpu_ln_scale(r, HOST("m"), (size_t)N * C);
 }
 static int add_norm_fwd_gpu(OpRun *r) {
     return cuda_add_norm_forward(DEV("x1"), DEV("rstd"), DEV("m"), DEV("xm"), DEV("branch"), DEV("scale"), r->d[0],
-                                 r->d[1], FLT_EPSILON, 0);
+                                 r->d[1], FLT_EPSILON, row_ln_scale(r), 0);
 }
 /* without x1 (the backend's call): the same rstd and m bits */
 static void add_norm_fwd_extra(OpRun *r) {
@@ -228,8 +241,8 @@ static void add_norm_fwd_extra(OpRun *r) {
     float *d_r2 = dev_nan(N);
     ct_bf16 *d_m2 = dev_alloc(n * 2);
     dev_poison_bf16(d_m2, n);
-    CHECK_CUDA_OK(
-        cuda_add_norm_forward(NULL, d_r2, d_m2, DEV("xm"), DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, 0));
+    CHECK_CUDA_OK(cuda_add_norm_forward(NULL, d_r2, d_m2, DEV("xm"), DEV("branch"), DEV("scale"), N, C, FLT_EPSILON,
+                                        row_ln_scale(r), 0));
     float *g_r2 = host_from_dev(d_r2, N), *g_m2 = host_from_dev_bf16(d_m2, n);
     CHECK(memcmp(g_r2, GOT("rstd"), N * sizeof(float)) == 0, "add_norm rstd differs without x1");
     CHECK(memcmp(g_m2, GOT("m"), n * sizeof(float)) == 0, "add_norm m differs without x1");
@@ -267,8 +280,9 @@ static int add_norm_forwards(OpRun *r, float *xm, float *x1, float *rstd, float 
     const size_t n = (size_t)N * C;
     ct_bf16 *m = dev_alloc(n * 2);
     int rc = cuda_mix_norm_forward(NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                                   FLT_EPSILON, 0);
-    if (rc == 0) rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, 0);
+                                   FLT_EPSILON, row_ln_scale(r), 0);
+    if (rc == 0)
+        rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, row_ln_scale(r), 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(m);
     return rc;
@@ -288,6 +302,7 @@ static void add_norm_bwd_cpu(OpRun *r) {
     float *xm = new_floats(n), *x1 = new_floats(n), *y = new_floats(n), *rstd = new_floats(N);
     cpu_residual_mix_forward(xm, HOST("x_in"), HOST("x0"), HOST("mix"), N, C);
     cpu_rmsnorm_forward(HOST("renorm"), rstd, xm, N, C, FLT_EPSILON);
+    cpu_ln_scale(r, HOST("renorm"), n);
     cpu_scaled_add_forward(x1, xm, HOST("branch"), HOST("scale"), N, C);
     cpu_rmsnorm_forward(y, rstd, x1, N, C, FLT_EPSILON);
     cpu_rmsnorm_backward(HOST("dx"), HOST("dout"), x1, rstd, N, C);
@@ -298,7 +313,7 @@ static void add_norm_bwd_cpu(OpRun *r) {
 static int add_norm_bwd_gpu(OpRun *r) {
     return cuda_add_norm_backward(DEV("dx"), DEV("renorm"), DEV_OPT("dbranch"), DEV_OPT("dscale"), DEV("dout"),
                                   DEV("x_in"), DEV("x0"), DEV("mix"), DEV("branch"), DEV("scale"), DEV("rstd"),
-                                  DEV("renorm_rstd"), r->d[0], r->d[1], DEV_OPT("partials"), 0);
+                                  DEV("renorm_rstd"), row_ln_scale(r), r->d[0], r->d[1], DEV_OPT("partials"), 0);
 }
 /* Variant 0: renorm bitwise the forward's norm of xm; dx bitwise cuda_rmsnorm_backward on a
  * stored x1 and the same without renorm; renorm without its rstd and dbranch without dscale
@@ -322,14 +337,14 @@ static void add_norm_bwd_extra(OpRun *r) {
               "add_norm backward differs from rmsnorm backward on x1");
         dev_put(d_dx, start, n * sizeof(float));
         CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, NULL, NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                             DEV("branch"), DEV("scale"), DEV("rstd"), NULL, N, C, NULL, 0));
+                                             DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0));
         float *plain = host_from_dev(d_dx, n);
         CHECK(memcmp(plain, GOT("dx"), n * sizeof(float)) == 0, "add_norm backward dx depends on the renorm output");
         CHECK(cuda_add_norm_backward(d_dx, DEV("renorm"), NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, N, C, NULL, 0) != 0,
+                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0) != 0,
               "renorm without its rstd accepted");
         CHECK(cuda_add_norm_backward(d_dx, NULL, DEV("renorm"), NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, N, C, NULL, 0) != 0,
+                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0) != 0,
               "dbranch without dscale accepted");
         ct_error_clear();
         free(fa), free(stored), free(plain);
@@ -341,8 +356,8 @@ static void add_norm_bwd_extra(OpRun *r) {
     dev_poison_bf16(DEV("renorm"), n);
     dev_poison_bf16(DEV("dbranch"), n);
     CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, DEV("renorm"), NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"),
-                                         DEV("mix"), DEV("branch"), DEV("scale"), DEV("rstd"), DEV("renorm_rstd"), N, C,
-                                         NULL, 0));
+                                         DEV("mix"), DEV("branch"), DEV("scale"), DEV("rstd"), DEV("renorm_rstd"),
+                                         row_ln_scale(r), N, C, NULL, 0));
     CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, DEV("dbranch"), DEV("dscale"), d_dx, NULL, DEV("branch"),
                                            DEV("scale"), N, C, DEV("partials"), 0));
     const char *names[4] = {"dx", "renorm", "dbranch", "dscale"};
@@ -377,7 +392,7 @@ static int norm_mix_forward(OpRun *r, float *xm) {
     const size_t n = (size_t)r->d[0] * r->d[1];
     ct_bf16 *a = dev_alloc(n * 2);
     int rc = cuda_mix_norm_forward(NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
-                                   r->d[1], FLT_EPSILON, 0);
+                                   r->d[1], FLT_EPSILON, 1.0f, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(a);
     return rc;
@@ -722,6 +737,13 @@ static int colsum_gpu(OpRun *r) {
     return cuda_colsum(DEV("g"), DEV("a"), NULL, r->d[0], r->d[1], DEV("partials"), 0);
 }
 
+/* ---- x *= s in place (ln_scale's factor on a norm's output gradient): d = {n}; the CPU's one
+ * fp32 product per element, so EXACT ---- */
+
+static void scale_inplace_tensors(OpRun *r) { op_acc(r, "x", OP_F32, (size_t)r->d[0], -2, 2, OP_EXACT); }
+static void scale_inplace_cpu(OpRun *r) { cpu_scale(HOST("x"), 1.0f / sqrtf(3.0f), (size_t)r->d[0]); }
+static int scale_inplace_gpu(OpRun *r) { return cuda_scale_inplace(DEV("x"), 1.0f / sqrtf(3.0f), (size_t)r->d[0], 0); }
+
 /* ---- the ops ---- */
 
 static const OpDef op_rmsnorm_fwd = {"rmsnorm_fwd", 0, rmsnorm_fwd_tensors, NULL, rmsnorm_fwd_cpu, rmsnorm_fwd_gpu,
@@ -765,6 +787,8 @@ static const OpDef op_f32_to_bf16 = {"f32_to_bf16", 0, conversion_tensors, NULL,
                                      NULL, 0};
 static const OpDef op_bf16_to_f32 = {"bf16_to_f32", 1, conversion_tensors, NULL, conversion_cpu, conversion_gpu, NULL,
                                      NULL, 0};
+static const OpDef op_scale_inplace = {"scale_inplace", 0, scale_inplace_tensors, NULL, scale_inplace_cpu,
+                                       scale_inplace_gpu, NULL, NULL, 0};
 static const OpDef op_sum_sumsq = {"sum_sumsq", 0, sums_tensors, NULL, sums_cpu, sums_gpu, NULL, NULL, 0};
 static const OpDef op_colsum = {"colsum", 0, colsum_tensors, NULL, colsum_cpu, colsum_gpu, NULL, NULL, 0};
 

@@ -8,7 +8,8 @@
  * dim 128, 2 query heads / 1 kv head of head_dim 64 (GQA), T = 96 (not a multiple of the 64-row
  * attention tiles), vocab 128, 3 sequences per micro-batch. The zero-initialised matrices
  * (attn.proj, mlp.proj, lm_head) get small random values so every gradient is non-zero from
- * the first step.
+ * the first step. The record-stack cases (issue 36) add its model keys to the same shape
+ * (record_keys below) under the same bounds.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
@@ -61,6 +62,27 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 
 enum { STEPS = 3, ACCUM = 2 };
 
+/* The record stack's model keys (issue 36) on this tiny shape: partial RoPE on 16 of the 64 dims
+ * with the NTK base scaling (trained at 64 tokens, run at 96), LN scale, XSA on the last 2 blocks
+ * (all 4 in the second), the SmearGate and the bigram hash embedding, with (bigram_dim 32) or
+ * without (128 = model_dim) its projection. NULL: the baseline. */
+static const char *const record_keys[][2] = {{"rope_dims", "16"},         {"rope_train_seq_len", "64"},
+                                             {"ln_scale", "1"},           {"xsa_last_n", "2"},
+                                             {"smear_gate", "1"},         {"bigram_vocab_size", "64"},
+                                             {"bigram_dim", "32"},        {NULL, NULL}};
+static const char *const record_keys_no_proj[][2] = {{"rope_dims", "16"},         {"ln_scale", "1"},
+                                                     {"xsa_last_n", "4"},         {"smear_gate", "1"},
+                                                     {"bigram_vocab_size", "64"}, {"bigram_dim", "128"},
+                                                     {NULL, NULL}};
+
+static void set_keys(Config *cfg, const char *const (*keys)[2]) {
+    for (; keys && keys[0][0]; keys++)
+        if (config_set(cfg, keys[0][0], keys[0][1], CT_SOURCE_COMMAND_LINE, "test") != 0) {
+            ct_print_error();
+            exit(1);
+        }
+}
+
 static void make_config(Config *cfg, int tied, double clip) {
     config_init(cfg);
     char clip_text[32];
@@ -77,7 +99,8 @@ static void make_config(Config *cfg, int tied, double clip) {
         }
 }
 
-/* Two identical states; the zero-initialised matrices get small random values. */
+/* Two identical states; the zero-initialised matrices (and the record stack's zero-initialised
+ * bigram table and smear gate) get small random values. */
 static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
     if (train_state_init(a, cfg) != 0 || train_state_init(b, cfg) != 0) {
         ct_print_error();
@@ -87,7 +110,7 @@ static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
     const ModelSpec *s = &a->spec;
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
-        int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head;
+        int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head || i == s->bigram_embed || i == s->smear;
         if (!zero) continue;
         ref_fill(a->params + p->offset, p->count, -0.02, 0.02, &rng);
     }
@@ -163,9 +186,10 @@ static Backend *make_cuda(const Config *cfg, TrainState *st, int ns_fp32) {
     return b;
 }
 
-static void compare_with_cpu(int tied, double clip) {
+static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]) {
     Config cfg;
     make_config(&cfg, tied, clip);
+    set_keys(&cfg, keys);
     TrainState cs, gs;
     make_states(&cs, &gs, &cfg);
     const ModelSpec *s = &cs.spec;
@@ -245,12 +269,23 @@ static void compare_with_cpu(int tied, double clip) {
 
 static void tied_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0);
+    compare_with_cpu(1, 0.0, NULL);
 }
 
 static void untied_clipped_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5);
+    compare_with_cpu(0, 0.5, NULL);
+}
+
+/* The record stack's model features (issue 36) against the CPU backend, under the same bounds. */
+static void record_keys_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, record_keys);
+}
+
+static void record_keys_no_bigram_proj_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.5, record_keys_no_proj);
 }
 
 /* Two CUDA runs from the same state: bitwise identical losses and state (bf16 Newton–Schulz). */
@@ -734,6 +769,8 @@ static void device_auto_picks_cuda(void) {
 int main(void) {
     RUN(tied_matches_cpu);
     RUN(untied_clipped_matches_cpu);
+    RUN(record_keys_match_cpu);
+    RUN(record_keys_no_bigram_proj_match_cpu);
     RUN(two_runs_bitwise_identical);
     RUN(cuda_graph_matches_launches);
     RUN(sharded_muon_bitwise);
