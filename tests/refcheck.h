@@ -77,6 +77,25 @@ static inline void ref_numgrad(ref_scalar_fn f, double *x, size_t n, void *ctx, 
     }
 }
 
+/* A copy of n floats (the first call of a backward, kept to compare the second with). */
+static inline float *ref_copy_floats(const float *x, size_t n) {
+    float *y = ref_new_floats(n);
+    for (size_t i = 0; i < n; i++) y[i] = x[i];
+    return y;
+}
+
+/* ||twice - 2*once|| / ||2*once||: a backward called a second time from the first call's
+ * result must add the same again (the += contract of every backward). */
+static inline double ref_doubling_err(const float *once, const float *twice, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)twice[i] - 2.0 * once[i];
+        num += d * d;
+        den += 4.0 * (double)once[i] * once[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 /* Poison an output buffer so an op that forgets to write part of it is caught. */
 static inline void ref_poison(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = NAN;

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import ref_gpt  # noqa: E402
+from parity import read_config  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -59,17 +60,6 @@ def position_losses(model, x, y):
     if out.numel() != x.numel():
         raise RuntimeError(f"RefGPT.loss gave {out.numel()} losses for {x.numel()} positions")
     return out.reshape(x.shape).double()
-
-
-def read_config(h):
-    cfg = {}
-    for k, v in h["config"].attrs.items():
-        if isinstance(v, bytes):
-            v = v.decode()
-        elif isinstance(v, np.generic):
-            v = v.item()
-        cfg[k] = v
-    return cfg
 
 
 def target_bytes(luts, prev, tgt):

@@ -33,27 +33,10 @@
 
 static float *zeros(size_t n) { return ct_calloc(n, sizeof(float), "test buffer"); }
 
-static float *copy_floats(const float *x, size_t n) {
-    float *y = ref_new_floats(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
 static int32_t *random_ids(int n, int vocab, uint64_t *rng) {
     int32_t *ids = ct_malloc((size_t)n * sizeof(int32_t), "test ids");
     for (int i = 0; i < n; i++) ids[i] = (int32_t)(ref_rand01(rng) * vocab);
     return ids;
-}
-
-/* ||twice - 2*once|| / ||2*once||: the second call of a backward must add the same again. */
-static double doubling_err(const float *once, const float *twice, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)twice[i] - 2.0 * once[i];
-        num += d * d;
-        den += 4.0 * (double)once[i] * once[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 static int all_finite(const float *x, size_t n) {
@@ -120,9 +103,9 @@ static void test_embedding(void) {
     ref_numgrad(embedding_loss, wte_d, nw, &p, FD_STEP, num);
     CHECK_ERR("embedding dwte vs FD", ref_rel_err(dwte, num, nw), GRADIENT_TOL);
 
-    float *once = copy_floats(dwte, nw);
+    float *once = ref_copy_floats(dwte, nw);
     cpu_embedding_backward(dwte, R, ids, N, C);
-    CHECK_ERR("embedding dwte accumulates", doubling_err(once, dwte, nw), ACCUMULATE_TOL);
+    CHECK_ERR("embedding dwte accumulates", ref_doubling_err(once, dwte, nw), ACCUMULATE_TOL);
 
     /* An out-of-range id is an error naming its position, and nothing is written. */
     ref_poison(out, nout);
@@ -187,7 +170,7 @@ static void check_rmsnorm(int N, int C, double x_scale, uint64_t seed) {
     CHECK_ERR(label, ref_rel_err(rstd, ref_rstd, (size_t)N), FORWARD_TOL);
 
     /* In place (out == x) gives the same bits. */
-    float *inplace = copy_floats(x, n);
+    float *inplace = ref_copy_floats(x, n);
     cpu_rmsnorm_forward(inplace, NULL, inplace, N, C, eps);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
@@ -196,9 +179,9 @@ static void check_rmsnorm(int N, int C, double x_scale, uint64_t seed) {
     snprintf(label, sizeof label, "rmsnorm %dx%d dx vs FD", N, C);
     CHECK_ERR(label, ref_rel_err(dx, num, n), GRADIENT_TOL);
 
-    float *once = copy_floats(dx, n);
+    float *once = ref_copy_floats(dx, n);
     cpu_rmsnorm_backward(dx, R, x, rstd, N, C);
-    CHECK_ERR("rmsnorm dx accumulates", doubling_err(once, dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("rmsnorm dx accumulates", ref_doubling_err(once, dx, n), ACCUMULATE_TOL);
     free(x), free(R), free(out), free(rstd), free(dx), free(inplace), free(once);
     free(x_d), free(R_d), free(ref), free(ref_rstd), free(num);
 }
@@ -255,10 +238,10 @@ static void test_linear(void) {
     CHECK_ERR("linear dx vs FD", ref_rel_err(dx, num_x, nx), GRADIENT_TOL);
     CHECK_ERR("linear dW vs FD", ref_rel_err(dW, num_W, nw), GRADIENT_TOL);
 
-    float *dx_once = copy_floats(dx, nx), *dW_once = copy_floats(dW, nw);
+    float *dx_once = ref_copy_floats(dx, nx), *dW_once = ref_copy_floats(dW, nw);
     cpu_linear_backward(dx, dW, R, x, W, N, in, out);
-    CHECK_ERR("linear dx accumulates", doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
-    CHECK_ERR("linear dW accumulates", doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
+    CHECK_ERR("linear dx accumulates", ref_doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
+    CHECK_ERR("linear dW accumulates", ref_doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
     free(x), free(W), free(R), free(y), free(dx), free(dW), free(dx_once), free(dW_once);
     free(x_d), free(W_d), free(R_d), free(ref), free(num_x), free(num_W);
 }
@@ -376,7 +359,7 @@ static void test_relu2(void) {
     double *u_d = ref_doubles_of(u, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *num = ref_new_doubles(n);
     for (size_t i = 0; i < n; i++) ref[i] = u_d[i] > 0 ? u_d[i] * u_d[i] : 0;
     CHECK_ERR("relu2 forward", ref_rel_err(h, ref, n), FORWARD_TOL);
-    float *inplace = copy_floats(u, n);
+    float *inplace = ref_copy_floats(u, n);
     cpu_relu2_forward(inplace, inplace, N, C);
     CHECK(memcmp(inplace, h, n * sizeof(float)) == 0, "in-place forward differs");
 
@@ -385,9 +368,9 @@ static void test_relu2(void) {
     ref_numgrad(relu2_loss, u_d, n, &p, FD_STEP, num);
     CHECK_ERR("relu2 du vs FD", ref_rel_err(du, num, n), GRADIENT_TOL);
 
-    float *once = copy_floats(du, n);
+    float *once = ref_copy_floats(du, n);
     cpu_relu2_backward(du, R, u, N, C);
-    CHECK_ERR("relu2 du accumulates", doubling_err(once, du, n), ACCUMULATE_TOL);
+    CHECK_ERR("relu2 du accumulates", ref_doubling_err(once, du, n), ACCUMULATE_TOL);
     free(u), free(R), free(h), free(du), free(inplace), free(once);
     free(u_d), free(R_d), free(ref), free(num);
 
@@ -448,7 +431,7 @@ static void test_residual_mix(void) {
     ResidualMixRef p = {N, C, x_d, x0_d, mix_d, R_d};
     residual_mix_ref(&p, ref);
     CHECK_ERR("residual_mix forward", ref_rel_err(out, ref, n), FORWARD_TOL);
-    float *inplace = copy_floats(x, n);
+    float *inplace = ref_copy_floats(x, n);
     cpu_residual_mix_forward(inplace, inplace, x0, mix, N, C);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
@@ -460,11 +443,11 @@ static void test_residual_mix(void) {
     CHECK_ERR("residual_mix dx0 vs FD", ref_rel_err(dx0, num_x0, n), GRADIENT_TOL);
     CHECK_ERR("residual_mix dmix vs FD", ref_rel_err(dmix, num_mix, nm), GRADIENT_TOL);
 
-    float *dx_once = copy_floats(dx, n), *dx0_once = copy_floats(dx0, n), *dmix_once = copy_floats(dmix, nm);
+    float *dx_once = ref_copy_floats(dx, n), *dx0_once = ref_copy_floats(dx0, n), *dmix_once = ref_copy_floats(dmix, nm);
     cpu_residual_mix_backward(dx, dx0, dmix, R, x, x0, mix, N, C);
-    CHECK_ERR("residual_mix dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
-    CHECK_ERR("residual_mix dx0 accumulates", doubling_err(dx0_once, dx0, n), ACCUMULATE_TOL);
-    CHECK_ERR("residual_mix dmix accumulates", doubling_err(dmix_once, dmix, nm), ACCUMULATE_TOL);
+    CHECK_ERR("residual_mix dx accumulates", ref_doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("residual_mix dx0 accumulates", ref_doubling_err(dx0_once, dx0, n), ACCUMULATE_TOL);
+    CHECK_ERR("residual_mix dmix accumulates", ref_doubling_err(dmix_once, dmix, nm), ACCUMULATE_TOL);
     free(x), free(x0), free(mix), free(R), free(out), free(dx), free(dx0), free(dmix), free(inplace);
     free(dx_once), free(dx0_once), free(dmix_once);
     free(x_d), free(x0_d), free(mix_d), free(R_d), free(ref), free(num_x), free(num_x0), free(num_mix);
@@ -511,7 +494,7 @@ static void test_scaled_add(void) {
     ScaledAddRef p = {N, C, x_d, b_d, s_d, R_d};
     scaled_add_ref(&p, ref);
     CHECK_ERR("scaled_add forward", ref_rel_err(out, ref, n), FORWARD_TOL);
-    float *inplace = copy_floats(x, n);
+    float *inplace = ref_copy_floats(x, n);
     cpu_scaled_add_forward(inplace, inplace, branch, scale, N, C);
     CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
 
@@ -523,11 +506,11 @@ static void test_scaled_add(void) {
     CHECK_ERR("scaled_add dbranch vs FD", ref_rel_err(dbranch, num_b, n), GRADIENT_TOL);
     CHECK_ERR("scaled_add dscale vs FD", ref_rel_err(dscale, num_s, (size_t)C), GRADIENT_TOL);
 
-    float *dx_once = copy_floats(dx, n), *db_once = copy_floats(dbranch, n), *ds_once = copy_floats(dscale, (size_t)C);
+    float *dx_once = ref_copy_floats(dx, n), *db_once = ref_copy_floats(dbranch, n), *ds_once = ref_copy_floats(dscale, (size_t)C);
     cpu_scaled_add_backward(dx, dbranch, dscale, R, branch, scale, N, C);
-    CHECK_ERR("scaled_add dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
-    CHECK_ERR("scaled_add dbranch accumulates", doubling_err(db_once, dbranch, n), ACCUMULATE_TOL);
-    CHECK_ERR("scaled_add dscale accumulates", doubling_err(ds_once, dscale, (size_t)C), ACCUMULATE_TOL);
+    CHECK_ERR("scaled_add dx accumulates", ref_doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("scaled_add dbranch accumulates", ref_doubling_err(db_once, dbranch, n), ACCUMULATE_TOL);
+    CHECK_ERR("scaled_add dscale accumulates", ref_doubling_err(ds_once, dscale, (size_t)C), ACCUMULATE_TOL);
 
     /* dx == NULL skips only dx: the other gradients are the same bits. */
     float *db_null = zeros(n), *ds_null = zeros((size_t)C);
@@ -602,11 +585,11 @@ static void check_logits_ce(int N, int C, int V, float softcap, double w_scale, 
     snprintf(label, sizeof label, "logits cap %g dW vs FD", (double)softcap);
     CHECK_ERR(label, ref_rel_err(dW, num_W, nw), GRADIENT_TOL);
 
-    float *dx_once = copy_floats(dx, nx), *dW_once = copy_floats(dW, nw);
+    float *dx_once = ref_copy_floats(dx, nx), *dW_once = ref_copy_floats(dW, nw);
     CHECK(cpu_logits_ce_forward_backward(dx, dW, losses, &mean, x, W, targets, N, C, V, softcap, loss_weight, scratch,
                                      chunk) == 0, "second call failed: %s", ct_error());
-    CHECK_ERR("logits dx accumulates", doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
-    CHECK_ERR("logits dW accumulates", doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
+    CHECK_ERR("logits dx accumulates", ref_doubling_err(dx_once, dx, nx), ACCUMULATE_TOL);
+    CHECK_ERR("logits dW accumulates", ref_doubling_err(dW_once, dW, nw), ACCUMULATE_TOL);
 
     /* Validation variant: the same losses and sum, with or without the per-token buffer. */
     float *val_losses = ref_new_floats((size_t)N);
@@ -799,7 +782,7 @@ static void check_thread_invariance(ThreadCase *tc) {
         tc->run(tc->ctx);
         for (int o = 0; o < 4 && tc->outputs[o]; o++) {
             if (t == 0) {
-                first[o] = copy_floats(tc->outputs[o], tc->counts[o]);
+                first[o] = ref_copy_floats(tc->outputs[o], tc->counts[o]);
                 if (!all_finite(first[o], tc->counts[o])) failed = 100 + o;
             } else if (memcmp(first[o], tc->outputs[o], tc->counts[o] * sizeof(float)) != 0) {
                 failed = thread_counts[t] * 10 + o;

@@ -34,27 +34,10 @@ static int verbose;
 
 static float *zeros(size_t n) { return ct_calloc(n, sizeof(float), "test buffer"); }
 
-static float *copy_floats(const float *x, size_t n) {
-    float *y = ref_new_floats(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
 static double dot(const double *a, const double *b, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += a[i] * b[i];
     return s;
-}
-
-/* ||twice - 2*once|| / ||2*once|| */
-static double doubling_err(const float *once, const float *twice, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)twice[i] - 2.0 * once[i];
-        num += d * d;
-        den += 4.0 * (double)once[i] * once[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* ---- SmearGate ----------------------------------------------------------------------------- */
@@ -105,10 +88,10 @@ static void test_smear(void) {
     ref_numgrad(smear_loss, g_d, C, &p, FD_STEP, num_g);
     CHECK_ERR("smear dx vs FD", ref_rel_err(dx, num_x, n), GRADIENT_TOL);
     CHECK_ERR("smear dgate vs FD", ref_rel_err(dgate, num_g, C), GRADIENT_TOL);
-    float *dx_once = copy_floats(dx, n), *dg_once = copy_floats(dgate, C);
+    float *dx_once = ref_copy_floats(dx, n), *dg_once = ref_copy_floats(dgate, C);
     cpu_smear_backward(dx, dgate, R, x, gate, B, T, C);
-    CHECK_ERR("smear dx accumulates", doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
-    CHECK_ERR("smear dgate accumulates", doubling_err(dg_once, dgate, C), ACCUMULATE_TOL);
+    CHECK_ERR("smear dx accumulates", ref_doubling_err(dx_once, dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("smear dgate accumulates", ref_doubling_err(dg_once, dgate, C), ACCUMULATE_TOL);
     free(x), free(gate), free(R), free(out), free(dx), free(dgate), free(dx_once), free(dg_once);
     free(x_d), free(g_d), free(R_d), free(ref), free(num_x), free(num_g);
 }
@@ -219,10 +202,10 @@ static void test_xsa(void) {
     ref_numgrad(xsa_loss, v_d, nv, &p, FD_STEP, num_v);
     CHECK_ERR("xsa dy vs FD", ref_rel_err(dy, num_y, ny), GRADIENT_TOL);
     CHECK_ERR("xsa dv vs FD", ref_rel_err(dv, num_v, nv), GRADIENT_TOL);
-    float *dy_once = copy_floats(dy, ny), *dv_once = copy_floats(dv, nv);
+    float *dy_once = ref_copy_floats(dy, ny), *dv_once = ref_copy_floats(dv, nv);
     cpu_xsa_backward(dy, dv, R, y, v, N, H, KV, hd);
-    CHECK_ERR("xsa dy accumulates", doubling_err(dy_once, dy, ny), ACCUMULATE_TOL);
-    CHECK_ERR("xsa dv accumulates", doubling_err(dv_once, dv, nv), ACCUMULATE_TOL);
+    CHECK_ERR("xsa dy accumulates", ref_doubling_err(dy_once, dy, ny), ACCUMULATE_TOL);
+    CHECK_ERR("xsa dv accumulates", ref_doubling_err(dv_once, dv, nv), ACCUMULATE_TOL);
     /* a zero value vector: F.normalize's clamp leaves y unchanged, and nothing is NaN */
     memset(v, 0, (size_t)hd * sizeof(float));
     cpu_xsa_forward(out, y, v, N, H, KV, hd);
