@@ -47,6 +47,10 @@ expect_fail() {
     else pass "$name"; fi
 }
 
+# python_with_h5py: the Python that has h5py and numpy (the system's here; on the GPU machines
+# often only the one on PATH).
+python_with_h5py() { if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then echo /usr/bin/python3; else echo python3; fi; }
+
 # expect_grep NAME PATTERN FILE : FILE must contain PATTERN (grep -E).
 expect_grep() {
     if grep -qE -- "$2" "$3"; then pass "$1"; else fail "$1" "/$2/ not found in $3: $(head -c 400 "$3")"; fi

@@ -57,23 +57,9 @@ expect_ok resume_with_nccl_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/s
 # both runs' loaders stand at the same place (every dataset and attribute under /loader equal)
 run on_cpu device=cpu resume="$WORK/on/checkpoints/step_00000006.h5" && pass resume_on_cpu \
     || fail resume_on_cpu "$(tail -3 on_cpu.log)"
-# the Python with h5py (the system's here; on GPU machines often only the one on PATH)
-PY=/usr/bin/python3
-"$PY" -c 'import h5py, numpy' 2>/dev/null || PY=python3
-if "$PY" - on/checkpoints/step_00000012.h5 on_cpu/checkpoints/step_00000012.h5 >loader.diff 2>&1 <<'PY'
-import sys, h5py, numpy as np
-a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
-def walk(g, out, prefix=""):
-    for k, v in g.attrs.items(): out[prefix + "@" + k] = np.asarray(v)
-    for k, v in g.items():
-        if isinstance(v, h5py.Group): walk(v, out, prefix + k + "/")
-        else: out[prefix + k] = v[()]
-la, lb = {}, {}
-walk(a["loader"], la); walk(b["loader"], lb)
-bad = [k for k in la if k not in lb or not np.array_equal(la[k], lb[k])] + [k for k in lb if k not in la]
-print("differ:", bad) if bad else print("equal:", len(la), "items")
-sys.exit(1 if bad or not la else 0)
-PY
+PY=$(python_with_h5py)
+if "$PY" "$CT_ROOT/tests/cli/loader_equal.py" on/checkpoints/step_00000012.h5 on_cpu/checkpoints/step_00000012.h5 \
+    >loader.diff 2>&1
 then pass resume_on_cpu_same_batches; else fail resume_on_cpu_same_batches "$(cat loader.diff)"; fi
 
 finish

@@ -17,8 +17,7 @@
 source "$CT_ROOT/tests/cli/lib.sh"
 unset CUDA_VISIBLE_DEVICES # lib.sh hides GPUs from the CPU tests; this one needs them
 for v in $(compgen -e | grep -E '^(SLURM_|PMI_|PMIX_|HYDI_|MPI_LOCAL)'); do unset "$v"; done
-PY=/usr/bin/python3
-"$PY" -c 'import h5py, numpy' 2>/dev/null || PY=python3
+PY=$(python_with_h5py)
 
 command -v mpiexec >/dev/null || skip_rest "mpiexec (MPICH's hydra) is not installed"
 "$CTRAIN" --version >version.txt 2>&1
@@ -110,20 +109,7 @@ then pass muon_w2_vs_w1; cat muon.out; else fail muon_w2_vs_w1 "$(cat muon.out)"
 # a W=2 checkpoint resumed at W=1 (GPU) and on the CPU backend: they read the very same batches
 # (at the end their loaders stand where the W=2 run's did: every dataset and attribute equal)
 same_loader() { # NAME A B
-    if "$PY" - "$2" "$3" >loader.diff 2>&1 <<'PY'
-import sys, h5py, numpy as np
-a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
-def walk(g, out, prefix=""):
-    for k, v in g.attrs.items(): out[prefix + "@" + k] = np.asarray(v)
-    for k, v in g.items():
-        if isinstance(v, h5py.Group): walk(v, out, prefix + k + "/")
-        else: out[prefix + k] = v[()]
-la, lb = {}, {}
-walk(a["loader"], la); walk(b["loader"], lb)
-bad = [k for k in la if k not in lb or not np.array_equal(la[k], lb[k])] + [k for k in lb if k not in la]
-print("differ:", bad) if bad else print("equal:", len(la), "items")
-sys.exit(1 if bad or not la else 0)
-PY
+    if "$PY" "$CT_ROOT/tests/cli/loader_equal.py" "$2" "$3" >loader.diff 2>&1
     then pass "$1"; else fail "$1" "$(cat loader.diff)"; fi
 }
 one r1 nccl=on resume="$WORK/w2a/checkpoints/step_00000006.h5" && pass resume_w1_from_w2 \
