@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bigram_hash.h" /* cpu_bigram_hash, shared with the CUDA backend */
+
 /* Width of the channel blocks that parameter-gradient reductions over tokens are split into:
  * one 64-byte cache line of floats, so two threads never write the same line. */
 #define CPU_CHANNEL_BLOCK 16
@@ -127,9 +129,8 @@ void cpu_smear_backward(float *dx, float *dgate, const float *dout, const float 
 
 /* ---- bigram hash embedding (cpu_bigram.c) ------------------------------------------------- */
 
-/* buckets[b,t] = (36313 ids[b,t] XOR 27191 ids[b,t-1]) mod (num_buckets - 1) in int32 arithmetic
- * as torch computes it; the first position of each sequence gets num_buckets - 1. */
-void cpu_bigram_hash(int32_t *buckets, const int32_t *ids, int B, int T, int num_buckets);
+/* The buckets of each position's token pair: cpu_bigram_hash in bigram_hash.h (included above),
+ * shared with the CUDA backend. */
 /* out[i] = x[i] + branch[i] * scale[0] over n elements (the branch's learned scalar scale). out
  * may equal x. */
 void cpu_add_scalar_scaled_forward(float *out, const float *x, const float *branch, const float *scale, size_t n);

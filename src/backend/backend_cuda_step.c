@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "cpu_ops.h" /* cpu_bigram_hash: the bigram buckets' index is made on the host */
+#include "bigram_hash.h" /* cpu_bigram_hash: the bigram buckets' index is made on the host */
 
 #include "backend_cuda_private.h"
 
