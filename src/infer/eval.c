@@ -2,7 +2,7 @@
  * ranks, mean token loss and bits per byte from the tokenizer tables; the record's sliding-window
  * validation (eval_val_sliding, eval_stride > 0; its windows in eval_sliding.c) with its windows
  * shared out to ranks the same way; and either for a set of weights on its own
- * (evaluate_weights, print_round_trip_evaluation: `ckpt golf`'s round trip). */
+ * (print_round_trip_evaluation: `ckpt golf`'s round trip). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +93,7 @@ int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, in
     return val_evaluate_sliding(b, v, d, seq_len, stride, val_loss, val_bpb);
 }
 
-/* The validation data and a backend over st's weights, in this process alone (evaluate_weights,
+/* The validation data and a backend over st's weights, in this process alone (for
  * print_round_trip_evaluation); eval_close frees what eval_open made, also after a failure. */
 typedef struct {
     TokenSet set;
@@ -122,15 +122,6 @@ static void eval_close(WeightsEval *e) {
     val_free(&e->v);
     data_free_set(&e->set);
     memset(e, 0, sizeof *e);
-}
-
-int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb) {
-    WeightsEval e;
-    int rc = eval_open(cfg, st, &e);
-    if (rc == 0)
-        rc = val_evaluate(e.b, &e.v, &e.single, cfg->train_seq_len, val_loss, val_bpb);
-    eval_close(&e);
-    return rc;
 }
 
 int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label) {

@@ -51,11 +51,8 @@ int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stri
 int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
                              double *val_loss, double *val_bpb);
 
-/* Validation loss and bits per byte (NaN without tokenizer tables) of the weights in st on
- * cfg's val_files, in this process alone, on cfg's device; the non-overlapping evaluation (as
- * train_gpt.py's eval_val; eval_stride is print_round_trip_evaluation's). */
-int evaluate_weights(const Config *cfg, TrainState *st, double *val_loss, double *val_bpb);
-/* The round trip's evaluation, printed as train_gpt.py prints it: "<label>_roundtrip val_loss:...
+/* The round trip's evaluation of the weights in st on cfg's val_files, in this process alone, on
+ * cfg's device, printed as train_gpt.py prints it: "<label>_roundtrip val_loss:...
  * val_bpb:... eval_time:Nms" and "<label>_roundtrip_exact ..." (non-overlapping), then with
  * cfg->eval_stride > 0 "<label>_sliding_window val_loss:... val_bpb:... stride:N eval_time:Nms"
  * and its _exact line; label is e.g. "final_int8_zlib". */
