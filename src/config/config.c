@@ -311,7 +311,7 @@ int config_validate(const Config *c, int world_size) {
             (long long)c->model_dim, (long long)c->num_heads, (long long)(c->model_dim / c->num_heads));
     REQUIRE(c->mlp_mult > 0 && c->mlp_mult <= 1024 && (int64_t)(c->mlp_mult * (double)c->model_dim) >= 1,
             "mlp_mult = %.15g: expected in (0, 1024] with int(mlp_mult * model_dim) >= 1", c->mlp_mult);
-    const int64_t head_dim = c->model_dim / c->num_heads;
+    const int64_t head_dim = config_head_dim(c);
     REQUIRE(c->rope_dims >= 0 && c->rope_dims <= head_dim && c->rope_dims % 2 == 0,
             "rope_dims = %lld: expected an even number in [0, head_dim = %lld] (0 = all of head_dim)",
             (long long)c->rope_dims, (long long)head_dim);
