@@ -121,9 +121,12 @@ override CXXFLAGS += -std=c++17 -Wall -Wextra -MMD -MP $(SPM_CFLAGS)
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc))
-CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+# SASS for the H100 (sm_90) and A100 (sm_80), and sm_90's PTX beside them, which newer GPUs
+# (sm_100, sm_120) compile when ctrain starts instead of failing with "no kernel image"
+CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=compute_90
 ifneq ($(NVCC),)
-CUDA_CFLAGS := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -DCT_HAVE_CUDA=1 -DCT_CUDA_ARCHS=sm_90,sm_80
+CUDA_CFLAGS := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -DCT_HAVE_CUDA=1 -DCT_CUDA_ARCHS=sm_90,sm_80,compute_90
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib \
              -Wl,-rpath,$(NCCL_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
@@ -131,7 +134,7 @@ CUDA_CFLAGS += -DCT_HAVE_NCCL=1
 CUDA_LIBS += -lnccl
 endif
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
-# nvcc splits -D values at commas (CT_CUDA_ARCHS=sm_90,sm_80 would also define sm_80, which
+# nvcc splits -D values at commas (CT_CUDA_ARCHS=sm_90,... would also define sm_80, which
 # breaks <nv/target>), so .cu files get the CUDA flags without it (they use __CUDA_ARCH_LIST__).
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif

@@ -46,6 +46,8 @@
 #include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */
 #include "cuda_logits.h"        /* logits + softcap + cross-entropy */
 #include "cuda_optim.h"         /* Adam, Muon, clipping */
+#include "cuda_weights.h"       /* weight decay, EMA, SWA sum (the record's optimizer additions) */
+#include "cuda_fake_quant.h"    /* late QAT's int6 fake quantization */
 
 #endif /* CT_HAVE_CUDA */
 #endif

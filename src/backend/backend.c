@@ -25,10 +25,6 @@ int backend_choose_gpu(const Config *cfg, BackendGpu *gpu) {
     return ct_fail("device = %s: no GPU to choose", cfg->device);
 }
 
-int backend_check_training_keys(const Config *cfg) {
-    return !strcmp(cfg->device, "cuda") ? backend_cuda_check_training_keys(cfg) : 0;
-}
-
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);

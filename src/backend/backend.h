@@ -84,6 +84,10 @@ struct Backend {
      * moments of the others; not the gradients) up to date from the backend's own copy, before a
      * checkpoint is written. */
     int (*sync_to_host)(Backend *b);
+    /* (optional, NULL where the backend computes on the TrainState's host buffers) The caller
+     * has replaced TrainState.params on the host (a run's averaged weights, at its end): the
+     * backend computes with them from then on. */
+    int (*weights_from_host)(Backend *b);
     void (*destroy)(Backend *b);
     /* (optional, NULL where the gradients live on the host) The device gradient buffer (fp32,
      * the TrainState's flat layout) and the stream (a cudaStream_t, as void *) the backend's work
@@ -121,11 +125,6 @@ typedef struct {
     char desc[200]; /* "CUDA device 0 (NVIDIA H100 80GB HBM3, PCI 0000:18:00.0)" */
 } BackendGpu;
 int backend_choose_gpu(const Config *cfg, BackendGpu *gpu);
-
-/* Before a training run on cfg->device (resolved): 0, or -1 naming the first configuration key
- * its backend does not implement (the CPU backend implements every key). Evaluation and
- * sampling need no such check: the keys concerned change only training. */
-int backend_check_training_keys(const Config *cfg);
 
 /* Create the backend named by cfg->device over an initialised TrainState. */
 int backend_create(Backend **out, const Config *cfg, TrainState *st);

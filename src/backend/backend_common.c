@@ -44,6 +44,10 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
     return 1;
 }
 
+int backend_qat_quantizes(const ParamInfo *p) {
+    return (p->group == PARAM_MATRIX || p->group == PARAM_HEAD) && p->ndim == 2;
+}
+
 int backend_pick_gpu(int visible, int explicit_device, int local_rank, int local_size, int may_share,
                      const char *host, const char *cuda_visible_devices, int *device) {
     const char *cvd = cuda_visible_devices ? cuda_visible_devices : "(unset)";

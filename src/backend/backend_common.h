@@ -42,6 +42,11 @@ double backend_adam_lr(ParamGroup group, const StepHyper *h);
  * decay) when that wd is 0 and for lm_head, which the record steps with plain Adam. */
 int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *factor);
 
+/* Whether late QAT fake-quantizes parameter p while it is on (docs/model.md, "Late QAT"): the
+ * linear layers' 2-D weights, train_gpt.py's CastedLinear (the Muon matrices and the untied
+ * lm_head; never the embeddings, tied or not). */
+int backend_qat_quantizes(const ParamInfo *p);
+
 /* Which CUDA device a rank uses, from what it sees and its place on its node:
  *   explicit_device >= 0 (CT_CUDA_DEVICE): that one of the visible devices;
  *   the rank sees one device (Slurm --gpus-per-task=1 or --gpu-bind=single:1, or a

@@ -144,18 +144,14 @@ static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
 }
 
 /* ---- late QAT (docs/model.md): the weights the forward reads ----
- * While a training forward/backward runs with TrainState.qat_active, the linear layers' 2-D
- * weights (train_gpt.py's CastedLinear: the Muon matrices and the untied lm_head; never the
- * embeddings, tied or not) are read from cb->qat_params, their int6 fake-quantized copy made at
- * the start of the micro-batch; everything else, and evaluation always, reads the master
+ * While a training forward/backward runs with TrainState.qat_active, the weights late QAT
+ * quantizes (backend_qat_quantizes) are read from cb->qat_params, their int6 fake-quantized copy
+ * made at the start of the micro-batch; everything else, and evaluation always, reads the master
  * weights. Gradients go to the master weights' places as they are (straight-through). */
-static int qat_quantizes(const ParamInfo *p) {
-    return (p->group == PARAM_MATRIX || p->group == PARAM_HEAD) && p->ndim == 2;
-}
 
 /* The weights of parameter p as this pass uses them. */
 static const float *weights_of(const CpuBackend *cb, const ParamInfo *p) {
-    const float *base = cb->qat_in_use && qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
+    const float *base = cb->qat_in_use && backend_qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
     return base + p->offset;
 }
 
@@ -166,7 +162,7 @@ static int qat_begin(CpuBackend *cb) {
         return ct_fail("QAT is on in the training state, but the backend was created without qat_enabled or late_qat");
     for (int i = 0; i < st->spec.num_params; i++) {
         const ParamInfo *p = &st->spec.params[i];
-        if (qat_quantizes(p))
+        if (backend_qat_quantizes(p))
             cpu_fake_quant_int6_rows(cb->qat_params + p->offset, st->params + p->offset, (int)p->shape[0],
                                      (int)p->shape[1]);
     }

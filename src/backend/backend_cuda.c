@@ -45,6 +45,8 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->d_exp_avg = BACKEND_TAKE_FLOATS(a, total, st);
     cb->d_exp_avg_sq = BACKEND_TAKE_FLOATS(a, total, st);
     cb->d_momentum = BACKEND_TAKE_FLOATS(a, total, st);
+    cb->d_ema = cb->base.state->ema ? BACKEND_TAKE_FLOATS(a, total, st) : NULL;
+    cb->d_swa_sum = cb->base.state->swa_sum ? BACKEND_TAKE_FLOATS(a, total, st) : NULL;
     for (int i = 0; i < s->num_params; i++) {
         const int in_blocks = i >= s->first_block && i < s->first_block + s->num_layers * BLK_NUM_PARAMS;
         /* [W_q; W_k; W_v], one [D + 2 KV, D] matrix for one product */
@@ -251,6 +253,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
     cb->base.sync_to_host = cuda_sync_for_checkpoint;
+    cb->base.weights_from_host = cuda_weights_from_host;
     cb->base.device_grads = backend_cuda_device_grads;
     cb->base.device_stream = backend_cuda_stream;
     cb->base.destroy = cuda_destroy;

@@ -29,11 +29,6 @@
  * environment has CT_CUDA_NS_FP32=1 (or backend_cuda_set_ns_fp32 is called). */
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st);
 
-/* backend_check_training_keys for device=cuda (backend.h): the keys of issue 36 it does not
- * implement yet, each refused when it is not at its default ("<key>=<value> is not implemented
- * on device=cuda yet (issue 36); use device=cpu"). Also in builds without CUDA. */
-int backend_cuda_check_training_keys(const Config *cfg);
-
 /* backend_choose_gpu for device=cuda (backend.h). */
 int backend_cuda_choose_gpu(BackendGpu *gpu);
 

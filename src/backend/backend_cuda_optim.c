@@ -1,7 +1,9 @@
 /* backend_cuda_optim.c — the CUDA backend's optimizer: the gradients handed to the host for a
  * host-side reduction (Backend.grad_buffer) and the step itself, Adam on the embeddings and
  * control tensors and Muon on the matrices in batches of one shape (muon_batches.h), sharded
- * across ranks when the step combines updates on the device. */
+ * across ranks when the step combines updates on the device; each weight decayed before its
+ * update when its group has weight decay, the weight averages (EMA, SWA's sum) after the step,
+ * all in the CPU backend's order (backend_cpu_optim.c). */
 #include "backend_cuda.h"
 
 #ifdef CT_HAVE_CUDA
@@ -64,6 +66,30 @@ static int muon_batch_step(CudaBackend *cb, int j, const StepHyper *h, int world
     return 0;
 }
 
+/* Decoupled weight decay of parameter p before its update, when its group has one
+ * (backend_weight_decay_factor, the CPU backend's rule). */
+static int decay(CudaBackend *cb, const ParamInfo *p, const StepHyper *h) {
+    double factor;
+    if (!backend_weight_decay_factor(p->group, h, &factor)) return 0;
+    return cuda_weight_decay(cb->d_params + p->offset, p->count, factor, cb->stream);
+}
+
+/* The weight averages after the whole step (the CPU backend's order): the EMA, SWA's sum. */
+static int average_weights(CudaBackend *cb, const StepHyper *h) {
+    TrainState *st = cb->base.state;
+    const size_t n = st->spec.total_floats;
+    if (h->ema_decay > 0) {
+        if (!cb->d_ema) return ct_fail("optimizer step: EMA asked for, but the training state has no EMA weights");
+        RETURN_ON_FAILURE(cuda_ema_update(cb->d_ema, cb->d_params, n, h->ema_decay, cb->stream));
+    }
+    if (h->swa_add) {
+        if (!cb->d_swa_sum) return ct_fail("optimizer step: SWA asked for, but the training state has no SWA sum");
+        RETURN_ON_FAILURE(cuda_swa_add(cb->d_swa_sum, cb->d_params, n, st->swa_count == 0, cb->stream));
+        st->swa_count++;
+    }
+    return 0;
+}
+
 /* Adam on the embeddings and control tensors, then Muon: each matrix's update is written in
  * its gradient's place (the gradient is not needed after the momentum step), batch by batch
  * (muon_batches.h). With combine_device, batch j's updates are computed only on rank
@@ -93,7 +119,8 @@ int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group == PARAM_MATRIX) continue;
-        if (cuda_adam_step(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, cb->d_exp_avg + p->offset,
+        if (decay(cb, p, h) != 0 ||
+            cuda_adam_step(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, cb->d_exp_avg + p->offset,
                            cb->d_exp_avg_sq + p->offset, p->count, backend_adam_lr(p->group, h), h->beta1, h->beta2,
                            h->adam_eps, st->adam_step, stream) != 0)
             return ct_fail_prefix("optimizer step, %s", p->name);
@@ -116,10 +143,13 @@ int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group != PARAM_MATRIX) continue;
-        if (cuda_muon_apply(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, p->count, h->matrix_lr,
+        if (decay(cb, p, h) != 0 ||
+            cuda_muon_apply(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, p->count, h->matrix_lr,
                             stream) != 0)
             return ct_fail_prefix("optimizer step, %s", p->name);
     }
+    cb->shadows_quantized = 0; /* the updates wrote bf16(w) into the shadows */
+    RETURN_ON_FAILURE(average_weights(cb, h));
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->d_grads, s->total_floats * sizeof(float), "cuda: zeroing the gradients"));
     RETURN_ON_FAILURE(sync_stream(cb, "cuda optimizer_step"));
     if (h->grad_clip_norm > 0) *grad_norm = cb->h_scalars[1];

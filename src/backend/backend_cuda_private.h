@@ -8,12 +8,10 @@
  *   backend_cuda_step.c   token upload, the forward and backward through the parameter-golf GPT,
  *                         the micro-batch's CUDA graph, evaluation, one position's logits
  *   backend_cuda_optim.c  the gradients handed to the host, the optimizer step (Adam, Muon in
- *                         batches, sharded Muon)
+ *                         batches, sharded Muon, weight decay, the EMA and SWA's sum)
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
- *                         checkpoint holds), the bf16 weight shadows
+ *                         checkpoint holds), the bf16 weight shadows (plain, or late QAT's)
  *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
- *   backend_cuda_keys.c   the configuration keys not implemented here yet, refused before
- *                         training (every build)
  *
  * The graph, the saved activations and the backward order are the CPU backend's
  * (backend_cpu.c); the differences are the precision policy (bf16 operands of every matrix
@@ -98,7 +96,12 @@ typedef struct {
 
     /* device state, flat layout of TrainState */
     float *d_params, *d_grads, *d_exp_avg, *d_exp_avg_sq, *d_momentum;
+    float *d_ema, *d_swa_sum; /* the weight averages (TrainState.ema / swa_sum), NULL without them */
     ct_bf16 **w16; /* [num_params]: bf16 shadow of each parameter used in a product, else NULL */
+    /* What the shadows hold: 0 bf16(w); 1 late QAT's bf16(fake_quant(w)) for the weights it
+     * quantizes (backend_qat_quantizes), what a training pass reads while QAT is on. Every pass
+     * first asks for the kind it needs (cuda_use_shadows); the optimizer step leaves kind 0. */
+    int shadows_quantized;
     void *cublas_ws; /* cuBLAS's fixed workspace (CUBLAS_WORKSPACE_BYTES) */
 
     /* tokens: pinned host staging and its device copy, one layout:
@@ -177,9 +180,16 @@ int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
 /* backend_cuda_state.c */
 int cuda_sync_for_checkpoint(Backend *b);
 
-/* backend_cuda_state.c: copies the five state buffers device -> host (to_host) or host ->
- * device (then refreshes the bf16 shadows), and waits for the copies. */
+/* backend_cuda_state.c: copies the state buffers (the five of every run, the weight averages
+ * of those that have them) device -> host (to_host) or host -> device (then refreshes the bf16
+ * shadows), and waits for the copies. */
 int cuda_copy_state(CudaBackend *cb, int to_host);
+/* backend_cuda_state.c: makes the bf16 shadows what the next pass reads — late QAT's
+ * fake-quantized weights for a training pass (training = 1) while TrainState.qat_active, else
+ * bf16(w) — rewriting them only when they hold the other kind (queued on the stream). */
+int cuda_use_shadows(CudaBackend *cb, int training);
+/* backend_cuda_state.c: Backend.weights_from_host: uploads the weights, plain shadows. */
+int cuda_weights_from_host(Backend *b);
 
 /* backend_cuda_device.c: the CUDA device this process uses (backend_pick_gpu from the
  * environment); -1 with ct_error() set when there is none or the placement is impossible. */

@@ -160,6 +160,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
     CudaBackend *cb = (CudaBackend *)b;
     *loss_sum = 0;
+    RETURN_ON_FAILURE(cuda_use_shadows(cb, 0)); /* evaluation reads the weights, never QAT's */
     for (int first = 0; first < num_seqs; first += cb->B) {
         const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
         const int N = B * cb->T;
@@ -183,6 +184,7 @@ int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss
  * uploaded apart, the forward and loss of cuda_evaluate, every position's loss downloaded. */
 int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses) {
     CudaBackend *cb = (CudaBackend *)b;
+    RETURN_ON_FAILURE(cuda_use_shadows(cb, 0));
     for (int first = 0; first < num_seqs; first += cb->B) {
         const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
         const int N = B * cb->T;
@@ -218,6 +220,7 @@ int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *log
     CudaBackend *cb = (CudaBackend *)b;
     const ModelSpec *s = &b->state->spec;
     if (pos < 0 || pos >= cb->T) return ct_fail("position %d outside the sequence of %d tokens", pos, cb->T);
+    RETURN_ON_FAILURE(cuda_use_shadows(cb, 0));
     RETURN_ON_FAILURE(backend_check_tokens(tokens, (size_t)cb->T, cb->vocab));
     RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
     for (int i = 0; i < cb->T; i++) cb->h_tok[i] = (int32_t)tokens[i];
@@ -437,6 +440,8 @@ int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight,
                        "cuda: gradient upload"));
         cb->grads_on_host = 0;
     }
+    /* late QAT's quantized weights while it is on (the graph reads the shadows, whatever they hold) */
+    RETURN_ON_FAILURE(cuda_use_shadows(cb, 1));
     RETURN_ON_FAILURE(load_tokens(cb, tokens, N, 1));
     /* the graph holds no gradient-ready reports: a micro-batch whose backward reports them (the
      * last of a step in an NCCL job) is launched op by op */

@@ -14,7 +14,7 @@
 #endif
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
-/* CT_CUDA_ARCHS comes from the Makefile as a bare list (sm_90,sm_80) to keep shell quoting simple. */
+/* CT_CUDA_ARCHS comes from the Makefile as a bare list (sm_90,sm_80,compute_90) to keep shell quoting simple. */
 #define CT_STRINGIFY_LIST(...) #__VA_ARGS__
 #define CT_STRINGIFY(x) CT_STRINGIFY_LIST(x)
 #endif

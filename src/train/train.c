@@ -301,7 +301,13 @@ static int train_loop(Trainer *t) {
 static int use_averaged_weights(Trainer *t) {
     const Config *cfg = t->cfg;
     char what[96];
+    /* a backend whose own copy is authoritative (CUDA) brings the averages to the host first
+     * (on rank 0 the final checkpoint did; the other ranks have not written one) */
+    if ((t->st.ema || t->st.swa_sum) && t->backend->sync_to_host && t->backend->sync_to_host(t->backend) != 0)
+        return ct_fail_prefix("the run's averaged weights");
     const char *used = train_state_use_average(&t->st, what, sizeof what);
+    if (used && t->backend->weights_from_host && t->backend->weights_from_host(t->backend) != 0)
+        return ct_fail_prefix("the run's %s", used);
     if (!used) {
         if (t->st.swa_sum)
             printf("swa: %lld snapshot(s) taken (swa_every = %lld, from lr_scale < 0.5 on), fewer than 2: the live "
@@ -347,7 +353,7 @@ int train_run(Config *cfg) {
     t.rank = dist.rank;
     t.world = dist.world_size;
     dist.op_timeout_s = cfg->collective_timeout;
-    if (config_validate(cfg, t.world) != 0 || backend_check_training_keys(cfg) != 0) {
+    if (config_validate(cfg, t.world) != 0) {
         if (t.rank == 0) ct_print_error();
         dist_finalize(&dist);
         return CT_EXIT_USAGE;

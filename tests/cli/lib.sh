@@ -51,6 +51,17 @@ expect_fail() {
 # often only the one on PATH).
 python_with_h5py() { if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then echo /usr/bin/python3; else echo python3; fi; }
 
+# expect_cuda_takes NAME CMD... : a device=cuda run of CMD accepts its configuration. With no GPU
+# visible (CUDA_VISIBLE_DEVICES="" above) it gets as far as choosing its GPU and fails there,
+# exit 1 naming cuda; a key it refused would have ended it before, with exit 2.
+expect_cuda_takes() {
+    local name=$1; shift
+    "$@" >"$WORK/out" 2>"$WORK/err"
+    local rc=$?
+    if [ $rc -ne 1 ]; then fail "$name" "expected exit 1, got $rc: $(tail -c 400 "$WORK/err")"
+    elif ! grep -qi 'cuda' "$WORK/err"; then fail "$name" "stderr does not name cuda: $(tail -c 400 "$WORK/err")"
+    else pass "$name"; fi
+}
 # expect_grep NAME PATTERN FILE : FILE must contain PATTERN (grep -E).
 expect_grep() {
     if grep -qE -- "$2" "$3"; then pass "$1"; else fail "$1" "/$2/ not found in $3: $(head -c 400 "$3")"; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_record_optim.sh — the record's optimizer additions from the outside (issue 36): decoupled
 # weight decay, the EMA of the weights, SWA and late QAT on the CPU backend. Their keys' errors;
-# device=cuda refusing them; what a run logs (train_gpt.py's lines) and ends with (the averaged
+# device=cuda taking them; what a run logs (train_gpt.py's lines) and ends with (the averaged
 # weights replace the live ones for the final validation and the artifact); the checkpoint's
 # new groups (/ema, /swa, /qat) seen by h5dump, verify, info and diff; interrupted runs that
 # resume bit for bit with the EMA, SWA and QAT state; refused resumes across ema_enabled /
@@ -32,10 +32,10 @@ expect_fail bad_adam_wd 2 'adam_wd = -1: expected >= 0' "$CTRAIN" train "${cfg[@
 expect_fail bad_qat_threshold 2 'qat_threshold = -0.5: expected >= 0' "$CTRAIN" train "${cfg[@]}" qat_threshold=-0.5 out_dir=bad
 expect_fail bad_ema_env 2 'ema_decay = 1.5' env EMA_DECAY=1.5 "$CTRAIN" train "${cfg[@]}" out_dir=bad
 
-# ---- device=cuda refuses what it does not implement, before any data is read ----
+# ---- device=cuda takes them (tests/unit/test_gpu_step.c's record_optim cases check it against
+# the CPU backend) ----
 for kv in muon_wd=0.04 adam_wd=0.02 ema_enabled=1 swa_enabled=1 qat_enabled=1 late_qat=1; do
-    expect_fail "cuda_refuses_${kv%%=*}" 2 "^ctrain: error: ${kv}(\\.0*)? is not implemented on device=cuda yet \\(issue 36\\); use device=cpu" \
-        "$CTRAIN" train "${cfg[@]}" device=cuda "$kv" out_dir=cuda
+    expect_cuda_takes "cuda_takes_${kv%%=*}" "$CTRAIN" train "${cfg[@]}" device=cuda "$kv" out_dir=cuda
 done
 
 # ---- reference runs, uninterrupted ----

@@ -18,6 +18,7 @@
 #include "gpu_ops_rope.h"
 #include "gpu_ops_rowops.h"
 #include "gpu_ops_smear.h"
+#include "gpu_ops_weights.h"
 #include "gpu_ops_xsa.h"
 
 #ifdef CT_HAVE_CUDA
@@ -45,6 +46,8 @@
 #define REC_BIGRAM_VOCAB 2048
 #define REC_BIGRAM_DIM 128
 #define REC_V_EXTRA 768
+/* the record's parameter count (11 layers, mlp_mult 3, bigram 2048 x 128): the weight passes' length */
+#define REC_PARAMS 26829913
 
 static const OpCase gpu_op_cases[] = {
     /* ---- rowops (gpu_ops_rowops.h): d = {N, C, mode} ---- */
@@ -267,6 +270,17 @@ static const OpCase gpu_op_cases[] = {
     {&op_muon_update, "1024x512", {B_MLP, B_MODEL}, CASE_BENCH, 0},
     {&op_muon_update_fp32, "1024x512", {B_MLP, B_MODEL}, CASE_BENCH, 0},
     {&op_muon_update_batch, "9x1024x512", {9, B_MLP, B_MODEL}, CASE_BENCH, 0},
+
+    /* ---- weight passes and late QAT (gpu_ops_weights.h): d = {n}; fake quant {rows, cols, amplitude} ---- */
+    {&op_weight_decay, "odd", {100003}, CASE_TEST, 0},
+    {&op_ema_update, "odd", {100003}, CASE_TEST, 0},
+    {&op_swa_add, "odd", {100003}, CASE_TEST, 0},
+    {&op_swa_start, "odd", {100003}, CASE_TEST, 0},
+    {&op_ema_update, "record", {REC_PARAMS}, CASE_BENCH, 0},
+    {&op_fake_quant, "small_scale_clamped", {37, 203, 0}, CASE_TEST, 0},
+    {&op_fake_quant, "rows_over_a_block", {61, 1000, 1}, CASE_TEST, 0},
+    {&op_fake_quant, "short_rows", {5, 77, 1}, CASE_TEST, 0},
+    {&op_fake_quant, "record_fc", {3 * B_MODEL, B_MODEL, 1}, CASE_BENCH, 0},
 };
 static const size_t gpu_op_count = sizeof gpu_op_cases / sizeof gpu_op_cases[0];
 

@@ -9,7 +9,9 @@
  * attention tiles), vocab 128, 3 sequences per micro-batch. The zero-initialised matrices
  * (attn.proj, mlp.proj, lm_head) get small random values so every gradient is non-zero from
  * the first step. The record-stack cases (issue 36) add its model keys to the same shape
- * (record_keys below) under the same bounds.
+ * (record_keys below), and its optimizer additions (weight decay, the EMA, SWA, QAT:
+ * record_optim_keys, record_swa_keys), under the same bounds; late QAT's shadows and the
+ * run-end upload of the averaged weights are checked bitwise.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
@@ -47,6 +49,8 @@ GPU_TEST_MAIN_WITHOUT_CUDA()
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "backend_cuda_private.h" /* qat_shadows_train_not_evaluate reads the bf16 shadows */
+#include "cpu_fake_quant.h"
 #include "config.h"
 #include "infer.h"
 
@@ -74,6 +78,16 @@ static const char *const record_keys_no_proj[][2] = {{"rope_dims", "16"},       
                                                      {"xsa_last_n", "4"},         {"smear_gate", "1"},
                                                      {"bigram_vocab_size", "64"}, {"bigram_dim", "128"},
                                                      {NULL, NULL}};
+
+/* The record's optimizer additions (issue 36): weight decay on both optimizers, the EMA and QAT
+ * from step 0 (tied embeddings: the matrices are quantized); and SWA taking a snapshot every
+ * step with QAT and the untied lm_head quantized too. */
+static const char *const record_optim_keys[][2] = {{"muon_wd", "0.04"},    {"adam_wd", "0.02"},
+                                                   {"ema_enabled", "1"},   {"ema_decay", "0.9"},
+                                                   {"qat_enabled", "1"},   {NULL, NULL}};
+static const char *const record_swa_keys[][2] = {{"swa_enabled", "1"}, {"swa_every", "1"},
+                                                 {"qat_enabled", "1"}, {"adam_wd", "0.02"},
+                                                 {NULL, NULL}};
 
 static void set_keys(Config *cfg, const char *const (*keys)[2]) {
     for (; keys && keys[0][0]; keys++)
@@ -186,7 +200,8 @@ static Backend *make_cuda(const Config *cfg, TrainState *st, int ns_fp32) {
     return b;
 }
 
-static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]) {
+/* lr_scale: the schedule's factor of every step (below 0.5 SWA takes snapshots). */
+static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2], double lr_scale) {
     Config cfg;
     make_config(&cfg, tied, clip);
     set_keys(&cfg, keys);
@@ -231,7 +246,7 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
                 CHECK_TENSORS("gradients after micro-batch 1", gs.grads, cs.grads, NULL, -1, GRAD_TOL, GRAD_TOL_ALL);
             }
         }
-        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+        StepHyper h = step_hyper_from_config(&cfg, step, lr_scale);
         double cn = 0, gn = 0;
         CHECK(cpu->optimizer_step(cpu, &h, &cn) == 0, "cpu step: %s", ct_error());
         CHECK(gpu->optimizer_step(gpu, &h, &gn) == 0, "cuda step: %s", ct_error());
@@ -256,6 +271,20 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
     CHECK_TENSORS("Adam exp_avg", gs.exp_avg, cs.exp_avg, NULL, PARAM_SCALAR, STATE_TOL, STATE_TOL_ALL);
     CHECK_TENSORS("Adam exp_avg_sq", gs.exp_avg_sq, cs.exp_avg_sq, NULL, PARAM_SCALAR, STATE_TOL, STATE_TOL_ALL);
     CHECK_TENSORS("Muon momentum", gs.momentum, cs.momentum, NULL, PARAM_MATRIX, STATE_TOL, STATE_TOL_ALL);
+    /* the weight averages: combinations of the steps' weights, so within the weights' bounds,
+     * relative to their change from where they started (the EMA from the initial weights, the
+     * SWA sum of STEPS snapshots from STEPS times them) */
+    CHECK((gs.ema != NULL) == (cs.ema != NULL) && (gs.swa_sum != NULL) == (cs.swa_sum != NULL), "averages differ");
+    if (cs.ema) CHECK_TENSORS("EMA after 3 steps (vs change)", gs.ema, cs.ema, init, -1, PARAM_TOL, PARAM_TOL_ALL);
+    if (cs.swa_sum) {
+        CHECK(gs.swa_count == cs.swa_count && cs.swa_count == STEPS, "swa_count %lld vs cpu %lld, expected %d",
+              (long long)gs.swa_count, (long long)cs.swa_count, STEPS);
+        float *init_sum = copy_host(init, s->total_floats);
+        for (size_t i = 0; i < s->total_floats; i++) init_sum[i] *= STEPS;
+        CHECK_TENSORS("SWA sum after 3 steps (vs change)", gs.swa_sum, cs.swa_sum, init_sum, -1, PARAM_TOL,
+                      PARAM_TOL_ALL);
+        free(init_sum);
+    }
     /* the gradients were zeroed by the step on both sides */
     for (size_t i = 0; i < s->total_floats; i++) CHECK(gs.grads[i] == 0.0f, "gradient %zu not zeroed after the step", i);
 
@@ -269,23 +298,217 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
 
 static void tied_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, NULL);
+    compare_with_cpu(1, 0.0, NULL, 1.0);
 }
 
 static void untied_clipped_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, NULL);
+    compare_with_cpu(0, 0.5, NULL, 1.0);
 }
 
 /* The record stack's model features (issue 36) against the CPU backend, under the same bounds. */
 static void record_keys_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, record_keys);
+    compare_with_cpu(1, 0.0, record_keys, 1.0);
 }
 
 static void record_keys_no_bigram_proj_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, record_keys_no_proj);
+    compare_with_cpu(0, 0.5, record_keys_no_proj, 1.0);
+}
+
+/* The record's optimizer additions (weight decay, EMA, SWA, QAT) against the CPU backend, under
+ * the same bounds (SWA at lr_scale 0.4, where it takes its snapshots). */
+static void record_optim_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, record_optim_keys, 1.0);
+}
+
+static void record_swa_qat_untied_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.5, record_swa_keys, 0.4);
+}
+
+/* Late QAT on the device: while TrainState.qat_active, a training pass reads
+ * bf16(fake_quant(w)) for the weights QAT quantizes (bitwise the CPU's fake quantization rounded
+ * once) and bf16(w) for the others; evaluation and sampling read bf16(w) (their results bitwise
+ * those with QAT off), and a training pass after them quantizes again. White-box: the shadows
+ * are read through the backend's private state. */
+static void check_shadows(const CudaBackend *cb, const TrainState *st, int quantized, const char *when) {
+    const ModelSpec *s = &st->spec;
+    int checked = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        if (!cb->w16[i]) continue;
+        float *want = copy_host(st->params + p->offset, p->count);
+        if (quantized && backend_qat_quantizes(p)) {
+            cpu_fake_quant_int6_rows(want, st->params + p->offset, (int)p->shape[0], (int)p->shape[1]);
+            checked++;
+        }
+        host_round_bf16(want, p->count);
+        float *got = host_from_dev_bf16(cb->w16[i], p->count);
+        CHECK(memcmp(got, want, p->count * sizeof(float)) == 0, "%s: %s's bf16 shadow is not %s", when, p->name,
+              quantized && backend_qat_quantizes(p) ? "bf16(fake_quant(w))" : "bf16(w)");
+        free(want), free(got);
+    }
+    if (quantized) CHECK(checked >= 6 * s->num_layers, "%s: only %d weights quantized", when, checked);
+}
+
+static void qat_shadows_train_not_evaluate(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 0, 0.0);
+    set_keys(&cfg, (const char *const[][2]){{"late_qat", "1"}, {NULL, NULL}});
+    TrainState st, plain;
+    make_states(&st, &plain, &cfg);
+    Backend *b = make_cuda(&cfg, &st, 0), *ref = make_cuda(&cfg, &plain, 0);
+    CHECK(b && ref, "cuda backend: %s", ct_error());
+    if (!b || !ref) return;
+    const CudaBackend *cb = (const CudaBackend *)b;
+    const size_t span = (size_t)b->micro_batch_seqs * b->seq_len + 1;
+    uint32_t *tok = make_tokens(span, st.spec.vocab, 6000);
+    double loss_off, loss_on, eval_on, eval_off, norm;
+    /* QAT off (late QAT not switched on yet): the plain shadows, through a whole step */
+    CHECK(b->forward_backward(b, tok, 1.0f, &loss_off) == 0, "fb: %s", ct_error());
+    check_shadows(cb, &st, 0, "QAT off");
+    StepHyper h = step_hyper_from_config(&cfg, 0, 1.0);
+    CHECK(b->optimizer_step(b, &h, &norm) == 0, "step: %s", ct_error());
+    CHECK(backend_cuda_sync_to_host(b) == 0, "sync: %s", ct_error());
+    memcpy(plain.params, st.params, st.spec.total_floats * sizeof(float));
+    CHECK(backend_cuda_sync_from_host(ref) == 0, "sync: %s", ct_error());
+    /* switched on, as the training loop does: the next training pass reads the quantized weights */
+    st.qat_active = 1;
+    CHECK(b->forward_backward(b, tok, 1.0f, &loss_on) == 0, "fb: %s", ct_error());
+    check_shadows(cb, &st, 1, "training with QAT on");
+    CHECK(loss_on != loss_off, "the loss with QAT on is the loss without it (%.9g)", loss_on);
+    /* evaluation and sampling read the weights themselves */
+    const int seqs = b->micro_batch_seqs;
+    uint32_t *val = make_tokens((size_t)seqs * b->seq_len + 1, st.spec.vocab, 6001);
+    CHECK(b->evaluate(b, val, seqs, &eval_on) == 0 && ref->evaluate(ref, val, seqs, &eval_off) == 0, "evaluate: %s",
+          ct_error());
+    CHECK(memcmp(&eval_on, &eval_off, sizeof eval_on) == 0, "evaluate with QAT on: %.17g, with it off %.17g", eval_on,
+          eval_off);
+    check_shadows(cb, &st, 0, "evaluating with QAT on");
+    const int V = st.spec.vocab;
+    float *la = malloc((size_t)V * sizeof(float)), *lb = malloc((size_t)V * sizeof(float));
+    CHECK(b->forward_backward(b, tok, 1.0f, &loss_on) == 0, "fb: %s", ct_error());
+    check_shadows(cb, &st, 1, "training again after the evaluation");
+    CHECK(b->position_logits(b, val, 5, la) == 0 && ref->position_logits(ref, val, 5, lb) == 0, "logits: %s",
+          ct_error());
+    CHECK(memcmp(la, lb, (size_t)V * sizeof(float)) == 0, "position_logits with QAT on differ from QAT off");
+    free(la), free(lb), free(val), free(tok);
+    b->destroy(b);
+    ref->destroy(ref);
+    train_state_free(&st);
+    train_state_free(&plain);
+    config_free(&cfg);
+}
+
+/* The run's end (train.c): the averaged weights replace the live ones on the host and
+ * weights_from_host uploads them; the backend then evaluates exactly as one created on them. */
+static void averaged_weights_from_host(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    set_keys(&cfg, record_optim_keys);
+    TrainState st, fresh;
+    make_states(&st, &fresh, &cfg);
+    Backend *b = make_cuda(&cfg, &st, 0);
+    CHECK(b && b->weights_from_host, "cuda backend: %s", ct_error());
+    if (!b || !b->weights_from_host) return;
+    const size_t span = (size_t)b->micro_batch_seqs * b->seq_len + 1;
+    for (int step = 0; step < 2; step++) {
+        uint32_t *tok = make_tokens(span, st.spec.vocab, 7000 + (uint64_t)step);
+        double loss, norm;
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+        CHECK(b->forward_backward(b, tok, 1.0f, &loss) == 0 && b->optimizer_step(b, &h, &norm) == 0, "step: %s",
+              ct_error());
+        free(tok);
+    }
+    CHECK(b->sync_to_host(b) == 0, "sync: %s", ct_error());
+    char what[96];
+    CHECK(train_state_use_average(&st, what, sizeof what) && !strcmp(what, "EMA weights"), "no EMA weights");
+    CHECK(b->weights_from_host(b) == 0, "weights_from_host: %s", ct_error());
+    memcpy(fresh.params, st.params, st.spec.total_floats * sizeof(float));
+    Backend *f = make_cuda(&cfg, &fresh, 0);
+    CHECK(f, "cuda backend: %s", ct_error());
+    const int seqs = b->micro_batch_seqs;
+    uint32_t *val = make_tokens((size_t)seqs * b->seq_len + 1, st.spec.vocab, 7100);
+    double eb = 0, ef = 0;
+    CHECK(b->evaluate(b, val, seqs, &eb) == 0 && f && f->evaluate(f, val, seqs, &ef) == 0, "evaluate: %s",
+          ct_error());
+    CHECK(memcmp(&eb, &ef, sizeof eb) == 0, "evaluation after weights_from_host %.17g, on a new backend %.17g", eb, ef);
+    free(val);
+    b->destroy(b);
+    if (f) f->destroy(f);
+    train_state_free(&st);
+    train_state_free(&fresh);
+    config_free(&cfg);
+}
+
+/* A resume with the record's optimizer state (weight decay, the EMA, QAT on): 3 steps in one go
+ * against 1 step, then what a checkpoint holds (Backend.sync_to_host: the weights, the EMA,
+ * Muon's momentum of the matrices, Adam's moments of the others, the counters) copied into a
+ * fresh TrainState as a checkpoint load fills one, a new backend on it and 2 more steps: the
+ * losses, weights, EMA and optimizer state bitwise those of the uninterrupted run. */
+static void resume_with_averages_bitwise(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 0, 0.0);
+    set_keys(&cfg, record_optim_keys);
+    TrainState sa, sb, sc;
+    make_states(&sa, &sb, &cfg);
+    CHECK(train_state_init(&sc, &cfg) == 0, "state: %s", ct_error());
+    const ModelSpec *s = &sa.spec;
+    const size_t n = s->total_floats, bytes = n * sizeof(float);
+    Backend *a = make_cuda(&cfg, &sa, 0), *b = make_cuda(&cfg, &sb, 0), *c = NULL;
+    CHECK(a && b, "cuda backend: %s", ct_error());
+    if (!a || !b) return;
+    const size_t span = (size_t)a->micro_batch_seqs * a->seq_len + 1;
+    for (int step = 0; step < 3; step++) {
+        if (step == 1) { /* b stops after its first step; c resumes from what it saved */
+            CHECK(b->sync_to_host(b) == 0, "checkpoint sync: %s", ct_error());
+            memcpy(sc.params, sb.params, bytes);
+            memcpy(sc.ema, sb.ema, bytes);
+            for (int i = 0; i < s->num_params; i++) {
+                const ParamInfo *p = &s->params[i];
+                const size_t at = p->offset, len = p->count * sizeof(float);
+                if (p->group == PARAM_MATRIX) memcpy(sc.momentum + at, sb.momentum + at, len);
+                else memcpy(sc.exp_avg + at, sb.exp_avg + at, len), memcpy(sc.exp_avg_sq + at, sb.exp_avg_sq + at, len);
+            }
+            sc.adam_step = sb.adam_step;
+            sc.qat_active = sb.qat_active;
+            c = make_cuda(&cfg, &sc, 0);
+            CHECK(c, "cuda backend: %s", ct_error());
+            if (!c) break;
+        }
+        Backend *r = step == 0 ? b : c;
+        StepHyper h = step_hyper_from_config(&cfg, step, 1.0 - 0.2 * step);
+        double la = 0, lr = 0, na, nr;
+        for (int m = 0; m < ACCUM; m++) {
+            uint32_t *tok = make_tokens(span, s->vocab, 8000 + (uint64_t)(step * ACCUM + m));
+            CHECK(a->forward_backward(a, tok, 1.0f / ACCUM, &la) == 0 && r->forward_backward(r, tok, 1.0f / ACCUM, &lr) == 0,
+                  "fb: %s", ct_error());
+            CHECK(memcmp(&la, &lr, sizeof la) == 0, "step %d micro %d: loss %.17g, resumed %.17g", step + 1, m, la, lr);
+            free(tok);
+        }
+        CHECK(a->optimizer_step(a, &h, &na) == 0 && r->optimizer_step(r, &h, &nr) == 0, "step: %s", ct_error());
+    }
+    if (c) {
+        CHECK(backend_cuda_sync_to_host(a) == 0 && backend_cuda_sync_to_host(c) == 0, "sync: %s", ct_error());
+        CHECK(memcmp(sa.params, sc.params, bytes) == 0, "weights differ after the resume");
+        CHECK(memcmp(sa.ema, sc.ema, bytes) == 0, "EMA differs after the resume");
+        CHECK(memcmp(sa.momentum, sc.momentum, bytes) == 0 && memcmp(sa.exp_avg, sc.exp_avg, bytes) == 0 &&
+                  memcmp(sa.exp_avg_sq, sc.exp_avg_sq, bytes) == 0,
+              "optimizer state differs after the resume");
+        c->destroy(c);
+    }
+    a->destroy(a);
+    b->destroy(b);
+    train_state_free(&sa);
+    train_state_free(&sb);
+    train_state_free(&sc);
+    config_free(&cfg);
 }
 
 /* Two CUDA runs from the same state: bitwise identical losses and state (bf16 Newton–Schulz). */
@@ -518,10 +741,21 @@ static void sharded_muon_bitwise(void) {
 /* The hook a checkpoint uses (Backend.sync_to_host) brings every value a checkpoint holds to the
  * host — weights, Muon momentum of the matrices, Adam moments of the others — bitwise as the
  * full download does, whatever the host buffers held before. */
+static void check_checkpoint_sync(const char *const (*keys)[2], double lr_scale);
 static void checkpoint_sync_covers_checkpoint(void) {
     REQUIRE_GPU();
+    check_checkpoint_sync(NULL, 1.0);
+}
+/* with the EMA, and with SWA's sum (snapshots at lr_scale 0.4), the averages too */
+static void checkpoint_sync_covers_averages(void) {
+    REQUIRE_GPU();
+    check_checkpoint_sync(record_optim_keys, 1.0);
+    check_checkpoint_sync(record_swa_keys, 0.4);
+}
+static void check_checkpoint_sync(const char *const (*keys)[2], double lr_scale) {
     Config cfg;
     make_config(&cfg, 0, 0.0);
+    set_keys(&cfg, keys);
     TrainState sa, sb;
     make_states(&sa, &sb, &cfg);
     const ModelSpec *s = &sa.spec;
@@ -531,22 +765,31 @@ static void checkpoint_sync_covers_checkpoint(void) {
     for (int step = 0; step < 2; step++) {
         uint32_t *tok = make_tokens(span, s->vocab, 4000 + (uint64_t)step);
         double loss, norm;
-        StepHyper h = step_hyper_from_config(&cfg, step, 1.0);
+        StepHyper h = step_hyper_from_config(&cfg, step, lr_scale);
         CHECK(b->forward_backward(b, tok, 1.0f, &loss) == 0 && b->optimizer_step(b, &h, &norm) == 0, "step: %s",
               ct_error());
         free(tok);
     }
     const size_t n = s->total_floats;
     for (size_t i = 0; i < n; i++) sa.params[i] = sa.exp_avg[i] = sa.exp_avg_sq[i] = sa.momentum[i] = NAN;
+    float *average = sa.ema ? sa.ema : sa.swa_sum;
+    for (size_t i = 0; average && i < n; i++) average[i] = NAN;
     CHECK(b->sync_to_host && b->sync_to_host(b) == 0, "checkpoint sync: %s", ct_error());
-    float *keep[4];
-    float *bufs[4] = {sa.params, sa.exp_avg, sa.exp_avg_sq, sa.momentum};
-    for (int k = 0; k < 4; k++) {
+    float *keep[5];
+    float *bufs[5] = {sa.params, sa.exp_avg, sa.exp_avg_sq, sa.momentum, average};
+    for (int k = 0; k < 5; k++) {
         keep[k] = malloc(n * sizeof(float));
-        memcpy(keep[k], bufs[k], n * sizeof(float));
+        if (bufs[k]) memcpy(keep[k], bufs[k], n * sizeof(float));
     }
     CHECK(backend_cuda_sync_to_host(b) == 0, "full sync: %s", ct_error());
     CHECK(memcmp(keep[0], sa.params, n * sizeof(float)) == 0, "params differ from the full download");
+    if (average) {
+        CHECK(memcmp(keep[4], average, n * sizeof(float)) == 0, "%s differs from the full download",
+              sa.ema ? "ema" : "swa_sum");
+        int moved = 0;
+        for (size_t i = 0; i < n && !moved; i++) moved = average[i] != sb.params[i] * (sa.ema ? 1.0f : 2.0f);
+        CHECK(moved, "the %s did not change in 2 steps", sa.ema ? "EMA" : "SWA sum");
+    }
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         const size_t bytes = p->count * sizeof(float);
@@ -557,7 +800,7 @@ static void checkpoint_sync_covers_checkpoint(void) {
                       memcmp(keep[2] + p->offset, sa.exp_avg_sq + p->offset, bytes) == 0,
                   "%s: Adam moments not downloaded", p->name);
     }
-    for (int k = 0; k < 4; k++) free(keep[k]);
+    for (int k = 0; k < 5; k++) free(keep[k]);
     b->destroy(b);
     train_state_free(&sa);
     train_state_free(&sb);
@@ -775,6 +1018,12 @@ int main(void) {
     RUN(cuda_graph_matches_launches);
     RUN(sharded_muon_bitwise);
     RUN(checkpoint_sync_covers_checkpoint);
+    RUN(checkpoint_sync_covers_averages);
+    RUN(record_optim_match_cpu);
+    RUN(record_swa_qat_untied_match_cpu);
+    RUN(qat_shadows_train_not_evaluate);
+    RUN(averaged_weights_from_host);
+    RUN(resume_with_averages_bitwise);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
     RUN(device_auto_picks_cuda);

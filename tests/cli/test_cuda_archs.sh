@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test_cuda_archs.sh — without a GPU: what GPU code the build embeds. Every kernel object and
+# the ctrain executable hold SASS for sm_90 (H100) and sm_80 (A100) and sm_90's PTX, which newer
+# GPUs (sm_100, sm_120) compile at start-up instead of failing with "no kernel image"; `ctrain
+# --version` names the three. The images are read from the .nv_fatbin section
+# (tests/cli/fatbin_images.py; cuobjdump, which the GPU machine has, lists the same); the reader
+# is also run on objects made with only SASS and only PTX and must tell them apart (so a pass
+# means something). Skips without nvcc.
+source "$CT_ROOT/tests/cli/lib.sh"
+nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+[ -x "$nvcc" ] || skip_rest "nvcc not found at $nvcc (no CUDA toolkit: the CUDA backend is not built)"
+images() { python3 "$CT_ROOT/tests/cli/fatbin_images.py" "$1" 2>&1; }
+want="elf sm_80 elf sm_90 ptx compute_90"
+
+# ---- every kernel object: the three images ----
+bad=() count=0
+for cu in "$CT_ROOT"/kernels/cuda/*.cu; do
+    obj="$CT_BUILD/obj/kernels/cuda/$(basename "$cu" .cu).o"
+    got=$(images "$obj")
+    count=$((count + 1))
+    [ "$got" = "$want" ] || bad+=("$(basename "$obj"): ${got:-nothing}")
+done
+if [ ${#bad[@]} -eq 0 ]; then pass kernels_have_sm90_sm80_and_ptx90
+else fail kernels_have_sm90_sm80_and_ptx90 "expected '$want'; ${bad[*]}"; fi
+
+# ---- the executable: one container per kernel file, each with the three ----
+got=$(images "$CTRAIN" | sort | uniq -c | sed 's/^ *//')
+if [ "$got" = "$count $want" ]; then pass ctrain_embeds_every_kernel
+else fail ctrain_embeds_every_kernel "expected '$count $want' (containers, images), got: $got"; fi
+
+# ---- the reader tells SASS-only and PTX-only objects from the build's ----
+printf '__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n' >k.cu
+if "$nvcc" -gencode arch=compute_90,code=sm_90 -c k.cu -o sass.o 2>nvcc.err &&
+    "$nvcc" -gencode arch=compute_90,code=compute_90 -c k.cu -o ptx.o 2>>nvcc.err; then
+    got="$(images sass.o) | $(images ptx.o)"
+    if [ "$got" = "elf sm_90 | ptx compute_90" ]; then pass reader_tells_sass_from_ptx
+    else fail reader_tells_sass_from_ptx "expected 'elf sm_90 | ptx compute_90', got '$got'"; fi
+else
+    fail reader_tells_sass_from_ptx "nvcc failed: $(head -c 400 nvcc.err)"
+fi
+# and refuses a file without GPU code
+if out=$(python3 "$CT_ROOT/tests/cli/fatbin_images.py" /bin/true 2>&1); then
+    fail reader_refuses_no_fatbin "accepted /bin/true: $out"
+elif grep -q "no .nv_fatbin section" <<<"$out"; then pass reader_refuses_no_fatbin
+else fail reader_refuses_no_fatbin "unexpected message: $out"; fi
+
+# ---- what the binary says it was built for ----
+"$CTRAIN" --version >version.txt 2>&1
+expect_grep version_names_archs '^cuda: yes \([0-9.]+, archs sm_90,sm_80,compute_90\)' version.txt
+finish
