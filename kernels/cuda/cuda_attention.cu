@@ -558,30 +558,30 @@ static size_t dkv_smem() {
 }
 
 template <int HD>
-static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, size_t ldv, int B,
-                          int T, int H, int KV, cudaStream_t stream) {
+static int launch_forward(bf16 *y, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                          const CudaAttentionShape *s, cudaStream_t stream) {
     const size_t smem = forward_smem<HD>();
     CT_CUDA_TRY(cudaFuncSetAttribute(attention_forward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem),
                 "attention_forward: cudaFuncSetAttribute");
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HD);
-    dim3 grid(ct_blocks((size_t)T, AttCfg<HD>::FWD_ROWS), (unsigned)H, (unsigned)B);
-    attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, ldv, T, H, KV, scale_log2);
+    dim3 grid(ct_blocks((size_t)s->T, AttCfg<HD>::FWD_ROWS), (unsigned)s->n_heads, (unsigned)s->B);
+    attention_forward_kernel<HD><<<grid, ATT_THREADS, smem, stream>>>(y, lse, q, k, v, (size_t)s->ld_v, s->T,
+                                                                      s->n_heads, s->n_kv_heads, scale_log2);
     CT_LAUNCHED("attention_forward", stream);
     return 0;
 }
 
 extern "C" int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v,
-                                      int ld_v, int B, int T, int n_heads, int n_kv_heads, int head_dim,
-                                      cudaStream_t stream) {
-    if (B <= 0) return 0;
-    if (check_shape(T, n_heads, n_kv_heads, head_dim, ld_v, v) != 0) return -1;
+                                      const CudaAttentionShape *shape, cudaStream_t stream) {
+    const CudaAttentionShape *s = shape;
+    if (s->B <= 0) return 0;
+    if (check_shape(s->T, s->n_heads, s->n_kv_heads, s->head_dim, s->ld_v, v) != 0) return -1;
     bf16 *yb = host_as_bf(y);
     const bf16 *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
-    const size_t ldv = (size_t)ld_v;
-    if (head_dim == 64) return launch_forward<64>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
-    if (head_dim == 128) return launch_forward<128>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
-    return launch_forward<32>(yb, lse, qb, kb, vb, ldv, B, T, n_heads, n_kv_heads, stream);
+    if (s->head_dim == 64) return launch_forward<64>(yb, lse, qb, kb, vb, s, stream);
+    if (s->head_dim == 128) return launch_forward<128>(yb, lse, qb, kb, vb, s, stream);
+    return launch_forward<32>(yb, lse, qb, kb, vb, s, stream);
 }
 
 extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads) {
@@ -589,9 +589,7 @@ extern "C" size_t cuda_attention_backward_scratch_floats(int B, int T, int n_hea
 }
 
 template <int HD>
-static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const bf16 *q, const bf16 *k,
-                           const bf16 *v, size_t ldv, const bf16 *y, const float *lse, float *D, int B, int T, int H,
-                           int KV, cudaStream_t stream) {
+static int launch_backward(const CudaAttentionBackward *t, const CudaAttentionShape *s, cudaStream_t stream) {
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = ATT_LOG2E / sqrtf((float)HD);
     const size_t smem_q = dq_smem<HD>(), smem_kv = dkv_smem<HD>();
     CT_CUDA_TRY(cudaFuncSetAttribute(attention_backward_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -600,33 +598,29 @@ static int launch_backward(float *dq, float *dk, bf16 *dv, const bf16 *dy, const
     CT_CUDA_TRY(cudaFuncSetAttribute(attention_backward_dkv_kernel<HD>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv),
                 "attention_backward_dkv: cudaFuncSetAttribute");
-    dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)B);
-    dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)KV, (unsigned)B);
+    const int T = s->T, H = s->n_heads, KV = s->n_kv_heads;
+    const size_t ldv = (size_t)s->ld_v;
+    const bf16 *dy = host_as_bf(t->dy), *q = host_as_bf(t->q), *k = host_as_bf(t->k), *v = host_as_bf(t->v);
+    float *D = t->scratch;
+    dim3 grid_q(ct_blocks((size_t)T, ATT_ROWS), (unsigned)H, (unsigned)s->B);
+    dim3 grid_kv(ct_blocks((size_t)T, ATT_ROWS), (unsigned)KV, (unsigned)s->B);
     /* the dq kernel also makes D, which the dk/dv kernel reads: launched first, same stream */
-    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(dq, D, dy, q, k, v, ldv, y, lse, T, H,
-                                                                             KV, scale, scale_log2);
+    attention_backward_dq_kernel<HD><<<grid_q, ATT_THREADS, smem_q, stream>>>(
+        t->dq, D, dy, q, k, v, ldv, host_as_bf(t->y), t->lse, T, H, KV, scale, scale_log2);
     CT_LAUNCHED("attention_backward_dq", stream);
-    attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(dk, dv, dy, q, k, v, ldv, lse, D, T,
-                                                                                 H, KV, scale, scale_log2);
+    attention_backward_dkv_kernel<HD><<<grid_kv, ATT_THREADS, smem_kv, stream>>>(
+        t->dk, host_as_bf(t->dv), dy, q, k, v, ldv, t->lse, D, T, H, KV, scale, scale_log2);
     CT_LAUNCHED("attention_backward_dkv", stream);
     return 0;
 }
 
-extern "C" int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv_bf16, const ct_bf16 *dy, const ct_bf16 *q,
-                                       const ct_bf16 *k, const ct_bf16 *v, int ld_v, const ct_bf16 *y,
-                                       const float *lse, int B, int T, int n_heads, int n_kv_heads, int head_dim,
-                                       float *scratch, cudaStream_t stream) {
-    if (B <= 0) return 0;
-    if (check_shape(T, n_heads, n_kv_heads, head_dim, ld_v, v) != 0) return -1;
-    if (((uintptr_t)dv_bf16 & 3) != 0) return ct_fail("cuda attention: dv must be 4-byte aligned (bf16 pairs)");
-    float *D = scratch;
-    bf16 *dv = host_as_bf(dv_bf16);
-    const bf16 *dyb = host_as_bf(dy), *qb = host_as_bf(q), *kb = host_as_bf(k), *vb = host_as_bf(v);
-    const bf16 *yb = host_as_bf(y);
-    const size_t ldv = (size_t)ld_v;
-    if (head_dim == 64)
-        return launch_backward<64>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
-    if (head_dim == 128)
-        return launch_backward<128>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
-    return launch_backward<32>(dq, dk, dv, dyb, qb, kb, vb, ldv, yb, lse, D, B, T, n_heads, n_kv_heads, stream);
+extern "C" int cuda_attention_backward(const CudaAttentionBackward *t, const CudaAttentionShape *shape,
+                                       cudaStream_t stream) {
+    const CudaAttentionShape *s = shape;
+    if (s->B <= 0) return 0;
+    if (check_shape(s->T, s->n_heads, s->n_kv_heads, s->head_dim, s->ld_v, t->v) != 0) return -1;
+    if (((uintptr_t)t->dv & 3) != 0) return ct_fail("cuda attention: dv must be 4-byte aligned (bf16 pairs)");
+    if (s->head_dim == 64) return launch_backward<64>(t, s, stream);
+    if (s->head_dim == 128) return launch_backward<128>(t, s, stream);
+    return launch_backward<32>(t, s, stream);
 }

@@ -21,20 +21,35 @@ extern "C" {
 #endif
 
 int cuda_attention_supported(int head_dim); /* 1 for head_dim 32, 64 and 128 */
+/* One call's shape: B sequences of T tokens, n_heads query heads sharing n_kv_heads key/value
+ * heads of head_dim; ld_v the elements per token of v's rows (and dv's): KV*hd when whole. */
+typedef struct {
+    int B, T;
+    int n_heads, n_kv_heads, head_dim;
+    int ld_v;
+} CudaAttentionShape;
+
 /* y (bf16) written; lse (may be NULL for forward only) written. */
-int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v, int ld_v,
-                           int B, int T, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream);
+int cuda_attention_forward(ct_bf16 *y, float *lse, const ct_bf16 *q, const ct_bf16 *k, const ct_bf16 *v,
+                           const CudaAttentionShape *shape, cudaStream_t stream);
 /* Scratch of the backward: D = rowsum(dy * y) [B,H,T] floats. */
 size_t cuda_attention_backward_scratch_floats(int B, int T, int n_heads);
-/* dq = dL/dq, dk = dL/dk (fp32) and dv = bf16(dL/dv) (ld_v elements per token, as v) given dy
- * (bf16), all WRITTEN (each is this op's alone in the backend; dv only feeds the c_v product).
- * P is recomputed from q, k and lse.
- * Deterministic without atomics: one kernel owns query rows (dq: loops over key tiles), one owns
- * key rows (dk, dv: loops over the group's query heads in head order and their query tiles: the
- * GQA reduction). y is the forward output (for D). */
-int cuda_attention_backward(float *dq, float *dk, ct_bf16 *dv, const ct_bf16 *dy, const ct_bf16 *q, const ct_bf16 *k,
-                            const ct_bf16 *v, int ld_v, const ct_bf16 *y, const float *lse, int B, int T, int n_heads,
-                            int n_kv_heads, int head_dim, float *scratch, cudaStream_t stream);
+/* The backward's tensors. Its outputs, all WRITTEN (each is this op's alone in the backend; dv
+ * only feeds the c_v product): dq = dL/dq, dk = dL/dk (fp32) and dv = bf16(dL/dv) (ld_v
+ * elements per token, as v). Its inputs: dy (bf16), the forward's q, k, v, its output y (for
+ * D) and its lse. */
+typedef struct {
+    float *dq, *dk;
+    ct_bf16 *dv;
+    const ct_bf16 *dy;
+    const ct_bf16 *q, *k, *v, *y;
+    const float *lse;
+    float *scratch; /* cuda_attention_backward_scratch_floats(B, T, n_heads) */
+} CudaAttentionBackward;
+/* P is recomputed from q, k and lse. Deterministic without atomics: one kernel owns query rows
+ * (dq: loops over key tiles), one owns key rows (dk, dv: loops over the group's query heads in
+ * head order and their query tiles: the GQA reduction). */
+int cuda_attention_backward(const CudaAttentionBackward *t, const CudaAttentionShape *shape, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

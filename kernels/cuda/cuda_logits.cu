@@ -80,20 +80,17 @@ static int logits_ce(cublasHandle_t handle, float *dx, float *dW, float *losses,
     return 0;
 }
 
-extern "C" int cuda_logits_ce_forward_backward(cublasHandle_t handle, float *dx, float *dW, float *losses,
-                                               const ct_bf16 *x, const ct_bf16 *W, const int32_t *targets, int N, int C,
-                                               int V, float softcap, float loss_weight, float *z_scratch,
-                                               ct_bf16 *dz_scratch, int chunk, cudaStream_t stream) {
-    if (N <= 0) return 0;
+extern "C" int cuda_logits_ce_forward_backward(cublasHandle_t handle, const CudaLogits *a, float *dx, float *dW,
+                                               float loss_weight, ct_bf16 *dz_scratch, cudaStream_t stream) {
+    if (a->N <= 0) return 0;
     if (!dz_scratch || !dx || !dW) return ct_fail("cuda logits: training needs dx, dW and the dz scratch");
-    const float grad_scale = (float)((double)loss_weight / N);
-    return logits_ce(handle, dx, dW, losses, x, W, targets, N, C, V, softcap, grad_scale, z_scratch, dz_scratch, chunk,
-                     stream);
+    const float grad_scale = (float)((double)loss_weight / a->N);
+    return logits_ce(handle, dx, dW, a->losses, a->x, a->W, a->targets, a->N, a->C, a->V, a->softcap, grad_scale,
+                     a->z_scratch, dz_scratch, a->chunk, stream);
 }
 
-extern "C" int cuda_logits_ce_forward(cublasHandle_t handle, float *losses, const ct_bf16 *x, const ct_bf16 *W,
-                                      const int32_t *targets, int N, int C, int V, float softcap, float *z_scratch,
-                                      int chunk, cudaStream_t stream) {
-    if (N <= 0) return 0;
-    return logits_ce(handle, NULL, NULL, losses, x, W, targets, N, C, V, softcap, 0.0f, z_scratch, NULL, chunk, stream);
+extern "C" int cuda_logits_ce_forward(cublasHandle_t handle, const CudaLogits *a, cudaStream_t stream) {
+    if (a->N <= 0) return 0;
+    return logits_ce(handle, NULL, NULL, a->losses, a->x, a->W, a->targets, a->N, a->C, a->V, a->softcap, 0.0f,
+                     a->z_scratch, NULL, a->chunk, stream);
 }

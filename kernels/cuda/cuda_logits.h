@@ -20,13 +20,20 @@ extern "C" {
 
 size_t cuda_logits_z_floats(int chunk, int V);     /* z_scratch */
 size_t cuda_logits_dz_elems(int chunk, int V);     /* dz_scratch (bf16 elements) */
-int cuda_logits_ce_forward_backward(cublasHandle_t handle, float *dx, float *dW, float *losses, const ct_bf16 *x,
-                                    const ct_bf16 *W, const int32_t *targets, int N, int C, int V, float softcap,
-                                    float loss_weight, float *z_scratch, ct_bf16 *dz_scratch, int chunk,
-                                    cudaStream_t stream);
-int cuda_logits_ce_forward(cublasHandle_t handle, float *losses, const ct_bf16 *x, const ct_bf16 *W,
-                           const int32_t *targets, int N, int C, int V, float softcap, float *z_scratch, int chunk,
-                           cudaStream_t stream);
+/* One call's tensors and shape (training adds its own below). */
+typedef struct {
+    float *losses;          /* [N], written */
+    const ct_bf16 *x, *W;   /* [N,C] the final norm's output, [V,C] the output layer */
+    const int32_t *targets; /* [N] */
+    int N, C, V;
+    float softcap;
+    float *z_scratch; /* cuda_logits_z_floats(chunk, V) */
+    int chunk;        /* tokens per chunk */
+} CudaLogits;
+/* Training: also dx += dz @ W, dW += dz^T @ x, dz through dz_scratch (cuda_logits_dz_elems). */
+int cuda_logits_ce_forward_backward(cublasHandle_t handle, const CudaLogits *a, float *dx, float *dW, float loss_weight,
+                                    ct_bf16 *dz_scratch, cudaStream_t stream);
+int cuda_logits_ce_forward(cublasHandle_t handle, const CudaLogits *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

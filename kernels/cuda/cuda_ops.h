@@ -25,7 +25,12 @@
  *    kernel). Shapes are trusted (checked by the backend at creation), token ids too (checked on
  *    the host before they are uploaded).
  *  - ct_bf16 is the storage of one bfloat16 (__nv_bfloat16 on the device), round-to-nearest-even
- *    from fp32. */
+ *    from fp32.
+ *  - An op with many operands takes them in a struct of named fields (CudaAttentionShape,
+ *    CudaAddNormBackward, ...: the call site says which buffer is which, e.g. with designated
+ *    initializers), passed by pointer and read before anything is queued, so it may live on the
+ *    caller's stack. The cuBLAS wrappers (cuda_gemm.h) keep BLAS's positional convention, which
+ *    maps one to one onto cublasGemmEx. */
 #ifndef CT_CUDA_OPS_H
 #define CT_CUDA_OPS_H
 

@@ -29,8 +29,10 @@ static __global__ void adam_kernel(float *p, __nv_bfloat16 *p_bf16, const float 
     }
 }
 
-extern "C" int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, double lr,
-                              double beta1, double beta2, double eps, int64_t step, cudaStream_t stream) {
+extern "C" int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n,
+                              const CudaAdamHyper *h, cudaStream_t stream) {
+    const double lr = h->lr, beta1 = h->beta1, beta2 = h->beta2, eps = h->eps;
+    const int64_t step = h->step;
     if (n == 0) return 0;
     if (step < 1) return ct_fail("cuda adam: step must be >= 1, got %lld", (long long)step);
     /* cpu_adam_step's scalars, in the same double expressions and fp32 roundings */
@@ -251,11 +253,9 @@ extern "C" int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatri
                                      stream);
 }
 
-extern "C" int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows,
-                                int cols, double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch,
-                                double *partials, cudaStream_t stream) {
-    const CudaMuonMatrix one = {update, grad, momentum_buf, rows, cols};
-    return cuda_muon_update_batch(handle, &one, 1, momentum, nesterov, ns_steps, ns_fp32, scratch, partials, stream);
+extern "C" int cuda_muon_update(cublasHandle_t handle, const CudaMuonMatrix *matrix, double momentum, int nesterov,
+                                int ns_steps, int ns_fp32, void *scratch, double *partials, cudaStream_t stream) {
+    return cuda_muon_update_batch(handle, matrix, 1, momentum, nesterov, ns_steps, ns_fp32, scratch, partials, stream);
 }
 
 static __global__ void muon_apply_kernel(float *p, __nv_bfloat16 *p_bf16, const float *update, size_t n,

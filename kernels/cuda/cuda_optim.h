@@ -14,8 +14,12 @@ extern "C" {
  * the CPU's two fmaf), so from the same inputs p, m, v are bitwise the CPU's. The double
  * scalars (bias corrections, step size) are computed on the host exactly as adam_step does.
  * p_bf16 (may be NULL) receives bf16(new p) (the matrix-product shadow of the weight). */
-int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, double lr, double beta1,
-                   double beta2, double eps, int64_t step, cudaStream_t stream);
+typedef struct {
+    double lr, beta1, beta2, eps;
+    int64_t step; /* Adam steps taken, this one included (>= 1) */
+} CudaAdamHyper;
+int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, const CudaAdamHyper *h,
+                   cudaStream_t stream);
 
 /* Muon's update of one rows x cols matrix, cpu_muon_compute_update's semantics:
  *   buf = buf*mu + g; u = nesterov ? g + mu*buf : buf        (bitwise the CPU's lines)
@@ -45,9 +49,8 @@ int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, in
                            int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
                            cudaStream_t stream);
 /* One matrix: cuda_muon_update_batch with count 1 (scratch: cuda_muon_scratch_bytes(rows, cols, 1)). */
-int cuda_muon_update(cublasHandle_t handle, float *update, const float *grad, float *momentum_buf, int rows, int cols,
-                     double momentum, int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
-                     cudaStream_t stream);
+int cuda_muon_update(cublasHandle_t handle, const CudaMuonMatrix *matrix, double momentum, int nesterov, int ns_steps,
+                     int ns_fp32, void *scratch, double *partials, cudaStream_t stream);
 /* For a matrix whose update another rank computes (sharded Muon): buf = buf*mu + g, bitwise
  * cpu_muon_momentum_advance, then g = +0. */
 int cuda_muon_momentum_advance(float *grad, float *momentum_buf, size_t n, double momentum, cudaStream_t stream);

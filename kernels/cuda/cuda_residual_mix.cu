@@ -46,9 +46,12 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
     }
 }
 
-extern "C" int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout,
-                                          const float *x, const float *x0, const float *mix, int N, int C,
-                                          double *partials, cudaStream_t stream) {
+extern "C" int cuda_residual_mix_backward(const CudaResidualMixBackward *a, cudaStream_t stream) {
+    float *dx = a->dx, *dx0 = a->dx0, *dmix = a->dmix;
+    const int dx_accumulate = a->dx_accumulate;
+    const float *dout = a->dout, *x = a->x, *x0 = a->x0, *mix = a->mix;
+    const int N = a->N, C = a->C;
+    double *partials = a->partials;
     if (N <= 0) return 0;
     const dim3 block(32, COLSUM_TY);
     const unsigned chunks = (unsigned)colsum_chunks(N);

@@ -12,9 +12,16 @@ extern "C" {
 
 /* Backward of out = mix[0]*x + mix[1]*x0: dx (+= when dx_accumulate, else =) mix[0]*dout (the
  * backend writes: the block's input gradient starts here); dx0 += mix[1]*dout;
- * dmix [2,C] += (sum_n dout*x ; sum_n dout*x0) (partials: cuda_colsum_doubles(N, C, 2)). */
-int cuda_residual_mix_backward(float *dx, int dx_accumulate, float *dx0, float *dmix, const float *dout, const float *x,
-                               const float *x0, const float *mix, int N, int C, double *partials, cudaStream_t stream);
+ * dmix [2,C] += (sum_n dout*x ; sum_n dout*x0). */
+typedef struct {
+    float *dx;
+    int dx_accumulate;
+    float *dx0, *dmix; /* += */
+    const float *dout, *x, *x0, *mix;
+    double *partials; /* cuda_colsum_doubles(N, C, 2) */
+    int N, C;
+} CudaResidualMixBackward;
+int cuda_residual_mix_backward(const CudaResidualMixBackward *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

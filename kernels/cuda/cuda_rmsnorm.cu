@@ -295,9 +295,12 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps, out_scale);
 }
 
-extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x,
-                                     const float *skip, const float *skip_w, const float *x0, const float *mix, int N,
-                                     int C, float eps, float out_scale, cudaStream_t stream) {
+extern "C" int cuda_mix_norm_forward(const CudaMixNorm *a, cudaStream_t stream) {
+    float *x_in = a->x_in, *xm = a->xm, *rstd = a->rstd;
+    ct_bf16 *a_bf16 = a->a_bf16;
+    const float *x = a->x, *skip = a->skip, *skip_w = a->skip_w, *x0 = a->x0, *mix = a->mix;
+    const int N = a->N, C = a->C;
+    const float eps = a->eps, out_scale = a->out_scale;
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {x_in, xm, a_bf16, x, skip, skip_w, x0, mix});
     const BlockOut none = {};
@@ -307,10 +310,12 @@ extern "C" int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf1
     return 0;
 }
 
-extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd,
-                                         ct_bf16 *a_bf16, const float *skip, const float *skip_w, const float *x0,
-                                         const float *mix, int N, int C, float eps, float out_scale,
-                                         cudaStream_t stream) {
+extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, const CudaMixNorm *a, cudaStream_t stream) {
+    float *x_in = a->x_in, *xm = a->xm, *rstd = a->rstd;
+    ct_bf16 *a_bf16 = a->a_bf16;
+    const float *skip = a->skip, *skip_w = a->skip_w, *x0 = a->x0, *mix = a->mix;
+    const int N = a->N, C = a->C;
+    const float eps = a->eps, out_scale = a->out_scale;
     if (N <= 0) return 0;
     if (!prev || !prev->x_out || !prev->xm || !prev->ao || !prev->mo || !prev->attn_scale || !prev->mlp_scale)
         return ct_fail("out_mix_norm_forward: the block before's output needs x_out, xm, ao, mo and both scales");
@@ -460,9 +465,11 @@ static bool smem_fits(Kernel kernel, size_t smem) {
     return false;
 }
 
-extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, const float *dout,
-                                      const float *x_in, const float *x0, const float *mix, const float *rstd, int N,
-                                      int C, double *partials, cudaStream_t stream) {
+extern "C" int cuda_norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream) {
+    float *dx_in = a->dx_in, *dx0 = a->dx0, *dmix = a->dmix, *dx = a->dx;
+    const float *dout = a->dout, *x_in = a->x_in, *x0 = a->x0, *mix = a->mix, *rstd = a->rstd;
+    const int N = a->N, C = a->C;
+    double *partials = a->partials;
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {dx_in, dx0, dx, dout, x_in, x0, mix});
     const unsigned chunks = (unsigned)colsum_chunks(N);
@@ -480,7 +487,8 @@ extern "C" int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, flo
     /* the two kernels: g in place in dx, then the mix backward on it */
     LAUNCH_ROWS(rmsnorm_backward_mix, V, N, stream, dx, dout, x_in, x0, mix, rstd, N, C);
     CT_LAUNCHED("rmsnorm_backward (mix)", stream);
-    return cuda_residual_mix_backward(dx_in, 0, dx0, dmix, dx, x_in, x0, mix, N, C, partials, stream);
+    const CudaResidualMixBackward mix_backward = {dx_in, 0, dx0, dmix, dx, x_in, x0, mix, partials, N, C};
+    return cuda_residual_mix_backward(&mix_backward, stream);
 }
 
 /* ---- MLP-norm backward + the attention residual's, fused ----
@@ -527,10 +535,15 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     warp_acc_finish<V, 1>(partials + (size_t)blockIdx.x * C, acc, C);
 }
 
-extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
-                                      const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
-                                      const float *scale, const float *rstd, const float *renorm_rstd,
-                                      float renorm_scale, int N, int C, double *partials, cudaStream_t stream) {
+extern "C" int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream) {
+    float *dx = a->dx, *dscale = a->dscale;
+    ct_bf16 *renorm = a->renorm, *dbranch = a->dbranch;
+    const float *dout = a->dout, *x_in = a->x_in, *x0 = a->x0, *mix = a->mix, *scale = a->scale, *rstd = a->rstd;
+    const float *renorm_rstd = a->renorm_rstd;
+    const ct_bf16 *branch = a->branch;
+    const float renorm_scale = a->renorm_scale;
+    const int N = a->N, C = a->C;
+    double *partials = a->partials;
     if (N <= 0) return 0;
     if ((renorm == NULL) != (renorm_rstd == NULL))
         return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
@@ -558,7 +571,9 @@ extern "C" int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbran
                 host_as_bf(renorm), renorm_rstd, renorm_scale, N, C);
     CT_LAUNCHED("add_norm_backward", stream);
     /* the residual's backward as its own pass where the fused kernel does not fit */
-    if (dbranch) return cuda_scaled_add_backward(NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, N, C, partials,
-                                                 stream);
+    if (dbranch) {
+        const CudaScaledAddBackward residual = {NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, partials, N, C};
+        return cuda_scaled_add_backward(&residual, stream);
+    }
     return 0;
 }

@@ -22,14 +22,22 @@ int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const fl
                           cudaStream_t stream);
 
 /* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward,
- * then cpu_scale by out_scale):
+ * then cpu_scale by out_scale), its tensors and shape in a CudaMixNorm:
  *   x_in = skip ? x + skip_w * skip : x       (written to x_in only when skip != NULL)
  *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16((xm * rstd) * out_scale)
  * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. out_scale: ln_scale's factor of the block,
  * 1 without it (the same bits as no factor: x * 1 = x). */
-int cuda_mix_norm_forward(float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16, const float *x, const float *skip,
-                          const float *skip_w, const float *x0, const float *mix, int N, int C, float eps,
-                          float out_scale, cudaStream_t stream);
+typedef struct {
+    float *x_in;                /* written only with a skip (may be NULL without one) */
+    float *xm, *rstd;           /* written */
+    ct_bf16 *a_bf16;            /* written */
+    const float *x;             /* the residual stream (NULL for cuda_out_mix_norm_forward, which makes it) */
+    const float *skip, *skip_w; /* the U-Net skip and its weights; NULL without one */
+    const float *x0, *mix;
+    int N, C;
+    float eps, out_scale;
+} CudaMixNorm;
+int cuda_mix_norm_forward(const CudaMixNorm *a, cudaStream_t stream);
 /* The output of the block before, x_out = (xm + attn_scale * ao) + mlp_scale * mo, made as
  * cuda_scaled_add_forward(x_out, xm, ao, attn_scale, mo, mlp_scale) makes it. */
 typedef struct {
@@ -38,12 +46,10 @@ typedef struct {
     const ct_bf16 *ao, *mo;
     const float *attn_scale, *mlp_scale;
 } CudaBlockOutput;
-/* That op and cuda_mix_norm_forward on its result (x = prev->x_out), in one pass: writes
+/* That op and cuda_mix_norm_forward on its result (x = prev->x_out; a->x unused), in one pass: writes
  * prev->x_out, and bitwise the two ops. prev->xm may be xm itself (the backend keeps one xm for
  * all blocks): each element is read before it is overwritten. */
-int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *xm, float *rstd, ct_bf16 *a_bf16,
-                              const float *skip, const float *skip_w, const float *x0, const float *mix, int N, int C,
-                              float eps, float out_scale, cudaStream_t stream);
+int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, const CudaMixNorm *a, cudaStream_t stream);
 /* Attention residual + MLP norm, fused (= cpu_scaled_add_forward, cpu_rmsnorm_forward, cpu_scale):
  *   x1 = xm + scale * branch;  rstd = 1/rms(x1);  m_bf16 = bf16((x1 * rstd) * out_scale)
  * (out_scale as in cuda_mix_norm_forward).
@@ -52,7 +58,8 @@ int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, float *x_in, float *x
  * cuda_scaled_add_forward recompute it, to the same bits). */
 int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
                           const float *scale, int N, int C, float eps, float out_scale, cudaStream_t stream);
-/* cuda_rmsnorm_backward of that norm, its input recomputed as the forwards made it: dx +=
+/* cuda_rmsnorm_backward of that norm (a CudaAddNormBackward's tensors and shape), its input
+ * recomputed as the forwards made it: dx +=
  * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
  * (the backend keeps neither xm nor x1). When renorm is given (with renorm_rstd [N]), also
  * renorm = bf16((xm * renorm_rstd) * renorm_scale): xm's own norm, the attention's input a_bf16
@@ -62,20 +69,38 @@ int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *
  * NULL, branch, scale) would do it next, bitwise, in the same pass: dbranch = bf16(scale * dx)
  * (WRITTEN), dscale += sum_n dx * branch (where the device lacks the 8 C bytes of shared memory
  * per row lane the fused kernel needs, the two ops run one after the other). */
-int cuda_add_norm_backward(float *dx, ct_bf16 *renorm, ct_bf16 *dbranch, float *dscale, const float *dout,
-                           const float *x_in, const float *x0, const float *mix, const ct_bf16 *branch,
-                           const float *scale, const float *rstd, const float *renorm_rstd, float renorm_scale, int N,
-                           int C, double *partials, cudaStream_t stream);
-/* The block input's backward, fused: the attention norm's (cuda_rmsnorm_backward with its input
+typedef struct {
+    float *dx;                    /* += */
+    const float *dout, *rstd;     /* the norm's output gradient and rstd */
+    const float *x_in, *x0, *mix; /* xm, remade */
+    const ct_bf16 *branch;        /* x1 = xm + scale * branch, remade */
+    const float *scale;
+    ct_bf16 *renorm;              /* optional, with renorm_rstd and renorm_scale */
+    const float *renorm_rstd;
+    float renorm_scale;
+    ct_bf16 *dbranch;             /* optional, with dscale and partials */
+    float *dscale;
+    double *partials;
+    int N, C;
+} CudaAddNormBackward;
+int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream);
+/* The block input's backward (a CudaNormMixBackward's tensors and shape), fused: the attention norm's (cuda_rmsnorm_backward with its input
  * xm = mix[0] * x_in + mix[1] * x0 recomputed) giving g = dx + rmsnorm_backward(dout, xm, rstd),
  * then the residual mix's (cuda_residual_mix_backward with dx_accumulate = 0) on g: dx_in =
  * mix[0] * g (WRITTEN), dx0 += mix[1] * g, dmix [2,C] += (sum_n g*x_in ; sum_n g*x0) (partials:
  * cuda_colsum_doubles(N, C, 2)). Bitwise those two ops; dx's contents are undefined afterwards
  * (where the device lacks the shared memory the fused kernel needs, 16 C bytes per row lane,
  * the two ops run and leave g there). */
-int cuda_norm_mix_backward(float *dx_in, float *dx0, float *dmix, float *dx, const float *dout, const float *x_in,
-                           const float *x0, const float *mix, const float *rstd, int N, int C, double *partials,
-                           cudaStream_t stream);
+typedef struct {
+    float *dx_in;                 /* written */
+    float *dx0, *dmix;            /* += */
+    float *dx;                    /* the residual stream's gradient: read, then undefined */
+    const float *dout, *rstd;     /* the attention norm's output gradient and rstd */
+    const float *x_in, *x0, *mix; /* xm, remade */
+    double *partials;
+    int N, C;
+} CudaNormMixBackward;
+int cuda_norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -162,8 +162,10 @@ static void launch_rope_forward(unsigned blocks, cudaStream_t stream, float *out
 }
 
 extern "C" int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in_bf16, const float *gain,
-                                         const float *cos_table, const float *sin_table, int B, int T, int n_heads,
-                                         int head_dim, int rope_dims, int ld_in, cudaStream_t stream) {
+                                         const CudaRopeShape *shape, cudaStream_t stream) {
+    const int B = shape->B, T = shape->T, n_heads = shape->n_heads, head_dim = shape->head_dim;
+    const int rope_dims = shape->rope_dims, ld_in = shape->ld;
+    const float *cos_table = shape->cos_table, *sin_table = shape->sin_table;
     const size_t rows = (size_t)B * T * n_heads;
     if (rows == 0) return 0;
     if (check_head_dim(head_dim, rope_dims) != 0 || check_ld(ld_in, n_heads, head_dim) != 0) return -1;
@@ -280,10 +282,11 @@ static void launch_rope_backward(unsigned blocks, cudaStream_t stream, float *di
 }
 
 extern "C" int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout,
-                                          const ct_bf16 *in_bf16, const float *gain, const float *cos_table,
-                                          const float *sin_table, int B, int T, int n_heads, int head_dim,
-                                          int rope_dims, int ld, float *scratch, double *partials,
-                                          cudaStream_t stream) {
+                                          const ct_bf16 *in_bf16, const float *gain, const CudaRopeShape *shape,
+                                          float *scratch, double *partials, cudaStream_t stream) {
+    const int B = shape->B, T = shape->T, n_heads = shape->n_heads, head_dim = shape->head_dim;
+    const int rope_dims = shape->rope_dims, ld = shape->ld;
+    const float *cos_table = shape->cos_table, *sin_table = shape->sin_table;
     const size_t rows = (size_t)B * T * n_heads;
     if (rows == 0) return 0;
     if (check_head_dim(head_dim, rope_dims) != 0 || check_ld(ld, n_heads, head_dim) != 0) return -1;

@@ -18,11 +18,20 @@
 extern "C" {
 #endif
 
+/* One call's shape: B sequences of T tokens, n_heads heads of head_dim, RoPE on the first
+ * rope_dims dims of each head with the tables cos_table / sin_table [T, rope_dims/2]; ld the
+ * elements per token of in (and of the backward's din, din_bf16). */
+typedef struct {
+    int B, T;
+    int n_heads, head_dim, rope_dims;
+    int ld;
+    const float *cos_table, *sin_table;
+} CudaRopeShape;
+
 /* out (fp32) and/or out_bf16 receive the result, [B*T, heads*hd] (either may be NULL; the bf16
  * copy feeds the tensor-core attention). */
 int cuda_qk_norm_rope_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *in, const float *gain,
-                              const float *cos_table, const float *sin_table, int B, int T, int n_heads, int head_dim,
-                              int rope_dims, int ld, cudaStream_t stream);
+                              const CudaRopeShape *shape, cudaStream_t stream);
 /* Scratch of the backward: dgain partials [B*T, heads] floats + colsum doubles. */
 size_t cuda_qk_norm_rope_backward_scratch_floats(int B, int T, int n_heads);
 size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
@@ -30,8 +39,7 @@ size_t cuda_qk_norm_rope_backward_partials_doubles(int B, int T, int n_heads);
  * per token, as in; dout [B*T, heads*hd]. dgain [heads] += sum over tokens of <R^T dout, u>
  * (NULL for k; needs scratch and partials then). */
 int cuda_qk_norm_rope_backward(float *din, ct_bf16 *din_bf16, float *dgain, const float *dout, const ct_bf16 *in,
-                               const float *gain, const float *cos_table, const float *sin_table, int B, int T,
-                               int n_heads, int head_dim, int rope_dims, int ld, float *scratch, double *partials,
+                               const float *gain, const CudaRopeShape *shape, float *scratch, double *partials,
                                cudaStream_t stream);
 
 #ifdef __cplusplus

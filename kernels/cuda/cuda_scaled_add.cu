@@ -94,9 +94,13 @@ static void launch_scaled_add_backward(int V, unsigned chunks, float *dx, float 
             dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
 }
 
-extern "C" int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale,
-                                        const float *dout, const float *branch, const ct_bf16 *branch_bf16,
-                                        const float *scale, int N, int C, double *partials, cudaStream_t stream) {
+extern "C" int cuda_scaled_add_backward(const CudaScaledAddBackward *a, cudaStream_t stream) {
+    float *dx = a->dx, *dbranch = a->dbranch, *dscale = a->dscale;
+    ct_bf16 *dbranch_bf16 = a->dbranch_bf16;
+    const float *dout = a->dout, *branch = a->branch, *scale = a->scale;
+    const ct_bf16 *branch_bf16 = a->branch_bf16;
+    const int N = a->N, C = a->C;
+    double *partials = a->partials;
     if (N <= 0) return 0;
     if ((branch == NULL) == (branch_bf16 == NULL))
         return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");

@@ -15,14 +15,24 @@ extern "C" {
  * scale * branch). The block output x1 + mlp_scale * mo from xm, without a stored x1. */
 int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *inner, const float *inner_scale,
                             const ct_bf16 *branch, const float *scale, int N, int C, cudaStream_t stream);
-/* Backward of out = x + scale * branch given dout: dx += dout (dx may be NULL: the caller keeps
- * dout as dx), dbranch = scale * dout (fp32, WRITTEN, may be NULL), dbranch_bf16 =
- * bf16(scale * dout) (may be NULL), dscale [C] += sum_n dout * branch (partials:
- * cuda_colsum_doubles(N, C, 1)). The branch is fp32 (branch) or bf16 (branch_bf16): exactly one
- * of them is given. */
-int cuda_scaled_add_backward(float *dx, float *dbranch, ct_bf16 *dbranch_bf16, float *dscale, const float *dout,
-                             const float *branch, const ct_bf16 *branch_bf16, const float *scale, int N, int C,
-                             double *partials, cudaStream_t stream);
+/* Backward of out = x + scale * branch given dout (a CudaScaledAddBackward's tensors and shape):
+ * dx += dout (dx may be NULL: the caller keeps dout as dx), dbranch = scale * dout (fp32,
+ * WRITTEN, may be NULL), dbranch_bf16 = bf16(scale * dout) (may be NULL), dscale [C] += sum_n
+ * dout * branch (partials: cuda_colsum_doubles(N, C, 1)). The branch is fp32 (branch) or bf16
+ * (branch_bf16): exactly one of them is given. */
+typedef struct {
+    float *dx;             /* += dout (may be NULL) */
+    float *dbranch;        /* written (may be NULL) */
+    ct_bf16 *dbranch_bf16; /* written (may be NULL) */
+    float *dscale;         /* [C] += */
+    const float *dout;
+    const float *branch;         /* exactly one of branch ... */
+    const ct_bf16 *branch_bf16;  /* ... and branch_bf16 */
+    const float *scale;
+    double *partials; /* cuda_colsum_doubles(N, C, 1) */
+    int N, C;
+} CudaScaledAddBackward;
+int cuda_scaled_add_backward(const CudaScaledAddBackward *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

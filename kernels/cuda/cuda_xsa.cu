@@ -131,8 +131,10 @@ static int check_xsa_shape(const char *op, int ld_v, int n_heads, int n_kv_heads
 
 static unsigned xsa_blocks(size_t rows) { return ct_blocks(rows, XSA_WARPS); }
 
-extern "C" int cuda_xsa_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *y_bf16, const ct_bf16 *v_bf16, int ld_v,
-                                int N, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+extern "C" int cuda_xsa_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *y_bf16, const ct_bf16 *v_bf16,
+                                const CudaXsaShape *shape, cudaStream_t stream) {
+    const int N = shape->N, n_heads = shape->n_heads, n_kv_heads = shape->n_kv_heads, head_dim = shape->head_dim;
+    const int ld_v = shape->ld_v;
     if (check_xsa_shape("xsa_forward", ld_v, n_heads, n_kv_heads, head_dim) != 0) return -1;
     const size_t rows = (size_t)N * n_kv_heads;
     if (rows == 0) return 0;
@@ -154,8 +156,10 @@ extern "C" int cuda_xsa_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *y_
 }
 
 extern "C" int cuda_xsa_backward(float *dy, ct_bf16 *dy_bf16, float *dv, ct_bf16 *dv_bf16, const float *dout,
-                                 const ct_bf16 *y_bf16, const ct_bf16 *v_bf16, int ld_v, int N, int n_heads,
-                                 int n_kv_heads, int head_dim, cudaStream_t stream) {
+                                 const ct_bf16 *y_bf16, const ct_bf16 *v_bf16, const CudaXsaShape *shape,
+                                 cudaStream_t stream) {
+    const int N = shape->N, n_heads = shape->n_heads, n_kv_heads = shape->n_kv_heads, head_dim = shape->head_dim;
+    const int ld_v = shape->ld_v;
     if (check_xsa_shape("xsa_backward", ld_v, n_heads, n_kv_heads, head_dim) != 0) return -1;
     const size_t rows = (size_t)N * n_kv_heads;
     if (rows == 0) return 0;

@@ -21,17 +21,24 @@
 extern "C" {
 #endif
 
+/* One call's shape: N tokens, n_heads query heads sharing n_kv_heads value heads of head_dim;
+ * ld_v the elements per token of v's (and dv's) rows. */
+typedef struct {
+    int N;
+    int n_heads, n_kv_heads, head_dim;
+    int ld_v;
+} CudaXsaShape;
+
 /* out and/or out_bf16 written (either may be NULL). */
-int cuda_xsa_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *y, const ct_bf16 *v, int ld_v, int N, int n_heads,
-                     int n_kv_heads, int head_dim, cudaStream_t stream);
+int cuda_xsa_forward(float *out, ct_bf16 *out_bf16, const ct_bf16 *y, const ct_bf16 *v, const CudaXsaShape *shape,
+                     cudaStream_t stream);
 /* With P = I - vn vn^T: dy += P dout (fp32, may be NULL), dy_bf16 = bf16(P dout) (may be NULL);
  * dvn = -sum over the group's heads of ((y.vn) dout + (dout.vn) y), and dv's contribution
  * (dvn - (dvn.vn) vn) / ||v|| (dvn / 1e-12 where the norm was clamped) is added to dv (fp32, may
  * be NULL) and to dv_bf16 (bf16(dv_bf16 + contribution), may be NULL). No reduction crosses
  * tokens: one warp owns a (token, KV head) and its group's query heads, in head order. */
 int cuda_xsa_backward(float *dy, ct_bf16 *dy_bf16, float *dv, ct_bf16 *dv_bf16, const float *dout, const ct_bf16 *y,
-                      const ct_bf16 *v, int ld_v, int N, int n_heads, int n_kv_heads, int head_dim,
-                      cudaStream_t stream);
+                      const ct_bf16 *v, const CudaXsaShape *shape, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -119,10 +119,10 @@ int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group == PARAM_MATRIX) continue;
+        const CudaAdamHyper adam = {backend_adam_lr(p->group, h), h->beta1, h->beta2, h->adam_eps, st->adam_step};
         if (decay(cb, p, h) != 0 ||
             cuda_adam_step(cb->d_params + p->offset, cb->w16[i], cb->d_grads + p->offset, cb->d_exp_avg + p->offset,
-                           cb->d_exp_avg_sq + p->offset, p->count, backend_adam_lr(p->group, h), h->beta1, h->beta2,
-                           h->adam_eps, st->adam_step, stream) != 0)
+                           cb->d_exp_avg_sq + p->offset, p->count, &adam, stream) != 0)
             return ct_fail_prefix("optimizer step, %s", p->name);
     }
     const int sharded = h->combine_device != NULL;

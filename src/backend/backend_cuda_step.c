@@ -27,10 +27,20 @@ static const ct_bf16 *block_weight_bf16(const CudaBackend *cb, int layer, int wh
     const ModelSpec *s = &cb->base.state->spec;
     return cb->w16[s->first_block + layer * BLK_NUM_PARAMS + which];
 }
+/* The QK-norm/RoPE call's shape for q (heads = num_heads) or k (num_kv_heads) of B sequences:
+ * a column block of the [c_q | c_k | c_v] rows, the backend's tables. */
+static CudaRopeShape rope_shape(const CudaBackend *cb, int B, int heads) {
+    return (CudaRopeShape){B, cb->T, heads, cb->head_dim, cb->rope_dims, cb->qkv_width, cb->rope_cos, cb->rope_sin};
+}
 /* The parameter of the output projection: the token embedding when tied, else lm_head. */
 static int output_param_index(const CudaBackend *cb) {
     const ModelSpec *s = &cb->base.state->spec;
     return s->tied ? s->tok_emb : s->lm_head;
+}
+/* The logits and loss of the last forward's N tokens against targets (device ids). */
+static CudaLogits logits_of(const CudaBackend *cb, const int32_t *targets, int N) {
+    return (CudaLogits){cb->losses, cb->xf16, cb->w16[output_param_index(cb)], targets, N, cb->dim, cb->vocab,
+                        cb->base.state->spec.softcap, cb->z, cb->logits_chunk};
 }
 
 /* ---- tokens ---- */
@@ -106,10 +116,12 @@ static int forward_blocks(CudaBackend *cb, int B) {
         const float *skip = NULL;
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
         const float ln = model_ln_scale(s, l); /* the block's norm outputs times ln (1 without ln_scale) */
+        CudaMixNorm input = {.x_in = skip ? a->x_in : NULL, .xm = cb->xm, .rstd = a->rstd_attn, .a_bf16 = cb->a_in,
+                             .x = x, .skip = skip, .skip_w = skip ? skip_w + (size_t)dec * D : NULL, .x0 = cb->x0,
+                             .mix = block_param(cb, l, BLK_RESID_MIX), .N = N, .C = D, .eps = FLT_EPSILON,
+                             .out_scale = ln};
         if (l == 0) {
-            RETURN_ON_FAILURE(cuda_mix_norm_forward(skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in, x, skip,
-                                                    skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
-                                                    block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, ln, st));
+            RETURN_ON_FAILURE(cuda_mix_norm_forward(&input, st));
         } else {
             /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
              * recomputed, as add_norm_forward made it), written, and this block's input from it,
@@ -118,26 +130,26 @@ static int forward_blocks(CudaBackend *cb, int B) {
             const CudaLayer *b = &cb->layers[l - 1];
             const CudaBlockOutput prev = {b->x_out, cb->xm, b->ao, b->mo, block_param(cb, l - 1, BLK_ATTN_SCALE),
                                           block_param(cb, l - 1, BLK_MLP_SCALE)};
-            RETURN_ON_FAILURE(cuda_out_mix_norm_forward(&prev, skip ? a->x_in : NULL, cb->xm, a->rstd_attn, cb->a_in,
-                                                        skip, skip ? skip_w + (size_t)dec * D : NULL, cb->x0,
-                                                        block_param(cb, l, BLK_RESID_MIX), N, D, FLT_EPSILON, ln,
-                                                        st));
+            input.x = NULL; /* made by this pass: prev.x_out */
+            RETURN_ON_FAILURE(cuda_out_mix_norm_forward(&prev, &input, st));
             x = b->x_out;
         }
         a->x_in_used = skip ? a->x_in : x;
         /* [q | k | v] = a_in [W_q; W_k; W_v]^T: one product, rows of QKV */
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
-        RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), cb->rope_cos,
-                                                    cb->rope_sin, B, cb->T, cb->num_heads, cb->head_dim, cb->rope_dims,
-                                                    QKV, st));
-        RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, cb->rope_cos, cb->rope_sin, B,
-                                                    cb->T, cb->num_kv_heads, cb->head_dim, cb->rope_dims, QKV, st));
-        RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV, QKV, B, cb->T,
-                                                 cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
+        const CudaRopeShape q_shape = rope_shape(cb, B, cb->num_heads), k_shape = rope_shape(cb, B, cb->num_kv_heads);
+        RETURN_ON_FAILURE(
+            cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), &q_shape, st));
+        RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, &k_shape, st));
+        RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV,
+                                                 &(CudaAttentionShape){B, cb->T, cb->num_heads, cb->num_kv_heads,
+                                                                       cb->head_dim, QKV},
+                                                 st));
         if (a->y_xsa16) /* XSA: y minus its component along the unit self value */
-            RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV, QKV, N, cb->num_heads,
-                                               cb->num_kv_heads, cb->head_dim, st));
+            RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV,
+                                               &(CudaXsaShape){N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV},
+                                               st));
         RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y_xsa16 ? a->y_xsa16 : a->y16,
                                               block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
@@ -167,9 +179,8 @@ int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss
         RETURN_ON_FAILURE(load_tokens(cb, tokens + (size_t)first * cb->T, N, 0));
         RETURN_ON_FAILURE(forward_blocks(cb, B));
         const int32_t *d_targets = cb->d_tok + cb->num_tokens;
-        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, cb->losses, cb->xf16, cb->w16[output_param_index(cb)],
-                                                 d_targets, N, cb->dim, cb->vocab, cb->base.state->spec.softcap, cb->z,
-                                                 cb->logits_chunk, cb->stream));
+        const CudaLogits logits = logits_of(cb, d_targets, N);
+        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, &logits, cb->stream));
         RETURN_ON_FAILURE(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
         RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double),
                                                      cudaMemcpyDeviceToHost, cb->stream),
@@ -202,9 +213,8 @@ int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *
                                                      cudaMemcpyHostToDevice, cb->stream),
                                      "cuda: token upload (cudaMemcpyAsync)"));
         RETURN_ON_FAILURE(forward_blocks(cb, B));
-        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, cb->losses, cb->xf16, cb->w16[output_param_index(cb)],
-                                                 cb->d_tok + cb->num_tokens, N, cb->dim, cb->vocab,
-                                                 cb->base.state->spec.softcap, cb->z, cb->logits_chunk, cb->stream));
+        const CudaLogits logits = logits_of(cb, cb->d_tok + cb->num_tokens, N);
+        RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, &logits, cb->stream));
         RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(losses + at, cb->losses, (size_t)N * sizeof(float),
                                                      cudaMemcpyDeviceToHost, cb->stream),
                                      "cuda evaluate_positions: loss download"));
@@ -248,6 +258,7 @@ static int backward_blocks(CudaBackend *cb) {
     const size_t ND = (size_t)N * D;
     cudaStream_t st = cb->stream;
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
+    const CudaXsaShape xsa_shape = {N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV};
     RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * sizeof(float), "cuda: zeroing dx"));
     RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->num_layers - 1].x_out, cb->rstdf, N, D, st));
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * sizeof(float), "cuda: zeroing dx0"));
@@ -261,8 +272,10 @@ static int backward_blocks(CudaBackend *cb) {
         if (l < s->num_encoder && skip_user < s->num_skip)
             RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dskip[skip_user], ND, st));
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
-        RETURN_ON_FAILURE(cuda_scaled_add_backward(NULL, NULL, cb->gD16, block_grad(cb, l, BLK_MLP_SCALE), dx, NULL,
-                                                   a->mo, block_param(cb, l, BLK_MLP_SCALE), N, D, cb->partials, st));
+        const CudaScaledAddBackward mlp_residual = {
+            .dbranch_bf16 = cb->gD16, .dscale = block_grad(cb, l, BLK_MLP_SCALE), .dout = dx, .branch_bf16 = a->mo,
+            .scale = block_param(cb, l, BLK_MLP_SCALE), .partials = cb->partials, .N = N, .C = D};
+        RETURN_ON_FAILURE(cuda_scaled_add_backward(&mlp_residual, st));
         /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
          * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
          * pass over u, so that product comes after it */
@@ -278,37 +291,39 @@ static int backward_blocks(CudaBackend *cb) {
         /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
          * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
          * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
-        RETURN_ON_FAILURE(cuda_add_norm_backward(dx, cb->a_in, cb->gD16, block_grad(cb, l, BLK_ATTN_SCALE), cb->dD2,
-                                                 a->x_in_used, cb->x0, block_param(cb, l, BLK_RESID_MIX), a->ao,
-                                                 block_param(cb, l, BLK_ATTN_SCALE), a->rstd_mlp, a->rstd_attn, ln, N,
-                                                 D, cb->partials, st));
+        const CudaAddNormBackward mlp_norm = {
+            .dx = dx, .dout = cb->dD2, .rstd = a->rstd_mlp, .x_in = a->x_in_used, .x0 = cb->x0,
+            .mix = block_param(cb, l, BLK_RESID_MIX), .branch = a->ao, .scale = block_param(cb, l, BLK_ATTN_SCALE),
+            .renorm = cb->a_in, .renorm_rstd = a->rstd_attn, .renorm_scale = ln, .dbranch = cb->gD16,
+            .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D};
+        RETURN_ON_FAILURE(cuda_add_norm_backward(&mlp_norm, st));
         if (a->y_xsa16) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
              * attention output's dy (bf16, the attention backward's input) */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
                                                    cb->gD16, a->y_xsa16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
-            RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV, QKV, N,
-                                                cb->num_heads, cb->num_kv_heads, cb->head_dim, st));
+            RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV,
+                                                &xsa_shape, st));
         } else {
             /* dy straight to bf16: the attention backward is its only consumer */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ),
                                                    cb->gD16, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         }
         /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
-        RETURN_ON_FAILURE(cuda_attention_backward(cb->dq, cb->dk, cb->dqkv16 + D + KV, cb->dy16, a->q16, a->k16,
-                                                  a->qkv + D + KV, QKV, a->y16, a->lse, B, T, cb->num_heads,
-                                                  cb->num_kv_heads, cb->head_dim, cb->attn_D, st));
+        const CudaAttentionBackward grads = {.dq = cb->dq, .dk = cb->dk, .dv = cb->dqkv16 + D + KV, .dy = cb->dy16,
+                                             .q = a->q16, .k = a->k16, .v = a->qkv + D + KV, .y = a->y16,
+                                             .lse = a->lse, .scratch = cb->attn_D};
+        RETURN_ON_FAILURE(cuda_attention_backward(
+            &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV}, st));
         if (a->y_xsa16) /* XSA's share of dv (through the unit value), added to the attention's */
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, NULL, NULL, cb->dqkv16 + D + KV, cb->dD2, a->y16,
-                                                a->qkv + D + KV, QKV, N, cb->num_heads, cb->num_kv_heads,
-                                                cb->head_dim, st));
+                                                a->qkv + D + KV, &xsa_shape, st));
+        const CudaRopeShape q_shape = rope_shape(cb, B, cb->num_heads), k_shape = rope_shape(cb, B, cb->num_kv_heads);
         RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16, block_grad(cb, l, BLK_Q_GAIN), cb->dq, a->qkv,
-                                                     block_param(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T,
-                                                     cb->num_heads, cb->head_dim, cb->rope_dims, QKV, cb->rope_scratch,
+                                                     block_param(cb, l, BLK_Q_GAIN), &q_shape, cb->rope_scratch,
                                                      cb->partials, st));
-        RETURN_ON_FAILURE(cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, cb->rope_cos,
-                                                     cb->rope_sin, B, T, cb->num_kv_heads, cb->head_dim, cb->rope_dims,
-                                                     QKV, NULL, NULL, st));
+        RETURN_ON_FAILURE(
+            cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, &k_shape, NULL, NULL, st));
         /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
@@ -316,18 +331,23 @@ static int backward_blocks(CudaBackend *cb) {
         if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
         /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
          * dL/dx_in (written), dx is spent */
-        RETURN_ON_FAILURE(cuda_norm_mix_backward(dx_alt, cb->dx0, block_grad(cb, l, BLK_RESID_MIX), dx, cb->dD2,
-                                                 a->x_in_used, cb->x0, block_param(cb, l, BLK_RESID_MIX), a->rstd_attn,
-                                                 N, D, cb->partials, st));
+        const CudaNormMixBackward attn_norm = {
+            .dx_in = dx_alt, .dx0 = cb->dx0, .dmix = block_grad(cb, l, BLK_RESID_MIX), .dx = dx, .dout = cb->dD2,
+            .rstd = a->rstd_attn, .x_in = a->x_in_used, .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX),
+            .partials = cb->partials, .N = N, .C = D};
+        RETURN_ON_FAILURE(cuda_norm_mix_backward(&attn_norm, st));
         float *t = dx;
         dx = dx_alt;
         dx_alt = t;
         /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
         const int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip)
-            RETURN_ON_FAILURE(cuda_scaled_add_backward(NULL, cb->dskip[dec], NULL, dskip_w + (size_t)dec * D, dx,
-                                                       cb->layers[s->num_encoder - 1 - dec].x_out, NULL,
-                                                       skip_w + (size_t)dec * D, N, D, cb->partials, st));
+        if (dec >= 0 && dec < s->num_skip) {
+            const CudaScaledAddBackward skip = {
+                .dbranch = cb->dskip[dec], .dscale = dskip_w + (size_t)dec * D, .dout = dx,
+                .branch = cb->layers[s->num_encoder - 1 - dec].x_out, .scale = skip_w + (size_t)dec * D,
+                .partials = cb->partials, .N = N, .C = D};
+            RETURN_ON_FAILURE(cuda_scaled_add_backward(&skip, st));
+        }
         RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
@@ -389,10 +409,9 @@ static int micro_batch_body(CudaBackend *cb, float loss_weight) {
     RETURN_ON_FAILURE(forward_blocks(cb, cb->B));
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, (size_t)N * cb->dim * sizeof(float), "cuda: zeroing d xf"));
     const int out = output_param_index(cb);
-    RETURN_ON_FAILURE(cuda_logits_ce_forward_backward(cb->blas, cb->dxf, cb->d_grads + s->params[out].offset,
-                                                      cb->losses, cb->xf16, cb->w16[out], cb->d_tok + N, N, cb->dim,
-                                                      cb->vocab, s->softcap, loss_weight, cb->z, cb->dz,
-                                                      cb->logits_chunk, cb->stream));
+    const CudaLogits logits = logits_of(cb, cb->d_tok + N, N);
+    RETURN_ON_FAILURE(cuda_logits_ce_forward_backward(cb->blas, &logits, cb->dxf, cb->d_grads + s->params[out].offset,
+                                                      loss_weight, cb->dz, cb->stream));
     RETURN_ON_FAILURE(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
     RETURN_ON_FAILURE(
         cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),

@@ -31,11 +31,11 @@ typedef struct {
 } Shape;
 
 static int run(Shape *s, int set, int backward) {
-    if (!backward)
-        return cuda_attention_forward(s->y[set], s->lse[set], s->q[set], s->k[set], s->v[set], s->KV * s->HD, s->B,
-                                      s->T, s->H, s->KV, s->HD, 0);
-    return cuda_attention_backward(s->dq, s->dk, s->dv, s->dy[set], s->q[set], s->k[set], s->v[set], s->KV * s->HD,
-                                   s->y[set], s->lse[set], s->B, s->T, s->H, s->KV, s->HD, s->scratch, 0);
+    const CudaAttentionShape shape = {s->B, s->T, s->H, s->KV, s->HD, s->KV * s->HD};
+    if (!backward) return cuda_attention_forward(s->y[set], s->lse[set], s->q[set], s->k[set], s->v[set], &shape, 0);
+    const CudaAttentionBackward grads = {s->dq, s->dk, s->dv, s->dy[set], s->q[set], s->k[set], s->v[set], s->y[set],
+                                         s->lse[set], s->scratch};
+    return cuda_attention_backward(&grads, &shape, 0);
 }
 
 static double median_ms(Shape *s, int backward, int repeats) {

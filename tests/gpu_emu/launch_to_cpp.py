@@ -1,6 +1,9 @@
 # launch_to_cpp.py — tests/gpu_emu: rewrites a .cu file's kernel launches
-#   kernel<<<grid, block, smem, stream>>>(args);  ->  emu_launch(dim3(grid), dim3(block), [=] { kernel(args); });
-#   (the arguments by value: a launch recorded while a stream captures runs after its caller returned)
+#   kernel<<<grid, block, smem, stream>>>(a, b);
+#     ->  emu_launch(dim3(grid), dim3(block), [emu_a0 = (a), emu_a1 = (b)] { kernel(emu_a0, emu_a1); });
+#   (each argument evaluated at the launch and kept by value, as CUDA does: a launch recorded
+#   while a stream captures runs after its caller returned, when an argument such as s->T would
+#   read a dead struct)
 # so the unchanged CUDA sources compile as C++ against the emulation shim.
 # Usage: launch_to_cpp.py in.cu out.cpp
 import re, sys
@@ -12,6 +15,16 @@ def split_top(s):
         if ch==',' and depth==0: parts.append(cur); cur=''
         else: cur+=ch
     parts.append(cur); return [p.strip() for p in parts]
+def split_args(s):
+    """A call's arguments at the top level (only brackets nest: `a < b` is no bracket)."""
+    parts=[]; depth=0; cur=''
+    for ch in s:
+        if ch in '([{': depth+=1
+        if ch in ')]}': depth-=1
+        if ch==',' and depth==0: parts.append(cur); cur=''
+        else: cur+=ch
+    parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
 src=open(sys.argv[1]).read()
 out=''; i=0
 pat=re.compile(r'([A-Za-z_]\w*(?:<[^<>;]*>)?)<<<')
@@ -31,7 +44,9 @@ while True:
             depth-=1
             if depth==0: break
         e+=1
-    args=src[k+1:e]
-    out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [=] {{ {name}({args}); }})'
+    args=split_args(src[k+1:e])
+    caps=', '.join(f'emu_a{n} = ({a})' for n,a in enumerate(args))
+    call=', '.join(f'emu_a{n}' for n in range(len(args)))
+    out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [{caps}] {{ {name}({call}); }})'
     i=e+1
 open(sys.argv[2],'w').write(out)

@@ -85,8 +85,8 @@ static void attention_fwd_cpu(OpRun *r) {
 }
 static int attention_fwd_gpu(OpRun *r) {
     const int kv = r->d[3], hd = r->d[4];
-    return cuda_attention_forward(DEV("y"), DEV("lse"), DEV("q"), DEV("k"), DEV("v"), kv * hd, r->d[0], r->d[1],
-                                  r->d[2], kv, hd, 0);
+    return cuda_attention_forward(DEV("y"), DEV("lse"), DEV("q"), DEV("k"), DEV("v"),
+                                  &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0);
 }
 /* forward again, without lse: the same y bits */
 static void attention_fwd_extra(OpRun *r) {
@@ -94,8 +94,8 @@ static void attention_fwd_extra(OpRun *r) {
     const size_t nq = (size_t)r->d[0] * r->d[1] * r->d[2] * hd;
     ct_bf16 *y2 = dev_alloc(nq * 2);
     dev_poison_bf16(y2, nq);
-    CHECK_CUDA_OK(cuda_attention_forward(y2, NULL, DEV("q"), DEV("k"), DEV("v"), kv * hd, r->d[0], r->d[1], r->d[2], kv,
-                                         hd, 0));
+    CHECK_CUDA_OK(cuda_attention_forward(y2, NULL, DEV("q"), DEV("k"), DEV("v"),
+                                         &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0));
     float *g_y2 = host_from_dev_bf16(y2, nq);
     CHECK(memcmp(g_y2, GOT("y"), nq * sizeof(float)) == 0, "forward-only y differs");
     free(g_y2);
@@ -130,8 +130,9 @@ static void attention_bwd_cpu(OpRun *r) {
 }
 static int attention_bwd_gpu(OpRun *r) {
     const int kv = r->d[3], hd = r->d[4];
-    return cuda_attention_backward(DEV("dq"), DEV("dk"), DEV("dv"), DEV("dy"), DEV("q"), DEV("k"), DEV("v"), kv * hd,
-                                   DEV("y"), DEV("lse"), r->d[0], r->d[1], r->d[2], kv, hd, DEV("D"), 0);
+    const CudaAttentionBackward grads = {DEV("dq"), DEV("dk"), DEV("dv"), DEV("dy"), DEV("q"),
+                                         DEV("k"),  DEV("v"),  DEV("y"),  DEV("lse"), DEV("D")};
+    return cuda_attention_backward(&grads, &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0);
 }
 /* D = rowsum(dy * y), left in the scratch, bitwise its fixed-order sum */
 static void attention_bwd_extra(OpRun *r) {
@@ -166,8 +167,9 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     ct_bf16 *d_q = dev_bf16(q, nq), *d_k = dev_bf16(k, nkv), *d_v = dev_bf16(v, nkv), *d_w = dev_bf16(w, wide);
     ct_bf16 *d_dy = dev_bf16(dy, nq), *d_y = dev_alloc(nq * 2), *d_y_w = dev_alloc(nq * 2);
     float *d_lse = dev_nan(ns), *d_lse_w = dev_nan(ns);
-    CHECK_CUDA_OK(cuda_attention_forward(d_y, d_lse, d_q, d_k, d_v, KV * hd, B, T, H, KV, hd, 0));
-    CHECK_CUDA_OK(cuda_attention_forward(d_y_w, d_lse_w, d_q, d_k, d_w + col, ld, B, T, H, KV, hd, 0));
+    const CudaAttentionShape whole = {B, T, H, KV, hd, KV * hd}, in_rows = {B, T, H, KV, hd, ld};
+    CHECK_CUDA_OK(cuda_attention_forward(d_y, d_lse, d_q, d_k, d_v, &whole, 0));
+    CHECK_CUDA_OK(cuda_attention_forward(d_y_w, d_lse_w, d_q, d_k, d_w + col, &in_rows, 0));
     float *y = host_from_dev_bf16(d_y, nq), *y_w = host_from_dev_bf16(d_y_w, nq);
     float *lse = host_from_dev(d_lse, ns), *lse_w = host_from_dev(d_lse_w, ns);
     CHECK(memcmp(y, y_w, nq * sizeof(float)) == 0 && memcmp(lse, lse_w, ns * sizeof(float)) == 0,
@@ -176,10 +178,10 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     ct_bf16 *d_dv = dev_alloc(nkv * 2), *d_dv_w = dev_alloc(wide * 2);
     dev_poison_bf16(d_dv_w, wide);
     float *d_scr = dev_nan(cuda_attention_backward_scratch_floats(B, T, H));
-    CHECK_CUDA_OK(
-        cuda_attention_backward(d_dq, d_dk, d_dv, d_dy, d_q, d_k, d_v, KV * hd, d_y, d_lse, B, T, H, KV, hd, d_scr, 0));
-    CHECK_CUDA_OK(cuda_attention_backward(d_dq_w, d_dk_w, d_dv_w + col, d_dy, d_q, d_k, d_w + col, ld, d_y, d_lse, B, T,
-                                          H, KV, hd, d_scr, 0));
+    const CudaAttentionBackward grads = {d_dq, d_dk, d_dv, d_dy, d_q, d_k, d_v, d_y, d_lse, d_scr};
+    const CudaAttentionBackward grads_w = {d_dq_w, d_dk_w, d_dv_w + col, d_dy, d_q, d_k, d_w + col, d_y, d_lse, d_scr};
+    CHECK_CUDA_OK(cuda_attention_backward(&grads, &whole, 0));
+    CHECK_CUDA_OK(cuda_attention_backward(&grads_w, &in_rows, 0));
     float *dq = host_from_dev(d_dq, nq), *dq_w = host_from_dev(d_dq_w, nq);
     float *dk = host_from_dev(d_dk, nkv), *dk_w = host_from_dev(d_dk_w, nkv);
     float *dv = host_from_dev_bf16(d_dv, nkv), *dv_w = host_from_dev_bf16(d_dv_w, wide);
@@ -194,7 +196,8 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
             else
                 CHECK(isnan(g), "row %zu column %d, outside dv's block, was written", i, c);
         }
-    CHECK(cuda_attention_forward(d_y_w, NULL, d_q, d_k, d_w + col, KV * hd + 4, B, T, H, KV, hd, 0) != 0 &&
+    CHECK(cuda_attention_forward(d_y_w, NULL, d_q, d_k, d_w + col, &(CudaAttentionShape){B, T, H, KV, hd, KV * hd + 4},
+                                 0) != 0 &&
               strstr(ct_error(), "row stride 132 must be a multiple of 8") != NULL,
           "a stride of 132: got '%s'", ct_error());
     ct_error_clear();

@@ -45,16 +45,15 @@ static void logits_cpu(OpRun *r) {
 }
 static int logits_gpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1], V = r->d[2], chunk = r->d[3];
-    return cuda_logits_ce_forward_backward(op_blas(), DEV("dx"), DEV("dW"), DEV("losses"), DEV("x"), DEV("W"),
-                                           DEV("targets"), N, C, V, LOGITS_SOFTCAP, LOGITS_LOSS_WEIGHT, DEV("z"),
-                                           DEV("dz"), chunk, 0);
+    const CudaLogits a = {DEV("losses"), DEV("x"), DEV("W"), DEV("targets"), N, C, V, LOGITS_SOFTCAP, DEV("z"), chunk};
+    return cuda_logits_ce_forward_backward(op_blas(), &a, DEV("dx"), DEV("dW"), LOGITS_LOSS_WEIGHT, DEV("dz"), 0);
 }
 /* forward only: the same losses bitwise (same products, same row kernel) */
 static void logits_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1], V = r->d[2], chunk = r->d[3];
     float *d_loss = dev_nan(N);
-    CHECK_CUDA_OK(cuda_logits_ce_forward(op_blas(), d_loss, DEV("x"), DEV("W"), DEV("targets"), N, C, V, LOGITS_SOFTCAP,
-                                         DEV("z"), chunk, 0));
+    const CudaLogits a = {d_loss, DEV("x"), DEV("W"), DEV("targets"), N, C, V, LOGITS_SOFTCAP, DEV("z"), chunk};
+    CHECK_CUDA_OK(cuda_logits_ce_forward(op_blas(), &a, 0));
     float *losses = host_from_dev(d_loss, N);
     CHECK(memcmp(losses, GOT("losses"), (size_t)N * sizeof(float)) == 0, "forward-only losses differ from training's");
     free(losses);

@@ -18,7 +18,8 @@ static void adam_tensors(OpRun *r) {
     op_acc(r, "v", OP_F32, n, 0, 1, 0);
 }
 static int adam_gpu(OpRun *r) {
-    return cuda_adam_step(DEV("p"), NULL, DEV("g"), DEV("m"), DEV("v"), (size_t)r->d[0], 1e-3, 0.9, 0.95, 1e-8, 3, 0);
+    return cuda_adam_step(DEV("p"), NULL, DEV("g"), DEV("m"), DEV("v"), (size_t)r->d[0],
+                          &(CudaAdamHyper){1e-3, 0.9, 0.95, 1e-8, 3}, 0);
 }
 
 static void muon_tensors(OpRun *r) {
@@ -32,8 +33,8 @@ static void muon_tensors(OpRun *r) {
 }
 static int muon_gpu(OpRun *r) {
     if (r->c->op->variant < 2)
-        return cuda_muon_update(op_blas(), DEV("update"), DEV("grad"), DEV("momentum"), r->d[0], r->d[1], 0.95, 1, 5,
-                                r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
+        return cuda_muon_update(op_blas(), &(CudaMuonMatrix){DEV("update"), DEV("grad"), DEV("momentum"), r->d[0], r->d[1]},
+                                0.95, 1, 5, r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
     enum { MAX_BATCH = 16 };
     CudaMuonMatrix mats[MAX_BATCH];
     const int count = r->d[0] < MAX_BATCH ? r->d[0] : MAX_BATCH, rows = r->d[1], cols = r->d[2];

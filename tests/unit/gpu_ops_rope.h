@@ -27,6 +27,12 @@
 /* The rotated dims of the row's shape: d[5], or head_dim when 0. */
 static int rope_dims_of(const OpRun *r) { return r->d[5] ? r->d[5] : r->d[3]; }
 
+/* The call's shape for the row (whole rows: ld = heads * head_dim) with rope_dims rd. */
+static CudaRopeShape rope_shape_of(OpRun *r, int rd) {
+    const int H = r->d[2], hd = r->d[3];
+    return (CudaRopeShape){r->d[0], r->d[1], H, hd, rd, H * hd, DEV("cos"), DEV("sin")};
+}
+
 /* in (c_q / c_k's bf16 output), the gain and cpu_rope_tables_init's tables */
 static void rope_inputs(OpRun *r) {
     const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3], rd = rope_dims_of(r);
@@ -50,9 +56,8 @@ static void rope_fwd_cpu(OpRun *r) {
     if (HOST_OPT("out")) memcpy(HOST("out"), HOST("out_bf16"), (size_t)B * T * H * hd * sizeof(float));
 }
 static int rope_fwd_gpu(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
-    return cuda_qk_norm_rope_forward(DEV_OPT("out"), DEV("out_bf16"), DEV("in"), DEV_OPT("gain"), DEV("cos"),
-                                     DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd, 0);
+    const CudaRopeShape shape = rope_shape_of(r, rope_dims_of(r));
+    return cuda_qk_norm_rope_forward(DEV_OPT("out"), DEV("out_bf16"), DEV("in"), DEV_OPT("gain"), &shape, 0);
 }
 /* the bf16 copy is the fp32 result rounded once, with or without the fp32 output; rope_dims odd,
  * 0 or above head_dim refused */
@@ -64,15 +69,15 @@ static void rope_fwd_extra(OpRun *r) {
     CHECK(memcmp(GOT("out_bf16"), rounded, n * sizeof(float)) == 0, "forward bf16 output is not bf16(fp32 output)");
     ct_bf16 *only16 = dev_alloc(n * 2);
     dev_poison_bf16(only16, n);
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H,
-                                            hd, rd, H * hd, 0));
+    const CudaRopeShape shape = rope_shape_of(r, rd);
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), &shape, 0));
     float *g16 = host_from_dev_bf16(only16, n);
     CHECK(memcmp(g16, rounded, n * sizeof(float)) == 0, "forward bf16-only output differs");
     free(rounded), free(g16);
     const int bad[3] = {rd - 1, 0, hd + 2};
     for (int k = 0; k < 3; k++) {
-        CHECK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H, hd,
-                                        bad[k], H * hd, 0) != 0 &&
+        const CudaRopeShape bad_shape = rope_shape_of(r, bad[k]);
+        CHECK(cuda_qk_norm_rope_forward(NULL, only16, DEV("in"), DEV_OPT("gain"), &bad_shape, 0) != 0 &&
                   strstr(ct_error(), "rope_dims") != NULL,
               "rope_dims %d with head_dim %d: got '%s'", bad[k], hd, ct_error());
         ct_error_clear();
@@ -103,19 +108,18 @@ static void rope_bwd_cpu(OpRun *r) {
     free(scratch);
 }
 static int rope_bwd_gpu(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
+    const CudaRopeShape shape = rope_shape_of(r, rope_dims_of(r));
     return cuda_qk_norm_rope_backward(DEV_OPT("din"), DEV("din_bf16"), DEV_OPT("dgain"), DEV("dout"), DEV("in"),
-                                      DEV_OPT("gain"), DEV("cos"), DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd,
-                                      DEV("scratch"), DEV("partials"), 0);
+                                      DEV_OPT("gain"), &shape, DEV("scratch"), DEV("partials"), 0);
 }
 /* the gain's reduction alone (no other output): the same bits */
 static void rope_bwd_extra(OpRun *r) {
-    const int B = r->d[0], T = r->d[1], H = r->d[2], hd = r->d[3];
+    const int H = r->d[2];
     if (!r->d[4]) return;
     dev_put(DEV("dgain"), op_start(r, "dgain"), H * sizeof(float));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(NULL, NULL, DEV("dgain"), DEV("dout"), DEV("in"), DEV("gain"), DEV("cos"),
-                                             DEV("sin"), B, T, H, hd, rope_dims_of(r), H * hd, DEV("scratch"),
-                                             DEV("partials"), 0));
+    const CudaRopeShape shape = rope_shape_of(r, rope_dims_of(r));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(NULL, NULL, DEV("dgain"), DEV("dout"), DEV("in"), DEV("gain"), &shape,
+                                             DEV("scratch"), DEV("partials"), 0));
     float *again = host_from_dev(DEV("dgain"), H);
     CHECK(memcmp(again, GOT("dgain"), H * sizeof(float)) == 0, "dgain not deterministic");
     free(again);
@@ -141,12 +145,13 @@ static void rope_column_block_check(OpRun *r) {
     float *d_din = dev_floats(in, n), *d_din_w = dev_floats(w, wide); /* din += : the same start values */
     dev_poison_bf16(d_din16, n);
     dev_poison_bf16(d_din16_w, wide);
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, NULL, d_in, d_gain, d_cos, d_sin, B, T, H, hd, hd, H * hd, 0));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, hd, ld, 0));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, NULL, d_dout, d_in, d_gain, d_cos, d_sin, B, T, H, hd, hd,
-                                             H * hd, NULL, NULL, 0));
-    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din_w + D, d_din16_w + D, NULL, d_dout, d_wide + D, d_gain, d_cos, d_sin,
-                                             B, T, H, hd, hd, ld, NULL, NULL, 0));
+    const CudaRopeShape whole = {B, T, H, hd, hd, H * hd, d_cos, d_sin}, in_rows = {B, T, H, hd, hd, ld, d_cos, d_sin};
+    const CudaRopeShape too_narrow = {B, T, H, hd, hd, H * hd - 2, d_cos, d_sin};
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, NULL, d_in, d_gain, &whole, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, &in_rows, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, NULL, d_dout, d_in, d_gain, &whole, NULL, NULL, 0));
+    CHECK_CUDA_OK(
+        cuda_qk_norm_rope_backward(d_din_w + D, d_din16_w + D, NULL, d_dout, d_wide + D, d_gain, &in_rows, NULL, NULL, 0));
     float *out = host_from_dev(d_out, n), *out_w = host_from_dev(d_out_w, n);
     CHECK(memcmp(out, out_w, n * sizeof(float)) == 0, "forward from a column block differs from the whole tensor's");
     float *din = host_from_dev(d_din, n), *din_w = host_from_dev(d_din_w, wide);
@@ -163,8 +168,7 @@ static void rope_column_block_check(OpRun *r) {
                       "row %zu column %d, outside the block, was written", k, c);
             }
         }
-    CHECK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, d_cos, d_sin, B, T, H, hd, hd, H * hd - 2,
-                                    0) != 0 &&
+    CHECK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, &too_narrow, 0) != 0 &&
               strstr(ct_error(), "row stride of 126 elements") != NULL,
           "a row stride below the heads' width: got '%s'", ct_error());
     ct_error_clear();

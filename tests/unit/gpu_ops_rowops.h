@@ -131,9 +131,9 @@ static void mix_norm_fwd_cpu(OpRun *r) {
     free(x_in);
 }
 static int mix_norm_fwd_gpu(OpRun *r) {
-    return cuda_mix_norm_forward(DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
-                                 DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r),
-                                 0);
+    const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
+                           DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r)};
+    return cuda_mix_norm_forward(&a, 0);
 }
 
 /* The block before's output made in the block input's pass: xm is read as the block's xm and
@@ -175,8 +175,9 @@ static int out_mix_norm_fwd_gpu(OpRun *r) {
     const int mode = r->d[2];
     const CudaBlockOutput prev = {DEV("x_out"), DEV("xm"), DEV("ao"), DEV("mo"), DEV("attn_scale"), DEV("mlp_scale")};
     const float *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
-    return cuda_out_mix_norm_forward(&prev, DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), skip, DEV_OPT("skip_w"),
-                                     DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), 0);
+    const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), NULL, skip, DEV_OPT("skip_w"),
+                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r)};
+    return cuda_out_mix_norm_forward(&prev, &a, 0);
 }
 /* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward; a block output without mo refused */
 static void out_mix_norm_fwd_extra(OpRun *r) {
@@ -187,8 +188,9 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     const float *sk = mode == 0 ? NULL : mode == 1 ? DEV("skip") : d_out;
     CHECK_CUDA_OK(
         cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N, C, 0));
-    CHECK_CUDA_OK(cuda_mix_norm_forward(mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"),
-                                        DEV("mix"), N, C, FLT_EPSILON, row_ln_scale(r), 0));
+    const CudaMixNorm two = {mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"), DEV("mix"),
+                             N, C, FLT_EPSILON, row_ln_scale(r)};
+    CHECK_CUDA_OK(cuda_mix_norm_forward(&two, 0));
     float *t[4] = {host_from_dev(d_out, n), host_from_dev(d_xm, n), host_from_dev(d_r, N), host_from_dev_bf16(d_a, n)};
     const char *names[4] = {"x_out", "xm", "rstd", "a"};
     const size_t counts[4] = {n, n, (size_t)N, n};
@@ -205,8 +207,9 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     }
     dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
     const CudaBlockOutput half = {DEV("x0"), DEV("x0"), DEV("ao"), NULL, DEV("attn_scale"), DEV("mlp_scale")};
-    CHECK(cuda_out_mix_norm_forward(&half, NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                                    FLT_EPSILON, 1.0f, 0) != 0 &&
+    const CudaMixNorm some = {NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
+                              FLT_EPSILON, 1.0f};
+    CHECK(cuda_out_mix_norm_forward(&half, &some, 0) != 0 &&
               strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
           "a block output without mo: got '%s'", ct_error());
     ct_error_clear();
@@ -279,8 +282,9 @@ static int add_norm_forwards(OpRun *r, float *xm, float *x1, float *rstd, float 
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     ct_bf16 *m = dev_alloc(n * 2);
-    int rc = cuda_mix_norm_forward(NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                                   FLT_EPSILON, row_ln_scale(r), 0);
+    const CudaMixNorm input = {NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
+                               FLT_EPSILON, row_ln_scale(r)};
+    int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0)
         rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, row_ln_scale(r), 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
@@ -311,9 +315,14 @@ static void add_norm_bwd_cpu(OpRun *r) {
     free(xm), free(x1), free(y), free(rstd);
 }
 static int add_norm_bwd_gpu(OpRun *r) {
-    return cuda_add_norm_backward(DEV("dx"), DEV("renorm"), DEV_OPT("dbranch"), DEV_OPT("dscale"), DEV("dout"),
-                                  DEV("x_in"), DEV("x0"), DEV("mix"), DEV("branch"), DEV("scale"), DEV("rstd"),
-                                  DEV("renorm_rstd"), row_ln_scale(r), r->d[0], r->d[1], DEV_OPT("partials"), 0);
+    return cuda_add_norm_backward(&(CudaAddNormBackward){.dx = DEV("dx"), .dout = DEV("dout"), .rstd = DEV("rstd"),
+                                                         .x_in = DEV("x_in"), .x0 = DEV("x0"), .mix = DEV("mix"),
+                                                         .branch = DEV("branch"), .scale = DEV("scale"),
+                                                         .renorm = DEV("renorm"), .renorm_rstd = DEV("renorm_rstd"),
+                                                         .renorm_scale = row_ln_scale(r), .dbranch = DEV_OPT("dbranch"),
+                                                         .dscale = DEV_OPT("dscale"), .partials = DEV_OPT("partials"),
+                                                         .N = r->d[0], .C = r->d[1]},
+                                  0);
 }
 /* Variant 0: renorm bitwise the forward's norm of xm; dx bitwise cuda_rmsnorm_backward on a
  * stored x1 and the same without renorm; renorm without its rstd and dbranch without dscale
@@ -323,6 +332,10 @@ static void add_norm_bwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *d_dx = DEV("dx"), *start = op_start(r, "dx");
+    /* the norm's backward alone; the cases below add to it */
+    const CudaAddNormBackward plain_args = {.dx = d_dx, .dout = DEV("dout"), .rstd = DEV("rstd"), .x_in = DEV("x_in"),
+                                            .x0 = DEV("x0"), .mix = DEV("mix"), .branch = DEV("branch"),
+                                            .scale = DEV("scale"), .renorm_scale = 1.0f, .N = N, .C = C};
     if (r->c->op->variant == 0) {
         float *xm = dev_alloc(n * sizeof(float)), *x1 = dev_alloc(n * sizeof(float)), *rs = dev_nan(N),
               *rm = dev_nan(N);
@@ -336,16 +349,15 @@ static void add_norm_bwd_extra(OpRun *r) {
         CHECK(memcmp(stored, GOT("dx"), n * sizeof(float)) == 0,
               "add_norm backward differs from rmsnorm backward on x1");
         dev_put(d_dx, start, n * sizeof(float));
-        CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, NULL, NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                             DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0));
+        CHECK_CUDA_OK(cuda_add_norm_backward(&plain_args, 0));
         float *plain = host_from_dev(d_dx, n);
         CHECK(memcmp(plain, GOT("dx"), n * sizeof(float)) == 0, "add_norm backward dx depends on the renorm output");
-        CHECK(cuda_add_norm_backward(d_dx, DEV("renorm"), NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0) != 0,
-              "renorm without its rstd accepted");
-        CHECK(cuda_add_norm_backward(d_dx, NULL, DEV("renorm"), NULL, DEV("dout"), DEV("x_in"), DEV("x0"), DEV("mix"),
-                                     DEV("branch"), DEV("scale"), DEV("rstd"), NULL, 1.0f, N, C, NULL, 0) != 0,
-              "dbranch without dscale accepted");
+        CudaAddNormBackward bad = plain_args;
+        bad.renorm = DEV("renorm");
+        CHECK(cuda_add_norm_backward(&bad, 0) != 0, "renorm without its rstd accepted");
+        bad = plain_args;
+        bad.dbranch = DEV("renorm");
+        CHECK(cuda_add_norm_backward(&bad, 0) != 0, "dbranch without dscale accepted");
         ct_error_clear();
         free(fa), free(stored), free(plain);
         dev_free(xm), dev_free(x1), dev_free(rs), dev_free(rm), dev_free(a);
@@ -355,11 +367,15 @@ static void add_norm_bwd_extra(OpRun *r) {
     dev_put(DEV("dscale"), op_start(r, "dscale"), (size_t)C * sizeof(float));
     dev_poison_bf16(DEV("renorm"), n);
     dev_poison_bf16(DEV("dbranch"), n);
-    CHECK_CUDA_OK(cuda_add_norm_backward(d_dx, DEV("renorm"), NULL, NULL, DEV("dout"), DEV("x_in"), DEV("x0"),
-                                         DEV("mix"), DEV("branch"), DEV("scale"), DEV("rstd"), DEV("renorm_rstd"),
-                                         row_ln_scale(r), N, C, NULL, 0));
-    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, DEV("dbranch"), DEV("dscale"), d_dx, NULL, DEV("branch"),
-                                           DEV("scale"), N, C, DEV("partials"), 0));
+    CudaAddNormBackward renormed = plain_args;
+    renormed.renorm = DEV("renorm");
+    renormed.renorm_rstd = DEV("renorm_rstd");
+    renormed.renorm_scale = row_ln_scale(r);
+    CHECK_CUDA_OK(cuda_add_norm_backward(&renormed, 0));
+    const CudaScaledAddBackward residual = {.dbranch_bf16 = DEV("dbranch"), .dscale = DEV("dscale"), .dout = d_dx,
+                                            .branch_bf16 = DEV("branch"), .scale = DEV("scale"),
+                                            .partials = DEV("partials"), .N = N, .C = C};
+    CHECK_CUDA_OK(cuda_scaled_add_backward(&residual, 0));
     const char *names[4] = {"dx", "renorm", "dbranch", "dscale"};
     for (int k = 0; k < 4; k++) {
         OpTensor *t = op_t(r, names[k]);
@@ -391,8 +407,9 @@ static void norm_mix_bwd_tensors(OpRun *r) {
 static int norm_mix_forward(OpRun *r, float *xm) {
     const size_t n = (size_t)r->d[0] * r->d[1];
     ct_bf16 *a = dev_alloc(n * 2);
-    int rc = cuda_mix_norm_forward(NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
-                                   r->d[1], FLT_EPSILON, 1.0f, 0);
+    const CudaMixNorm input = {NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
+                               r->d[1], FLT_EPSILON, 1.0f};
+    int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(a);
     return rc;
@@ -415,8 +432,10 @@ static void norm_mix_bwd_cpu(OpRun *r) {
     free(xm), free(y), free(rstd), free(g);
 }
 static int norm_mix_bwd_gpu(OpRun *r) {
-    return cuda_norm_mix_backward(DEV("dx_in"), DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("dout"), DEV("x_in"), DEV("x0"),
-                                  DEV("mix"), DEV("rstd"), r->d[0], r->d[1], DEV("partials"), 0);
+    const CudaNormMixBackward a = {.dx_in = DEV("dx_in"), .dx0 = DEV("dx0"), .dmix = DEV("dmix"), .dx = DEV("dx"),
+                                   .dout = DEV("dout"), .rstd = DEV("rstd"), .x_in = DEV("x_in"), .x0 = DEV("x0"),
+                                   .mix = DEV("mix"), .partials = DEV("partials"), .N = r->d[0], .C = r->d[1]};
+    return cuda_norm_mix_backward(&a, 0);
 }
 /* the two ops on the stored xm: the same bits */
 static void norm_mix_bwd_extra(OpRun *r) {
@@ -428,8 +447,9 @@ static void norm_mix_bwd_extra(OpRun *r) {
     dev_put(DEV("dx0"), op_start(r, "dx0"), n * sizeof(float));
     dev_put(DEV("dmix"), op_start(r, "dmix"), 2 * (size_t)C * sizeof(float));
     CHECK_CUDA_OK(cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), xm, DEV("rstd"), N, C, 0));
-    CHECK_CUDA_OK(cuda_residual_mix_backward(din2, 0, DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("x_in"), DEV("x0"),
-                                             DEV("mix"), N, C, DEV("partials"), 0));
+    const CudaResidualMixBackward mix_backward = {din2, 0, DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("x_in"), DEV("x0"),
+                                                  DEV("mix"), DEV("partials"), N, C};
+    CHECK_CUDA_OK(cuda_residual_mix_backward(&mix_backward, 0));
     float *t_din = host_from_dev(din2, n), *t_dx0 = host_from_dev(DEV("dx0"), n),
           *t_dmix = host_from_dev(DEV("dmix"), 2 * (size_t)C);
     CHECK(memcmp(GOT("dx_in"), t_din, n * sizeof(float)) == 0, "norm_mix dx_in differs from the two ops' (C = %d)", C);
@@ -514,9 +534,10 @@ static void scaled_add_bwd_cpu(OpRun *r) {
 }
 static int scaled_add_bwd_gpu(OpRun *r) {
     const int backend = r->c->op->variant;
-    return cuda_scaled_add_backward(DEV_OPT("dx"), DEV_OPT("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), DEV("dout"),
-                                    backend ? NULL : DEV("branch"), backend ? DEV("branch") : NULL, DEV("scale"),
-                                    r->d[0], r->d[1], DEV("partials"), 0);
+    const CudaScaledAddBackward a = {DEV_OPT("dx"), DEV_OPT("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), DEV("dout"),
+                                     backend ? NULL : DEV("branch"), backend ? DEV("branch") : NULL, DEV("scale"),
+                                     DEV("partials"), r->d[0], r->d[1]};
+    return cuda_scaled_add_backward(&a, 0);
 }
 /* dscale alone (no other output) and from the bf16 branch holding the same values: the same
  * bits; the one-channel path (dout not 16-byte aligned) the 4-wide path's bits; both branches
@@ -526,16 +547,19 @@ static void scaled_add_bwd_extra(OpRun *r) {
     const size_t n = (size_t)N * C;
     float *ds0 = op_start(r, "dscale");
     dev_put(DEV("dscale"), ds0, C * sizeof(float));
-    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, DEV("dscale"), DEV("dout"), DEV("branch"), NULL,
-                                           DEV("scale"), N, C, DEV("partials"), 0));
+    const CudaScaledAddBackward dscale_only = {.dscale = DEV("dscale"), .dout = DEV("dout"), .branch = DEV("branch"),
+                                               .scale = DEV("scale"), .partials = DEV("partials"), .N = N, .C = C};
+    CHECK_CUDA_OK(cuda_scaled_add_backward(&dscale_only, 0));
     float *again = host_from_dev(DEV("dscale"), C);
     CHECK(memcmp(again, GOT("dscale"), C * sizeof(float)) == 0,
           "dscale not deterministic (or depends on the other outputs)");
     free(again);
     ct_bf16 *br16 = dev_bf16(HOST("branch"), n);
     dev_put(DEV("dscale"), ds0, C * sizeof(float));
-    CHECK_CUDA_OK(cuda_scaled_add_backward(NULL, NULL, NULL, DEV("dscale"), DEV("dout"), NULL, br16, DEV("scale"), N, C,
-                                           DEV("partials"), 0));
+    CudaScaledAddBackward from_bf16 = dscale_only;
+    from_bf16.branch = NULL;
+    from_bf16.branch_bf16 = br16;
+    CHECK_CUDA_OK(cuda_scaled_add_backward(&from_bf16, 0));
     float *from16 = host_from_dev(DEV("dscale"), C);
     CHECK(memcmp(from16, GOT("dscale"), C * sizeof(float)) == 0,
           "dscale from the bf16 branch differs from the fp32 branch's");
@@ -544,8 +568,9 @@ static void scaled_add_bwd_extra(OpRun *r) {
         void *base;
         float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
         op_reset(r);
-        CHECK_CUDA_OK(cuda_scaled_add_backward(DEV("dx"), DEV("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), dout1,
-                                               DEV("branch"), NULL, DEV("scale"), N, C, DEV("partials"), 0));
+        const CudaScaledAddBackward one_wide = {DEV("dx"), DEV("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), dout1,
+                                                DEV("branch"), NULL, DEV("scale"), DEV("partials"), N, C};
+        CHECK_CUDA_OK(cuda_scaled_add_backward(&one_wide, 0));
         const char *names[4] = {"dx", "dbranch", "dscale", "dbranch_bf16"};
         for (int k = 0; k < 4; k++) {
             OpTensor *t = op_t(r, names[k]);
@@ -556,9 +581,9 @@ static void scaled_add_bwd_extra(OpRun *r) {
         }
         dev_free(base);
     }
-    CHECK(cuda_scaled_add_backward(NULL, NULL, NULL, DEV("dscale"), DEV("dout"), DEV("branch"), br16, DEV("scale"), N,
-                                   C, DEV("partials"), 0) != 0,
-          "two branches accepted");
+    CudaScaledAddBackward both = dscale_only;
+    both.branch_bf16 = br16;
+    CHECK(cuda_scaled_add_backward(&both, 0) != 0, "two branches accepted");
     ct_error_clear();
     dev_free(br16);
 }
@@ -583,8 +608,9 @@ static void residual_mix_bwd_cpu(OpRun *r) {
                               r->d[0], r->d[1]);
 }
 static int residual_mix_bwd_gpu(OpRun *r) {
-    return cuda_residual_mix_backward(DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), DEV("dout"), DEV("x"), DEV("x0"),
-                                      DEV("mix"), r->d[0], r->d[1], DEV("partials"), 0);
+    const CudaResidualMixBackward a = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), DEV("dout"), DEV("x"), DEV("x0"),
+                                       DEV("mix"), DEV("partials"), r->d[0], r->d[1]};
+    return cuda_residual_mix_backward(&a, 0);
 }
 /* the one-channel path (dout not 16-byte aligned) gives the 4-wide path's bits, dmix included:
  * same rows per thread, same order of the sums */
@@ -595,8 +621,9 @@ static void residual_mix_bwd_extra(OpRun *r) {
     void *base;
     float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
     op_reset(r);
-    CHECK_CUDA_OK(cuda_residual_mix_backward(DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), dout1, DEV("x"), DEV("x0"),
-                                             DEV("mix"), N, C, DEV("partials"), 0));
+    const CudaResidualMixBackward one_wide = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), dout1, DEV("x"), DEV("x0"),
+                                              DEV("mix"), DEV("partials"), N, C};
+    CHECK_CUDA_OK(cuda_residual_mix_backward(&one_wide, 0));
     const char *names[3] = {"dx", "dx0", "dmix"};
     for (int k = 0; k < 3; k++) {
         OpTensor *t = op_t(r, names[k]);

@@ -26,6 +26,7 @@
 #define XSA_BF16_TOL 4e-3
 
 static int xsa_ld(const OpRun *r) { return r->d[2] * r->d[3] + r->d[4]; }
+static CudaXsaShape xsa_shape_of(const OpRun *r) { return (CudaXsaShape){r->d[0], r->d[1], r->d[2], r->d[3], xsa_ld(r)}; }
 
 /* y (the attention output), v in rows of ld_v (bf16, as the backend keeps both) */
 static void xsa_inputs(OpRun *r) {
@@ -65,8 +66,8 @@ static void xsa_fwd_cpu(OpRun *r) {
     free(v);
 }
 static int xsa_fwd_gpu(OpRun *r) {
-    return cuda_xsa_forward(DEV_OPT("out"), DEV("out_bf16"), DEV("y"), DEV("v"), xsa_ld(r), r->d[0], r->d[1], r->d[2],
-                            r->d[3], 0);
+    const CudaXsaShape shape = xsa_shape_of(r);
+    return cuda_xsa_forward(DEV_OPT("out"), DEV("out_bf16"), DEV("y"), DEV("v"), &shape, 0);
 }
 /* the bf16 output is the fp32 one rounded once, with or without it; refused shapes */
 static void xsa_fwd_extra(OpRun *r) {
@@ -77,7 +78,7 @@ static void xsa_fwd_extra(OpRun *r) {
     CHECK(memcmp(GOT("out_bf16"), rounded, n * sizeof(float)) == 0, "xsa bf16 output is not bf16(fp32 output)");
     ct_bf16 *only16 = dev_alloc(n * 2);
     dev_poison_bf16(only16, n);
-    CHECK_CUDA_OK(cuda_xsa_forward(NULL, only16, DEV("y"), DEV("v"), ld, N, H, KV, hd, 0));
+    CHECK_CUDA_OK(cuda_xsa_forward(NULL, only16, DEV("y"), DEV("v"), &(CudaXsaShape){N, H, KV, hd, ld}, 0));
     float *g16 = host_from_dev_bf16(only16, n);
     CHECK(memcmp(g16, rounded, n * sizeof(float)) == 0, "xsa bf16-only output differs");
     free(rounded), free(g16);
@@ -88,8 +89,8 @@ static void xsa_fwd_extra(OpRun *r) {
     } bad[] = {{H, KV, hd, KV * hd - 1, "row stride"}, {H, H + 1, hd, ld, "whole number of groups"},
                {H, KV, 129, 129 * KV, "head_dim 129"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        CHECK(cuda_xsa_forward(NULL, DEV("out_bf16"), DEV("y"), DEV("v"), bad[k].ld, N, bad[k].H, bad[k].KV, bad[k].hd,
-                               0) != 0 &&
+        CHECK(cuda_xsa_forward(NULL, DEV("out_bf16"), DEV("y"), DEV("v"),
+                               &(CudaXsaShape){N, bad[k].H, bad[k].KV, bad[k].hd, bad[k].ld}, 0) != 0 &&
                   strstr(ct_error(), bad[k].says) != NULL,
               "refused shape %zu: got '%s'", k, ct_error());
         ct_error_clear();
@@ -120,8 +121,9 @@ static void xsa_bwd_cpu(OpRun *r) {
     free(v), free(dv);
 }
 static int xsa_bwd_gpu(OpRun *r) {
+    const CudaXsaShape shape = xsa_shape_of(r);
     return cuda_xsa_backward(DEV_OPT("dy"), DEV("dy_bf16"), DEV_OPT("dv"), DEV("dv_bf16"), DEV("dout"), DEV("y"),
-                             DEV("v"), xsa_ld(r), r->d[0], r->d[1], r->d[2], r->d[3], 0);
+                             DEV("v"), &shape, 0);
 }
 /* the columns of dv_bf16's rows past v's block are left as they were (the backend's dq | dk) */
 static void xsa_bwd_extra(OpRun *r) {

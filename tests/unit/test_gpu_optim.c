@@ -49,7 +49,8 @@ static void adam_matches_cpu(void) {
         cpu_adam_step(p, g, m, v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step);
         dev_put(d_g, g, n * sizeof(float));
         dev_poison_bf16(d_p16, n);
-        CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step, 0));
+        CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, &(CudaAdamHyper){lrs[step - 1], 0.9, 0.95, 1e-8, step},
+                                     0));
         free(g);
     }
     float *g_p = host_from_dev(d_p, n), *g_m = host_from_dev(d_m, n), *g_v = host_from_dev(d_v, n);
@@ -83,7 +84,8 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
     ct_bf16 *d_p16 = dev_alloc(n * 2);
     dev_poison_bf16(d_p16, n);
-    CHECK_CUDA_OK(cuda_muon_update(h, d_upd, d_g, d_buf, rows, cols, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
+                                   d_part, 0));
     float *g_buf = host_from_dev(d_buf, n), *g_upd = host_from_dev(d_upd, n);
     char what[96];
     snprintf(what, sizeof what, "muon momentum buffer %dx%d", rows, cols);
@@ -100,7 +102,8 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     CHECK_REL("muon apply bf16 shadow", g_p16, ref_p, n, 4e-3);
     /* determinism of the whole update */
     dev_put(d_buf, buf, n * sizeof(float));
-    CHECK_CUDA_OK(cuda_muon_update(h, d_upd, d_g, d_buf, rows, cols, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
+                                   d_part, 0));
     float *again = host_from_dev(d_upd, n);
     CHECK(memcmp(again, g_upd, n * sizeof(float)) == 0, "muon update not deterministic");
     cublasDestroy(h);
