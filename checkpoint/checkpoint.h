@@ -33,6 +33,9 @@ typedef struct {
     int world_size;
     double training_time_ms;
     const char *device; /* "cpu" / "cuda" */
+    /* (may be NULL) the libraries and hardware the bits depend on (Backend.stack), the root
+     * attribute `stack`; NULL after a load of a file without it (an older ctrain wrote it) */
+    const char *stack;
     LoaderCursor cursor;
     /* Extra named scalars for exact continuation and logging (e.g. last_val_loss); may be 0
      * entries. Names are attribute names of /metrics: non-empty, unique, without '/'. */

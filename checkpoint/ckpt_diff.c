@@ -199,6 +199,9 @@ static void diff_other(const CkptMeta *a, const CkptMeta *b) {
     if (a->world_size != b->world_size)
         printf("world_size differs: %lld vs %lld\n", (long long)a->world_size, (long long)b->world_size);
     if (strcmp(a->device, b->device) != 0) printf("device differs: %s vs %s\n", a->device, b->device);
+    if ((a->stack || b->stack) && (!a->stack || !b->stack || strcmp(a->stack, b->stack) != 0))
+        printf("stack differs: %s vs %s\n", a->stack ? a->stack : "(not recorded)",
+               b->stack ? b->stack : "(not recorded)");
     for (int i = 0; i < a->num_extras; i++) {
         int j = 0;
         while (j < b->num_extras && strcmp(a->extra_names[i], b->extra_names[j]) != 0) j++;

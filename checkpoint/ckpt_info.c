@@ -33,6 +33,9 @@ static void print_summary(const char *path, const CkptMeta *m) {
     printf("train tokens:   %lld\n", (long long)m->train_tokens);
     printf("world size:     %lld\n", (long long)m->world_size);
     printf("device:         %s\n", ct_shorten(m->device, s1, sizeof s1));
+    char wide[800];
+    printf("stack:          %s\n",
+           m->stack ? ct_shorten(m->stack, wide, sizeof wide) : "(not recorded: an older ctrain wrote the file)");
     printf("training time:  %.3f s\n", m->training_time_ms / 1000.0);
     printf("model:          vocab_size %lld, num_layers %lld, model_dim %lld, num_heads %lld, num_kv_heads %lld, "
            "mlp_mult %g, %s embeddings; %zu parameters\n",

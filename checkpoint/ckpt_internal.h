@@ -109,6 +109,7 @@ typedef struct {
     int64_t step, train_tokens, world_size, adam_step;
     double training_time_ms;
     char *created, *ctrain_version, *device;
+    char *stack; /* the root attribute `stack`, NULL when the file has none */
     uint32_t content_crc32;
     Config cfg;                    /* /config, defaults for keys the file lacks */
     unsigned char cfg_present[CT_CONFIG_NUM_KEYS]; /* per key of the table: found in the file */

@@ -164,6 +164,7 @@ static void fill_info(const CkptMeta *m, CheckpointInfo *info) {
     info->world_size = (int)m->world_size;
     info->training_time_ms = m->training_time_ms;
     info->device = ct_strdup(m->device);
+    info->stack = m->stack ? ct_strdup(m->stack) : NULL;
     info->cursor = m->cursor;
     info->num_extras = m->num_extras;
     if (m->num_extras > 0) {
@@ -248,6 +249,7 @@ int checkpoint_read_weights(const char *path, Config *cfg, TrainState *st) {
 
 void checkpoint_info_free(CheckpointInfo *info) {
     free((char *)info->device);
+    free((char *)info->stack);
     for (int i = 0; i < info->num_extras; i++) free((char *)info->extra_names[i]);
     free((char **)info->extra_names);
     free((double *)info->extra_values);

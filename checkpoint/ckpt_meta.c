@@ -51,6 +51,10 @@ static int read_root(hid_t file, const char *path, CkptMeta *m) {
         ckpt_attr_read_str(file, path, "/", "device", &m->device) != 0 ||
         ckpt_attr_read_i64(file, path, "/", "content_crc32", &crc) != 0)
         return -1;
+    /* the software stack: optional (files of a ctrain that did not record it lack it) */
+    htri_t has_stack = H5Aexists(file, "stack");
+    if (has_stack < 0) return ct_h5_fail("'%s': cannot look up the root attribute stack", path);
+    if (has_stack > 0 && ckpt_attr_read_str(file, path, "/", "stack", &m->stack) != 0) return -1;
     if (crc < 0 || crc > (int64_t)UINT32_MAX)
         return ct_fail("'%s': content_crc32 is %lld, expected a 32-bit checksum", path, (long long)crc);
     m->content_crc32 = (uint32_t)crc;
@@ -338,6 +342,7 @@ void ckpt_meta_free(CkptMeta *m) {
     free(m->created);
     free(m->ctrain_version);
     free(m->device);
+    free(m->stack);
     config_free(&m->cfg);
     for (int i = 0; i < m->num_unknown_keys; i++) free(m->unknown_keys[i]);
     free(m->unknown_keys);

@@ -56,6 +56,11 @@ typedef struct Backend Backend;
 struct Backend {
     const char *name;
     char detail[256]; /* what runs it, for the start banner ("OpenBLAS core ..., 2 threads"); may be "" */
+    /* The libraries and hardware its bits depend on besides ctrain and the inputs, as "; "-
+     * separated name=value items ("blas=OpenBLAS 0.3.21 ... Haswell ...", or the CUDA runtime,
+     * driver, cuBLAS and GPU): checkpoints record it, and a resume on another stack says so
+     * (bits are promised only for the same stack). */
+    char stack[384];
     TrainState *state;
     /* One micro-batch: tokens holds B*T+1 tokens (inputs tokens[0..B*T), targets shifted by
      * one). Accumulates d(loss_weight * mean loss)/d(params) into the gradients; *mean_loss is

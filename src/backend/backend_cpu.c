@@ -12,6 +12,7 @@
 #include "backend_cpu.h"
 #include "common.h"
 #include "cpu_attention.h"
+#include "cpu_blas.h" /* openblas_get_config: the stack a checkpoint records */
 #include "cpu_fake_quant.h"
 #include "blas_core.h"
 #include "omp_wait.h"
@@ -105,6 +106,9 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     snprintf(cb->base.detail, sizeof cb->base.detail, "OpenBLAS core %s, %d thread%s (waiting: %s)",
              cpu_blas_core_describe(core, sizeof core), threads, threads == 1 ? "" : "s",
              omp_wait_describe(wait, sizeof wait));
+    /* the loaded OpenBLAS and its kernel set (the core is in its config string): another core's
+     * sgemm kernels may round differently; the thread count does not matter (fixed tiles) */
+    snprintf(cb->base.stack, sizeof cb->base.stack, "blas=%s", openblas_get_config());
     cb->attn_scratch_floats = cpu_attention_backward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                                                                     threads);
     size_t fwd = cpu_attention_forward_scratch_floats(B, T, s->num_heads, s->num_kv_heads, s->head_dim, threads);

@@ -363,6 +363,19 @@ static int upload_rope_tables(CudaBackend *cb) {
     return rc;
 }
 
+/* Backend.stack: the CUDA runtime and driver, cuBLAS and the GPU (its name and compute
+ * capability), what the bits depend on besides ctrain and the inputs. */
+static void write_stack(CudaBackend *cb) {
+    int runtime = 0, driver = 0, blas = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    cublasGetVersion(cb->blas, &blas);
+    snprintf(cb->base.stack, sizeof cb->base.stack,
+             "cuda_runtime=%d.%d; cuda_driver=%d.%d; cublas=%d.%d.%d; gpu=%.120s sm_%d%d", runtime / 1000,
+             runtime % 1000 / 10, driver / 1000, driver % 1000 / 10, blas / 10000, blas / 100 % 100, blas % 100,
+             cb->device_name, cb->cc_major, cb->cc_minor);
+}
+
 /* the start banner's line: device and memory (the full split stays in describe) */
 static void write_start_line(CudaBackend *cb) {
     const double GiB = 1024.0 * 1024.0 * 1024.0;
@@ -387,6 +400,7 @@ int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
         return -1;
     }
     write_start_line(cb);
+    write_stack(cb);
     *out = &cb->base;
     return 0;
 }

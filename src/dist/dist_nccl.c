@@ -218,6 +218,14 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
     return 0;
 }
 
+void dist_nccl_stack(char *buf, size_t cap) {
+    int version = 0;
+    ncclGetVersion(&version);
+    const char *algo = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
+    snprintf(buf, cap, "nccl=%d.%d.%d; nccl_algo=%.60s; nccl_proto=%.60s", version / 10000, version / 100 % 100,
+             version % 100, algo && *algo ? algo : "(tuner)", proto && *proto ? proto : "(tuner)");
+}
+
 /* Queue `call` on the host-value stream, then wait for it. */
 static int run_host_collective(ncclResult_t r, const char *what) {
     if (settle(r, g.timeout_s, what, g_collective_setting) != 0) return -1;
@@ -472,6 +480,8 @@ void dist_nccl_finalize(DistInfo *d) {
 #else /* !CT_HAVE_NCCL */
 
 int dist_nccl_compiled(void) { return 0; }
+
+void dist_nccl_stack(char *buf, size_t cap) { snprintf(buf, cap, "nccl=(not built)"); }
 
 static int no_nccl(void) {
     return ct_fail("this ctrain was built without NCCL (CUDA and NCCL headers were not found at build time: set "

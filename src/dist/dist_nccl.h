@@ -32,6 +32,11 @@ int dist_nccl_compiled(void);
  * GPU). */
 int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size_t cap);
 
+/* The NCCL a job's bits depend on, for Backend.stack's record: "nccl=2.28.9; nccl_algo=...;
+ * nccl_proto=..." (NCCL_ALGO / NCCL_PROTO as the environment sets them, "(tuner)" when NCCL
+ * chooses: its tuner's choice may differ between machines). */
+void dist_nccl_stack(char *buf, size_t cap);
+
 /* Sum n floats of a device buffer across ranks in place, queued on `stream` (a cudaStream_t)
  * after the work already there; returns when the sum is done. */
 int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *stream, const char *what);

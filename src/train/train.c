@@ -421,6 +421,7 @@ int train_run(Config *cfg) {
            t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
            (long long)cfg->train_seq_len);
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
+    trainer_note_stack(&t);
     if (t.nccl_note[0]) printf("%s\n", t.nccl_note);
     if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
     if (cfg->warmup_steps > 0 && cfg->source[config_find_key("warmup_steps") - ct_config_keys] != CT_SOURCE_DEFAULT)

@@ -1,5 +1,5 @@
-/* train_resume.c — where a run starts (resume = auto | none | PATH) and continuing metrics.jsonl
- * after a resume. */
+/* train_resume.c — where a run starts (resume = auto | none | PATH), the software stack compared
+ * with the resumed checkpoint's, and continuing metrics.jsonl after a resume. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +33,7 @@ static int load_from(Trainer *t, const char *path, int verified) {
         if (!strcmp(info.extra_names[i], "last_val_bpb")) t->last_val_bpb = info.extra_values[i];
     }
     t->saved_val_step = t->last_val_step; /* what the file holds */
+    snprintf(t->resumed_stack, sizeof t->resumed_stack, "%s", info.stack ? info.stack : "");
     int64_t expect = info.step * config_step_stream_tokens(t->cfg);
     int rc = 0;
     if (info.cursor.stream_tokens != expect)
@@ -52,6 +53,48 @@ static int load_from(Trainer *t, const char *path, int verified) {
     }
     checkpoint_info_free(&info);
     return rc;
+}
+
+/* Whether item (one "name=value" of a stack, len bytes) is one of stack's items. */
+static int stack_has(const char *stack, const char *item, size_t len) {
+    for (const char *p = stack; *p;) {
+        const char *end = strstr(p, "; ");
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && !strncmp(p, item, len)) return 1;
+        if (!end) break;
+        p = end + 2;
+    }
+    return 0;
+}
+
+/* Appends to out the items of a missing from b, "; "-separated. */
+static void stack_missing(const char *a, const char *b, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p = a; *p && n < cap;) {
+        const char *end = strstr(p, "; ");
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (!stack_has(b, p, len)) n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "; " : "", (int)len, p);
+        if (!end) break;
+        p = end + 2;
+    }
+}
+
+void trainer_note_stack(Trainer *t) {
+    int n = snprintf(t->stack, sizeof t->stack, "%s", t->backend->stack);
+    if (t->dist->nccl && n >= 0 && (size_t)n < sizeof t->stack) {
+        char nccl[256];
+        dist_nccl_stack(nccl, sizeof nccl);
+        snprintf(t->stack + n, sizeof t->stack - (size_t)n, "%s%s", n ? "; " : "", nccl);
+    }
+    printf("stack: %s\n", t->stack);
+    if (!t->resumed_stack[0] || !strcmp(t->resumed_stack, t->stack)) return;
+    char was[1024], now[1024];
+    stack_missing(t->resumed_stack, t->stack, was, sizeof was);
+    stack_missing(t->stack, t->resumed_stack, now, sizeof now);
+    printf("note: the checkpoint was written with %s; this run has %s: training continues from the same state, but "
+           "bits are promised only for the same stack (docs/checkpoint-format.md)\n",
+           was[0] ? was : "(nothing more)", now[0] ? now : "(nothing more)");
 }
 
 /* Rank 0's half: which checkpoint to start from (path "" = fresh); *verified = 1 when it was

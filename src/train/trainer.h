@@ -47,7 +47,15 @@ typedef struct {
     /* NCCL jobs (train_nccl.c): the gradient reducer (NULL otherwise) and the log line */
     DistGradReducer *reducer;
     char nccl_note[600];
+    /* the software stack the bits depend on (Backend.stack, and NCCL's in NCCL jobs), saved in
+     * every checkpoint; and the resumed checkpoint's ("" for a fresh run or a file without one),
+     * compared with it once the backend exists */
+    char stack[1024], resumed_stack[1024];
 } Trainer;
+
+/* train_resume.c: after the backend exists, t->stack from it (and NCCL), printed; a resume from a
+ * checkpoint of another stack says which items differ. */
+void trainer_note_stack(Trainer *t);
 
 /* train_data.c */
 /* Read every token of the training files, each rank its share (files rank, rank + world, ...):

@@ -2,7 +2,8 @@
 # test_blas_core.sh — the OpenBLAS kernel set (base/blas_core.c): when OpenBLAS picks
 # a core weaker than the CPU supports, `ctrain train` / `--version` execute again with
 # OPENBLAS_CORETYPE set to the best one, and OpenBLAS really loads it; a core the user chose is
-# kept; the choice is reported by --version and the training banner. OpenBLAS picking a weak
+# kept; the choice is reported by --version and the training banner, recorded in checkpoints
+# (the root attribute `stack`), and a resume on another kernel set says so. OpenBLAS picking a weak
 # core is played by CTRAIN_TEST_BLAS_PICKED (the weak pick happens for real only on CPUs newer
 # than the installed OpenBLAS); everything after it is the real library.
 source "$CT_ROOT/tests/cli/lib.sh"
@@ -40,5 +41,20 @@ a = [json.loads(l)["train_loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["train_loss"] for l in open(sys.argv[2])]
 assert len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)), (a, b)
 ' a/metrics.jsonl b/metrics.jsonl && pass cores_agree || fail cores_agree "losses differ beyond rounding"
+
+# ---- the software stack: the checkpoint records the kernel set, a resume on another says so ----
+# a's final checkpoint (3 steps on the best core) holds the stack its bits depend on (h5dump);
+# going on on Prescott, the run names what differs; going on on the same core, it says nothing
+h5dump -a /stack a/checkpoints/step_00000003.h5 >stack.txt 2>&1
+expect_grep checkpoint_records_stack "\"blas=OpenBLAS .* $best MAX_THREADS=[0-9]+\"" stack.txt
+cp -r a c
+expect_ok resume_other_core env OPENBLAS_CORETYPE=Prescott "$CTRAIN" train "${run[@]}" iterations=4 out_dir=a
+expect_grep resume_names_stack_change "^note: the checkpoint was written with blas=OpenBLAS .* $best MAX_THREADS=[0-9]+; this run has blas=OpenBLAS .* Prescott MAX_THREADS=[0-9]+: .*bits are promised only for the same stack" out
+expect_ok resume_same_core env -u OPENBLAS_CORETYPE CTRAIN_TEST_BLAS_PICKED=Prescott "$CTRAIN" train "${run[@]}" \
+    iterations=4 out_dir=c
+if grep -q "^note: the checkpoint was written with" out; then fail resume_same_stack_silent "$(grep '^note' out)"
+else pass resume_same_stack_silent; fi
+"$CTRAIN" ckpt info a/checkpoints/step_00000004.h5 >info.txt 2>&1
+expect_grep info_shows_stack "^stack: +blas=OpenBLAS .* Prescott" info.txt
 
 finish
