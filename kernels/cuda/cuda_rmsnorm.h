@@ -84,7 +84,8 @@ typedef struct {
     int N, C;
 } CudaAddNormBackward;
 int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream);
-/* The block input's backward (a CudaNormMixBackward's tensors and shape), fused: the attention norm's (cuda_rmsnorm_backward with its input
+/* The block input's backward (a CudaNormMixBackward's tensors and shape), fused: the attention
+ * norm's (cuda_rmsnorm_backward with its input
  * xm = mix[0] * x_in + mix[1] * x0 recomputed) giving g = dx + rmsnorm_backward(dout, xm, rstd),
  * then the residual mix's (cuda_residual_mix_backward with dx_accumulate = 0) on g: dx_in =
  * mix[0] * g (WRITTEN), dx0 += mix[1] * g, dmix [2,C] += (sum_n g*x_in ; sum_n g*x0) (partials:

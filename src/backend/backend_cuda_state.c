@@ -75,8 +75,8 @@ int backend_cuda_sync_to_host(Backend *b) { return cuda_copy_state((CudaBackend 
 /* Backend.sync_to_host, before a checkpoint: only what a checkpoint holds (ckpt_layout.c) — the
  * weights and their averages, Muon's momentum of the matrices, Adam's moments of the others, in
  * runs of neighbouring parameters; not the gradients (zero after every step) nor the unused
- * halves of the optimizer buffers. For the baseline that is 138 MB instead of 341 MB, which shortens the
- * pause of a background checkpoint. */
+ * halves of the optimizer buffers. For the baseline that is 138 MB instead of 341 MB, which
+ * shortens the pause of a background checkpoint. */
 int cuda_sync_for_checkpoint(Backend *b) {
     CudaBackend *cb = (CudaBackend *)b;
     TrainState *st = b->state;

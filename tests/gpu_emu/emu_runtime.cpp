@@ -38,6 +38,7 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("EMU_NO_DEVICE") ? 0 : 1; return *n ? cudaSuccess : cudaErrorNoDevice; }
 /* the emulated machine has a driver (EMU_NO_DEVICE: a driver without devices) */
 cudaError_t cudaDriverGetVersion(int *version) { *version = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *version) { *version = 13000; return cudaSuccess; }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p); strcpy(p->name, "host emulator"); p->major = 9; p->minor = 0; p->totalGlobalMem = TOTAL; p->multiProcessorCount = 1; return cudaSuccess;
@@ -117,6 +118,7 @@ cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new emu_cublas{nullptr}; r
 cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { h->s = s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasGetVersion(cublasHandle_t, int *version) { *version = 130000; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetAtomicsMode(cublasHandle_t, cublasAtomicsMode_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetPointerMode(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }

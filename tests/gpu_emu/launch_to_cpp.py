@@ -45,8 +45,13 @@ while True:
             if depth==0: break
         e+=1
     args=split_args(src[k+1:e])
-    caps=', '.join(f'emu_a{n} = ({a})' for n,a in enumerate(args))
-    call=', '.join(f'emu_a{n}' for n in range(len(args)))
-    out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [{caps}] {{ {name}({call}); }})'
+    if any('__VA_ARGS__' in a for a in args):
+        # a launch inside a macro: its arguments are the macro's, unknown here, so the variables
+        # they name are captured by value ([=]); such a macro must be handed values, not s->T
+        out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [=] {{ {name}({src[k+1:e]}); }})'
+    else:
+        caps=', '.join(f'emu_a{n} = ({a})' for n,a in enumerate(args))
+        call=', '.join(f'emu_a{n}' for n in range(len(args)))
+        out+=f'emu_launch(dim3({cfg[0]}), dim3({cfg[1]}), [{caps}] {{ {name}({call}); }})'
     i=e+1
 open(sys.argv[2],'w').write(out)

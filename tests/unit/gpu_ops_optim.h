@@ -33,8 +33,9 @@ static void muon_tensors(OpRun *r) {
 }
 static int muon_gpu(OpRun *r) {
     if (r->c->op->variant < 2)
-        return cuda_muon_update(op_blas(), &(CudaMuonMatrix){DEV("update"), DEV("grad"), DEV("momentum"), r->d[0], r->d[1]},
-                                0.95, 1, 5, r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
+        return cuda_muon_update(op_blas(),
+                                &(CudaMuonMatrix){DEV("update"), DEV("grad"), DEV("momentum"), r->d[0], r->d[1]}, 0.95,
+                                1, 5, r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
     enum { MAX_BATCH = 16 };
     CudaMuonMatrix mats[MAX_BATCH];
     const int count = r->d[0] < MAX_BATCH ? r->d[0] : MAX_BATCH, rows = r->d[1], cols = r->d[2];

@@ -150,8 +150,8 @@ static void rope_column_block_check(OpRun *r) {
     CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out, NULL, d_in, d_gain, &whole, 0));
     CHECK_CUDA_OK(cuda_qk_norm_rope_forward(d_out_w, NULL, d_wide + D, d_gain, &in_rows, 0));
     CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din, d_din16, NULL, d_dout, d_in, d_gain, &whole, NULL, NULL, 0));
-    CHECK_CUDA_OK(
-        cuda_qk_norm_rope_backward(d_din_w + D, d_din16_w + D, NULL, d_dout, d_wide + D, d_gain, &in_rows, NULL, NULL, 0));
+    CHECK_CUDA_OK(cuda_qk_norm_rope_backward(d_din_w + D, d_din16_w + D, NULL, d_dout, d_wide + D, d_gain, &in_rows,
+                                             NULL, NULL, 0));
     float *out = host_from_dev(d_out, n), *out_w = host_from_dev(d_out_w, n);
     CHECK(memcmp(out, out_w, n * sizeof(float)) == 0, "forward from a column block differs from the whole tensor's");
     float *din = host_from_dev(d_din, n), *din_w = host_from_dev(d_din_w, wide);

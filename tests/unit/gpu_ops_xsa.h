@@ -26,7 +26,9 @@
 #define XSA_BF16_TOL 4e-3
 
 static int xsa_ld(const OpRun *r) { return r->d[2] * r->d[3] + r->d[4]; }
-static CudaXsaShape xsa_shape_of(const OpRun *r) { return (CudaXsaShape){r->d[0], r->d[1], r->d[2], r->d[3], xsa_ld(r)}; }
+static CudaXsaShape xsa_shape_of(const OpRun *r) {
+    return (CudaXsaShape){r->d[0], r->d[1], r->d[2], r->d[3], xsa_ld(r)};
+}
 
 /* y (the attention output), v in rows of ld_v (bf16, as the backend keeps both) */
 static void xsa_inputs(OpRun *r) {

@@ -49,8 +49,8 @@ static void adam_matches_cpu(void) {
         cpu_adam_step(p, g, m, v, n, lrs[step - 1], 0.9, 0.95, 1e-8, step);
         dev_put(d_g, g, n * sizeof(float));
         dev_poison_bf16(d_p16, n);
-        CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, &(CudaAdamHyper){lrs[step - 1], 0.9, 0.95, 1e-8, step},
-                                     0));
+        const CudaAdamHyper hyper = {lrs[step - 1], 0.9, 0.95, 1e-8, step};
+        CHECK_CUDA_OK(cuda_adam_step(d_p, d_p16, d_g, d_m, d_v, n, &hyper, 0));
         free(g);
     }
     float *g_p = host_from_dev(d_p, n), *g_m = host_from_dev(d_m, n), *g_v = host_from_dev(d_v, n);

@@ -487,7 +487,8 @@ static void resume_with_averages_bitwise(void) {
         double la = 0, lr = 0, na, nr;
         for (int m = 0; m < ACCUM; m++) {
             uint32_t *tok = make_tokens(span, s->vocab, 8000 + (uint64_t)(step * ACCUM + m));
-            CHECK(a->forward_backward(a, tok, 1.0f / ACCUM, &la) == 0 && r->forward_backward(r, tok, 1.0f / ACCUM, &lr) == 0,
+            CHECK(a->forward_backward(a, tok, 1.0f / ACCUM, &la) == 0 &&
+                      r->forward_backward(r, tok, 1.0f / ACCUM, &lr) == 0,
                   "fb: %s", ct_error());
             CHECK(memcmp(&la, &lr, sizeof la) == 0, "step %d micro %d: loss %.17g, resumed %.17g", step + 1, m, la, lr);
             free(tok);

@@ -17,6 +17,7 @@ cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes);
+cublasStatus_t cublasGetVersion(cublasHandle_t h, int *version);
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
 cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t m);
 cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t m);

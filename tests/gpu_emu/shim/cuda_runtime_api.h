@@ -19,6 +19,7 @@ struct cudaDeviceProp { char name[256]; cudaUUID_t uuid; int major, minor; size_
 #define cudaStreamNonBlocking 1
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
 cudaError_t cudaMalloc(void **p, size_t bytes);
