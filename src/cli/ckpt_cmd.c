@@ -129,8 +129,8 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [--format int8-zlib|int6-zstd] [--out ARTIFACT] [--code-bytes N|FILE]\n"
-    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--no-eval]\n"
-    "                        [--dequantized OUT.safetensors] [--live]\n"
+    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--eval-seq-len N]\n"
+    "                        [--no-eval] [--dequantized OUT.safetensors] [--live]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
@@ -154,6 +154,9 @@ static const char GOLF_USAGE[] =
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --eval-stride N   after the non-overlapping evaluation, the sliding-window one with this stride, as\n"
     "                    train_gpt.py's EVAL_STRIDE (default: the checkpoint's eval_stride; 0 = none)\n"
+    "  --eval-seq-len N  evaluate on sequences (and windows) of N tokens, as train_gpt.py's EVAL_SEQ_LEN;\n"
+    "                    above rope_train_seq_len the RoPE base is NTK-scaled (default: the checkpoint's\n"
+    "                    eval_seq_len; 0 = its train_seq_len)\n"
     "  --no-eval         write the artifact and report its size only\n"
     "  --dequantized FILE  also write the weights read back from the artifact (what the round trip\n"
     "                    evaluates) as a float32 safetensors file with train_gpt.py's names\n"
@@ -181,14 +184,14 @@ static int code_size(const char *arg, int64_t *bytes) {
 static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
-               *eval_stride = NULL;
+               *eval_stride = NULL, *eval_seq_len = NULL;
     int no_eval = 0, live = 0;
     const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
                                  {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},
-                                 {"--live", NULL, &live}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 9, &pos, &npos);
+                                 {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 10, &pos, &npos);
     if (rc != 0 || npos != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
@@ -227,6 +230,8 @@ static int cmd_golf(int argc, char **argv) {
     if (rc == 0 &&
         ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
          (eval_stride && config_set(&cfg, "eval_stride", eval_stride, CT_SOURCE_COMMAND_LINE, "--eval-stride") != 0) ||
+         (eval_seq_len &&
+          config_set(&cfg, "eval_seq_len", eval_seq_len, CT_SOURCE_COMMAND_LINE, "--eval-seq-len") != 0) ||
          config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0)) {
         ct_print_error();
         rc = CT_EXIT_USAGE;

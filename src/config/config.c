@@ -399,6 +399,12 @@ int config_validate(const Config *c, int world_size) {
             "eval_stride = %lld: expected 0 (non-overlapping validation) or a stride with 0 < eval_stride < "
             "train_seq_len = %lld",
             (long long)c->eval_stride, (long long)c->train_seq_len);
+    REQUIRE(c->eval_seq_len >= 0 && c->eval_seq_len <= (1LL << 24),
+            "eval_seq_len = %lld: expected 0 (train_seq_len) or a sequence length in [1, 2^24]",
+            (long long)c->eval_seq_len);
+    REQUIRE(c->eval_seq_len == 0 || c->eval_stride < c->eval_seq_len,
+            "eval_stride = %lld: expected a stride below eval_seq_len = %lld too (the round trip's windows)",
+            (long long)c->eval_stride, (long long)c->eval_seq_len);
     if (c->val_files[0]) {
         int64_t val_local = c->val_batch_size / c->grad_accum_slots;
         REQUIRE(val_local >= c->train_seq_len,

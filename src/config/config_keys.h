@@ -91,6 +91,8 @@
     X(val_batch_size, INT, "524288", "data", FREE, "validation tokens per batch (all ranks)")      \
     X(eval_stride, INT, "0", "data", FREE,                                                          \
       "sliding-window validation (train_gpt.py's EVAL_STRIDE): windows of train_seq_len tokens every eval_stride tokens, each scoring its last eval_stride positions (the first window all); 0 = non-overlapping sequences") \
+    X(eval_seq_len, INT, "0", "data", FREE,                                                         \
+      "the golf artifact's round trip on sequences of this many tokens (train_gpt.py's EVAL_SEQ_LEN; 0 = train_seq_len), both its non-overlapping and its sliding-window evaluation; above rope_train_seq_len the RoPE base is NTK-scaled, as the record's Rotary does") \
     X(train_log_every, INT, "200", "data", FREE, "print a progress line every N steps (metrics.jsonl gets every step)") \
     X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
       "at the end: write the parameter-golf artifact (golf_format) into out_dir and validate its round trip") \

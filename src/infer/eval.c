@@ -94,27 +94,42 @@ int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, in
 }
 
 /* The validation data and a backend over st's weights, in this process alone (for
- * print_round_trip_evaluation); eval_close frees what eval_open made, also after a failure. */
+ * print_round_trip_evaluation), on sequences of T tokens; eval_close frees what eval_open made,
+ * also after a failure. */
 typedef struct {
     TokenSet set;
     ValData v;
     Backend *b;
     DistInfo single;
+    int64_t T;
 } WeightsEval;
 
 static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
     memset(e, 0, sizeof *e);
     e->single.world_size = 1;
+    e->T = cfg->eval_seq_len > 0 ? cfg->eval_seq_len : cfg->train_seq_len;
     if (!cfg->val_files[0]) return ct_fail("val_files is empty: there is no validation data to evaluate on");
     if (data_open_set(cfg->val_files, &e->set) != 0) return ct_fail_prefix("val_files");
     if (e->set.vocab_size != cfg->vocab_size)
         return ct_fail("val_files: the data's vocab_size is %lld (%s) but the model's is %lld",
                        (long long)e->set.vocab_size, e->set.files[0].path, (long long)cfg->vocab_size);
-    if (e->set.total_tokens < cfg->train_seq_len + 1)
-        return ct_fail("val_files '%s' hold %lld tokens, fewer than one sequence of train_seq_len + 1 = %lld",
-                       cfg->val_files, (long long)e->set.total_tokens, (long long)cfg->train_seq_len + 1);
-    if (val_load(cfg, &e->set, &e->v) != 0) return -1;
-    return backend_create(&e->b, cfg, st);
+    const char *which = cfg->eval_seq_len > 0 ? "eval_seq_len" : "train_seq_len";
+    if (e->set.total_tokens < e->T + 1)
+        return ct_fail("val_files '%s' hold %lld tokens, fewer than one sequence of %s + 1 = %lld", cfg->val_files,
+                       (long long)e->set.total_tokens, which, (long long)e->T + 1);
+    /* The backend and the split for sequences of T tokens: the run's configuration with T as its
+     * sequence length and micro-batches of as many whole sequences of T as the run's micro-batch
+     * holds tokens (one at least). A shallow copy: it shares cfg's strings and is not freed. The
+     * RoPE tables follow T, NTK-scaled above rope_train_seq_len (model_rope_base). */
+    Config at_t = *cfg;
+    const int64_t seqs = config_local_tokens(cfg) / e->T > 0 ? config_local_tokens(cfg) / e->T : 1;
+    at_t.train_seq_len = e->T;
+    at_t.train_batch_tokens = seqs * e->T * cfg->grad_accum_slots;
+    if (val_load(&at_t, &e->set, &e->v) != 0) return -1;
+    if (e->T != cfg->train_seq_len)
+        printf("round trip on sequences of eval_seq_len = %lld tokens (trained on %lld; RoPE base %g)\n",
+               (long long)e->T, (long long)cfg->train_seq_len, (double)model_rope_base(&st->spec, (int)e->T));
+    return backend_create(&e->b, &at_t, st);
 }
 
 static void eval_close(WeightsEval *e) {
@@ -131,7 +146,7 @@ int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *l
     for (int sliding = 0; sliding <= (cfg->eval_stride > 0) && rc == 0; sliding++) {
         const int64_t stride = sliding ? cfg->eval_stride : 0;
         double val_loss, val_bpb, start = ct_now_ms();
-        rc = val_evaluate_with_stride(e.b, &e.v, &e.single, cfg->train_seq_len, stride, &val_loss, &val_bpb);
+        rc = val_evaluate_with_stride(e.b, &e.v, &e.single, e.T, stride, &val_loss, &val_bpb);
         if (rc != 0) break;
         const double ms = ct_now_ms() - start;
         if (sliding)

@@ -52,7 +52,8 @@ int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, in
                              double *val_loss, double *val_bpb);
 
 /* The round trip's evaluation of the weights in st on cfg's val_files, in this process alone, on
- * cfg's device, printed as train_gpt.py prints it: "<label>_roundtrip val_loss:...
+ * cfg's device, on sequences of eval_seq_len tokens (train_seq_len when 0; a line says so when
+ * they differ), printed as train_gpt.py prints it: "<label>_roundtrip val_loss:...
  * val_bpb:... eval_time:Nms" and "<label>_roundtrip_exact ..." (non-overlapping), then with
  * cfg->eval_stride > 0 "<label>_sliding_window val_loss:... val_bpb:... stride:N eval_time:Nms"
  * and its _exact line; label is e.g. "final_int8_zlib". */

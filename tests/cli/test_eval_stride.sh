@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_eval_stride.sh — sliding-window validation (eval_stride, the record's EVAL_STRIDE) in a run
-# and in `ckpt golf`'s round trip: the lines and metrics.jsonl fields that say which evaluation
+# and in `ckpt golf`'s round trip, which eval_seq_len (EVAL_SEQ_LEN) runs on longer sequences with
+# the NTK-scaled RoPE base: the lines and metrics.jsonl fields that say which evaluation
 # it was and how long it took; the numbers against the project's PyTorch model evaluated by the
 # record's rule (tests/parity/sliding.py, 1e-5 relative); 2 ranks (MPICH's mpiexec) give the
 # numbers of 1; bad values are errors naming the key. (The windows themselves against brute
@@ -115,9 +116,9 @@ if grep -q sliding out; then fail golf_stride_zero_plain "$(grep sliding out)"; 
 expect_fail golf_stride_bad 2 'eval_stride = 40: expected 0 \(non-overlapping validation\) or a stride with 0 < eval_stride < train_seq_len = 32' \
     "$CTRAIN" ckpt golf s --out g4.stz --eval-stride 40
 # the round trip of the artifact's weights, by the record's rule, in PyTorch: the sliding value
-# golf printed is sliding.py's on the dequantized weights (written as a checkpoint's /model)
-if "$PY" -c 'import torch, h5py' 2>/dev/null; then
-    "$PY" - g.stz s/checkpoints/step_00000006.h5 golf.out "$CT_ROOT/tests/parity" <<'PY' >golf_py.out 2>&1 && pass golf_sliding_matches_torch || fail golf_sliding_matches_torch "$(tail -c 600 golf_py.out)"
+# golf printed is sliding.py's on the dequantized weights (written as a checkpoint's /model), on
+# sequences of T tokens (the model's RoPE tables for T: NTK-scaled above rope_train_seq_len)
+cat >golf_torch.py <<'PY'
 import json, re, struct, sys, zlib
 import h5py, numpy as np, torch
 sys.path.insert(0, sys.argv[4])
@@ -143,15 +144,47 @@ with h5py.File("val.h5", "r") as h:
     tokens = np.asarray(h["tokens"][:], dtype=np.int64)
     luts = (np.asarray(h["tokenizer/base_bytes"][:], dtype=np.int64), np.asarray(h["tokenizer/has_leading_space"][:], dtype=bool),
             np.asarray(h["tokenizer/is_boundary_token"][:], dtype=bool))
-loss, bpb, _ = sliding.evaluate(sliding.ref_gpt.RefGPT(cfg, deq), tokens, int(cfg["train_seq_len"]), 12, luts)
+T, stride = int(sys.argv[5]), int(sys.argv[6])
+cfg["train_seq_len"] = T
+loss, bpb, _ = sliding.evaluate(sliding.ref_gpt.RefGPT(cfg, deq), tokens, T, stride, luts)
 m = re.search(r"sliding_window_exact val_loss:([0-9.]+) val_bpb:([0-9.]+)", open(sys.argv[3]).read())
 pl, pb = float(m.group(1)), float(m.group(2))
 print("golf", pl, pb, "torch", loss, bpb)
 assert abs(pl - loss) <= 1e-5 * loss and abs(pb - bpb) <= 1e-5 * bpb, (pl, pb, loss, bpb)
 PY
-else skip golf_sliding_matches_torch "python3-torch / python3-h5py not installed"; fi
+golf_matches_torch() { # NAME ARTIFACT CHECKPOINT GOLF_OUTPUT T STRIDE
+    local name=$1; shift
+    if "$PY" -c 'import torch, h5py' 2>/dev/null; then
+        "$PY" golf_torch.py "$1" "$2" "$3" "$CT_ROOT/tests/parity" "$4" "$5" >"$name.py.out" 2>&1 && pass "$name" ||
+            fail "$name" "$(tail -c 600 "$name.py.out")"
+    else skip "$name" "python3-torch / python3-h5py not installed"; fi
+}
+golf_matches_torch golf_sliding_matches_torch g.stz s/checkpoints/step_00000006.h5 golf.out 32 12
 # golf_artifact = 1: the same lines at the end of the run
 expect_ok golf_at_end "$CTRAIN" train "${run[@]}" eval_stride=12 golf_artifact=1 out_dir=ga
 expect_grep golf_at_end_sliding '^final_int8_zlib_sliding_window val_loss:[0-9.]+ val_bpb:[0-9.]+ stride:12 eval_time:[0-9]+ms$' out
+
+# ---- eval_seq_len (the record's EVAL_SEQ_LEN): the round trip on longer sequences ----
+expect_fail seq_len_negative 2 'eval_seq_len = -1: expected 0 \(train_seq_len\) or a sequence length' \
+    "$CTRAIN" train "${run[@]}" eval_seq_len=-1 out_dir=x
+expect_fail seq_len_below_stride 2 'eval_stride = 12: expected a stride below eval_seq_len = 8 too' \
+    "$CTRAIN" train "${run[@]}" eval_stride=12 eval_seq_len=8 out_dir=x
+# trained on 32 tokens with the NTK reference at 32, the artifact evaluated on 64: the RoPE base
+# scaled by (64/32)^(8/6) (head_dim 8), the windows 64 long; in-run validation stays at 32
+expect_ok seq_len_run "$CTRAIN" train "${run[@]}" rope_train_seq_len=32 eval_stride=12 eval_seq_len=64 golf_artifact=1 \
+    out_dir=n
+cp out n.out
+expect_grep seq_len_line '^round trip on sequences of eval_seq_len = 64 tokens \(trained on 32; RoPE base 25198\.4\)$' n.out
+expect_grep seq_len_sliding '^final_int8_zlib_sliding_window val_loss:[0-9.]+ val_bpb:[0-9.]+ stride:12 eval_time:[0-9]+ms$' n.out
+expect_grep seq_len_in_run_validation '^step 6/6  val_loss [0-9.]+  val_bpb [0-9.]+  non-overlapping' n.out
+golf_matches_torch seq_len_matches_torch n/final_model.int8.stz n/checkpoints/step_00000006.h5 n.out 64 12
+# the same artifact at train_seq_len (--eval-seq-len 0): no such line, other numbers
+expect_ok seq_len_option_zero "$CTRAIN" ckpt golf n --out n0.stz --eval-seq-len 0
+if grep -q '^round trip on sequences' out; then fail seq_len_option_zero_plain "$(grep '^round trip' out)"
+elif [ "$(grep -o 'sliding_window_exact.*' out)" = "$(grep -o 'sliding_window_exact.*' n.out)" ]; then
+    fail seq_len_option_zero_plain "the same numbers on 32 tokens as on 64"
+else pass seq_len_option_zero_plain; fi
+expect_fail seq_len_option_too_long 1 "fewer than one sequence of eval_seq_len \+ 1 = 1000001" \
+    "$CTRAIN" ckpt golf n --out n1.stz --eval-seq-len 1000000
 
 finish
