@@ -94,7 +94,7 @@ void trainer_note_stack(Trainer *t) {
     stack_missing(t->stack, t->resumed_stack, now, sizeof now);
     printf("note: the checkpoint was written with %s; this run has %s: training continues from the same state, but "
            "bits are promised only for the same stack (docs/checkpoint-format.md)\n",
-           was[0] ? was : "(nothing more)", now[0] ? now : "(nothing more)");
+           was[0] ? was : "no item this run lacks", now[0] ? now : "no item the checkpoint lacks");
 }
 
 /* Rank 0's half: which checkpoint to start from (path "" = fresh); *verified = 1 when it was
