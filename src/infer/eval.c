@@ -122,7 +122,7 @@ static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
      * holds tokens (one at least). A shallow copy: it shares cfg's strings and is not freed. The
      * RoPE tables follow T, NTK-scaled above rope_train_seq_len (model_rope_base). */
     Config at_t = *cfg;
-    const int64_t seqs = config_local_tokens(cfg) / e->T > 0 ? config_local_tokens(cfg) / e->T : 1;
+    const int64_t whole = config_local_tokens(cfg) / e->T, seqs = whole > 0 ? whole : 1;
     at_t.train_seq_len = e->T;
     at_t.train_batch_tokens = seqs * e->T * cfg->grad_accum_slots;
     if (val_load(&at_t, &e->set, &e->v) != 0) return -1;

@@ -55,28 +55,34 @@ static int load_from(Trainer *t, const char *path, int verified) {
     return rc;
 }
 
-/* Whether item (one "name=value" of a stack, len bytes) is one of stack's items. */
+/* The stack item starting at p (a "name=value" of a "; "-separated stack): its length in *len;
+ * returns where the next item starts, NULL after the last. */
+static const char *stack_item(const char *p, size_t *len) {
+    const char *end = strstr(p, "; ");
+    *len = end ? (size_t)(end - p) : strlen(p);
+    return end ? end + 2 : NULL;
+}
+
+/* Whether item (len bytes) is one of stack's items. */
 static int stack_has(const char *stack, const char *item, size_t len) {
-    for (const char *p = stack; *p;) {
-        const char *end = strstr(p, "; ");
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = *stack ? stack : NULL; p;) {
+        size_t n;
+        const char *next = stack_item(p, &n);
         if (n == len && !strncmp(p, item, len)) return 1;
-        if (!end) break;
-        p = end + 2;
+        p = next;
     }
     return 0;
 }
 
-/* Appends to out the items of a missing from b, "; "-separated. */
+/* The items of a missing from b, "; "-separated, into out. */
 static void stack_missing(const char *a, const char *b, char *out, size_t cap) {
     size_t n = 0;
     out[0] = '\0';
-    for (const char *p = a; *p && n < cap;) {
-        const char *end = strstr(p, "; ");
-        const size_t len = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = *a ? a : NULL; p && n < cap;) {
+        size_t len;
+        const char *next = stack_item(p, &len);
         if (!stack_has(b, p, len)) n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "; " : "", (int)len, p);
-        if (!end) break;
-        p = end + 2;
+        p = next;
     }
 }
 

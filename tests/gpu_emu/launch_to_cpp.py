@@ -7,20 +7,16 @@
 # so the unchanged CUDA sources compile as C++ against the emulation shim.
 # Usage: launch_to_cpp.py in.cu out.cpp
 import re, sys
-def split_top(s):
+def split_top(s, nest='([{'):
+    """The comma-separated parts of s at the top level: the characters of nest open a level,
+    their partners close it. A call's arguments nest brackets only (`a < b` is no bracket); the
+    launch configuration also nests <> (template arguments)."""
+    close={'(':')','[':']','{':'}','<':'>'}
+    closers=''.join(close[c] for c in nest)
     parts=[]; depth=0; cur=''
     for ch in s:
-        if ch in '([{<': depth+=1
-        if ch in ')]}>': depth-=1
-        if ch==',' and depth==0: parts.append(cur); cur=''
-        else: cur+=ch
-    parts.append(cur); return [p.strip() for p in parts]
-def split_args(s):
-    """A call's arguments at the top level (only brackets nest: `a < b` is no bracket)."""
-    parts=[]; depth=0; cur=''
-    for ch in s:
-        if ch in '([{': depth+=1
-        if ch in ')]}': depth-=1
+        if ch in nest: depth+=1
+        if ch in closers: depth-=1
         if ch==',' and depth==0: parts.append(cur); cur=''
         else: cur+=ch
     parts.append(cur)
@@ -34,7 +30,7 @@ while True:
     out+=src[i:m.start()]
     name=m.group(1)
     j=src.index('>>>',m.end())
-    cfg=split_top(src[m.end():j])
+    cfg=split_top(src[m.end():j], '([{<')
     k=j+3
     assert src[k]=='('
     depth=0; e=k
@@ -44,7 +40,7 @@ while True:
             depth-=1
             if depth==0: break
         e+=1
-    args=split_args(src[k+1:e])
+    args=split_top(src[k+1:e])
     if any('__VA_ARGS__' in a for a in args):
         # a launch inside a macro: its arguments are the macro's, unknown here, so the variables
         # they name are captured by value ([=]); such a macro must be handed values, not s->T
