@@ -5,7 +5,8 @@
 # --version` names the three. The images are read from the .nv_fatbin section
 # (tests/cli/fatbin_images.py; cuobjdump, which the GPU machine has, lists the same); the reader
 # is also run on objects made with only SASS and only PTX and must tell them apart (so a pass
-# means something). Skips without nvcc.
+# means something), and its per-kernel mode (--kernels) must give a kernel the same line in
+# another file and a different one when its code changes. Skips without nvcc.
 source "$CT_ROOT/tests/cli/lib.sh"
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 [ -x "$nvcc" ] || skip_rest "nvcc not found at $nvcc (no CUDA toolkit: the CUDA backend is not built)"
@@ -37,6 +38,20 @@ if "$nvcc" -gencode arch=compute_90,code=sm_90 -c k.cu -o sass.o 2>nvcc.err &&
     else fail reader_tells_sass_from_ptx "expected 'elf sm_90 | ptx compute_90', got '$got'"; fi
 else
     fail reader_tells_sass_from_ptx "nvcc failed: $(head -c 400 nvcc.err)"
+fi
+# ---- --kernels: a kernel that moves to another file keeps its line; a changed one does not ----
+# (the check for refactors that only move kernels: docs/architecture.md)
+printf '__global__ void k(float *x) { x[threadIdx.x] *= 3.0f; }\n' >k3.cu
+printf '__global__ void other(int *y) { y[0] = 1; }\n__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n' >moved.cu
+if "$nvcc" -gencode arch=compute_90,code=sm_90 -c k3.cu -o k3.o 2>>nvcc.err &&
+    "$nvcc" -gencode arch=compute_90,code=sm_90 -c moved.cu -o moved.o 2>>nvcc.err; then
+    line() { python3 "$CT_ROOT/tests/cli/fatbin_images.py" --kernels "$@" 2>&1 | grep ' _Z1kPf '; }
+    before=$(line sass.o) after=$(line moved.o) changed=$(line k3.o)
+    if [[ "$before" == "sm_90 _Z1kPf text="* ]] && [ "$before" = "$after" ] && [ -n "$changed" ] &&
+        [ "$changed" != "$before" ]; then pass kernels_lines_follow_code_not_files
+    else fail kernels_lines_follow_code_not_files "in sass.o: '$before'; moved: '$after'; changed body: '$changed'"; fi
+else
+    fail kernels_lines_follow_code_not_files "nvcc failed: $(head -c 400 nvcc.err)"
 fi
 # and refuses a file without GPU code
 if out=$(python3 "$CT_ROOT/tests/cli/fatbin_images.py" /bin/true 2>&1); then
