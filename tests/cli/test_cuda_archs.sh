@@ -6,10 +6,14 @@
 # (tests/cli/fatbin_images.py; cuobjdump, which the GPU machine has, lists the same); the reader
 # is also run on objects made with only SASS and only PTX and must tell them apart (so a pass
 # means something), and its per-kernel mode (--kernels) must give a kernel the same line in
-# another file and a different one when its code changes. Skips without nvcc.
+# another file and a different one when its code changes. Skips without nvcc, and for a ctrain
+# built without CUDA (make asan's).
 source "$CT_ROOT/tests/cli/lib.sh"
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 [ -x "$nvcc" ] || skip_rest "nvcc not found at $nvcc (no CUDA toolkit: the CUDA backend is not built)"
+# a build made without CUDA on purpose (make asan builds with NVCC=) embeds no GPU code
+"$CTRAIN" --version 2>&1 | grep -q '^cuda: no' &&
+    skip_rest "this ctrain was built without the CUDA backend ($("$CTRAIN" --version 2>&1 | grep '^cuda:'))"
 images() { python3 "$CT_ROOT/tests/cli/fatbin_images.py" "$1" 2>&1; }
 want="elf sm_80 elf sm_90 ptx compute_90"
 
