@@ -44,6 +44,16 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
     return 1;
 }
 
+float backend_mtp_call_weight(float loss_weight, double mtp_loss_weight, int heads, int num_seqs) {
+    return (float)((double)loss_weight * mtp_loss_weight / ((double)heads * (double)num_seqs));
+}
+
+double backend_mtp_loss(double main_mean, const double *head_means, int heads, double mtp_loss_weight) {
+    double sum = 0;
+    for (int k = 0; k < heads; k++) sum += head_means[k];
+    return main_mean + mtp_loss_weight * (sum / heads);
+}
+
 int backend_qat_quantizes(const ParamInfo *p) {
     return (p->group == PARAM_MATRIX || p->group == PARAM_HEAD) && p->ndim == 2;
 }

@@ -47,6 +47,18 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
  * lm_head; never the embeddings, tied or not). */
 int backend_qat_quantizes(const ParamInfo *p);
 
+/* Multi-token prediction (mtp_num_heads, docs/model.md): head k (0-based) scores positions
+ * t < T-k-1 of each sequence against the target of position t+k+1 (the token k+2 ahead), and a
+ * training micro-batch's loss is main + mtp_loss_weight * (mean over heads of each head's mean
+ * over its B*(T-k-1) positions), train_gpt.py's. The rows a head scores are contiguous within a
+ * sequence but not across sequences, so a backend runs the logits op once per head and
+ * sequence with loss weight backend_mtp_call_weight (its mean over T-k-1 rows, weighted so the
+ * gradients add up to the formula's), then combines the means with backend_mtp_loss. */
+float backend_mtp_call_weight(float loss_weight, double mtp_loss_weight, int heads, int num_seqs);
+/* main_mean + mtp_loss_weight * mean over the heads of head_means[k] (each the head's mean over
+ * the micro-batch's sequences, summed in head order). */
+double backend_mtp_loss(double main_mean, const double *head_means, int heads, double mtp_loss_weight);
+
 /* Which CUDA device a rank uses, from what it sees and its place on its node:
  *   explicit_device >= 0 (CT_CUDA_DEVICE): that one of the visible devices;
  *   the rank sees one device (Slurm --gpus-per-task=1 or --gpu-bind=single:1, or a

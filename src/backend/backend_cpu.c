@@ -97,6 +97,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.seq_len = T;
     cb->B = B;
     cb->T = T;
+    cb->mtp_loss_weight = cfg->mtp_loss_weight;
     cb->ids = ct_calloc(N, sizeof(int32_t), "token ids");
     cb->targets = ct_calloc(N, sizeof(int32_t), "targets");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
@@ -303,6 +304,34 @@ int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logi
     return 0;
 }
 
+/* The multi-token-prediction heads' losses and gradients on the final normed x (cb->xf), added
+ * to dD1 and to the heads' gradients; *mean_loss gains their share (backend_common.h). */
+static int mtp_heads_backward(CpuBackend *cb, float loss_weight, double *mean_loss) {
+    TrainState *st = cb->base.state;
+    const ModelSpec *s = &st->spec;
+    const int B = cb->B, T = cb->T, D = s->dim;
+    const float call_weight = backend_mtp_call_weight(loss_weight, cb->mtp_loss_weight, s->mtp_heads, B);
+    double head_means[CT_MTP_MAX_HEADS];
+    for (int k = 0; k < s->mtp_heads; k++) {
+        const ParamInfo *head = &s->params[s->first_mtp + k];
+        const int rows = T - k - 1; /* config_validate keeps it >= 1 */
+        double sum = 0;
+        for (int b = 0; b < B; b++) {
+            const size_t at = (size_t)b * T;
+            double mean;
+            if (cpu_logits_ce_forward_backward(cb->dD1 + at * D, st->grads + head->offset, cb->losses, &mean,
+                                               cb->xf + at * D, weights_of(cb, head), cb->targets + at + k + 1, rows,
+                                               D, s->vocab, s->softcap, call_weight, cb->logits_scratch,
+                                               LOGITS_CHUNK) != 0)
+                return ct_fail_prefix("%s, sequence %d", head->name, b);
+            sum += mean;
+        }
+        head_means[k] = sum / B;
+    }
+    *mean_loss = backend_mtp_loss(*mean_loss, head_means, s->mtp_heads, cb->mtp_loss_weight);
+    return 0;
+}
+
 /* The forward and backward of one micro-batch (cpu_forward_backward, which sets up QAT). */
 static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss) {
     CpuBackend *cb = (CpuBackend *)b;
@@ -319,6 +348,8 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
     if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
+    /* the record skips the heads (no gradient) when their weight is 0 */
+    if (s->mtp_heads > 0 && cb->mtp_loss_weight > 0 && mtp_heads_backward(cb, loss_weight, mean_loss) != 0) return -1;
     if (backend_check_loss(*mean_loss) != 0) return -1;
     if (backend_grad_ready(b, 0) != 0) return -1;
 

@@ -58,6 +58,7 @@ typedef struct {
      * qat_enabled or late_qat, else NULL), read instead of the master weights while qat_in_use */
     float *qat_params;
     int qat_in_use;
+    double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
 } CpuBackend;
 
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);

@@ -64,7 +64,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->cublas_ws = backend_arena_take(a, CUBLAS_WORKSPACE_BYTES, wk);
 
     cb->d_tok = (int32_t *)backend_arena_take(a, cb->tok_count * sizeof(int32_t), wk);
-    cb->d_scalars = BACKEND_TAKE_DOUBLES(a, 4, wk);
+    cb->d_scalars = BACKEND_TAKE_DOUBLES(a, CUDA_SCALARS, wk);
 
     cb->emb = BACKEND_TAKE_FLOATS(a, N * D, act);
     cb->x0 = BACKEND_TAKE_FLOATS(a, N * D, act);
@@ -260,6 +260,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->B = B;
     cb->T = T;
     cb->num_tokens = (int)N;
+    cb->mtp_loss_weight = cfg->mtp_loss_weight;
     cb->vocab = s->vocab;
     cb->dim = s->dim;
     cb->kv_dim = s->kv_dim;
@@ -338,7 +339,7 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
     layout(cb, &real);
     if (cuda_check(cudaMallocHost((void **)&cb->h_tok, cb->tok_count * sizeof(int32_t)),
                    "device = cuda: cudaMallocHost (token staging)") != 0 ||
-        cuda_check(cudaMallocHost((void **)&cb->h_scalars, 4 * sizeof(double)), "device = cuda: cudaMallocHost") != 0)
+        cuda_check(cudaMallocHost((void **)&cb->h_scalars, CUDA_SCALARS * sizeof(double)), "device = cuda: cudaMallocHost") != 0)
         return -1;
     if (cuda_blas_create(&cb->blas, cb->stream, cb->cublas_ws, CUBLAS_WORKSPACE_BYTES) != 0) {
         ct_fail_prefix("device = cuda");

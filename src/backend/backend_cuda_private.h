@@ -28,6 +28,10 @@
 #include "cuda_ops.h"
 #include "muon_batches.h"
 
+/* The device's and pinned host's scalar slots: the loss sum, the gradient norm, and one loss
+ * sum per multi-token-prediction head. */
+enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
+
 /* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16.
  * Not kept, because the kernels that need them recompute them (to the same bits) for less than
  * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
@@ -113,8 +117,9 @@ typedef struct {
     int emb_rows;    /* distinct token ids of the micro-batch: the embedding backward's grid */
     int bigram_rows; /* distinct bigram buckets, the same for the bigram table's backward */
     int32_t *h_buckets; /* [N] host buckets (cpu_bigram_hash) the index is made from */
-    double *h_scalars; /* pinned: [0] loss sum, [1] grad norm */
-    double *d_scalars;
+    double *h_scalars; /* pinned: [0] loss sum, [1] grad norm, [2 + k] MTP head k's loss sum */
+    double *d_scalars; /* CUDA_SCALARS of them */
+    double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
 
     /* activations */
     float *emb, *x0, *rstd0, *rstdf, *losses;

@@ -400,6 +400,34 @@ static int embedding_backward(CudaBackend *cb) {
     return backend_grad_ready(&cb->base, model_grad_num_stages(s) - 1);
 }
 
+/* The multi-token-prediction heads' losses and gradients on the final normed x, added to dxf
+ * and to the heads' gradients, each head's loss sum into d_scalars[2 + k] (backend_common.h:
+ * one logits call per head and sequence, the targets those of the next k+1 positions). */
+static int mtp_heads_backward(CudaBackend *cb, float loss_weight) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int B = cb->B, T = cb->T;
+    const float call_weight = backend_mtp_call_weight(loss_weight, cb->mtp_loss_weight, s->mtp_heads, B);
+    const int32_t *targets = cb->d_tok + cb->num_tokens;
+    for (int k = 0; k < s->mtp_heads; k++) {
+        const int head = s->first_mtp + k, rows = T - k - 1; /* config_validate keeps rows >= 1 */
+        for (int b = 0; b < B; b++) {
+            const size_t at = (size_t)b * T;
+            const CudaLogits logits = {cb->losses + (size_t)b * rows, cb->xf16 + at * cb->dim, cb->w16[head],
+                                       targets + at + k + 1, rows, cb->dim, cb->vocab, s->softcap, cb->z,
+                                       cb->logits_chunk};
+            RETURN_ON_FAILURE(cuda_logits_ce_forward_backward(cb->blas, &logits, cb->dxf + at * cb->dim,
+                                                              cb->d_grads + s->params[head].offset, call_weight, cb->dz,
+                                                              cb->stream));
+        }
+        RETURN_ON_FAILURE(
+            cuda_sum(cb->d_scalars + 2 + k, cb->losses, (size_t)B * rows, cb->red_partials, cb->stream));
+    }
+    return 0;
+}
+
+/* Whether a training micro-batch runs the heads: the record skips them when their weight is 0. */
+static int mtp_on(const CudaBackend *cb) { return cb->base.state->spec.mtp_heads > 0 && cb->mtp_loss_weight > 0; }
+
 /* Everything of a training micro-batch between the token upload and the embedding backward:
  * the forward, the logits and loss with their backward, the loss download, the blocks'
  * backward. Queued on the stream (no synchronisation), so it can be captured as it is. */
@@ -413,9 +441,12 @@ static int micro_batch_body(CudaBackend *cb, float loss_weight) {
     RETURN_ON_FAILURE(cuda_logits_ce_forward_backward(cb->blas, &logits, cb->dxf, cb->d_grads + s->params[out].offset,
                                                       loss_weight, cb->dz, cb->stream));
     RETURN_ON_FAILURE(cuda_sum(cb->d_scalars, cb->losses, (size_t)N, cb->red_partials, cb->stream));
-    RETURN_ON_FAILURE(
-        cuda_check(cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
-                   "cuda: loss download"));
+    if (mtp_on(cb)) RETURN_ON_FAILURE(mtp_heads_backward(cb, loss_weight));
+    /* the loss sums: the main one in [0], the heads' in [2, 2 + heads) ([1] is the gradient norm's) */
+    const size_t sums = mtp_on(cb) ? 2 + (size_t)s->mtp_heads : 1;
+    RETURN_ON_FAILURE(cuda_check(
+        cudaMemcpyAsync(cb->h_scalars, cb->d_scalars, sums * sizeof(double), cudaMemcpyDeviceToHost, cb->stream),
+        "cuda: loss download"));
     RETURN_ON_FAILURE(backend_grad_ready(&cb->base, 0));
     return backward_blocks(cb);
 }
@@ -477,6 +508,11 @@ int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight,
     RETURN_ON_FAILURE(embedding_backward(cb));
     RETURN_ON_FAILURE(sync_stream(cb, "cuda forward_backward"));
     *mean_loss = cb->h_scalars[0] / N;
+    if (mtp_on(cb)) {
+        double head_means[CT_MTP_MAX_HEADS];
+        for (int k = 0; k < s->mtp_heads; k++) head_means[k] = cb->h_scalars[2 + k] / ((double)cb->B * (cb->T - k - 1));
+        *mean_loss = backend_mtp_loss(*mean_loss, head_means, s->mtp_heads, cb->mtp_loss_weight);
+    }
     RETURN_ON_FAILURE(backend_check_loss(*mean_loss));
     return 0;
 }

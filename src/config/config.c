@@ -332,6 +332,12 @@ int config_validate(const Config *c, int world_size) {
             (long long)c->bigram_vocab_size);
     REQUIRE(c->bigram_dim >= 1 && c->bigram_dim <= 1048576, "bigram_dim = %lld: expected in [1, 2^20]",
             (long long)c->bigram_dim);
+    REQUIRE(c->mtp_num_heads >= 0 && c->mtp_num_heads <= CT_MTP_MAX_HEADS && c->mtp_num_heads < c->train_seq_len,
+            "mtp_num_heads = %lld: expected in [0, %d] and below train_seq_len = %lld (head k predicts the token "
+            "k+2 ahead, so each needs a sequence longer than k+1)",
+            (long long)c->mtp_num_heads, CT_MTP_MAX_HEADS, (long long)c->train_seq_len);
+    REQUIRE(c->mtp_loss_weight >= 0, "mtp_loss_weight = %g: expected >= 0 (0 = the heads get no gradient)",
+            c->mtp_loss_weight);
     REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);
     REQUIRE(c->logit_softcap > 0, "logit_softcap = %g: expected > 0", c->logit_softcap);
     REQUIRE(c->tied_embed_init_std >= 0, "tied_embed_init_std = %g: expected >= 0", c->tied_embed_init_std);

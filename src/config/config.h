@@ -25,6 +25,9 @@ typedef enum { CT_SOURCE_DEFAULT = 0, CT_SOURCE_FILE = 1, CT_SOURCE_ENV = 2, CT_
 /* The number of keys of the table, as a constant for the per-key arrays below. */
 #define CT_CFG_COUNT_KEY(name, type, def, group, resume, help) +1
 enum { CT_CONFIG_NUM_KEYS = 0 CT_CONFIG_KEYS(CT_CFG_COUNT_KEY) };
+/* The most multi-token-prediction heads (mtp_num_heads); backends keep per-head sums in arrays
+ * of this size. */
+enum { CT_MTP_MAX_HEADS = 16 };
 
 typedef struct {
     CT_CONFIG_KEYS(CT_CFG_FIELD)

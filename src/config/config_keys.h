@@ -40,6 +40,8 @@
     X(bigram_dim, INT, "128", "model", SHAPE, "bigram embedding width (projected to model_dim when different)") \
     X(ortho_init, BOOL, "0", "model", SHAPE,                                                       \
       "orthogonal init of the random-init matrices with both sides >= 64 (the record's rule; docs/model.md)") \
+    X(mtp_num_heads, INT, "0", "model", SHAPE,                                                     \
+      "multi-token prediction: extra output heads trained beside lm_head; head k predicts the token k+2 ahead (never evaluated; left out of the golf artifact); 0 = off") \
     /* batch geometry */                                                                           \
     X(train_batch_tokens, INT, "524288", "batch", SHAPE, "tokens per optimizer step (all ranks)")   \
     X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \
@@ -80,6 +82,8 @@
       "int6 straight-through fake quantization of the linear layers' weights in the training forward, from step 0") \
     X(late_qat, BOOL, "0", "optimizer", FREE, "switch that QAT on once lr_scale < qat_threshold (and keep it on)") \
     X(qat_threshold, FLOAT, "0.1", "optimizer", FREE, "late_qat: the lr_scale below which QAT starts") \
+    X(mtp_loss_weight, FLOAT, "0.2", "optimizer", FREE,                                            \
+      "mtp_num_heads: training loss = main + mtp_loss_weight * mean of the heads' losses; 0 = the heads get no gradient") \
     X(seed, INT, "1337", "optimizer", SHAPE, "seed of the weight initialisation")                  \
     /* data and evaluation */                                                                      \
     X(train_files, STR, "", "data", FREE,                                                           \

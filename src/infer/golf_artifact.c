@@ -76,7 +76,7 @@ typedef struct {
 } ParamPlan;
 
 typedef struct {
-    ParamPlan *params; /* spec->num_params, state_dict order */
+    ParamPlan *params; /* model_artifact_params(spec), state_dict order */
     unsigned char *header;
     size_t header_len, data_bytes;
 } Layout;
@@ -85,6 +85,7 @@ typedef struct {
  * {"name":"passthrough","other":{"type":"int6"},...}. Names need no other escaping (model.c
  * makes them of letters, digits, dots and underscores). */
 static char *int6_meta_json(const ModelSpec *spec, const ParamPlan *plans) {
+    const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     char *text = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&text, &size);
@@ -93,7 +94,7 @@ static char *int6_meta_json(const ModelSpec *spec, const ParamPlan *plans) {
         exit(CT_EXIT_FAILURE);
     }
     fprintf(f, "\"format\":\"mixed_int6_v1\",\"writer\":\"ctrain\",\"m\":\"{");
-    for (int i = 0; i < spec->num_params; i++) {
+    for (int i = 0; i < n; i++) {
         GolfKind k = plans[i].kind;
         const char *m = k == GOLF_KEEP_F16   ? "\\\"passthrough\\\""
                         : k == GOLF_KEEP_F32 ? "\\\"passthrough_ctrl\\\""
@@ -113,11 +114,12 @@ static void layout_free(Layout *l) {
 
 /* Every tensor's entries, their sizes and offsets, and the header, for this model and format. */
 static void layout_for(const ModelSpec *spec, GolfFormat format, Layout *l) {
-    l->params = ct_calloc((size_t)spec->num_params + 1, sizeof *l->params, "artifact layout");
-    CtSafetensor *t = ct_calloc((size_t)spec->num_params * 2 + 1, sizeof *t, "artifact header");
+    const int count = model_artifact_params(spec); /* the MTP heads are not in the artifact */
+    l->params = ct_calloc((size_t)count + 1, sizeof *l->params, "artifact layout");
+    CtSafetensor *t = ct_calloc((size_t)count * 2 + 1, sizeof *t, "artifact header");
     size_t offset = 0;
     int n = 0;
-    for (int i = 0; i < spec->num_params; i++) {
+    for (int i = 0; i < count; i++) {
         const ParamInfo *p = &spec->params[i];
         ParamPlan *pp = &l->params[i];
         GolfKind k = pp->kind = kind_of(format, p);
@@ -327,19 +329,20 @@ static int decompress_raw(GolfFormat format, const unsigned char *packed, size_t
 
 int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const char *path, GolfStats *stats) {
     memset(stats, 0, sizeof *stats);
+    const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     if (golf_format_available(format) != 0) return -1;
     Layout l;
     layout_for(spec, format, &l);
     size_t raw_len = l.header_len + l.data_bytes, largest = 0, most_rows = 0;
     unsigned char *raw = ct_malloc(raw_len, "artifact");
     memcpy(raw, l.header, l.header_len);
-    for (int i = 0; i < spec->num_params; i++) {
+    for (int i = 0; i < n; i++) {
         if (spec->params[i].count > largest) largest = spec->params[i].count;
         if ((size_t)spec->params[i].shape[0] > most_rows) most_rows = (size_t)spec->params[i].shape[0];
     }
     float *work = ct_malloc(largest * sizeof(float) + 4, "quantile scratch");
     uint16_t *halves = ct_malloc(most_rows * sizeof(uint16_t) + 2, "row scales");
-    for (int i = 0; i < spec->num_params; i++) {
+    for (int i = 0; i < n; i++) {
         const ParamInfo *p = &spec->params[i];
         const ParamPlan *pp = &l.params[i];
         encode_param(p, pp, params + p->offset, raw + l.header_len, halves, work);
@@ -369,6 +372,7 @@ int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, co
 
 int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float *params) {
     if (golf_format_available(format) != 0) return -1;
+    const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     unsigned char *packed = NULL;
     size_t len = 0;
     if (read_whole_file(path, &packed, &len) != 0) return -1;
@@ -379,7 +383,7 @@ int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float 
     int rc = decompress_raw(format, packed, len, raw, raw_len, path);
     if (rc == 0 && memcmp(raw, l.header, l.header_len) != 0)
         rc = ct_fail(NOT_THIS_MODEL, path, FORMATS[format].what);
-    for (int i = 0; rc == 0 && i < spec->num_params; i++)
+    for (int i = 0; rc == 0 && i < n; i++)
         decode_param(&spec->params[i], &l.params[i], raw + l.header_len, params + spec->params[i].offset);
     free(raw);
     free(packed);
@@ -388,25 +392,26 @@ int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float 
 }
 
 int golf_write_weights(const ModelSpec *spec, const float *params, const char *path) {
-    CtSafetensor *t = ct_calloc((size_t)spec->num_params + 1, sizeof *t, "weights header");
-    for (int i = 0; i < spec->num_params; i++) {
+    const int n = model_artifact_params(spec); /* the weights the artifact holds */
+    CtSafetensor *t = ct_calloc((size_t)n + 1, sizeof *t, "weights header");
+    for (int i = 0; i < n; i++) {
         const ParamInfo *p = &spec->params[i];
         t[i] = (CtSafetensor){p->name, "F32", p->ndim, p->shape, p->count * 4};
     }
     size_t header_len;
-    unsigned char *header = ct_safetensors_header("\"format\":\"pt\",\"writer\":\"ctrain\"", t, spec->num_params,
+    unsigned char *header = ct_safetensors_header("\"format\":\"pt\",\"writer\":\"ctrain\"", t, n,
                                                   &header_len);
     free(t);
     /* the header, then each tensor's float32 values (little-endian on the hosts we build for) */
-    const void **parts = ct_calloc((size_t)spec->num_params + 1, sizeof *parts, "weights parts");
-    size_t *lens = ct_calloc((size_t)spec->num_params + 1, sizeof *lens, "weights parts");
+    const void **parts = ct_calloc((size_t)n + 1, sizeof *parts, "weights parts");
+    size_t *lens = ct_calloc((size_t)n + 1, sizeof *lens, "weights parts");
     parts[0] = header;
     lens[0] = header_len;
-    for (int i = 0; i < spec->num_params; i++) {
+    for (int i = 0; i < n; i++) {
         parts[i + 1] = params + spec->params[i].offset;
         lens[i + 1] = spec->params[i].count * sizeof(float);
     }
-    int rc = write_atomically(path, parts, lens, spec->num_params + 1);
+    int rc = write_atomically(path, parts, lens, n + 1);
     free(parts);
     free(lens);
     free(header);

@@ -16,7 +16,8 @@
  *              frame at level 22 with its content size and checksum (libzstd, not our own codec).
  *              Python: safetensors.torch.load(zstandard.ZstdDecompressor().decompress(...)).
  *
- * Tensors are in state_dict order, values then scale. The bytes depend on the weights only:
+ * Tensors are in state_dict order, values then scale; the multi-token-prediction heads, which
+ * only train, are left out (as the record's export_sd drops mtp_heads). The bytes depend on the weights only:
  * writing the same weights twice gives the same file. */
 #ifndef CT_GOLF_ARTIFACT_H
 #define CT_GOLF_ARTIFACT_H

@@ -57,7 +57,8 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->bigram_vocab = (int)c->bigram_vocab_size;
     s->bigram_dim = (int)c->bigram_dim;
     s->ortho_init = c->ortho_init != 0;
-    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = -1;
+    s->mtp_heads = (int)c->mtp_num_heads;
+    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->first_mtp = -1;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -107,6 +108,12 @@ int model_spec_init(ModelSpec *s, const Config *c) {
         s->smear = s->num_params;
         add_param(s, &cap, "smear.gate", 1, D, 1, PARAM_SCALAR);
     }
+    /* the record's matrix_params take the heads: Muon, matrix_lr, muon_wd */
+    if (s->mtp_heads > 0) s->first_mtp = s->num_params;
+    for (int k = 0; k < s->mtp_heads; k++) {
+        snprintf(name, sizeof name, "mtp_heads.%d.weight", k);
+        add_param(s, &cap, name, 2, s->vocab, D, PARAM_MATRIX);
+    }
     return 0;
 }
 
@@ -125,7 +132,7 @@ int model_grad_ready_stage(const ModelSpec *s, int param) {
     if (param == s->tok_emb || param == s->bigram_scale || param == s->bigram_embed || param == s->bigram_proj ||
         param == s->smear)
         return model_grad_num_stages(s) - 1;
-    if (param == s->lm_head) return 0;
+    if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
     if (param == s->skip_weights) return model_grad_stage_of_block(s, s->num_encoder);
     return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);
@@ -204,7 +211,7 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
         const char *dot = strrchr(p->name, '.');
         const char *leaf = dot ? dot + 1 : p->name;
         int is_zero_init = strstr(p->name, "attn.proj.") || strstr(p->name, "mlp.proj.") || pi == s->lm_head ||
-                           pi == s->bigram_embed || pi == s->smear;
+                           pi == s->bigram_embed || pi == s->smear || model_is_mtp_head(s, pi);
         if (pi == s->bigram_proj && !s->ortho_init) is_zero_init = 1; /* nn.init.zeros_ in the record's module */
         if (s->ortho_init && !is_zero_init && p->group == PARAM_MATRIX && p->shape[0] >= 64 && p->shape[1] >= 64) {
             orthogonal_init(w, p->shape[0], p->shape[1], seed, (uint64_t)pi);
@@ -246,5 +253,6 @@ double model_train_flops_per_token(const ModelSpec *s, int T) {
     double per_layer = 2.0 * (D * D + 2.0 * s->kv_dim * D + D * D + 2.0 * s->hidden * D) + 2.0 * D * T;
     double fwd = s->num_layers * per_layer + 2.0 * s->vocab * D;
     if (s->bigram_proj >= 0) fwd += 2.0 * s->bigram_dim * D;
+    fwd += s->mtp_heads * 2.0 * s->vocab * D; /* each head's logits (over T-k-1 of T tokens; counted as T) */
     return 3.0 * fwd;
 }

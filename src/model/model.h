@@ -46,6 +46,7 @@ typedef struct {
     int smear_gate;
     int bigram_vocab, bigram_dim; /* bigram_vocab 0 = no bigram embedding */
     int ortho_init;
+    int mtp_heads; /* multi-token-prediction heads (training only) */
 
     int num_params;
     ParamInfo *params;   /* state_dict order */
@@ -55,6 +56,8 @@ typedef struct {
     /* record-stack parameters, after all of the above (so the baseline's layout is unchanged);
      * -1 when absent. bigram_proj is absent when bigram_dim == model_dim (no projection). */
     int bigram_scale, bigram_embed, bigram_proj, smear;
+    /* mtp_heads.k.weight is parameter first_mtp + k (k < mtp_heads), the last ones; -1 when none */
+    int first_mtp;
 } ModelSpec;
 
 int model_spec_init(ModelSpec *spec, const Config *cfg);
@@ -69,6 +72,16 @@ static inline float model_ln_scale(const ModelSpec *s, int layer) {
  * with r = rope_dims (computed in double, as Python does, then rounded to fp32). */
 float model_rope_base(const ModelSpec *s, int seq_len);
 
+/* Whether parameter `param` is a multi-token-prediction head: trained, checkpointed, never
+ * evaluated, sampled or exported (the record drops mtp_heads from its artifact). */
+static inline int model_is_mtp_head(const ModelSpec *s, int param) {
+    return s->first_mtp >= 0 && param >= s->first_mtp && param < s->first_mtp + s->mtp_heads;
+}
+
+/* The parameters a parameter-golf artifact holds: every one but the multi-token-prediction
+ * heads, which come last (params [0, model_artifact_params)). */
+static inline int model_artifact_params(const ModelSpec *s) { return s->num_params - s->mtp_heads; }
+
 /* Index of a parameter of block `layer` (BLK_*). */
 static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, int which) {
     return &s->params[s->first_block + layer * BLK_NUM_PARAMS + which];
@@ -78,7 +91,8 @@ const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
 /* The backward pass in stages, the points at which some gradients become final (every backend
  * runs the backward in this order and reports the stages through Backend.grad_ready, so that a
  * GPU job can start reducing those gradients while the rest of the backward runs):
- *   stage 0                    the output layer (logits): lm_head when untied
+ *   stage 0                    the output layer (logits): lm_head when untied, and the
+ *                              multi-token-prediction heads
  *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
  *                              after the last decoder block that uses them, block num_encoder)
  *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share),
@@ -93,7 +107,8 @@ int model_grad_ready_stage(const ModelSpec *spec, int param);
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
  * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
  * skip_weights 1; resid_mix = [1; 0]. Record stack (docs/model.md): bigram.embed zero,
- * bigram.scale 0.05, smear.gate zero, bigram.proj zero (nn.init.zeros_); with ortho_init, the
+ * bigram.scale 0.05, smear.gate zero, bigram.proj and mtp_heads zero (nn.init.zeros_, the
+ * record's _zero_init); with ortho_init, the
  * record's _init_weights: every matrix that is not zero-initialised and has both sides >= 64
  * gets an orthogonal init (gain 1; that includes bigram.proj, whose zeros the record overwrites)
  * and those named *.proj are then scaled by 1/sqrt(2 * num_layers). Every element is a pure function of (seed, parameter

@@ -87,5 +87,14 @@ parity --per-step record_full num_layers=4 model_dim=64 num_heads=4 num_kv_heads
     ln_scale=1 xsa_last_n=2 smear_gate=1 bigram_vocab_size=64 bigram_dim=32 ortho_init=1 iterations=8 warmdown_iters=4 \
     muon_momentum_warmup_steps=4 muon_wd=0.5 adam_wd=0.5 ema_enabled=1 ema_decay=0.9 late_qat=1 qat_threshold=0.6 \
     grad_clip_norm=0.3
+# multi-token prediction (the record's MTP_NUM_HEADS, off in the record): two heads on a tied
+# model, their loss weighted 0.5 (zero-initialised heads: from step 2 on their gradient reaches x)
+parity mtp num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 mtp_num_heads=2 mtp_loss_weight=0.5 iterations=5 \
+    warmdown_iters=2 muon_momentum_warmup_steps=3
+# three heads on an untied model with QAT from step 0 (the heads are linear layers: quantized),
+# weight decay (Muon's reaches the heads) and the EMA (it covers them)
+parity --per-step mtp_untied_qat num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 tie_embeddings=0 mtp_num_heads=3 \
+    iterations=5 warmdown_iters=3 muon_momentum_warmup_steps=2 qat_enabled=1 muon_wd=0.5 adam_wd=0.5 ema_enabled=1 \
+    ema_decay=0.9
 
 finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_record.sh — the record stack's model keys (issue 36) end to end on the CPU backend: a run
 # with all of them trains, checkpoints the new parameters (readable with h5dump), resumes bit
-# for bit after a stop, exports and samples; device=cuda takes them (no key refused); bad
+# for bit after a stop, exports and samples; the multi-token-prediction heads add their loss,
+# resume bit for bit and stay out of the golf artifact; device=cuda takes them (no key refused); bad
 # values are errors naming the key; a checkpoint written while mlp_mult was an integer key
 # still loads. (The math is checked against PyTorch in test_parity.sh, the ops in
 # test_cpu_record_ops.)
@@ -77,6 +78,65 @@ expect_fail bad_rope_dims 2 'rope_dims = 7' "$CTRAIN" train "${cfg[@]}" rope_dim
 expect_fail bad_xsa_last_n 2 'xsa_last_n = 5: expected in \[0, num_layers = 4\]' "$CTRAIN" train "${cfg[@]}" \
     xsa_last_n=5 out_dir=bad
 expect_fail bad_bigram_size 2 'bigram_vocab_size = 1' "$CTRAIN" train "${cfg[@]}" bigram_vocab_size=1 out_dir=bad
+
+# ---- multi-token prediction (MTP_NUM_HEADS; off in the record) ----
+# the heads start at zero, so at step 1 each scores every position ln(256): the logged loss is
+# the plain model's plus mtp_loss_weight * ln(256) (the same weights otherwise)
+small=(train_files="$WORK/train.h5" val_files="$WORK/val.h5" vocab_size=256 num_layers=2 model_dim=64 num_heads=4
+       num_kv_heads=2 train_seq_len=32 train_batch_tokens=512 grad_accum_slots=4 val_batch_size=512 threads=2
+       warmdown_iters=2 val_loss_every=0 checkpoint_every=2)
+expect_ok mtp_plain_run "$CTRAIN" train "${small[@]}" iterations=1 out_dir=plain1
+expect_ok mtp_run "$CTRAIN" train "${small[@]}" iterations=1 out_dir=mtp1 mtp_num_heads=2 mtp_loss_weight=0.5
+/usr/bin/python3 - plain1/metrics.jsonl mtp1/metrics.jsonl <<'EOF' >mtp_loss.txt 2>&1 && pass mtp_loss_adds_heads || fail mtp_loss_adds_heads "$(cat mtp_loss.txt)"
+import json, math, sys
+loss = lambda f: [json.loads(l) for l in open(f) if '"train_loss"' in l][0]["train_loss"]
+plain, mtp = loss(sys.argv[1]), loss(sys.argv[2])
+want = plain + 0.5 * math.log(256)
+assert abs(mtp - want) < 1e-5, (plain, mtp, want)
+print(plain, mtp)
+EOF
+# the heads are checkpointed (h5dump reads them) and Muon's: they have a momentum buffer
+if command -v h5dump >/dev/null; then
+    h5dump -H mtp1/checkpoints/step_00000001.h5 >mtp.h5dump 2>&1
+    grep -A3 'DATASET "mtp_heads.1.weight"' mtp.h5dump | grep -q '( 256, 64 )' && pass h5dump_mtp_heads ||
+        fail h5dump_mtp_heads "$(grep -A3 'mtp_heads' mtp.h5dump | head -8)"
+else skip h5dump_mtp_heads "no h5dump"; fi
+"$CTRAIN" ckpt info mtp1/checkpoints/step_00000001.h5 >mtp_info.txt 2>&1
+expect_grep mtp_heads_use_muon '^/optimizer/mtp_heads.0.weight/momentum_buffer ' mtp_info.txt
+# stopped in step 3 and resumed: the same bits as an uninterrupted run
+expect_ok mtp_reference "$CTRAIN" train "${small[@]}" iterations=5 out_dir=mtp_ref mtp_num_heads=2 qat_enabled=1
+env CTRAIN_FAULT="USR1@3.2" "$CTRAIN" train "${small[@]}" iterations=5 out_dir=mtp_stop mtp_num_heads=2 qat_enabled=1 \
+    >mtp_stop.log 2>&1
+code=$?
+"$CTRAIN" train "${small[@]}" iterations=5 out_dir=mtp_stop mtp_num_heads=2 qat_enabled=1 >>mtp_stop.log 2>&1 ||
+    fail mtp_resume_run "$(tail -3 mtp_stop.log)"
+if [ $code = 75 ] && "$CTRAIN" ckpt diff --exact mtp_ref/checkpoints/step_00000005.h5 \
+    mtp_stop/checkpoints/step_00000005.h5 >mtp_diff.out 2>&1; then pass mtp_resume_bitwise
+else fail mtp_resume_bitwise "stop exit $code: $(tail -5 mtp_diff.out)"; fi
+# the golf artifact leaves the heads out (as the record's export_sd), and its round trip runs;
+# ckpt export keeps them (the whole model, for GPT(mtp_num_heads=2).load_state_dict)
+expect_ok mtp_golf "$CTRAIN" ckpt golf mtp_ref/checkpoints/step_00000005.h5 --out mtp.stz
+expect_grep mtp_golf_round_trip '^final_int8_zlib_roundtrip val_loss:[0-9.]+ ' "$WORK/out"
+expect_ok mtp_export "$CTRAIN" ckpt export mtp_ref/checkpoints/step_00000005.h5 --out mtp.safetensors
+/usr/bin/python3 - mtp.stz mtp.safetensors <<'EOF' >mtp_art.txt 2>&1 && pass mtp_artifact_without_heads || fail mtp_artifact_without_heads "$(cat mtp_art.txt)"
+import json, struct, sys, zlib
+def header(b):
+    return json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+art = header(zlib.decompress(open(sys.argv[1], "rb").read()))
+assert not [k for k in art if "mtp" in k], sorted(art)
+assert any(k.endswith("tok_emb.weight") for k in art), sorted(art)
+exp = header(open(sys.argv[2], "rb").read())
+assert exp["mtp_heads.0.weight"]["shape"] == [256, 64] and "mtp_heads.1.weight" in exp, sorted(exp)
+assert exp["__metadata__"]["mtp_num_heads"] == "2", exp["__metadata__"]
+print("ok")
+EOF
+expect_cuda_takes cuda_takes_mtp "$CTRAIN" train "${small[@]}" iterations=2 out_dir=cuda3 device=cuda mtp_num_heads=2
+expect_fail bad_mtp_heads 2 'mtp_num_heads = 17: expected in \[0, 16\]' "$CTRAIN" train "${small[@]}" mtp_num_heads=17 \
+    out_dir=bad
+expect_fail bad_mtp_heads_seq 2 'mtp_num_heads = 4: .*below train_seq_len = 4' "$CTRAIN" train "${small[@]}" \
+    mtp_num_heads=4 train_seq_len=4 out_dir=bad
+expect_fail bad_mtp_weight 2 'mtp_loss_weight = -0.5: expected >= 0' "$CTRAIN" train "${small[@]}" mtp_num_heads=1 \
+    mtp_loss_weight=-0.5 out_dir=bad
 
 # the record's configuration file: every key valid, and with its sizes cut down it trains on the
 # CPU (the 11 blocks, 3x MLP, partial RoPE with NTK scaling, XSA, SmearGate, bigram, and the rest)

@@ -148,7 +148,10 @@ class RefGPT:
             x = (1 - g) * x + g * prev
         return x
 
-    def loss(self, inputs, targets):
+    def loss(self, inputs, targets, training=False):
+        """The mean cross-entropy; training adds the multi-token-prediction heads' share: head k
+        scores positions t < T-k-1 against targets[:, t+k+1], and the loss is main +
+        mtp_loss_weight * (mean over heads of each head's mean cross-entropy)."""
         x = self.embed(inputs)
         x0 = x
         skips = []
@@ -163,7 +166,17 @@ class RefGPT:
         head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]
         logits = c * torch.tanh((x @ head.T) / c)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        heads, weight = self.cfg.get("mtp_num_heads", 0), self.cfg.get("mtp_loss_weight", 0.0)
+        if not training or heads == 0 or weight == 0:
+            return main
+        T = x.shape[1]
+        extra = []
+        for k in range(heads):
+            z = x[:, :T - k - 1] @ self.w(f"mtp_heads.{k}.weight").T
+            z = c * torch.tanh(z / c)
+            extra.append(F.cross_entropy(z.reshape(-1, z.shape[-1]), targets[:, k + 1:].reshape(-1)))
+        return main + weight * (sum(extra) / len(extra))
 
 
 def newton_schulz(g, steps):
@@ -179,7 +192,8 @@ def newton_schulz(g, steps):
 
 
 def is_matrix(name):
-    return (name.startswith("blocks.") and name.endswith(".weight")) or name == "bigram.proj.weight"
+    return ((name.startswith("blocks.") and name.endswith(".weight")) or name == "bigram.proj.weight"
+            or name.startswith("mtp_heads."))
 
 
 def token_stream(pattern):
@@ -276,7 +290,7 @@ def train(cfg, params, stream, steps, start=0, state=None):
             tok = slot_tokens(stream, step, slot, slots, span)
             x = tok[:-1].view(-1, T)
             y = tok[1:].view(-1, T)
-            loss = model.loss(x, y)
+            loss = model.loss(x, y, training=True)
             (loss * (1.0 / slots)).backward()
             total += loss.item()
         losses.append(total / slots)

@@ -10,7 +10,8 @@
  * (attn.proj, mlp.proj, lm_head) get small random values so every gradient is non-zero from
  * the first step. The record-stack cases (issue 36) add its model keys to the same shape
  * (record_keys below), and its optimizer additions (weight decay, the EMA, SWA, QAT:
- * record_optim_keys, record_swa_keys), under the same bounds; late QAT's shadows and the
+ * record_optim_keys, record_swa_keys) and the multi-token-prediction heads (mtp_keys), under
+ * the same bounds; late QAT's shadows and the
  * run-end upload of the averaged weights are checked bitwise.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
@@ -88,6 +89,9 @@ static const char *const record_optim_keys[][2] = {{"muon_wd", "0.04"},    {"ada
 static const char *const record_swa_keys[][2] = {{"swa_enabled", "1"}, {"swa_every", "1"},
                                                  {"qat_enabled", "1"}, {"adam_wd", "0.02"},
                                                  {NULL, NULL}};
+/* Multi-token prediction: two heads (fake-quantized too, with QAT on), their loss weighted 0.5. */
+static const char *const mtp_keys[][2] = {{"mtp_num_heads", "2"}, {"mtp_loss_weight", "0.5"},
+                                          {"qat_enabled", "1"},   {NULL, NULL}};
 
 static void set_keys(Config *cfg, const char *const (*keys)[2]) {
     for (; keys && keys[0][0]; keys++)
@@ -124,7 +128,8 @@ static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
     const ModelSpec *s = &a->spec;
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
-        int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head || i == s->bigram_embed || i == s->smear;
+        int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head || i == s->bigram_embed || i == s->smear ||
+                   model_is_mtp_head(s, i);
         if (!zero) continue;
         ref_fill(a->params + p->offset, p->count, -0.02, 0.02, &rng);
     }
@@ -327,6 +332,13 @@ static void record_optim_match_cpu(void) {
 static void record_swa_qat_untied_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(0, 0.5, record_swa_keys, 0.4);
+}
+
+/* The multi-token-prediction heads (untied, clipped, QAT on) against the CPU backend, under the
+ * same bounds: the loss with the heads' share, every gradient, the heads' Muon steps. */
+static void mtp_heads_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.5, mtp_keys, 1.0);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -1022,6 +1034,7 @@ int main(void) {
     RUN(checkpoint_sync_covers_averages);
     RUN(record_optim_match_cpu);
     RUN(record_swa_qat_untied_match_cpu);
+    RUN(mtp_heads_match_cpu);
     RUN(qat_shadows_train_not_evaluate);
     RUN(averaged_weights_from_host);
     RUN(resume_with_averages_bitwise);
