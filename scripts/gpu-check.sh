@@ -39,7 +39,7 @@ stage_table=(
     "test-gpu|1|240|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
     "memcheck|1|420|compute-sanitizer memcheck on test_gpu_step"
     "racecheck|1|420|compute-sanitizer racecheck on every attention case of test_gpu_ops, one at a time"
-    "nccl-w1|1|120|NCCL at world size 1: nccl=on vs nccl=off over 20 baseline steps, final checkpoints bitwise, step-time overhead (target < 2%)"
+    "nccl-w1|1|120|NCCL at world size 1: nccl=on (Muon updates broadcast, and summed with CT_MUON_COMBINE=allreduce) vs nccl=off over 20 baseline steps, final checkpoints bitwise, step-time overhead (target < 2%)"
     "two-ranks|1|300|two ranks on one GPU over real NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1) started by mpiexec: tests/cli/test_nccl_ranks.sh"
     "cuda-graph|1|150|CUDA graph vs launch by launch with real cuBLAS: 20 baseline steps bitwise, the step time of each; bench_gpu_step's small shape both ways"
     "attention|1|120|attention vs PyTorch SDPA (flash, cuDNN) at docs/performance.md's three shapes; the one-tile and two-tile forward builds in the same run"

@@ -43,6 +43,12 @@ typedef struct {
      * backend whose state lives on a device uses it instead of `combine`, and calls it even
      * with shard_world 1 when it is set (so a one-GPU run exercises the multi-GPU path). */
     int (*combine_device)(void *ctx, float *device_buf, size_t n, void *stream);
+    /* Instead of that sum, where set (and combine_device is): each update sent by the rank that
+     * computed it to every other, bufs[i] (counts[i] floats of a device buffer) from rank
+     * roots[i], queued on the stream and finished when it returns. Exact by construction and
+     * about half the bytes of the sum (issue 33); the sum stays selectable (CT_MUON_COMBINE). */
+    int (*share_device)(void *ctx, float *const *bufs, const size_t *counts, const int *roots, int count,
+                        void *stream);
 } StepHyper;
 
 /* The step's hyperparameters from the configuration: learning rates times lr_scale (the

@@ -200,6 +200,9 @@ static void cuda_destroy(Backend *b) {
     free(cb->dskip);
     free(cb->layers);
     muon_batch_plan_free(&cb->muon_plan);
+    free(cb->share_bufs);
+    free(cb->share_counts);
+    free(cb->share_roots);
     free(cb);
 }
 
@@ -290,6 +293,10 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "cuda skip table");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
     muon_batch_plan(s, &cb->muon_plan);
+    const size_t mats = (size_t)cb->muon_plan.num_matrices + 1;
+    cb->share_bufs = ct_calloc(mats, sizeof *cb->share_bufs, "Muon share list");
+    cb->share_counts = ct_calloc(mats, sizeof *cb->share_counts, "Muon share list");
+    cb->share_roots = ct_calloc(mats, sizeof *cb->share_roots, "Muon share list");
     return cb;
 }
 

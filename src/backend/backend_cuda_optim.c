@@ -66,6 +66,40 @@ static int muon_batch_step(CudaBackend *cb, int j, const StepHyper *h, int world
     return 0;
 }
 
+/* Every rank gets every Muon update: either each batch's owner sends its updates to the others
+ * (share_device: exact by construction, no arithmetic) or one sum across ranks over the
+ * matrices' flat range, where the other ranks hold +0 (combine_device; the control tensors
+ * inside that range are spent and zeroed first). Both give every rank the owner's bits. */
+static int combine_muon_updates(CudaBackend *cb, const StepHyper *h, int world) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const MuonBatchPlan *plan = &cb->muon_plan;
+    if (h->share_device) {
+        int n = 0;
+        for (int j = 0; j < plan->num_batches; j++)
+            for (int i = 0; i < plan->batches[j].count; i++) {
+                const ParamInfo *p = &s->params[plan->params[plan->batches[j].first + i]];
+                cb->share_bufs[n] = cb->d_grads + p->offset;
+                cb->share_counts[n] = p->count;
+                cb->share_roots[n++] = muon_batch_owner(j, world);
+            }
+        if (n > 0 && h->share_device(h->combine_ctx, cb->share_bufs, cb->share_counts, cb->share_roots, n,
+                                     cb->stream) != 0)
+            return ct_fail_prefix("sharing the Muon updates");
+        return 0;
+    }
+    size_t begin, end;
+    matrix_range(s, &begin, &end);
+    for (int i = 0; i < s->num_params; i++) { /* the control tensors there are spent: +0 in the sum */
+        const ParamInfo *p = &s->params[i];
+        if (p->group != PARAM_MATRIX && p->offset >= begin && p->offset < end)
+            RETURN_ON_FAILURE(zero_on_stream(cb, cb->d_grads + p->offset, p->count * sizeof(float),
+                                             "cuda: zeroing spent gradients"));
+    }
+    if (end > begin && h->combine_device(h->combine_ctx, cb->d_grads + begin, end - begin, cb->stream) != 0)
+        return ct_fail_prefix("combining the Muon updates");
+    return 0;
+}
+
 /* Decoupled weight decay of parameter p before its update, when its group has one
  * (backend_weight_decay_factor, the CPU backend's rule). */
 static int decay(CudaBackend *cb, const ParamInfo *p, const StepHyper *h) {
@@ -93,9 +127,9 @@ static int average_weights(CudaBackend *cb, const StepHyper *h) {
 /* Adam on the embeddings and control tensors, then Muon: each matrix's update is written in
  * its gradient's place (the gradient is not needed after the momentum step), batch by batch
  * (muon_batches.h). With combine_device, batch j's updates are computed only on rank
- * j % shard_world (the others advance its momentum and leave +0 there) and one sum across
- * ranks over the blocks' range gives every rank every update, bitwise what it would have
- * computed itself: the batches, and so the products, are the same on any number of ranks. */
+ * j % shard_world (the others advance its momentum and leave +0 there) and
+ * combine_muon_updates gives every rank every update, bitwise what it would have computed
+ * itself: the batches, and so the products, are the same on any number of ranks. */
 int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     CudaBackend *cb = (CudaBackend *)b;
     TrainState *st = b->state;
@@ -128,18 +162,7 @@ int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
     const int sharded = h->combine_device != NULL;
     const int world = sharded && h->shard_world > 1 ? h->shard_world : 1;
     for (int j = 0; j < cb->muon_plan.num_batches; j++) RETURN_ON_FAILURE(muon_batch_step(cb, j, h, world));
-    if (sharded) {
-        size_t begin, end;
-        matrix_range(s, &begin, &end);
-        for (int i = 0; i < s->num_params; i++) { /* the control tensors there are spent: +0 in the sum */
-            const ParamInfo *p = &s->params[i];
-            if (p->group != PARAM_MATRIX && p->offset >= begin && p->offset < end)
-                RETURN_ON_FAILURE(zero_on_stream(cb, cb->d_grads + p->offset, p->count * sizeof(float),
-                                                 "cuda: zeroing spent gradients"));
-        }
-        if (end > begin && h->combine_device(h->combine_ctx, cb->d_grads + begin, end - begin, stream) != 0)
-            return ct_fail_prefix("combining the Muon updates");
-    }
+    if (sharded) RETURN_ON_FAILURE(combine_muon_updates(cb, h, world));
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         if (p->group != PARAM_MATRIX) continue;

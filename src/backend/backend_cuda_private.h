@@ -155,6 +155,11 @@ typedef struct {
     /* optimizer: Muon's Newton–Schulz in batches of matrices of one shape (muon_batches.h) */
     MuonBatchPlan muon_plan;
     void *muon_scratch; /* the largest batch's */
+    /* StepHyper.share_device's lists, one entry per matrix in plan order: its update in d_grads,
+     * its size, the rank that computes it (filled each step: the owners depend on the world) */
+    float **share_bufs;
+    size_t *share_counts;
+    int *share_roots;
 } CudaBackend;
 
 /* For a call that returns 0 or -1 with ct_error() set: return -1 from the caller on failure. */

@@ -331,6 +331,27 @@ int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *st
     return wait_event(g.done, what);
 }
 
+int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
+                               int count, void *stream, const char *what) {
+    if (!g.up) return not_up(what);
+    cudaStream_t s = (cudaStream_t)stream;
+    for (int i = 0; i < count; i++)
+        if (roots[i] < 0 || roots[i] >= d->world_size)
+            return ct_fail("%s: part %d is rank %d's, but the job has %d ranks", what, i, roots[i], d->world_size);
+    ncclResult_t rs = ncclGroupStart();
+    if (rs != ncclSuccess) return fail_nccl(what, rs);
+    for (int i = 0; i < count; i++) {
+        rs = ncclBroadcast(bufs[i], bufs[i], counts[i], ncclFloat, roots[i], g.comm, s);
+        if (rs != ncclSuccess && rs != ncclInProgress) {
+            ncclGroupEnd();
+            return fail_nccl(what, rs);
+        }
+    }
+    if (settle(ncclGroupEnd(), g.timeout_s, what, g_collective_setting) != 0) return -1;
+    if (cuda_ok(cudaEventRecord(g.done, s), what) != 0) return -1;
+    return wait_event(g.done, what);
+}
+
 long dist_nccl_check_device_sum(const DistInfo *d, size_t n) {
     float *h = ct_malloc(n * sizeof *h, "launch-check device sum"), *dev = NULL;
     for (size_t i = 0; i < n; i++) h[i] = (float)((d->rank + 1) * (int)(i % 97 + 1)) * 0.25f;
@@ -495,6 +516,11 @@ int dist_nccl_init(DistInfo *d, int device, double timeout_s, char *detail, size
 }
 int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *stream, const char *what) {
     (void)d, (void)buf, (void)n, (void)stream, (void)what;
+    return no_nccl();
+}
+int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
+                               int count, void *stream, const char *what) {
+    (void)d, (void)bufs, (void)counts, (void)roots, (void)count, (void)stream, (void)what;
     return no_nccl();
 }
 long dist_nccl_check_device_sum(const DistInfo *d, size_t n) {

@@ -41,6 +41,14 @@ void dist_nccl_stack(char *buf, size_t cap);
  * after the work already there; returns when the sum is done. */
 int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *stream, const char *what);
 
+/* Send count device buffers, bufs[i] (counts[i] floats) from rank roots[i] to every rank, in
+ * place, as one NCCL group queued on `stream` (the same calls grouped the same way every step);
+ * returns when done. For values one rank computed (the Muon updates): no arithmetic, so every
+ * rank gets the owner's bits by construction, and each element crosses a link about once where
+ * a sum of mostly zeros moves it about twice. */
+int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
+                               int count, void *stream, const char *what);
+
 /* launch-check: sum n floats of known, exactly representable values on the device across
  * ranks (rank r contributes (r+1) * (i%97+1) / 4 at i) and compare every result with the exact
  * sum. Returns the first wrong index, -1 when all are right, or -2 after ct_fail. */

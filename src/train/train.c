@@ -125,6 +125,10 @@ static int combine_updates(void *ctx, float *buf, size_t n) { return dist_allred
 static int combine_updates_device(void *ctx, float *buf, size_t n, void *stream) {
     return dist_nccl_allreduce_device(ctx, buf, n, stream, "combining the Muon updates");
 }
+static int share_updates_device(void *ctx, float *const *bufs, const size_t *counts, const int *roots, int count,
+                                void *stream) {
+    return dist_nccl_broadcast_device(ctx, bufs, counts, roots, count, stream, "sharing the Muon updates (ncclBroadcast)");
+}
 
 /* One optimizer step: accumulation over this rank's micro-batches, one sum of the gradients
  * across ranks, then the optimizers. */
@@ -165,6 +169,7 @@ static int train_step(Trainer *t, double scale, double *train_loss, double *grad
     h.combine = t->world > 1 ? combine_updates : NULL;
     h.combine_ctx = t->dist;
     h.combine_device = t->reducer ? combine_updates_device : NULL;
+    h.share_device = t->reducer && t->muon_share ? share_updates_device : NULL;
     return b->optimizer_step(b, &h, grad_norm);
 }
 

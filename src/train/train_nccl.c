@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "common.h"
@@ -63,8 +64,23 @@ static int same_plan_everywhere(const Trainer *t, const DistBucketPlan *plan) {
                    t->rank, t->dist->host, plan->num_buckets, t->cfg->grad_bucket_mb);
 }
 
+/* CT_MUON_COMBINE: how the Muon updates reach every rank (broadcast, the default, or allreduce). */
+static int muon_combine_choice(int *share) {
+    const char *v = getenv("CT_MUON_COMBINE");
+    *share = 1;
+    if (!v || !*v || !strcmp(v, "broadcast")) return 0;
+    if (!strcmp(v, "allreduce")) {
+        *share = 0;
+        return 0;
+    }
+    return ct_fail("CT_MUON_COMBINE = '%s': expected broadcast (each update sent by the rank that computed it, the "
+                   "default) or allreduce (one sum of the updates)",
+                   v);
+}
+
 int trainer_reducer_init(Trainer *t) {
     Backend *b = t->backend;
+    if (muon_combine_choice(&t->muon_share) != 0) return -1;
     if (!b->device_grads || !b->device_stream)
         return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
     DistBucketPlan plan;
@@ -75,8 +91,11 @@ int trainer_reducer_init(Trainer *t) {
     }
     int rc = dist_grad_reducer_create(&t->reducer, t->dist, &plan, b->device_grads(b), b->device_stream(b));
     if (rc == 0)
-        printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward\n",
-               plan.num_buckets, t->cfg->grad_bucket_mb);
+        printf("nccl: gradients in %d buckets of up to %g MB, reduced during the last micro-batch's backward; Muon "
+               "updates %s\n",
+               plan.num_buckets, t->cfg->grad_bucket_mb,
+               t->muon_share ? "sent by the rank that computed each (broadcasts)"
+                             : "combined by one sum (CT_MUON_COMBINE=allreduce)");
     dist_bucket_plan_free(&plan);
     return rc;
 }

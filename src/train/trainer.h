@@ -44,9 +44,12 @@ typedef struct {
     CtChild writer;
     int save_pending;
     int64_t pending_step;
-    /* NCCL jobs (train_nccl.c): the gradient reducer (NULL otherwise) and the log line */
+    /* NCCL jobs (train_nccl.c): the gradient reducer (NULL otherwise) and the log line; how the
+     * Muon updates reach every rank: 1 broadcasts from their owners (the default), 0 one sum
+     * (CT_MUON_COMBINE=allreduce, the earlier path, kept for side-by-side timing) */
     DistGradReducer *reducer;
     char nccl_note[600];
+    int muon_share;
     /* the software stack the bits depend on (Backend.stack, and NCCL's in NCCL jobs), saved in
      * every checkpoint; and the resumed checkpoint's ("" for a fresh run or a file without one),
      * compared with it once the backend exists */

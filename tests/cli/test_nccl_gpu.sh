@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_nccl_gpu.sh — the multi-GPU path on one GPU (nccl=on): the communicator from an id sent
 # through the KVS, the bucketed gradient reduction overlapped with the backward, Muon sharded
-# with its device sum; the run must equal the one without NCCL (nccl=off) bit for bit: every
+# with its updates broadcast (or summed: CT_MUON_COMBINE=allreduce); the run must equal the one
+# without NCCL (nccl=off) bit for bit: every
 # logged loss and every tensor of the final checkpoint. Also `launch-check --nccl` on one rank,
 # and a resume across the two paths; and the micro-batches' CUDA graph against cuda_graph=0, bit
 # for bit. Needs a CUDA GPU (skips without one; make test-gpu
@@ -36,6 +37,15 @@ if grep -q '^nccl:' off.log; then fail nccl_off_no_nccl "$(grep -m1 '^nccl:' off
 if [ -n "$(losses off)" ] && [ "$(losses off)" = "$(losses on)" ]; then pass losses_bitwise
 else fail losses_bitwise "$(diff <(losses off) <(losses on) | head -4)"; fi
 expect_ok weights_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 on/checkpoints/step_00000012.h5
+# the Muon updates broadcast by their rank (the default) or summed (CT_MUON_COMBINE=allreduce, the
+# earlier path): both the same bits; a value that is neither is refused, naming the variable
+expect_grep muon_broadcast_default 'Muon updates sent by the rank that computed each \(broadcasts\)' on.log
+CT_MUON_COMBINE=allreduce run on_sum nccl=on && pass train_muon_allreduce || fail train_muon_allreduce "$(tail -3 on_sum.log)"
+expect_grep muon_allreduce_said 'Muon updates combined by one sum \(CT_MUON_COMBINE=allreduce\)' on_sum.log
+expect_ok muon_allreduce_bitwise "$CTRAIN" ckpt diff --exact off/checkpoints/step_00000012.h5 \
+    on_sum/checkpoints/step_00000012.h5
+CT_MUON_COMBINE=gather expect_fail muon_combine_bad 1 "CT_MUON_COMBINE = 'gather': expected broadcast" \
+    "$CTRAIN" train "${cfg[@]}" out_dir=bad_combine nccl=on
 
 # the micro-batches as a CUDA graph (the default) against launch by launch: the same bits
 run nograph nccl=off cuda_graph=0 && pass train_without_graph || fail train_without_graph "$(tail -3 nograph.log)"

@@ -671,6 +671,38 @@ static int pair_combine(void *ctx, float *buf, size_t n, void *stream) {
     return rc ? 0 : ct_fail("pair_combine: copies");
 }
 
+/* The same two ranks with the updates sent by their owners (StepHyper.share_device, NCCL's
+ * broadcasts): rank 0's call runs rank 1's step, whose call copies each part from the rank the
+ * list names into the other's buffer. */
+typedef struct {
+    Backend *peer;
+    const StepHyper *peer_h;
+    float *const *first; /* rank 0's list while rank 1's step runs */
+    int calls, parts, from_rank1;
+} SharePair;
+
+static int pair_share(void *ctx, float *const *bufs, const size_t *counts, const int *roots, int count, void *stream) {
+    SharePair *p = ctx;
+    p->calls++;
+    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) return ct_fail("pair_share: sync");
+    if (!p->first) {
+        p->first = bufs;
+        double norm;
+        int rc = p->peer->optimizer_step(p->peer, p->peer_h, &norm);
+        p->first = NULL;
+        return rc;
+    }
+    p->parts = count;
+    for (int i = 0; i < count; i++) {
+        if (roots[i] != 0 && roots[i] != 1) return ct_fail("pair_share: part %d has root %d", i, roots[i]);
+        p->from_rank1 += roots[i] == 1;
+        float *src = roots[i] == 0 ? p->first[i] : bufs[i], *dst = roots[i] == 0 ? bufs[i] : p->first[i];
+        if (cudaMemcpy(dst, src, counts[i] * sizeof(float), cudaMemcpyDeviceToDevice) != cudaSuccess)
+            return ct_fail("pair_share: copy of part %d", i);
+    }
+    return 0;
+}
+
 static int one_rank_combine(void *ctx, float *buf, size_t n, void *stream) {
     (void)buf, (void)n, (void)stream;
     ++*(int *)ctx;
@@ -684,31 +716,35 @@ static int count_stage(void *ctx, int stage) {
     return 0;
 }
 
-/* Muon sharded over two ranks (matrix i on rank i % 2, one sum combining the updates, as a
- * multi-GPU job does over NCCL) gives bitwise the state of the unsharded step on both ranks;
- * with one rank and a combine (nccl = on, one GPU) too. The backward reports its stages in
- * order (the gradient reducer's cue). */
+/* Muon sharded over two ranks (batch j on rank j % 2, the updates combined by one sum, or sent
+ * by their owners, as a multi-GPU job does over NCCL) gives bitwise the state of the unsharded
+ * step on both ranks, either way; with one rank and a combine (nccl = on, one GPU) too. The
+ * backward reports its stages in order (the gradient reducer's cue). */
 static void sharded_muon_bitwise(void) {
     REQUIRE_GPU();
     Config cfg;
     make_config(&cfg, 0, 0.0);
-    TrainState sr, s0, s1, s2;
+    enum { VIEWS = 6 };
+    TrainState sr, s0, s1, s2, s3, s4;
     make_states(&sr, &s0, &cfg);
     make_states(&s1, &s2, &cfg);
+    make_states(&s3, &s4, &cfg);
     const ModelSpec *s = &sr.spec;
     const size_t bytes = s->total_floats * sizeof(float);
     memcpy(s1.params, sr.params, bytes);
     memcpy(s2.params, sr.params, bytes);
+    memcpy(s3.params, sr.params, bytes);
+    memcpy(s4.params, sr.params, bytes);
     Backend *ref = make_cuda(&cfg, &sr, 0), *r0 = make_cuda(&cfg, &s0, 0), *r1 = make_cuda(&cfg, &s1, 0),
-            *solo = make_cuda(&cfg, &s2, 0);
-    CHECK(ref && r0 && r1 && solo, "cuda backend: %s", ct_error());
+            *solo = make_cuda(&cfg, &s2, 0), *b0 = make_cuda(&cfg, &s3, 0), *b1 = make_cuda(&cfg, &s4, 0);
+    CHECK(ref && r0 && r1 && solo && b0 && b1, "cuda backend: %s", ct_error());
     const size_t span = (size_t)ref->micro_batch_seqs * ref->seq_len + 1;
-    Backend *all[4] = {ref, r0, r1, solo};
+    Backend *all[VIEWS] = {ref, r0, r1, solo, b0, b1};
     for (int step = 0; step < 2; step++) {
         for (int m = 0; m < ACCUM; m++) {
             uint32_t *tok = make_tokens(span, s->vocab, 3000 + (uint64_t)(step * ACCUM + m));
             int seen[2] = {0, 1};
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < VIEWS; k++) {
                 double loss;
                 if (k == 0 && m == ACCUM - 1) {
                     ref->grad_ready = count_stage;
@@ -738,16 +774,28 @@ static void sharded_muon_bitwise(void) {
         hs.combine_ctx = &solo_calls;
         CHECK(solo->optimizer_step(solo, &hs, &norm) == 0 && solo_calls == 1, "one-rank step (%d combines): %s",
               solo_calls, ct_error());
+        /* the updates sent by their owners: every matrix once, some of them rank 1's */
+        StepHyper g0 = h0, g1 = h1;
+        SharePair share = {.peer = b1, .peer_h = &g1};
+        g0.share_device = g1.share_device = pair_share;
+        g0.combine_ctx = g1.combine_ctx = &share;
+        CHECK(b0->optimizer_step(b0, &g0, &norm) == 0, "shared step: %s", ct_error());
+        CHECK(share.calls == 2, "share called %d times, expected 2 (once per rank)", share.calls);
+        int matrices = 0;
+        for (int i = 0; i < s->num_params; i++) matrices += s->params[i].group == PARAM_MATRIX;
+        CHECK(share.parts == matrices && share.from_rank1 > 0 && share.from_rank1 < matrices,
+              "shared %d parts (%d from rank 1), expected the %d matrices, split between the ranks", share.parts,
+              share.from_rank1, matrices);
     }
-    TrainState *st[4] = {&sr, &s0, &s1, &s2};
-    for (int k = 0; k < 4; k++) CHECK(backend_cuda_sync_to_host(all[k]) == 0, "sync: %s", ct_error());
-    for (int k = 1; k < 4; k++) {
+    TrainState *st[VIEWS] = {&sr, &s0, &s1, &s2, &s3, &s4};
+    for (int k = 0; k < VIEWS; k++) CHECK(backend_cuda_sync_to_host(all[k]) == 0, "sync: %s", ct_error());
+    for (int k = 1; k < VIEWS; k++) {
         CHECK(memcmp(st[k]->params, sr.params, bytes) == 0, "rank view %d: params differ from the unsharded step", k);
         CHECK(memcmp(st[k]->momentum, sr.momentum, bytes) == 0, "rank view %d: momentum differs", k);
         CHECK(memcmp(st[k]->exp_avg, sr.exp_avg, bytes) == 0, "rank view %d: exp_avg differs", k);
     }
-    for (int k = 0; k < 4; k++) all[k]->destroy(all[k]);
-    for (int k = 0; k < 4; k++) train_state_free(st[k]);
+    for (int k = 0; k < VIEWS; k++) all[k]->destroy(all[k]);
+    for (int k = 0; k < VIEWS; k++) train_state_free(st[k]);
     config_free(&cfg);
 }
 
