@@ -529,12 +529,19 @@ int config_write(const Config *cfg, FILE *out) {
     return ferror(out) ? ct_fail("error writing configuration") : 0;
 }
 
-int config_write_file(const Config *cfg, const char *path) {
+int config_write_file(const Config *cfg, const char *path, const char *note) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
     int rc = config_write(cfg, f);
+    if (rc == 0 && note && note[0]) {
+        /* after the keys: --config reads a comment anywhere; one line (a newline would end it) */
+        fputs("# ", f);
+        for (const char *c = note; *c; c++) fputc(*c == '\n' ? ' ' : *c, f);
+        fputc('\n', f);
+        if (ferror(f)) rc = ct_fail("error writing configuration");
+    }
     if (fclose(f) != 0 && rc == 0) rc = ct_fail("cannot write '%s': %s", tmp, strerror(errno));
     if (rc == 0 && rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
     if (rc != 0) remove(tmp);

@@ -92,7 +92,9 @@ int config_value_equal(const Config *a, const Config *b, const ConfigKey *key);
 
 /* Write the resolved configuration as a loadable `key = value` file (with a header comment). */
 int config_write(const Config *cfg, FILE *out);
-int config_write_file(const Config *cfg, const char *path);
+/* The same into path (a temporary file renamed into place); note (NULL: none) is one more
+ * comment line after the header, e.g. the software stack a run's bits depend on. */
+int config_write_file(const Config *cfg, const char *path, const char *note);
 
 /* `ctrain train --help`'s key listing, grouped, with type, default and meaning. */
 void config_print_help(FILE *out);

@@ -415,10 +415,6 @@ int train_run(Config *cfg) {
         t.failed_together = 1;
         goto fail;
     }
-    /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
-     * the earlier run's files as they were */
-    snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);
-    if (t.rank == 0 && config_write_file(cfg, path) != 0) goto fail;
     if (backend_create(&t.backend, cfg, &t.st) != 0) goto fail;
     printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
            "%d x %d sequences of %lld\n",
@@ -427,6 +423,14 @@ int train_run(Config *cfg) {
            (long long)cfg->train_seq_len);
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
     trainer_note_stack(&t);
+    /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
+     * the earlier run's files as they were; it ends with the stack the run's bits depend on */
+    snprintf(path, sizeof path, "%s/config.txt", cfg->out_dir);
+    if (t.rank == 0) {
+        char note[1100];
+        snprintf(note, sizeof note, "stack: %s", t.stack);
+        if (config_write_file(cfg, path, t.stack[0] ? note : NULL) != 0) goto fail;
+    }
     if (t.nccl_note[0]) printf("%s\n", t.nccl_note);
     if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
     if (cfg->warmup_steps > 0 && cfg->source[config_find_key("warmup_steps") - ct_config_keys] != CT_SOURCE_DEFAULT)

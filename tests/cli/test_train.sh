@@ -31,6 +31,8 @@ if grep -qE '^  (matrix_lr|beta1|warmup_steps) ' run_a.out; then fail banner_onl
 else pass banner_only_keys_set; fi
 expect_grep banner_counts_defaults '^  \([0-9]+ more keys at their defaults; `ctrain train --print-config ...` lists every key\)$' run_a.out
 if grep -q 'note: warmup_steps' run_a.out; then fail warmup_note_only_when_set "$(grep 'note: warmup_steps' run_a.out)"; else pass warmup_note_only_when_set; fi
+# the software stack the run's bits depend on, as the checkpoints record it (a comment: it reloads)
+expect_grep config_txt_stack '^# stack: blas=OpenBLAS ' a/config.txt
 expect_ok config_txt_reloads "$CTRAIN" train --config a/config.txt --print-config
 expect_grep config_printed '^  num_layers += 3  \(command line\)' run_a.out
 expect_grep metrics_step_fields '^\{"step": 1, "train_loss": [0-9.e-]+, "lr_scale": 1, "step_ms": [0-9.]+, "tokens_per_s": [0-9.]+' a/metrics.jsonl

@@ -264,7 +264,7 @@ static void written_config_loads_back_identically(void) {
     CHECK(config_apply_args(&a, 4, args) == 0, "%s", ct_error());
     char path[600];
     snprintf(path, sizeof path, "%s/config.txt", test_tmpdir());
-    CHECK(config_write_file(&a, path) == 0, "%s", ct_error());
+    CHECK(config_write_file(&a, path, NULL) == 0, "%s", ct_error());
     config_init(&b);
     CHECK(config_load_file(&b, path) == 0, "%s", ct_error());
     for (int i = 0; i < ct_config_num_keys; i++) {
