@@ -694,7 +694,7 @@ static void load_reports_free_keys(void) {
     fixture_free(&f);
     checkpoint_info_free(&info);
     CHECK(rc == 0, "%.400s", ct_error());
-    CHECK(!strcmp(reported, "iterations:20->40;matrix_lr:0.04->0.02;"), "reported '%s'", reported);
+    CHECK(!strcmp(reported, "iterations:20->40;matrix_lr:0.04->0.02;"), "reported '%.400s'", reported);
 }
 
 /* ---- resume=auto ---- */
