@@ -52,13 +52,20 @@ static int plan_digest(const DistBucketPlan *p) {
     return (int)(h & 0x7fffffff);
 }
 
+/* *same = 1 when every rank holds the same value (non-negative), else 0. */
+static int ranks_agree(const Trainer *t, int value, int *same) {
+    int hi = value, lo_neg = -value;
+    if (dist_allreduce_max_i32(t->dist, &hi) != 0 || dist_allreduce_max_i32(t->dist, &lo_neg) != 0) return -1;
+    *same = hi == -lo_neg;
+    return 0;
+}
+
 /* Every rank must reduce the same buckets in the same order: a rank with another grad_bucket_mb
  * or another ctrain would otherwise wait in a collective until collective_timeout. */
 static int same_plan_everywhere(const Trainer *t, const DistBucketPlan *plan) {
-    const int mine = plan_digest(plan);
-    int hi = mine, lo_neg = -mine;
-    if (dist_allreduce_max_i32(t->dist, &hi) != 0 || dist_allreduce_max_i32(t->dist, &lo_neg) != 0) return -1;
-    if (hi == -lo_neg) return 0;
+    int same;
+    if (ranks_agree(t, plan_digest(plan), &same) != 0) return -1;
+    if (same) return 0;
     return ct_fail("rank %d (%s): the ranks' gradient bucket plans differ (this rank: %d buckets of up to %g MB): "
                    "every rank needs the same grad_bucket_mb and the same ctrain build",
                    t->rank, t->dist->host, plan->num_buckets, t->cfg->grad_bucket_mb);
@@ -80,7 +87,13 @@ static int muon_combine_choice(int *share) {
 
 int trainer_reducer_init(Trainer *t) {
     Backend *b = t->backend;
-    if (muon_combine_choice(&t->muon_share) != 0) return -1;
+    int same;
+    if (muon_combine_choice(&t->muon_share) != 0 || ranks_agree(t, t->muon_share, &same) != 0) return -1;
+    /* a broadcast on one rank and a sum on another would wait for each other until the timeout */
+    if (!same)
+        return ct_fail("rank %d (%s): CT_MUON_COMBINE differs between the ranks (this rank: %s): give every rank the "
+                       "same value",
+                       t->rank, t->dist->host, t->muon_share ? "broadcast" : "allreduce");
     if (!b->device_grads || !b->device_stream)
         return ct_fail("nccl: the %s backend keeps its gradients on the host; NCCL needs device = cuda", b->name);
     DistBucketPlan plan;
