@@ -40,7 +40,8 @@ static void usage(FILE *out) {
             "  --no-mpi        check Slurm's libpmi2 and its KVS alone (no MPI, no GPU)\n"
             "  --nccl          check the path GPU jobs use: libpmi2, each rank's own GPU (chosen and\n"
             "                  checked as training does), the NCCL communicator made from an id sent\n"
-            "                  through the KVS, and exact sums over NCCL on host and device buffers\n"
+            "                  through the KVS, exact sums over NCCL on host and device buffers, and\n"
+            "                  device broadcasts from every rank (the Muon updates' path)\n"
             "  --hang-rank R   (testing) rank R stops after start-up and waits forever\n"
             "  --gpu-id ID     (testing, with --no-mpi) run the GPU placement check with ID as every\n"
             "                  rank's GPU, no CUDA needed: two ranks with one ID must fail\n"
@@ -201,6 +202,13 @@ int launch_check_main(int argc, char **argv) {
         if (at == -2) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
         if (at >= 0) {
             fprintf(stderr, "launch-check: rank %d (%s): NCCL device sum wrong at element %ld\n", d.rank, d.host, at);
+            bad = 1;
+        }
+        /* the Muon updates' path: parts broadcast from their ranks, bit for bit */
+        at = dist_nccl_check_device_broadcast(&d, (size_t)1 << 18);
+        if (at == -2) dist_abort(&d, CT_EXIT_FAILURE, ct_error());
+        if (at >= 0) {
+            fprintf(stderr, "launch-check: rank %d (%s): NCCL broadcast wrong at element %ld\n", d.rank, d.host, at);
             bad = 1;
         }
     } else if (!d.mpi && d.world_size > 1 && d.rank == 0) {

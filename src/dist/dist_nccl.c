@@ -5,6 +5,7 @@
  * reducer. The communicator is non-blocking (ncclConfig_t.blocking = 0): only that way can
  * creation be given a timeout and aborted, and every NCCL call then returns ncclInProgress until
  * NCCL's own thread has queued it, which `settle` waits for. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +353,48 @@ int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size
     return wait_event(g.done, what);
 }
 
+/* the value launch-check's broadcast puts at element i of part j (its root's) */
+static float broadcast_check_value(size_t j, size_t i) { return (float)((j + 1) * 1000 + i % 997) * 0.5f; }
+
+long dist_nccl_check_device_broadcast(const DistInfo *d, size_t n) {
+    const int W = d->world_size, parts = W + 1;
+    const size_t total = n * (size_t)parts;
+    float *h = ct_malloc(total * sizeof *h, "launch-check broadcast"), *dev = NULL;
+    float **bufs = ct_malloc((size_t)parts * sizeof *bufs, "launch-check broadcast");
+    size_t *counts = ct_malloc((size_t)parts * sizeof *counts, "launch-check broadcast");
+    int *roots = ct_malloc((size_t)parts * sizeof *roots, "launch-check broadcast");
+    for (int j = 0; j < parts; j++)
+        for (size_t i = 0; i < n; i++)
+            h[(size_t)j * n + i] = j % W == d->rank ? broadcast_check_value((size_t)j, i) : NAN;
+    long bad = -2;
+    if (cuda_ok(cudaMalloc((void **)&dev, total * sizeof *dev), "launch-check broadcast buffer") == 0 &&
+        cuda_ok(cudaMemcpyAsync(dev, h, total * sizeof *h, cudaMemcpyHostToDevice, g.stream),
+                "launch-check broadcast upload") == 0) {
+        for (int j = 0; j < parts; j++) {
+            bufs[j] = dev + (size_t)j * n;
+            counts[j] = n;
+            roots[j] = j % W;
+        }
+        if (dist_nccl_broadcast_device(d, bufs, counts, roots, parts, g.stream,
+                                       "launch-check broadcast (ncclBroadcast)") == 0 &&
+            cuda_ok(cudaMemcpyAsync(h, dev, total * sizeof *h, cudaMemcpyDeviceToHost, g.stream),
+                    "launch-check broadcast download") == 0 &&
+            cuda_ok(cudaStreamSynchronize(g.stream), "launch-check broadcast download") == 0) {
+            bad = -1;
+            for (size_t k = 0; k < total && bad == -1; k++) {
+                const float want = broadcast_check_value(k / n, k % n);
+                if (memcmp(&h[k], &want, sizeof want) != 0) bad = (long)k;
+            }
+        }
+    }
+    if (dev) cudaFree(dev);
+    free(roots);
+    free(counts);
+    free(bufs);
+    free(h);
+    return bad;
+}
+
 long dist_nccl_check_device_sum(const DistInfo *d, size_t n) {
     float *h = ct_malloc(n * sizeof *h, "launch-check device sum"), *dev = NULL;
     for (size_t i = 0; i < n; i++) h[i] = (float)((d->rank + 1) * (int)(i % 97 + 1)) * 0.25f;
@@ -522,6 +565,11 @@ int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size
                                int count, void *stream, const char *what) {
     (void)d, (void)bufs, (void)counts, (void)roots, (void)count, (void)stream, (void)what;
     return no_nccl();
+}
+long dist_nccl_check_device_broadcast(const DistInfo *d, size_t n) {
+    (void)d, (void)n;
+    no_nccl();
+    return -2;
 }
 long dist_nccl_check_device_sum(const DistInfo *d, size_t n) {
     (void)d, (void)n;

@@ -49,6 +49,13 @@ int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *st
 int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
                                int count, void *stream, const char *what);
 
+/* launch-check: the Muon updates' path. Parts of n floats in one device buffer, part j rooted at
+ * rank j % W (W + 1 parts, so rank 0 roots two), rank r filling its own parts with known values
+ * and the others with NaN, broadcast as dist_nccl_broadcast_device does; every element must come
+ * back with its root's bits. Returns the first wrong index, -1 when all are right, or -2 after
+ * ct_fail. */
+long dist_nccl_check_device_broadcast(const DistInfo *d, size_t n);
+
 /* launch-check: sum n floats of known, exactly representable values on the device across
  * ranks (rank r contributes (r+1) * (i%97+1) / 4 at i) and compare every result with the exact
  * sum. Returns the first wrong index, -1 when all are right, or -2 after ct_fail. */
