@@ -44,6 +44,10 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
     return 1;
 }
 
+int backend_mtp_active(const ModelSpec *s, double mtp_loss_weight) {
+    return s->mtp_heads > 0 && mtp_loss_weight > 0;
+}
+
 float backend_mtp_call_weight(float loss_weight, double mtp_loss_weight, int heads, int num_seqs) {
     return (float)((double)loss_weight * mtp_loss_weight / ((double)heads * (double)num_seqs));
 }

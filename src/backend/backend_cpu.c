@@ -348,8 +348,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
     if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
                                    s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
         return -1;
-    /* the record skips the heads (no gradient) when their weight is 0 */
-    if (s->mtp_heads > 0 && cb->mtp_loss_weight > 0 && mtp_heads_backward(cb, loss_weight, mean_loss) != 0) return -1;
+    if (backend_mtp_active(s, cb->mtp_loss_weight) && mtp_heads_backward(cb, loss_weight, mean_loss) != 0) return -1;
     if (backend_check_loss(*mean_loss) != 0) return -1;
     if (backend_grad_ready(b, 0) != 0) return -1;
 

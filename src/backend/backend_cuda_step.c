@@ -425,8 +425,7 @@ static int mtp_heads_backward(CudaBackend *cb, float loss_weight) {
     return 0;
 }
 
-/* Whether a training micro-batch runs the heads: the record skips them when their weight is 0. */
-static int mtp_on(const CudaBackend *cb) { return cb->base.state->spec.mtp_heads > 0 && cb->mtp_loss_weight > 0; }
+static int mtp_on(const CudaBackend *cb) { return backend_mtp_active(&cb->base.state->spec, cb->mtp_loss_weight); }
 
 /* Everything of a training micro-batch between the token upload and the embedding backward:
  * the forward, the logits and loss with their backward, the loss download, the blocks'

@@ -639,64 +639,63 @@ static void cuda_graph_matches_launches(void) {
     config_free(&eager_cfg);
 }
 
-/* Two "ranks" on one GPU for the sharded Muon step: rank 0's combine runs rank 1's whole
- * optimizer step, whose combine then sums the two partial update buffers into both (the sum
- * NCCL would do: each element is one rank's update plus +0 from the other). */
+/* Two "ranks" on one GPU for the sharded Muon step. Either way of exchanging the updates is
+ * called once by each rank: rank 0's call (the first) keeps its buffers and runs rank 1's whole
+ * optimizer step, whose call (the second) does the exchange for both. */
 typedef struct {
     Backend *peer;
     const StepHyper *peer_h;
-    float *first;  /* rank 0's buffer while rank 1's step runs */
-    int calls;
-} ShardPair;
+    const void *first; /* rank 0's buffer or list while rank 1's step runs */
+    int calls, parts, from_rank1;
+} RankPair;
 
-static int pair_combine(void *ctx, float *buf, size_t n, void *stream) {
-    ShardPair *p = ctx;
+/* The part both exchanges share: *first_call = 1 for rank 0's call, which has then run rank 1's
+ * step (its result returned); 0 for rank 1's, which is to exchange with p->first. */
+static int pair_turn(RankPair *p, const void *mine, void *stream, int *first_call) {
     p->calls++;
-    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) return ct_fail("pair_combine: sync");
-    if (!p->first) {
-        p->first = buf;
-        double norm;
-        int rc = p->peer->optimizer_step(p->peer, p->peer_h, &norm);
-        p->first = NULL;
-        return rc;
-    }
+    *first_call = 0;
+    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) return ct_fail("rank pair: sync");
+    if (p->first) return 0;
+    *first_call = 1;
+    p->first = mine;
+    double norm;
+    int rc = p->peer->optimizer_step(p->peer, p->peer_h, &norm);
+    p->first = NULL;
+    return rc;
+}
+
+/* The sum NCCL would do (StepHyper.combine_device): both partial update buffers summed into
+ * both, each element one rank's update plus +0 from the other. */
+static int pair_combine(void *ctx, float *buf, size_t n, void *stream) {
+    RankPair *p = ctx;
+    int first_call;
+    int rc = pair_turn(p, buf, stream, &first_call);
+    if (rc != 0 || first_call) return rc;
+    float *other = (float *)p->first;
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
-    int rc = cudaMemcpy(a, p->first, n * sizeof *a, cudaMemcpyDeviceToHost) == cudaSuccess &&
-             cudaMemcpy(b, buf, n * sizeof *b, cudaMemcpyDeviceToHost) == cudaSuccess;
+    rc = cudaMemcpy(a, other, n * sizeof *a, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(b, buf, n * sizeof *b, cudaMemcpyDeviceToHost) == cudaSuccess;
     for (size_t i = 0; rc && i < n; i++) a[i] += b[i];
-    rc = rc && cudaMemcpy(p->first, a, n * sizeof *a, cudaMemcpyHostToDevice) == cudaSuccess &&
+    rc = rc && cudaMemcpy(other, a, n * sizeof *a, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(buf, a, n * sizeof *a, cudaMemcpyHostToDevice) == cudaSuccess;
     free(a);
     free(b);
     return rc ? 0 : ct_fail("pair_combine: copies");
 }
 
-/* The same two ranks with the updates sent by their owners (StepHyper.share_device, NCCL's
- * broadcasts): rank 0's call runs rank 1's step, whose call copies each part from the rank the
- * list names into the other's buffer. */
-typedef struct {
-    Backend *peer;
-    const StepHyper *peer_h;
-    float *const *first; /* rank 0's list while rank 1's step runs */
-    int calls, parts, from_rank1;
-} SharePair;
-
+/* The updates sent by their owners (StepHyper.share_device, NCCL's broadcasts): each part
+ * copied from the rank the list names into the other's buffer. */
 static int pair_share(void *ctx, float *const *bufs, const size_t *counts, const int *roots, int count, void *stream) {
-    SharePair *p = ctx;
-    p->calls++;
-    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) return ct_fail("pair_share: sync");
-    if (!p->first) {
-        p->first = bufs;
-        double norm;
-        int rc = p->peer->optimizer_step(p->peer, p->peer_h, &norm);
-        p->first = NULL;
-        return rc;
-    }
+    RankPair *p = ctx;
+    int first_call;
+    int rc = pair_turn(p, bufs, stream, &first_call);
+    if (rc != 0 || first_call) return rc;
+    float *const *other = p->first;
     p->parts = count;
     for (int i = 0; i < count; i++) {
         if (roots[i] != 0 && roots[i] != 1) return ct_fail("pair_share: part %d has root %d", i, roots[i]);
         p->from_rank1 += roots[i] == 1;
-        float *src = roots[i] == 0 ? p->first[i] : bufs[i], *dst = roots[i] == 0 ? bufs[i] : p->first[i];
+        float *src = roots[i] == 0 ? other[i] : bufs[i], *dst = roots[i] == 0 ? bufs[i] : other[i];
         if (cudaMemcpy(dst, src, counts[i] * sizeof(float), cudaMemcpyDeviceToDevice) != cudaSuccess)
             return ct_fail("pair_share: copy of part %d", i);
     }
@@ -762,7 +761,7 @@ static void sharded_muon_bitwise(void) {
         double norm;
         CHECK(ref->optimizer_step(ref, &h, &norm) == 0, "reference step: %s", ct_error());
         StepHyper h0 = h, h1 = h, hs = h;
-        ShardPair pair = {.peer = r1, .peer_h = &h1};
+        RankPair pair = {.peer = r1, .peer_h = &h1};
         h0.shard_rank = 0, h1.shard_rank = 1;
         h0.shard_world = h1.shard_world = 2;
         h0.combine_device = h1.combine_device = pair_combine;
@@ -776,7 +775,7 @@ static void sharded_muon_bitwise(void) {
               solo_calls, ct_error());
         /* the updates sent by their owners: every matrix once, some of them rank 1's */
         StepHyper g0 = h0, g1 = h1;
-        SharePair share = {.peer = b1, .peer_h = &g1};
+        RankPair share = {.peer = b1, .peer_h = &g1};
         g0.share_device = g1.share_device = pair_share;
         g0.combine_ctx = g1.combine_ctx = &share;
         CHECK(b0->optimizer_step(b0, &g0, &norm) == 0, "shared step: %s", ct_error());
