@@ -227,12 +227,16 @@ void dist_nccl_stack(char *buf, size_t cap) {
              version % 100, algo && *algo ? algo : "(tuner)", proto && *proto ? proto : "(tuner)");
 }
 
-/* Queue `call` on the host-value stream, then wait for it. */
-static int run_host_collective(ncclResult_t r, const char *what) {
+/* Settle a collective (or group) just queued on `stream` (r: what the call, or ncclGroupEnd,
+ * returned), then wait until it is done. */
+static int run_collective(ncclResult_t r, cudaStream_t stream, const char *what) {
     if (settle(r, g.timeout_s, what, g_collective_setting) != 0) return -1;
-    if (cuda_ok(cudaEventRecord(g.done, g.stream), what) != 0) return -1;
+    if (cuda_ok(cudaEventRecord(g.done, stream), what) != 0) return -1;
     return wait_event(g.done, what);
 }
+
+/* The same on the host-value stream. */
+static int run_host_collective(ncclResult_t r, const char *what) { return run_collective(r, g.stream, what); }
 
 /* Every rank's `bytes` bytes into all[rank * bytes ...], through the staging buffers. */
 static int host_allgather(const void *mine, size_t bytes, unsigned char *all, const char *what) {
@@ -326,10 +330,7 @@ int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *st
     (void)d;
     if (!g.up) return not_up(what);
     cudaStream_t s = (cudaStream_t)stream;
-    if (settle(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, g.comm, s), g.timeout_s, what, g_collective_setting) != 0)
-        return -1;
-    if (cuda_ok(cudaEventRecord(g.done, s), what) != 0) return -1;
-    return wait_event(g.done, what);
+    return run_collective(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, g.comm, s), s, what);
 }
 
 int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
@@ -348,9 +349,7 @@ int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size
             return fail_nccl(what, rs);
         }
     }
-    if (settle(ncclGroupEnd(), g.timeout_s, what, g_collective_setting) != 0) return -1;
-    if (cuda_ok(cudaEventRecord(g.done, s), what) != 0) return -1;
-    return wait_event(g.done, what);
+    return run_collective(ncclGroupEnd(), s, what);
 }
 
 /* the value launch-check's broadcast puts at element i of part j (its root's) */
