@@ -47,6 +47,10 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
  * lm_head; never the embeddings, tied or not). */
 int backend_qat_quantizes(const ParamInfo *p);
 
+/* Multi-token prediction: whether a training micro-batch runs the heads: the model has some
+ * and their weight is not 0 (the record skips them then: no gradient). */
+int backend_mtp_active(const ModelSpec *s, double mtp_loss_weight);
+
 /* Multi-token prediction (mtp_num_heads, docs/model.md): head k (0-based) scores positions
  * t < T-k-1 of each sequence against the target of position t+k+1 (the token k+2 ahead), and a
  * training micro-batch's loss is main + mtp_loss_weight * (mean over heads of each head's mean
@@ -54,9 +58,6 @@ int backend_qat_quantizes(const ParamInfo *p);
  * sequence but not across sequences, so a backend runs the logits op once per head and
  * sequence with loss weight backend_mtp_call_weight (its mean over T-k-1 rows, weighted so the
  * gradients add up to the formula's), then combines the means with backend_mtp_loss. */
-/* Whether a training micro-batch runs the heads: the model has some and their weight is not 0
- * (the record skips them then: no gradient). */
-int backend_mtp_active(const ModelSpec *s, double mtp_loss_weight);
 float backend_mtp_call_weight(float loss_weight, double mtp_loss_weight, int heads, int num_seqs);
 /* main_mean + mtp_loss_weight * mean over the heads of head_means[k] (each the head's mean over
  * the micro-batch's sequences, summed in head order). */
