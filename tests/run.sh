@@ -55,8 +55,13 @@ stop_current() {
     [ -n "$current_watchdog" ] && kill "$current_watchdog" 2>/dev/null
     return 0
 }
-trap 'stop_current; rm -rf "$CT_TEST_TMP"' EXIT
-trap 'echo "run.sh: interrupted" >&2; exit 130' INT
+# A subshell the runner forks (the watchdog below, a command substitution) runs these traps too
+# when a signal reaches it before bash has reset them there: the watchdog, killed the instant its
+# program ended, then removed the runner's whole log folder and failed every program after it.
+# So they act only in the runner's own process; a subshell just exits.
+on_exit() { [ "$BASHPID" = "$$" ] || return 0; stop_current; rm -rf "$CT_TEST_TMP"; }
+trap on_exit EXIT
+trap '[ "$BASHPID" = "$$" ] && echo "run.sh: interrupted" >&2; exit 130' INT
 trap 'exit 143' TERM
 
 in_mode() { # name -> 0 if it belongs to this mode
