@@ -34,18 +34,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 self="$root/scripts/gpu-check.sh"
 build=${GPU_CHECK_BUILD:-$root/build}
 
-# name | needs a GPU | expected seconds on an H100 machine (estimates until measured) | what
+# name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
+# 2026-11-25, docs/testing.md; cpu-scaling an estimate: its run there was cut short) | what
 stage_table=(
-    "test-gpu|1|240|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
-    "memcheck|1|420|compute-sanitizer memcheck on test_gpu_step"
-    "racecheck|1|420|compute-sanitizer racecheck on every attention case of test_gpu_ops, one at a time"
-    "nccl-w1|1|120|NCCL at world size 1: nccl=on (Muon updates broadcast, and summed with CT_MUON_COMBINE=allreduce) vs nccl=off over 20 baseline steps, final checkpoints bitwise, step-time overhead (target < 2%)"
-    "two-ranks|1|300|two ranks on one GPU over real NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1) started by mpiexec: tests/cli/test_nccl_ranks.sh"
-    "cuda-graph|1|150|CUDA graph vs launch by launch with real cuBLAS: 20 baseline steps bitwise, the step time of each; bench_gpu_step's small shape both ways"
-    "attention|1|120|attention vs PyTorch SDPA (flash, cuDNN) at docs/performance.md's three shapes; the one-tile and two-tile forward builds in the same run"
-    "checkpoint|1|120|the checkpoint stall: in-line vs background writes during baseline training"
-    "step-baseline|1|420|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
-    "step-wide|1|480|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
+    "test-gpu|1|60|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
+    "memcheck|1|60|compute-sanitizer memcheck on test_gpu_step"
+    "racecheck|1|120|compute-sanitizer racecheck on every attention case of test_gpu_ops, one at a time"
+    "nccl-w1|1|60|NCCL at world size 1: nccl=on (Muon updates broadcast, and summed with CT_MUON_COMBINE=allreduce) vs nccl=off over 20 baseline steps, final checkpoints bitwise, step-time overhead (target < 2%)"
+    "two-ranks|1|120|two ranks on one GPU over real NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1) started by mpiexec: tests/cli/test_nccl_ranks.sh"
+    "cuda-graph|1|60|CUDA graph vs launch by launch with real cuBLAS: 20 baseline steps bitwise, the step time of each; bench_gpu_step's small shape both ways"
+    "attention|1|60|attention vs PyTorch SDPA (flash, cuDNN) at docs/performance.md's three shapes; the one-tile and two-tile forward builds in the same run"
+    "checkpoint|1|60|the checkpoint stall: in-line vs background writes during baseline training"
+    "step-baseline|1|240|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
+    "step-wide|1|360|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
     "cpu-scaling|0|420|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
 field() { cut -d'|' -f"$2" <<<"$1"; }
@@ -81,9 +82,12 @@ body_test-gpu() {
 body_memcheck() {
     local cs; cs=$(sanitizer)
     [ -n "$cs" ] || not_run "compute-sanitizer is not installed"
-    "$cs" --tool memcheck --error-exitcode 99 "$build/tests/test_gpu_step" 2>&1 | tee ms.out
+    # API errors are not reported: the step test provokes a failed stream capture on purpose
+    # (cuda_graph_matches_launches' third run), and it checks every CUDA call's status itself;
+    # this stage is for memory accesses. The summary line carries the tool's "========= " prefix.
+    "$cs" --tool memcheck --report-api-errors no --error-exitcode 99 "$build/tests/test_gpu_step" 2>&1 | tee ms.out
     local rc=${PIPESTATUS[0]}
-    grep -q '^ERROR SUMMARY: 0 errors' ms.out || { echo "memcheck: no 'ERROR SUMMARY: 0 errors' line"; rc=1; }
+    grep -qE '^(=+ )?ERROR SUMMARY: 0 errors' ms.out || { echo "memcheck: no 'ERROR SUMMARY: 0 errors' line"; rc=1; }
     grep -qE '^(FAIL|SKIP) ' ms.out && { echo "memcheck: test_gpu_step did not pass every case"; rc=1; }
     grep -qx 'END test_gpu_step' ms.out || { echo "memcheck: test_gpu_step stopped early"; rc=1; }
     echo "BENCH memcheck_step_cases_passed $(grep -c '^PASS ' ms.out)"

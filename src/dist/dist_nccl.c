@@ -227,8 +227,8 @@ void dist_nccl_stack(char *buf, size_t cap) {
              version % 100, algo && *algo ? algo : "(tuner)", proto && *proto ? proto : "(tuner)");
 }
 
-/* Settle a collective (or group) just queued on `stream` (r: what the call, or ncclGroupEnd,
- * returned), then wait until it is done. */
+/* Settle a collective just queued on `stream` (r: what the call returned), then wait until it,
+ * and everything queued before it there, is done. */
 static int run_collective(ncclResult_t r, cudaStream_t stream, const char *what) {
     if (settle(r, g.timeout_s, what, g_collective_setting) != 0) return -1;
     if (cuda_ok(cudaEventRecord(g.done, stream), what) != 0) return -1;
@@ -340,16 +340,19 @@ int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size
     for (int i = 0; i < count; i++)
         if (roots[i] < 0 || roots[i] >= d->world_size)
             return ct_fail("%s: part %d is rank %d's, but the job has %d ranks", what, i, roots[i], d->world_size);
-    ncclResult_t rs = ncclGroupStart();
-    if (rs != ncclSuccess) return fail_nccl(what, rs);
+    /* One broadcast after another, not one ncclGroupStart/End group: on an H100 with NCCL 2.30.7
+     * (two ranks sharing the GPU) a group of broadcasts from different roots delivered nothing,
+     * every part NaN where the other rank's bits belonged, while the same broadcasts one by one
+     * were exact (docs/cuda.md, "What ran where"). Each is settled before the next is queued, as
+     * a non-blocking communicator asks; they run in order on `s`, and only the last is waited for. */
     for (int i = 0; i < count; i++) {
-        rs = ncclBroadcast(bufs[i], bufs[i], counts[i], ncclFloat, roots[i], g.comm, s);
-        if (rs != ncclSuccess && rs != ncclInProgress) {
-            ncclGroupEnd();
-            return fail_nccl(what, rs);
-        }
+        ncclResult_t rs = ncclBroadcast(bufs[i], bufs[i], counts[i], ncclFloat, roots[i], g.comm, s);
+        if (i + 1 < count) {
+            if (settle(rs, g.timeout_s, what, g_collective_setting) != 0) return -1;
+        } else if (run_collective(rs, s, what) != 0)
+            return -1;
     }
-    return run_collective(ncclGroupEnd(), s, what);
+    return 0;
 }
 
 /* the value launch-check's broadcast puts at element i of part j (its root's) */

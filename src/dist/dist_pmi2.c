@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -209,6 +210,11 @@ void dist_pmi2_abort(const char *msg) {
     clean[n] = '\0';
     fflush(stdout);
     fflush(stderr);
+    /* The launcher forwards this process's stderr through a pipe and ends every process as soon
+     * as the abort arrives: a moment first, so the message printed just before reaches the job's
+     * log. Without it hydra dropped rank 0's "timed out after 20 s in ..." in 2 of 3 two-rank
+     * hang tests on an H100 (2026-11-25). */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
     /* isworld: slurmstepd kills the whole step (and hydra the whole job). Exits with 1. */
     PMI2_Abort(1, clean);
     _exit(CT_EXIT_FAILURE);

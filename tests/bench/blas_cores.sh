@@ -16,7 +16,7 @@ cat /usr/share/common-licenses/* >"$work/text.txt"
 "$ctrain" data from-text --out "$work/train.h5" "$work/text.txt" >/dev/null
 run=(vocab_size=256 num_layers=4 model_dim=256 num_heads=4 num_kv_heads=2 train_batch_tokens=1024 train_seq_len=256
      grad_accum_slots=1 train_files="$work/train.h5" checkpoint_every=0 val_loss_every=0 train_log_every=1000
-     check_train_tokens=0 iterations=30)
+     check_train_tokens=0 iterations=30 device=cpu)
 for threads in 1 2; do
     for core in "${cores[@]}"; do
         rm -rf "$work/out"

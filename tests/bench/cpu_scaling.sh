@@ -40,7 +40,7 @@ c1="" t1=""
 for t in "${threads[@]}"; do
     rm -rf "$work/out"
     OMP_NUM_THREADS=$t "$build/ctrain" train "${cfg[@]}" train_files="$work/data.h5" iterations=$((steps + 1)) \
-        val_loss_every=0 threads="$t" out_dir="$work/out" checkpoint_every=0 >"$work/ctrain.log"
+        val_loss_every=0 threads="$t" device=cpu out_dir="$work/out" checkpoint_every=0 >"$work/ctrain.log"
     read -r c _ < <("$py" "$root/tests/bench/median_rate.py" "$work/out/metrics.jsonl")
     tt=0
     if [ $have_torch = 1 ]; then

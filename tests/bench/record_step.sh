@@ -10,7 +10,7 @@ work=$(mktemp -d /tmp/ctrain-record-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 shape=(vocab_size=1024 num_layers=11 model_dim=512 num_heads=8 num_kv_heads=4 mlp_mult=3 train_seq_len=2048
        train_batch_tokens=16384 grad_accum_slots=8 iterations=3 val_loss_every=0 checkpoint_every=0 threads=$threads
-       train_files="$data")
+       device=cpu train_files="$data")
 features=(rope_dims=16 rope_train_seq_len=1024 ln_scale=1 xsa_last_n=4 smear_gate=1 bigram_vocab_size=2048
           bigram_dim=128 ortho_init=1)
 "$build/ctrain" train "${shape[@]}" out_dir="$work/plain" >"$work/plain.log"

@@ -38,7 +38,7 @@ ctrain_rate() { # out_dir -> median tokens/s and step_ms over steps 2.. (step 1 
     /usr/bin/python3 "$root/tests/bench/median_rate.py" "$1/metrics.jsonl"
 }
 "$build/ctrain" train "${cfg[@]}" train_files="$work/data.h5" iterations=$((steps + 1)) val_loss_every=0 \
-    threads=$threads out_dir="$work/small" checkpoint_every=0 >"$work/small.log"
+    threads=$threads device=cpu out_dir="$work/small" checkpoint_every=0 >"$work/small.log"
 read -r c_tps c_ms < <(ctrain_rate "$work/small")
 flops=$("$build/ctrain" train "${cfg[@]}" train_files=x --print-flops-per-token 2>/dev/null || echo 0)
 /usr/bin/python3 "$root/tests/bench/torch_bench.py" "$work/data.h5" "$steps" "$threads" "${cfg[@]}" >"$work/torch.txt"
@@ -68,7 +68,7 @@ PY
 
 echo "== 4. baseline shape (9 layers x 512, seq 1024), reduced batch: train_batch_tokens=65536 (8 slots x 8192)"
 "$build/ctrain" train train_files="$work/data.h5" train_batch_tokens=65536 iterations=3 val_loss_every=0 \
-    threads=$threads out_dir="$work/base" checkpoint_every=0 >"$work/base.log"
+    threads=$threads device=cpu out_dir="$work/base" checkpoint_every=0 >"$work/base.log"
 read -r b_tps b_ms < <(ctrain_rate "$work/base")
 echo "  ctrain: ${b_ms} ms/step  ${b_tps} tokens/s"
 echo "BENCH baseline_reduced_step_ms $b_ms"

@@ -2,7 +2,8 @@
 # test_nccl_ranks.sh — two ranks over real NCCL, started by MPICH's mpiexec (issue 33 item 2):
 # on two GPUs one each, on one GPU both (NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, which
 # this script sets; `STAGE=two-ranks scripts/gpu-check.sh` puts the package's NCCL 2.30 first on
-# LD_LIBRARY_PATH). Checks: launch-check --nccl at two ranks; W=2 run to run bitwise; W=2 against
+# LD_LIBRARY_PATH). Checks: launch-check --nccl at two ranks; W=2 run to run bitwise; W=2 with the
+# Muon updates broadcast bitwise equal to W=2 with them summed (CT_MUON_COMBINE); W=2 against
 # W=1 (nccl=on) per-step losses, the first exactly up to the order of a 4-term sum (1e-6
 # relative), the rest within 1e-2 relative (bf16 compute: a one-ulp gradient change moves a
 # bf16 rounding, training amplifies it; a wrong shard, a lost bucket or a double-counted
@@ -64,6 +65,11 @@ else pass w2_gpu_layout; fi
 w2 w2b && pass w2_again || fail w2_again "$(tail -3 w2b.log) $(tail -c 600 w2b.err)"
 expect_same w2_run_to_run_losses "W=2 losses" "$(losses w2a)" "$(losses w2b)"
 expect_ok w2_run_to_run_weights "$CTRAIN" ckpt diff --exact "w2a/$final" "w2b/$final"
+# the Muon updates summed (the other ranks add +0) instead of broadcast: both hand every rank the
+# owner's bits, so the runs are the same bits (this caught broadcasts grouped in one NCCL group
+# delivering nothing on NCCL 2.30.7, while the losses only drifted)
+CT_MUON_COMBINE=allreduce w2 w2s && pass w2_muon_summed || fail w2_muon_summed "$(tail -3 w2s.log) $(tail -c 600 w2s.err)"
+expect_ok w2_broadcast_equals_sum "$CTRAIN" ckpt diff --exact "w2a/$final" "w2s/$final"
 
 # W=2 against W=1: relative differences of the per-step training losses
 compare_losses() { # NAME STEPS(first|all) BOUND
@@ -164,7 +170,9 @@ fault_run() { # out_dir signal
 }
 if fault_run hang STOP >fault.out; then pass hang_job_ends; else fail hang_job_ends "$(cat fault.out) $(tail -c 400 hang.err)"; fi
 cat fault.out
-expect_grep hang_names_rank_host_op "rank 0 \($(hostname)\): timed out after [0-9]+ s in .*\(NCCL\)" hang.err
+# (on failure, hang.err's error lines: its first line is only the shared-GPU warning)
+if grep -qE "rank 0 \($(hostname)\): timed out after [0-9]+ s in .*\(NCCL\)" hang.err; then pass hang_names_rank_host_op
+else fail hang_names_rank_host_op "no 'rank 0 ($(hostname)): timed out after N s in ... (NCCL)' in hang.err; its errors: $(grep -v 'share GPU' hang.err | tail -c 800 | tr '\n' '|')"; fi
 whole_checkpoints hang_checkpoints_whole hang
 if fault_run killed KILL >fault.out; then pass kill_job_ends; else fail kill_job_ends "$(cat fault.out) $(tail -c 400 killed.err)"; fi
 cat fault.out

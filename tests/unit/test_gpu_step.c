@@ -335,10 +335,15 @@ static void record_swa_qat_untied_match_cpu(void) {
 }
 
 /* The multi-token-prediction heads (untied, clipped, QAT on) against the CPU backend, under the
- * same bounds: the loss with the heads' share, every gradient, the heads' Muon steps. */
+ * same bounds: the loss with the heads' share, every gradient, the heads' Muon steps. At
+ * lr_scale 0.4: on an H100 at full rate the two runs' weights drifted apart enough by the third
+ * step that q_gain's Adam exp_avg (two elements, a sum with much cancellation) differed by 0.505
+ * against STATE_TOL 0.5, while every gradient from identical weights and every other tensor sat
+ * well inside their bounds (gradients 2.3e-3 all, weights 4e-2 all; 2026-11-25). The wiring is
+ * checked by the first step; smaller steps keep the later ones comparable. */
 static void mtp_heads_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, mtp_keys, 1.0);
+    compare_with_cpu(0, 0.5, mtp_keys, 0.4);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
