@@ -35,7 +35,8 @@ self="$root/scripts/gpu-check.sh"
 build=${GPU_CHECK_BUILD:-$root/build}
 
 # name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
-# 2026-11-25, docs/testing.md; cpu-scaling an estimate: its run there was cut short) | what
+# 2026-11-25, docs/testing.md; cpu-scaling an estimate: its run there was cut short; record
+# took about 70 s as a script before it was a stage) | what
 stage_table=(
     "test-gpu|1|60|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
     "memcheck|1|60|compute-sanitizer memcheck on test_gpu_step"
@@ -47,6 +48,7 @@ stage_table=(
     "checkpoint|1|60|the checkpoint stall: in-line vs background writes during baseline training"
     "step-baseline|1|240|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
     "step-wide|1|360|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
+    "record|1|180|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise: tests/bench/record_gpu.sh"
     "cpu-scaling|0|420|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
 field() { cut -d'|' -f"$2" <<<"$1"; }
@@ -174,6 +176,11 @@ step_stage() { # shape steps
 }
 body_step-baseline() { step_stage baseline 30; }
 body_step-wide() { step_stage wide 20; }
+
+body_record() {
+    python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
+    bash "$root/tests/bench/record_gpu.sh" "$build" 12
+}
 
 # the Python with PyTorch, h5py and numpy (the GPU machines' python3; /usr/bin/python3 elsewhere)
 torch_python() {
