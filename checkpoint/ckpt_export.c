@@ -86,7 +86,8 @@ int checkpoint_export_safetensors(const char *path, const char *out_path, int bf
         CtSafetensor *t = ct_calloc((size_t)s->num_params + 1, sizeof *t, "export header");
         for (int i = 0; i < s->num_params; i++) {
             const ParamInfo *p = &s->params[i];
-            t[i] = (CtSafetensor){p->name, bf16 ? "BF16" : "F32", p->ndim, p->shape, p->count * (bf16 ? 2 : 4)};
+            t[i] = (CtSafetensor){p->name, bf16 ? "BF16" : "F32", model_param_torch_ndim(p), p->shape,
+                                  p->count * (bf16 ? 2 : 4)};
         }
         char *metadata = export_metadata(&m, has_averages ? source : NULL);
         size_t header_len;

@@ -27,6 +27,7 @@
 #                      budget's end
 #   GPU_CHECK_STAGE_LIMIT  seconds any one stage may run (default: the budget)
 #   TRAIN_GPT_PY       parameter-golf's train_gpt.py, for the step stages (never packed or committed)
+#   RECORD_TRAIN_GPT_PY  the 1.1248 record's train_gpt.py, for record-side (never packed or committed)
 #   GPU_CHECK_NCCL_XZ  NCCL >= 2.30 for the two-rank stage (default: the package's nccl/libnccl.so.2.*.xz)
 #   GPU_CHECK_CPU_THREADS  thread counts for cpu-scaling (default: 1 2 4 8 16 ... up to the cores)
 set -u
@@ -49,6 +50,7 @@ stage_table=(
     "step-baseline|1|240|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
     "step-wide|1|360|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
     "record|1|180|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise: tests/bench/record_gpu.sh"
+    "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|420|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
 field() { cut -d'|' -f"$2" <<<"$1"; }
@@ -180,6 +182,14 @@ body_step-wide() { step_stage wide 20; }
 body_record() {
     python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
     bash "$root/tests/bench/record_gpu.sh" "$build" 12
+}
+
+body_record-side() {
+    [ -n "${RECORD_TRAIN_GPT_PY:-}" ] || not_run "RECORD_TRAIN_GPT_PY is not set (the 1.1248 record's train_gpt.py: openai/parameter-golf records/track_10min_16mb/2026-03-21_11L_XSA4_EMA_PartialRoPE_LateQAT_1.1248; carry the file)"
+    [ -f "$RECORD_TRAIN_GPT_PY" ] || not_run "RECORD_TRAIN_GPT_PY=$RECORD_TRAIN_GPT_PY is not a file"
+    python3 -c 'import torch, sentencepiece; assert torch.cuda.is_available()' 2>/dev/null ||
+        not_run "python3 lacks PyTorch with CUDA or sentencepiece"
+    bash "$root/tests/bench/record_vs_train_gpt.sh" "$build" "$RECORD_TRAIN_GPT_PY" 200
 }
 
 # the Python with PyTorch, h5py and numpy (the GPU machines' python3; /usr/bin/python3 elsewhere)
@@ -320,6 +330,7 @@ mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 [ -x "$build/ctrain" ] || { echo "gpu-check: $build/ctrain is not there (unpack the package, or make)" >&2; exit 1; }
 if [ -n "${TRAIN_GPT_PY:-}" ] && [ -f "$TRAIN_GPT_PY" ]; then TRAIN_GPT_PY=$(readlink -f "$TRAIN_GPT_PY"); export TRAIN_GPT_PY; fi
+if [ -n "${RECORD_TRAIN_GPT_PY:-}" ] && [ -f "$RECORD_TRAIN_GPT_PY" ]; then RECORD_TRAIN_GPT_PY=$(readlink -f "$RECORD_TRAIN_GPT_PY"); export RECORD_TRAIN_GPT_PY; fi
 work_root=$(mktemp -d /tmp/gpu-check.XXXXXX)
 trap 'rm -rf "$work_root"' EXIT
 export PATH="$root/bin:$PATH" # the package's mpiexec

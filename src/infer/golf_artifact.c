@@ -396,7 +396,7 @@ int golf_write_weights(const ModelSpec *spec, const float *params, const char *p
     CtSafetensor *t = ct_calloc((size_t)n + 1, sizeof *t, "weights header");
     for (int i = 0; i < n; i++) {
         const ParamInfo *p = &spec->params[i];
-        t[i] = (CtSafetensor){p->name, "F32", p->ndim, p->shape, p->count * 4};
+        t[i] = (CtSafetensor){p->name, "F32", model_param_torch_ndim(p), p->shape, p->count * 4};
     }
     size_t header_len;
     unsigned char *header = ct_safetensors_header("\"format\":\"pt\",\"writer\":\"ctrain\"", t, n,

@@ -122,6 +122,8 @@ void model_spec_free(ModelSpec *s) {
     memset(s, 0, sizeof *s);
 }
 
+int model_param_torch_ndim(const ParamInfo *p) { return strcmp(p->name, "bigram.scale") ? p->ndim : 0; }
+
 const ParamInfo *model_find_param(const ModelSpec *s, const char *name) {
     for (int i = 0; i < s->num_params; i++)
         if (!strcmp(s->params[i].name, name)) return &s->params[i];

@@ -88,6 +88,12 @@ static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, 
 }
 const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
 
+/* The number of dimensions train_gpt.py gives parameter p: its ndim, except 0 for the tensors
+ * the record holds as 0-d (`nn.Parameter(torch.tensor(0.05))`: bigram.scale), which ctrain keeps
+ * with shape [1]. For the files meant for train_gpt.py's load_state_dict(strict=True), which
+ * refuses [1] for a 0-d parameter (ckpt export, ckpt golf --dequantized). */
+int model_param_torch_ndim(const ParamInfo *p);
+
 /* The backward pass in stages, the points at which some gradients become final (every backend
  * runs the backward in this order and reports the stages through Backend.grad_ready, so that a
  * GPU job can start reducing those gradients while the rest of the backward runs):
