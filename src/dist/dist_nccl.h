@@ -43,9 +43,10 @@ int dist_nccl_allreduce_device(const DistInfo *d, float *buf, size_t n, void *st
 
 /* Send count device buffers, bufs[i] (counts[i] floats) from rank roots[i] to every rank, in
  * place, one broadcast after another queued on `stream` (not grouped: a group of broadcasts from
- * different roots delivered nothing on an H100 with NCCL 2.30.7); returns when done. For values one rank computed (the Muon updates): no arithmetic, so every
- * rank gets the owner's bits by construction, and each element crosses a link about once where
- * a sum of mostly zeros moves it about twice. */
+ * different roots delivered nothing on an H100 with NCCL 2.30.7); returns when done. For values
+ * one rank computed (the Muon updates): no arithmetic, so every rank gets the owner's bits by
+ * construction, and each element crosses a link about once where a sum of mostly zeros moves it
+ * about twice. */
 int dist_nccl_broadcast_device(const DistInfo *d, float *const *bufs, const size_t *counts, const int *roots,
                                int count, void *stream, const char *what);
 
