@@ -169,11 +169,17 @@ body_checkpoint() {
     bash "$root/tests/bench/checkpoint_stall.sh" "$build" cuda
 }
 
-step_stage() { # shape steps
-    [ -n "${TRAIN_GPT_PY:-}" ] || not_run "TRAIN_GPT_PY is not set (parameter-golf's train_gpt.py; fetch openai/parameter-golf, carry the file)"
-    [ -f "$TRAIN_GPT_PY" ] || not_run "TRAIN_GPT_PY=$TRAIN_GPT_PY is not a file"
+# A stage beside a fetched train_gpt.py: VAR (the environment variable naming it) must name a
+# file, and python3 must have PyTorch with CUDA and sentencepiece. what: where to fetch it.
+need_train_gpt() { # VAR what
+    [ -n "${!1:-}" ] || not_run "$1 is not set ($2; carry the file)"
+    [ -f "${!1}" ] || not_run "$1=${!1} is not a file"
     python3 -c 'import torch, sentencepiece; assert torch.cuda.is_available()' 2>/dev/null ||
         not_run "python3 lacks PyTorch with CUDA or sentencepiece"
+}
+
+step_stage() { # shape steps
+    need_train_gpt TRAIN_GPT_PY "parameter-golf's train_gpt.py; fetch openai/parameter-golf"
     bash "$root/tests/bench/step_vs_train_gpt.sh" "$build" "$TRAIN_GPT_PY" "$2" "$1"
 }
 body_step-baseline() { step_stage baseline 30; }
@@ -185,10 +191,7 @@ body_record() {
 }
 
 body_record-side() {
-    [ -n "${RECORD_TRAIN_GPT_PY:-}" ] || not_run "RECORD_TRAIN_GPT_PY is not set (the 1.1248 record's train_gpt.py: openai/parameter-golf records/track_10min_16mb/2026-03-21_11L_XSA4_EMA_PartialRoPE_LateQAT_1.1248; carry the file)"
-    [ -f "$RECORD_TRAIN_GPT_PY" ] || not_run "RECORD_TRAIN_GPT_PY=$RECORD_TRAIN_GPT_PY is not a file"
-    python3 -c 'import torch, sentencepiece; assert torch.cuda.is_available()' 2>/dev/null ||
-        not_run "python3 lacks PyTorch with CUDA or sentencepiece"
+    need_train_gpt RECORD_TRAIN_GPT_PY "the 1.1248 record's train_gpt.py: openai/parameter-golf records/track_10min_16mb/2026-03-21_11L_XSA4_EMA_PartialRoPE_LateQAT_1.1248"
     bash "$root/tests/bench/record_vs_train_gpt.sh" "$build" "$RECORD_TRAIN_GPT_PY" 200
 }
 
@@ -329,8 +332,9 @@ out=${GPU_CHECK_OUT:-${OUT:-$PWD/gpu-check-out}}
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 [ -x "$build/ctrain" ] || { echo "gpu-check: $build/ctrain is not there (unpack the package, or make)" >&2; exit 1; }
-if [ -n "${TRAIN_GPT_PY:-}" ] && [ -f "$TRAIN_GPT_PY" ]; then TRAIN_GPT_PY=$(readlink -f "$TRAIN_GPT_PY"); export TRAIN_GPT_PY; fi
-if [ -n "${RECORD_TRAIN_GPT_PY:-}" ] && [ -f "$RECORD_TRAIN_GPT_PY" ]; then RECORD_TRAIN_GPT_PY=$(readlink -f "$RECORD_TRAIN_GPT_PY"); export RECORD_TRAIN_GPT_PY; fi
+for var in TRAIN_GPT_PY RECORD_TRAIN_GPT_PY; do # absolute: the stages run in scratch folders
+    if [ -n "${!var:-}" ] && [ -f "${!var}" ]; then printf -v "$var" '%s' "$(readlink -f "${!var}")"; export "$var"; fi
+done
 work_root=$(mktemp -d /tmp/gpu-check.XXXXXX)
 trap 'rm -rf "$work_root"' EXIT
 export PATH="$root/bin:$PATH" # the package's mpiexec

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F32": np.float32, "BF16": None, "F16": np.float16}
+NUMPY_DTYPES = {"F32": np.float32, "F16": np.float16}  # BF16, which numpy lacks, is widened by hand
 
 
 def read_safetensors(path):
@@ -51,8 +51,8 @@ def read_safetensors(path):
             if meta["dtype"] == "BF16":
                 bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
                 arr = bits.view(np.float32)
-            elif meta["dtype"] in DTYPES and DTYPES[meta["dtype"]] is not None:
-                arr = np.frombuffer(raw, dtype=DTYPES[meta["dtype"]]).astype(np.float32)
+            elif meta["dtype"] in NUMPY_DTYPES:
+                arr = np.frombuffer(raw, dtype=NUMPY_DTYPES[meta["dtype"]]).astype(np.float32)
             else:
                 raise SystemExit(f"{path}: tensor {name}: dtype {meta['dtype']} (expected F32, F16 or BF16)")
             out[name] = torch.from_numpy(arr.reshape(meta["shape"]).copy())
