@@ -36,8 +36,9 @@ self="$root/scripts/gpu-check.sh"
 build=${GPU_CHECK_BUILD:-$root/build}
 
 # name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
-# 2026-11-25, docs/testing.md; cpu-scaling an estimate: its run there was cut short; record
-# took about 70 s as a script before it was a stage) | what
+# 2026-11-25, docs/testing.md; cpu-scaling from its one- and two-thread times there, its run
+# having been cut short; record took about 70 s as a script before it was a stage; profile and
+# record-side are estimates, not yet run) | what
 stage_table=(
     "test-gpu|1|60|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
     "memcheck|1|60|compute-sanitizer memcheck on test_gpu_step"
@@ -49,9 +50,10 @@ stage_table=(
     "checkpoint|1|60|the checkpoint stall: in-line vs background writes during baseline training"
     "step-baseline|1|240|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
     "step-wide|1|360|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
+    "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
     "record|1|180|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise: tests/bench/record_gpu.sh"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
-    "cpu-scaling|0|420|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
+    "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
 field() { cut -d'|' -f"$2" <<<"$1"; }
 stage_names() { local s; for s in "${stage_table[@]}"; do field "$s" 1; done; }
@@ -184,6 +186,20 @@ step_stage() { # shape steps
 }
 body_step-baseline() { step_stage baseline 30; }
 body_step-wide() { step_stage wide 20; }
+
+ncu_path() {
+    command -v ncu && return 0
+    local n
+    for n in /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu; do
+        [ -x "$n" ] && { echo "$n"; return 0; }
+    done
+}
+
+body_profile() {
+    local n; n=$(ncu_path)
+    [ -n "$n" ] || not_run "ncu (Nsight Compute) is not installed"
+    NCU=$n bash "$root/tests/bench/step_profile.sh" "$build" baseline
+}
 
 body_record() {
     python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"

@@ -247,14 +247,20 @@ float model_rope_base(const ModelSpec *s, int seq_len) {
     return (float)((double)s->rope_base * pow(scale, r / (r - 2.0)));
 }
 
+/* Per token and layer, forward: attention's q.k and p.v over on average T/2 causal positions per
+ * head, 2 * 2 * dim * T/2. Backward costs twice the forward. */
+double model_attention_flops_per_token(const ModelSpec *s, int T) {
+    return 3.0 * s->num_layers * (2.0 * s->dim * T);
+}
+
 double model_train_flops_per_token(const ModelSpec *s, int T) {
     /* Per token and layer, forward: 2 * (weights of c_q, c_k, c_v, proj, fc, mlp.proj) for the
-     * matrix products, plus attention: q.k and p.v over on average T/2 causal positions per
-     * head, 2 * 2 * dim * T/2. Logits: 2 * vocab * dim. Backward costs twice the forward. */
+     * matrix products, plus attention (model_attention_flops_per_token). Logits: 2 * vocab * dim.
+     * Backward costs twice the forward. */
     double D = s->dim;
-    double per_layer = 2.0 * (D * D + 2.0 * s->kv_dim * D + D * D + 2.0 * s->hidden * D) + 2.0 * D * T;
+    double per_layer = 2.0 * (D * D + 2.0 * s->kv_dim * D + D * D + 2.0 * s->hidden * D);
     double fwd = s->num_layers * per_layer + 2.0 * s->vocab * D;
     if (s->bigram_proj >= 0) fwd += 2.0 * s->bigram_dim * D;
     fwd += s->mtp_heads * 2.0 * s->vocab * D; /* each head's logits (over T-k-1 of T tokens; counted as T) */
-    return 3.0 * fwd;
+    return 3.0 * fwd + model_attention_flops_per_token(s, T);
 }

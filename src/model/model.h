@@ -124,5 +124,7 @@ void model_init_weights(const ModelSpec *spec, uint64_t seed, float *params);
 /* Model FLOPs per token for a training step (forward + backward, matrix products and
  * attention), for tokens/s -> GFLOP/s reporting; see docs/model.md for the count. */
 double model_train_flops_per_token(const ModelSpec *spec, int seq_len);
+/* The attention's share of it (q.k and p.v, forward and backward): the rest is matrix products. */
+double model_attention_flops_per_token(const ModelSpec *spec, int seq_len);
 
 #endif

@@ -7,7 +7,10 @@
  *   wide:     12 x 768, heads 12/4, T 2048, the same batch (8 micro-batches of 32 sequences).
  * Prints ms per step (median over the timed steps, after one warm-up step), tokens/s, the
  * model FLOP rate (docs/model.md's count), MFU against the bf16 matrix-product rate measured in
- * the same run (cuBLAS, 8192^3, best of 10) and the backend's memory report.
+ * the same run (cuBLAS, 8192^3, best of 10), the device's copy rate (cudaMemcpy, 1 GiB) and the
+ * backend's memory report. With CT_PROFILE_LAST_STEP=1 the last step runs between
+ * cudaProfilerStart and cudaProfilerStop, so that `ncu --profile-from-start off` profiles exactly
+ * one whole step (tests/bench/step_profile.sh); the timings of such a run mean nothing.
  * Usage: bench_gpu_step [steps] [small|baseline|wide|both|all] [key=value ...]   (defaults 5, both =
  * small and baseline; key=value pairs set configuration keys in every run, e.g. cuda_graph=0 to
  * time the micro-batches launch by launch against the default CUDA graph)
@@ -24,6 +27,7 @@ int main(void) {
 }
 #else
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
@@ -43,6 +47,38 @@ static int cmp_double(const void *a, const void *b) {
 
 static double peak_tflops; /* measured bf16 matrix-product rate, TFLOP/s */
 
+/* The fastest of 10 runs of op(arg) on the default stream, in ms, after one that warms up. */
+static double best_of_10_ms(int (*op)(void *), void *arg, const char *what) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double best = 1e30;
+    for (int r = 0; r < 11; r++) {
+        cudaEventRecord(e0, 0);
+        if (op(arg) != 0) die(what);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r > 0 && ms < best) best = ms;
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return best;
+}
+
+typedef struct {
+    cublasHandle_t h;
+    int n;
+    const ct_bf16 *a, *b;
+    float *c;
+} PeakGemm;
+
+static int peak_gemm(void *arg) {
+    const PeakGemm *g = arg;
+    return cuda_gemm(g->h, 0, 1, g->n, g->n, g->n, 1.0f, g->a, CT_BF16, g->n, g->b, CT_BF16, g->n, 0.0f, g->c, CT_F32,
+                     g->n);
+}
+
 /* cuBLAS bf16 x bf16 -> fp32, 8192^3 on uniform random operands, best of 10: the ceiling MFU is
  * stated against (constant operands would run ~10% faster: less switching power). */
 static double measure_peak(void) {
@@ -51,25 +87,36 @@ static double measure_peak(void) {
     ct_bf16 *a = drandom_bf16((size_t)n * n, -1, 1, &rng), *bm = drandom_bf16((size_t)n * n, -1, 1, &rng);
     float *c = dalloc((size_t)n * n * sizeof(float));
     void *ws = dalloc(32 << 20);
-    cublasHandle_t h = NULL;
-    if (cuda_blas_create(&h, 0, ws, 32 << 20) != 0) die("cuda_blas_create");
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    double best = 1e30;
-    for (int r = 0; r < 11; r++) {
-        cudaEventRecord(e0, 0);
-        if (cuda_gemm(h, 0, 1, n, n, n, 1.0f, a, CT_BF16, n, bm, CT_BF16, n, 0.0f, c, CT_F32, n) != 0) die("gemm");
-        cudaEventRecord(e1, 0);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r > 0 && ms < best) best = ms;
-    }
-    cublasDestroy(h);
+    PeakGemm g = {NULL, n, a, bm, c};
+    if (cuda_blas_create(&g.h, 0, ws, 32 << 20) != 0) die("cuda_blas_create");
+    const double best = best_of_10_ms(peak_gemm, &g, "gemm");
+    cublasDestroy(g.h);
     cudaFree(a), cudaFree(bm), cudaFree(c), cudaFree(ws);
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
     return 2.0 * n * n * (double)n / (best * 1e-3) * 1e-12;
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} DeviceCopy;
+
+static int device_copy(void *arg) {
+    const DeviceCopy *c = arg;
+    const cudaError_t e = cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, 0);
+    return e == cudaSuccess ? 0 : ct_fail("%zu bytes: %s", c->bytes, cudaGetErrorString(e));
+}
+
+/* Device-to-device cudaMemcpy of 1 GiB, best of 10, in TB/s of bytes read plus written: the
+ * memory rate the per-op floors of step_profile.sh are stated against. */
+static double measure_copy_rate(void) {
+    DeviceCopy c = {dalloc((size_t)1 << 30), NULL, (size_t)1 << 30};
+    void *src = dalloc(c.bytes);
+    cudaMemset(src, 1, c.bytes);
+    c.src = src;
+    const double best = best_of_10_ms(device_copy, &c, "cudaMemcpyAsync");
+    cudaFree(src), cudaFree(c.dst);
+    return 2.0 * (double)c.bytes / (best * 1e-3) * 1e-12;
 }
 
 static char **overrides; /* key=value from the command line, set in every run */
@@ -101,7 +148,11 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
     uint32_t *tok = malloc(span * sizeof(uint32_t));
     uint64_t rng = 99;
     double *ms = malloc((size_t)steps * sizeof(double)), loss = 0;
+    const char *profile_env = getenv("CT_PROFILE_LAST_STEP");
+    const int profile = profile_env && !strcmp(profile_env, "1");
     for (int s = 0; s <= steps; s++) {
+        if (profile && s == steps && (cudaDeviceSynchronize() != cudaSuccess || cudaProfilerStart() != cudaSuccess))
+            die("cudaProfilerStart");
         const double t0 = ct_now_ms();
         for (int m = 0; m < accum; m++) {
             for (size_t i = 0; i < span; i++) tok[i] = (uint32_t)(ref_rand01(&rng) * cfg.vocab_size) % (uint32_t)cfg.vocab_size;
@@ -121,6 +172,7 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
         }
         if (s > 0) ms[s - 1] = ct_now_ms() - t0; /* step 0 warms up */
     }
+    if (profile && (cudaDeviceSynchronize() != cudaSuccess || cudaProfilerStop() != cudaSuccess)) die("cudaProfilerStop");
     qsort(ms, (size_t)steps, sizeof(double), cmp_double);
     const double med = ms[steps / 2];
     const double tokens = (double)cfg.train_batch_tokens;
@@ -133,6 +185,10 @@ static void run(const char *label, const char *const kv[][2], size_t n_kv, int s
     printf("BENCH gpu_%s_tokens_per_s %.0f\n", label, tokens / (med / 1000.0));
     printf("BENCH gpu_%s_model_tflops %.2f\n", label, tflops);
     printf("BENCH gpu_%s_mfu %.4f\n", label, tflops / peak_tflops);
+    printf("BENCH gpu_%s_tokens_per_step %.0f\n", label, tokens);
+    printf("BENCH gpu_%s_flops_per_token %.0f\n", label, flops);
+    printf("BENCH gpu_%s_attention_flops_per_token %.0f\n", label,
+           model_attention_flops_per_token(&st.spec, (int)cfg.train_seq_len));
     long long captures, launches;
     backend_cuda_graph_counts(b, &captures, &launches);
     printf("  CUDA graph (cuda_graph = %lld): %lld captures, %lld of %d micro-batches launched as the graph\n",
@@ -168,6 +224,9 @@ int main(int argc, char **argv) {
     peak_tflops = measure_peak();
     printf("bf16 matrix-product rate (cuBLAS 8192^3, best of 10): %.0f TFLOP/s\n", peak_tflops);
     printf("BENCH gpu_peak_bf16_tflops %.1f\n", peak_tflops);
+    const double copy_tbps = measure_copy_rate();
+    printf("device copy rate (cudaMemcpy 1 GiB, read + write, best of 10): %.2f TB/s\n", copy_tbps);
+    printf("BENCH gpu_copy_tbps %.3f\n", copy_tbps);
     if (!strcmp(which, "small") || both || all) run("small", small, sizeof small / sizeof small[0], steps);
     if (!strcmp(which, "baseline") || both || all)
         run("baseline", baseline, sizeof baseline / sizeof baseline[0], steps);

@@ -28,7 +28,8 @@ for f in PACK.txt build/ctrain build/tests/test_gpu_ops build/tests/test_gpu_opt
          bin/hydra_pmi_proxy scripts/gpu-check.sh scripts/gpu_summary.py tests/run.sh tests/manifest.txt \
          tests/cli/lib.sh tests/cli/test_nccl_gpu.sh tests/cli/test_nccl_ranks.sh tests/bench/step_vs_train_gpt.sh \
          tests/bench/attention_vs_sdpa.sh tests/bench/nccl_overhead.sh tests/bench/checkpoint_stall.sh \
-         tests/bench/cpu_scaling.sh tests/bench/graph_vs_launches.sh tests/parity/ref_gpt.py nccl/libnccl.so.2.99.0.xz \
+         tests/bench/cpu_scaling.sh tests/bench/graph_vs_launches.sh tests/bench/step_profile.sh tests/bench/ncu_ops.py \
+         tests/parity/ref_gpt.py nccl/libnccl.so.2.99.0.xz \
          nccl/LICENSE.txt; do
     [ -e "$top/$f" ] || missing+=" $f"
 done
@@ -63,7 +64,7 @@ expect_ok pack_mpiexec env -i PATH="$top/bin" HOME="$WORK" "$top/bin/mpiexec" -l
     launch-check --no-mpi --timeout 30
 expect_grep pack_mpiexec_two_ranks '^launch-check: 2 ranks on 1 nodes OK$' "$WORK/out"
 
-# the check itself, here: no GPU, so every GPU stage is not run; cpu-scaling (420 s expected)
+# the check itself, here: no GPU, so every GPU stage is not run; cpu-scaling (300 s expected)
 # does not fit a 60 s budget
 check="$top/scripts/gpu-check.sh"
 GPU_CHECK_OUT=$WORK/c1 GPU_CHECK_BUDGET=60 bash "$check" >c1.out 2>&1
@@ -76,8 +77,8 @@ else fail check_gpu_stages_not_run "exit $rc; $(echo "$verdicts" | tr '\n' ';') 
 if grep -h '^GPU-CHECK result: PASS' c1/*.log >/dev/null 2>&1; then fail check_nothing_passes "$(grep -l 'result: PASS' c1/*.log)"
 else pass check_nothing_passes; fi
 expect_grep check_says_no_gpu '^GPU-CHECK why: no GPU visible' c1/test-gpu.log
-expect_grep check_budget_not_run '^GPU-CHECK why: no time left in this call: [0-9]+ s of the budget remain, the stage expects 420 s' c1/cpu-scaling.log
-expect_grep summary_counts 'Made by .* 0 passed, 0 failed, 13 not run, of 13 stages' c1/summary.md
+expect_grep check_budget_not_run '^GPU-CHECK why: no time left in this call: [0-9]+ s of the budget remain, the stage expects 300 s' c1/cpu-scaling.log
+expect_grep summary_counts 'Made by .* 0 passed, 0 failed, 14 not run, of 14 stages' c1/summary.md
 expect_grep summary_rows '^\| two-ranks \| not run \| .* \| no GPU visible' c1/summary.md
 expect_grep summary_still_to_do '^- `step-wide`: not run: no GPU visible' c1/summary.md
 STAGE=test-gpu,bogus GPU_CHECK_OUT=$WORK/c0 bash "$check" >c0.out 2>&1
@@ -103,5 +104,47 @@ expect_grep summary_latest_run '^\| cpu-scaling \| PASS \| .*\(1 earlier run\) \
 expect_grep summary_figures '^\| cpu-scaling \| cpu_scaling_ctrain_t1 \| [0-9]' merged.md
 mkdir -p empty
 expect_fail summary_without_logs 1 'no stage logs' "$PY" "$top/scripts/gpu_summary.py" empty
+
+# the profile stage's table (tests/bench/ncu_ops.py) on a made-up ncu CSV of five kernels: ours
+# by their function names (demangled, in nvcc's namespace for a static kernel, or bare), cuBLAS's
+# two families merged, an unknown name listed by itself; floors from the bench's rates
+cat >bench.log <<'EOF_'
+BENCH gpu_peak_bf16_tflops 800
+BENCH gpu_copy_tbps 2.5
+BENCH gpu_baseline_step_ms 10
+BENCH gpu_baseline_tokens_per_step 1000000
+BENCH gpu_baseline_flops_per_token 2000000
+BENCH gpu_baseline_attention_flops_per_token 600000
+EOF_
+ncu_csv() { # TIME_UNIT BYTE_UNIT SCALE_TIME SCALE_BYTES: the same five kernels in other units
+    echo '"ID","Process ID","Kernel Name","Stream","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"'
+    echo "\"\",\"\",\"\",\"\",\"$2\",\"$2\",\"$1\""
+    awk -v st="$3" -v sb="$4" -F'|' '{printf "\"%d\",\"1\",\"%s\",\"7\",\"%s\",\"%s\",\"%s\"\n", NR-1, $1, $2/sb, $3/sb, $4/st}' <<'EOF_'
+void attention_forward_kernel<64, 2>(const __nv_bfloat16 *, float *, int)|100000000|50000000|500000
+void _INTERNAL_9a_cuda_rmsnorm_cu::rmsnorm_forward_kernel<true>(float *, const float *)|1000000000|1000000000|1000000
+void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_32x4_nn_align8>(Params)|4000000|4000000|1500000
+nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NNT|4000000|4000000|1500000
+mystery_kernel|1000|1000|100000
+EOF_
+}
+ncu_csv nsecond byte 1 1 >ns.csv
+ncu_csv usecond Kbyte 1000 1000 >us.csv
+expect_ok profile_table "$PY" "$top/tests/bench/ncu_ops.py" ns.csv bench.log baseline
+cp out profile.out
+# products: 1.4e12 FLOPs at 800 TFLOP/s = 1.75 ms floor for 3 ms; the norm: 2 GB at 2.5 TB/s =
+# 0.8 ms for 1 ms; attention forward: 2e11 FLOPs = 0.25 ms; 10 ms step less 4.6 ms of kernels
+if grep -qx '| cuBLAS matrix products (model, Newton-Schulz) | 2 | 3.00 | 65.2% | 0.02 | 1.75 (0.01 / 1.75) | 1.7x |' profile.out &&
+    grep -qx '| norms, residual mixes, scaled adds | 1 | 1.00 | 21.7% | 2.00 | 0.80 (0.80 / 0.00) | 1.2x |' profile.out &&
+    grep -qx '| attention forward | 1 | 0.50 | 10.9% | 0.15 | 0.25 (0.06 / 0.25) | 2.0x |' profile.out &&
+    grep -q '^| other: mystery_kernel | 1 | 0.10 |' profile.out &&
+    grep -q '^| between kernels (launches, host, waits): step time less kernel time | | 5.40 |' profile.out &&
+    grep -qx 'BENCH profile_kernel_ms_per_step 4.60' profile.out; then pass profile_table_rows
+else fail profile_table_rows "$(head -c 1500 profile.out)"; fi
+"$PY" "$top/tests/bench/ncu_ops.py" us.csv bench.log baseline >profile_us.out 2>&1
+if cmp -s profile.out profile_us.out; then pass profile_units_converted
+else fail profile_units_converted "$(diff profile.out profile_us.out | head -8)"; fi
+cut -d, -f1-4,6- ns.csv >no_read.csv
+expect_fail profile_names_missing_metric 1 "no_read.csv: no 'dram__bytes_read.sum' column" "$PY" "$top/tests/bench/ncu_ops.py" \
+    no_read.csv bench.log baseline
 
 finish
