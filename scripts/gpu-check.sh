@@ -70,12 +70,17 @@ not_run() { echo "NOT-RUN: $*"; exit 3; }
 # the tests/run.sh summary as BENCH lines
 run_sh_figures() { sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/BENCH tests_passed \1\nBENCH tests_failed \2\nBENCH tests_skipped \3/p' "$1"; }
 
-sanitizer() {
-    command -v compute-sanitizer && return 0
-    local s
-    for s in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
-        [ -x "$s" ] && { echo "$s"; return 0; }
+# tool_path NAME PATH...: the NAME on PATH, else the first of the PATHs that is executable
+# (the CUDA tools are often installed outside PATH); prints nothing when there is none.
+tool_path() {
+    command -v "$1" && return 0
+    local p
+    for p in "${@:2}"; do
+        [ -x "$p" ] && { echo "$p"; return 0; }
     done
+}
+sanitizer() {
+    tool_path compute-sanitizer /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer
 }
 
 body_test-gpu() {
@@ -187,16 +192,8 @@ step_stage() { # shape steps
 body_step-baseline() { step_stage baseline 30; }
 body_step-wide() { step_stage wide 20; }
 
-ncu_path() {
-    command -v ncu && return 0
-    local n
-    for n in /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu; do
-        [ -x "$n" ] && { echo "$n"; return 0; }
-    done
-}
-
 body_profile() {
-    local n; n=$(ncu_path)
+    local n; n=$(tool_path ncu /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu)
     [ -n "$n" ] || not_run "ncu (Nsight Compute) is not installed"
     NCU=$n bash "$root/tests/bench/step_profile.sh" "$build" baseline
 }

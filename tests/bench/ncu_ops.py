@@ -66,7 +66,7 @@ def classify(name):
     name (its kernels are templates of other namespaces, e.g. cutlass::Kernel2<...>)."""
     base = base_name(name)
     for key, title, pattern in CLASSES:
-        if re.search(pattern, base) or (key == "products" and re.search(pattern, name)):
+        if re.search(pattern, name if key == "products" else base):
             return key, title, base
     return f"other_{base}", f"other: {base}", base
 
@@ -152,7 +152,7 @@ def main():
         r[1] += 1
         r[2] += sec
         r[3] += nbytes
-        shown = name if not key == "products" else full.split("(")[0].replace("void ", "")[:110]
+        shown = name if key != "products" else full.split("(")[0].replace("void ", "")[:110]
         n = names.setdefault(shown, [0, 0.0])
         n[0] += 1
         n[1] += sec
