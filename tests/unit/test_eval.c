@@ -257,7 +257,8 @@ static void cpu_sliding_matches_windows_alone(void) {
     for (int k = 0; k < 3; k++) {
         ValData v;
         make_val(&v, 4, 16, 64, 21 + (uint64_t)k);
-        AloneCtx a = {b, &v, strides[k], val_sliding_windows(4 * 16, strides[k]), inputs, targets, losses, -1, 99};
+        const int64_t windows = val_sliding_windows(v.num_seqs * b->seq_len, strides[k]);
+        AloneCtx a = {b, &v, strides[k], windows, inputs, targets, losses, -1, 99};
         double vl, vb, bl, bb;
         const int rc = val_evaluate_sliding(b, &v, &d, 16, strides[k], &vl, &vb);
         brute_sums(&v, 16, strides[k], alone_loss, &a, &bl, &bb);
