@@ -45,6 +45,10 @@ ctrain_setup() {
     # out_dir paths mean what they meant on the command line
 }
 
+# ctrain_sweep_task_dir BASE INDEX LINE: the out_dir of a sweep's task, BASE/<INDEX>-<its key
+# values> (spaces to _, slashes to -), so the folder says what it trained; slurm/submit reports it.
+ctrain_sweep_task_dir() { echo "$1/$2-$(printf %s "$3" | tr ' /' '_-')"; }
+
 # Forward a signal to the running step once; srun passes it on to every task.
 _ctrain_forward() {
     local sig=$1
@@ -85,7 +89,7 @@ ctrain_train_step() {
             exit 1
         fi
         read -r -a sweep <<<"$line"
-        sweep+=(out_dir="$CTRAIN_SWEEP_DIR/$SLURM_ARRAY_TASK_ID-$(echo "$line" | tr ' /' '_-')")
+        sweep+=(out_dir="$(ctrain_sweep_task_dir "$CTRAIN_SWEEP_DIR" "$SLURM_ARRAY_TASK_ID" "$line")")
         ctrain_log "array task $SLURM_ARRAY_TASK_ID: ${sweep[*]}"
     fi
     trap '_ctrain_forward '"$CTRAIN_STOP_SIGNAL" "$CTRAIN_STOP_SIGNAL"
