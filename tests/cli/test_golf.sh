@@ -57,7 +57,7 @@ expect_grep golf_roundtrip_line '^final_int8_zlib_roundtrip val_loss:[0-9.]+ val
 expect_grep golf_roundtrip_exact '^final_int8_zlib_roundtrip_exact val_loss:[0-9.]{10} val_bpb:[0-9.]{10}$' golf.out
 
 if ! "$PY" -c 'import h5py, numpy, torch' 2>/dev/null; then
-    skip_rest "h5py/numpy/torch not importable by $PY"
+    skip_rest_python "h5py/numpy/torch not importable by $PY"
 else
     check golf_bytes_match_pytorch "$REF_LOSS"'
 import h5py, json, numpy as np, re, struct, sys, zlib, torch
@@ -247,10 +247,10 @@ size8=$(stat -c %s art.stz)
     || fail golf6_smaller_than_int8 "int6-zstd $size6 bytes, int8-zlib $size8 bytes of the same weights"
 
 if ! "$PY" -c 'import h5py, numpy, torch, zstandard' 2>/dev/null; then
-    skip golf6_bytes_match_pytorch "h5py/numpy/torch/zstandard not importable by $PY"
-    skip golf6_ptz_converts "h5py/numpy/torch/zstandard not importable by $PY"
-    skip golf6_ptz_is_record_format "h5py/numpy/torch/zstandard not importable by $PY"
-    skip golf6_ptz_damaged "h5py/numpy/torch/zstandard not importable by $PY"
+    skip_python golf6_bytes_match_pytorch "h5py/numpy/torch/zstandard not importable by $PY"
+    skip_python golf6_ptz_converts "h5py/numpy/torch/zstandard not importable by $PY"
+    skip_python golf6_ptz_is_record_format "h5py/numpy/torch/zstandard not importable by $PY"
+    skip_python golf6_ptz_damaged "h5py/numpy/torch/zstandard not importable by $PY"
 else
     check golf6_bytes_match_pytorch "$REF_LOSS"'
 import h5py, json, numpy as np, re, struct, sys, torch, zstandard
