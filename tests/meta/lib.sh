@@ -57,7 +57,7 @@ expect_copy_fails() { local name=$1 dir=$2 build=$3; shift 3; expect_programs_fa
 # programs of the copy ("cli/test_x unit/test_y"; "" for all it has), each held to the manifest as
 # always. The runner's output is kept in DIR.NAME.out.
 expect_programs_fail() {
-    local name=$1 dir=$2 build=$3 programs=$4 pattern missing= start=$SECONDS out="$2.$1.out"; shift 4
+    local name=$1 dir=$2 build=$3 programs=$4 pattern missing="" start=$SECONDS out="$2.$1.out"; shift 4
     # shellcheck disable=SC2086 # the program names are words
     bash "$dir/tests/run.sh" "$build" all $programs >"$out" 2>&1
     local rc=$?
