@@ -67,8 +67,8 @@ expect_grep env_stride_used '^step 0/0  val_loss [0-9.]+  val_bpb [0-9.]+  slidi
 
 # ---- the numbers against PyTorch (the record's rule written again in tests/parity/sliding.py) ----
 if ! "$PY" -c 'import torch, h5py' 2>/dev/null; then
-    skip torch_non_overlapping "python3-torch / python3-h5py not installed"
-    skip torch_sliding "python3-torch / python3-h5py not installed"
+    skip_python torch_non_overlapping "python3-torch / python3-h5py not installed"
+    skip_python torch_sliding "python3-torch / python3-h5py not installed"
 else
     "$PY" "$CT_ROOT/tests/parity/sliding.py" torch s/checkpoints/step_00000006.h5 s/metrics.jsonl 1e-5 >py.out 2>&1
     rc=$?
@@ -157,7 +157,7 @@ golf_matches_torch() { # NAME ARTIFACT CHECKPOINT GOLF_OUTPUT T STRIDE
     if "$PY" -c 'import torch, h5py' 2>/dev/null; then
         "$PY" golf_torch.py "$1" "$2" "$3" "$CT_ROOT/tests/parity" "$4" "$5" >"$name.py.out" 2>&1 && pass "$name" ||
             fail "$name" "$(tail -c 600 "$name.py.out")"
-    else skip "$name" "python3-torch / python3-h5py not installed"; fi
+    else skip_python "$name" "python3-torch / python3-h5py not installed"; fi
 }
 golf_matches_torch golf_sliding_matches_torch g.stz s/checkpoints/step_00000006.h5 golf.out 32 12
 # golf_artifact = 1: the same lines at the end of the run

@@ -50,7 +50,7 @@ with torch.no_grad():
 print("ok")
 PY
 else
-    skip_rest "h5py/torch not importable by $PY"
+    skip_rest_python "h5py/torch not importable by $PY"
 fi
 expect_ok sample_topk1 "$CTRAIN" sample run --prompt "Copyright" --tokens 12 --top-k 1 --temperature 1 --ids
 expect_same topk1_is_greedy "token ids" "$(cat out)" "$greedy"

@@ -51,13 +51,19 @@ fake_build() {
 
 # expect_copy_fails NAME DIR BUILD PATTERN...: the copy's runner, on BUILD, exits non-zero and its
 # output holds every PATTERN (grep -E): the broken copy is caught, and for the planted reason.
-expect_copy_fails() {
-    local name=$1 dir=$2 build=$3 pattern missing= start=$SECONDS; shift 3
-    bash "$dir/tests/run.sh" "$build" >"$dir.out" 2>&1
+expect_copy_fails() { local name=$1 dir=$2 build=$3; shift 3; expect_programs_fail "$name" "$dir" "$build" "" "$@"; }
+
+# expect_programs_fail NAME DIR BUILD "PROGRAM..." PATTERN...: the same for only the named test
+# programs of the copy ("cli/test_x unit/test_y"; "" for all it has), each held to the manifest as
+# always. The runner's output is kept in DIR.NAME.out.
+expect_programs_fail() {
+    local name=$1 dir=$2 build=$3 programs=$4 pattern missing="" start=$SECONDS out="$2.$1.out"; shift 4
+    # shellcheck disable=SC2086 # the program names are words
+    bash "$dir/tests/run.sh" "$build" all $programs >"$out" 2>&1
     local rc=$?
     echo "$name: the copy's suite ran $((SECONDS - start)) s, exit $rc"
-    for pattern in "$@"; do grep -qE -- "$pattern" "$dir.out" || missing+=" /$pattern/"; done
-    if [ $rc -eq 0 ]; then fail "$name" "the runner passed the broken copy: $(tail -c 600 "$dir.out")"
-    elif [ -n "$missing" ]; then fail "$name" "the runner failed, but its output lacks$missing: $(grep -E '^ *FAIL' "$dir.out" | head -c 900)"
+    for pattern in "$@"; do grep -qE -- "$pattern" "$out" || missing+=" /$pattern/"; done
+    if [ $rc -eq 0 ]; then fail "$name" "the runner passed the broken copy: $(tail -c 600 "$out")"
+    elif [ -n "$missing" ]; then fail "$name" "the runner failed, but its output lacks$missing: $(grep -E '^ *FAIL' "$out" | head -c 900)"
     else pass "$name"; fi
 }

@@ -1,6 +1,8 @@
 /* test_cpu_optim.c — checks the CPU optimizer math (kernels/cpu/cpu_optim.h) against plain
- * double-precision references of the same formulas, and that results are bitwise independent of
- * the OpenMP thread count.
+ * double-precision references of the same formulas, that results are bitwise independent of
+ * the OpenMP thread count, and that the CPU backend's optimizer step decays each parameter group
+ * by its own weight decay (muon_wd for the Muon matrices, adam_wd for the AdamW groups, none for
+ * lm_head).
  *
  * Error bounds. Newton–Schulz: the fp32 result is compared with the same iteration run in double
  * from the same fp32 input. Each step multiplies by the coefficient a = 3.44 and by polynomials in
@@ -9,6 +11,8 @@
  * (2e-6 at most here), so 1e-4 leaves room for other BLAS kernels without hiding a real bug (a
  * wrong coefficient or a missed transpose gives O(1) errors). Element-wise ops (Adam, momentum):
  * a handful of fp32 roundings, bound 1e-5 relative on the update. */
+#include "backend.h"
+#include "common.h"
 #include "cpu_optim.h"
 #include "harness.h"
 #include "refcheck.h"
@@ -387,6 +391,61 @@ static void sumsq_bitwise_across_thread_counts(void) {
     CHECK(cpu_sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
 }
 
+/* Decoupled weight decay per group, through the CPU backend's optimizer step. With every gradient
+ * zero, Adam's and Muon's updates are zero, so the step only decays: each weight becomes
+ * w * (1 - lr * wd) with its own group's lr and wd (train_gpt.py: Muon's p *= 1 - lr * muon_wd;
+ * AdamW's for tok_emb and the scalars with adam_wd; plain Adam, no decay, for lm_head). muon_wd
+ * and adam_wd differ, so a step that gave one group the other's decay fails (the parity runs
+ * check the same against PyTorch, tests/cli/test_parity.sh). */
+static void step_decays_each_group_by_its_own_wd(void) {
+    Config cfg;
+    config_init(&cfg);
+    const char *kv[][2] = {{"vocab_size", "64"},     {"num_layers", "2"},      {"model_dim", "32"},
+                           {"num_heads", "2"},       {"num_kv_heads", "1"},    {"tie_embeddings", "0"},
+                           {"train_seq_len", "8"},   {"grad_accum_slots", "1"}, {"train_batch_tokens", "16"},
+                           {"threads", "1"},         {"train_files", "unused"}, {"muon_wd", "0.3"},
+                           {"adam_wd", "0.07"},      {"matrix_lr", "0.05"},    {"embed_lr", "0.6"},
+                           {"scalar_lr", "0.04"},    {"head_lr", "0.008"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        CHECK(config_set(&cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
+    TrainState st;
+    Backend *b = NULL;
+    CHECK(train_state_init(&st, &cfg) == 0, "%s", ct_error());
+    const ModelSpec *s = &st.spec;
+    uint64_t rng = 17;
+    ref_fill(st.params, s->total_floats, -1, 1, &rng); /* no zero weights (the projections start at 0) */
+    memset(st.grads, 0, s->total_floats * sizeof(float));
+    float *before = ref_copy_floats(st.params, s->total_floats);
+    CHECK(backend_cpu_create(&b, &cfg, &st) == 0, "%s", ct_error());
+    const StepHyper h = step_hyper_from_config(&cfg, 0, 1.0);
+    double grad_norm;
+    CHECK(b->optimizer_step(b, &h, &grad_norm) == 0, "%s", ct_error());
+    /* the factors from the configured values, written out: 0.985, 0.958, 0.9972, 1 */
+    const double want[] = {[PARAM_MATRIX] = 1 - 0.05 * 0.3, [PARAM_TOKEN_EMBED] = 1 - 0.6 * 0.07,
+                           [PARAM_SCALAR] = 1 - 0.04 * 0.07, [PARAM_HEAD] = 1};
+    int seen[4] = {0};
+    for (int i = 0; i < s->num_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        seen[p->group]++;
+        double worst = 0, ratio = 0;
+        for (size_t k = 0; k < p->count; k++) {
+            const double w0 = before[p->offset + k], w1 = st.params[p->offset + k];
+            const double err = fabs(w1 - w0 * want[p->group]) / fabs(w0);
+            if (err >= worst) worst = err, ratio = w1 / w0;
+        }
+        /* one fp32 rounding of the product: 2^-24 relative; a neighbouring group's factor is 1e-3 away */
+        CHECK(worst <= 0x1p-23, "%s (group %d): weights scaled by %.7f, expected %.7f (1 - lr * its group's wd)",
+              p->name, (int)p->group, ratio, want[p->group]);
+    }
+    CHECK(seen[PARAM_MATRIX] && seen[PARAM_TOKEN_EMBED] && seen[PARAM_SCALAR] && seen[PARAM_HEAD],
+          "the model lacks a group: %d matrices, %d embeddings, %d scalars, %d heads", seen[PARAM_MATRIX],
+          seen[PARAM_TOKEN_EMBED], seen[PARAM_SCALAR], seen[PARAM_HEAD]);
+    free(before);
+    if (b) b->destroy(b);
+    train_state_free(&st);
+    config_free(&cfg);
+}
+
 int main(void) {
     RUN(ns5_square_vs_double);
     RUN(ns5_tall_vs_double);
@@ -400,5 +459,6 @@ int main(void) {
     RUN(adam_first_step_is_sign_step);
     RUN(clip_grad_norm_matches_torch_formula);
     RUN(sumsq_bitwise_across_thread_counts);
+    RUN(step_decays_each_group_by_its_own_wd);
     TEST_EXIT();
 }

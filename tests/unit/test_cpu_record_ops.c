@@ -1,8 +1,9 @@
 /* test_cpu_record_ops.c — reference tests of the CPU ops the record stack adds (issue 36):
- * SmearGate, the bigram hash and its scalar-scaled branch, XSA, partial RoPE, and the
- * orthogonal initialisation, as tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32
- * forward vs a double reference, backward vs central finite differences of L = sum(out * R), the
- * += semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
+ * SmearGate, the bigram hash and its scalar-scaled branch, XSA, partial RoPE and its tables,
+ * ln_scale's factor, late QAT's int6 fake quantization, and the orthogonal initialisation, as
+ * tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32 forward vs a double reference
+ * or hand-computed values, backward vs central finite differences of L = sum(out * R), the +=
+ * semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
  * CT_TEST_VERBOSE=1 prints every measured error. */
 #include <float.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 
 #include "common.h"
 #include "cpu_attention.h"
+#include "cpu_fake_quant.h"
 #include "cpu_ops.h"
 #include "harness.h"
 #include "model.h"
@@ -255,6 +257,18 @@ static double rope_loss(const double *unused, void *ctx) {
     return L;
 }
 
+/* The largest absolute error of RoPE tables [T, rd/2] against cos/sin(t * base^(-2i/rd)) in double. */
+static double table_err(const float *cos_t, const float *sin_t, int T, int rd, double base) {
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < rd / 2; i++) {
+            const double angle = t * pow(base, -2.0 * i / rd);
+            worst = fmax(worst, fabs(cos_t[(size_t)t * (rd / 2) + i] - cos(angle)));
+            worst = fmax(worst, fabs(sin_t[(size_t)t * (rd / 2) + i] - sin(angle)));
+        }
+    return worst;
+}
+
 static void test_partial_rope(void) {
     uint64_t rng = 391;
     const int B = 2, T = 6, H = 3, hd = 16, rd = 6;
@@ -276,14 +290,78 @@ static void test_partial_rope(void) {
     ref_numgrad(rope_loss, g_d, H, &p, FD_STEP, num_g);
     CHECK_ERR("partial rope dx vs FD", ref_rel_err(dx, num_x, n), GRADIENT_TOL);
     CHECK_ERR("partial rope dgain vs FD", ref_rel_err(dgain, num_g, H), GRADIENT_TOL);
-    /* rope_dims = head_dim is the full RoPE: the same bits as tables of head_dim/2 */
-    float cos_f[6 * 8], sin_f[6 * 8], *full = ref_new_floats(n), *again = ref_new_floats(n);
+    /* the tables are Rotary's: cos/sin(t * base^(-2i/rd)) for the rd/2 frequencies, written
+     * again here in double (the reference above reads the tables it is given, so it cannot see
+     * a wrong frequency). Measured: 2.9e-8 (rd 6) and 4.8e-8 (rd 16), fp32 inv_freq and angles at
+     * t <= 5; the bound is 10 times that */
+    CHECK_ERR("partial rope tables (rd 6)", table_err(cos_t, sin_t, T, rd, 10000.0), 5e-7);
+    /* rope_dims = head_dim is the full RoPE: with tables of head_dim/2 frequencies, the double
+     * reference rotates every dimension */
+    float cos_f[6 * 8], sin_f[6 * 8], *full = ref_new_floats(n);
     cpu_rope_tables_init(cos_f, sin_f, T, hd, 10000.0f);
+    CHECK_ERR("full rope tables (rd = hd 16)", table_err(cos_f, sin_f, T, hd, 10000.0), 5e-7);
+    ref_poison(full, n);
     cpu_qk_norm_rope_forward(full, x, gain, cos_f, sin_f, B, T, H, hd, hd);
-    cpu_qk_norm_rope_forward(again, x, gain, cos_f, sin_f, B, T, H, hd, hd);
-    CHECK(memcmp(full, again, n * sizeof(float)) == 0, "full RoPE not repeatable");
-    free(x), free(gain), free(R), free(out), free(dx), free(scratch), free(full), free(again);
+    RopeRef pf = {B, T, H, hd, hd, x_d, g_d, R_d, cos_f, sin_f};
+    rope_ref(&pf, ref);
+    CHECK_ERR("full rope forward", ref_rel_err(full, ref, n), FORWARD_TOL);
+    free(x), free(gain), free(R), free(out), free(dx), free(scratch), free(full);
     free(x_d), free(g_d), free(R_d), free(ref), free(num_x), free(num_g);
+}
+
+/* ---- ln_scale (model.h's model_ln_scale; the backends multiply by it with cpu_scale) -------- */
+
+/* The record's ln_scale: block l's RMSNorm outputs (attention's and the MLP's input) times
+ * 1/sqrt(l+1); without it, 1 (x * 1 = x: the same bits as no scaling). */
+static void test_ln_scale(void) {
+    for (int on = 0; on <= 1; on++) {
+        Config cfg;
+        config_init(&cfg);
+        CHECK(config_set(&cfg, "num_layers", "6", CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
+        CHECK(config_set(&cfg, "ln_scale", on ? "1" : "0", CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
+        ModelSpec s;
+        CHECK(model_spec_init(&s, &cfg) == 0, "%s", ct_error());
+        for (int l = 0; l < 6; l++) {
+            const double want = on ? 1.0 / sqrt(l + 1.0) : 1.0; /* 1, 0.7071, 0.5774, 0.5, 0.4472, 0.4082 */
+            const float got = model_ln_scale(&s, l);
+            /* fp32 of the value, within the rounding of 1/sqrtf: 2^-23 relative */
+            CHECK(fabs(got - want) <= 0x1p-23 * want, "ln_scale=%d, block %d: factor %.9g, expected 1/sqrt(%d) = %.9g",
+                  on, l, (double)got, l + 1, want);
+        }
+        model_spec_free(&s);
+        config_free(&cfg);
+    }
+    /* the op that applies it: x[i] * s, one fp32 product each */
+    float x[5] = {1.5f, -2.25f, 0.1f, 3e-8f, -7.0f}, want[5];
+    const float f = (float)(1.0 / sqrt(3.0));
+    for (int i = 0; i < 5; i++) want[i] = x[i] * f;
+    cpu_scale(x, f, 5);
+    CHECK(memcmp(x, want, sizeof x) == 0, "cpu_scale is not x * s");
+}
+
+/* ---- late QAT's int6 fake quantization (cpu_fake_quant.c) ---------------------------------- */
+
+/* Per row: s = max(rowmax|w| / 31, 1/31), w_q = clamp(round_half_even(w / s), -32, 31) * s, the
+ * record's CastedLinear. Hand-computed rows whose maxima are well above 1 (31 and 62: s = 1 and
+ * 2, where a wrong divisor or clamp changes the values) and one below (0.4: s at its floor 1/31). */
+static void test_fake_quant_int6(void) {
+    const float w[3][8] = {{31, 2.5f, 3.5f, -0.5f, -2.5f, 0.49f, -31, 1.5f},
+                           {62, 5, 7, -3, 1, 0, -62, 0.999f},
+                           {0.4f, -0.25f, 0.1f, 0, 0.3f, -0.05f, 0.2f, -0.4f}};
+    const float q[3][8] = {{31, 2, 4, 0, -2, 0, -31, 2},        /* halves to even */
+                           {31, 2, 4, -2, 0, 0, -31, 0},        /* w / 2 */
+                           {12, -8, 3, 0, 9, -2, 6, -12}};      /* w * 31: 12.4, -7.75, 3.1, 9.3, -1.55, 6.2 */
+    const float scale[3] = {1, 2, (float)(1.0 / 31.0)};
+    float out[3][8];
+    ref_poison(&out[0][0], 24);
+    cpu_fake_quant_int6_rows(&out[0][0], &w[0][0], 3, 8);
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 8; c++) {
+            const double want = (double)q[r][c] * scale[r];
+            /* out = w + (w_q - w) in fp32 (the straight-through form): w_q within an fp32 rounding */
+            CHECK(fabs(out[r][c] - want) <= 1e-7 * fmax(1.0, fabs(want)), "row %d col %d: w %g -> %.9g, expected %g * %g",
+                  r, c, (double)w[r][c], (double)out[r][c], (double)q[r][c], (double)scale[r]);
+        }
 }
 
 /* ---- thread count ---------------------------------------------------------------------------- */
@@ -373,6 +451,8 @@ int main(void) {
     RUN(test_scalar_scaled_add);
     RUN(test_xsa);
     RUN(test_partial_rope);
+    RUN(test_ln_scale);
+    RUN(test_fake_quant_int6);
     RUN(test_thread_count_gives_same_bits);
     RUN(test_orthogonal_init);
     TEST_EXIT();
