@@ -198,8 +198,8 @@ static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int 
             *exit_code = CT_EXIT_USAGE;
             return ct_fail("resume = none, but %s already holds checkpoints of an earlier run; use resume=auto to "
                            "continue it, resume=PATH to start from one file, or overwrite=1 to start afresh "
-                           "(the earlier run's checkpoints, metrics.jsonl and config.txt are then moved aside, to "
-                           "names ending in .replaced-<UTC time>)",
+                           "(the earlier run's checkpoints, metrics.jsonl, config.txt and final_model.* are then moved "
+                           "aside, to names ending in .replaced-<UTC time>)",
                            t->ckpt_dir);
         }
         if (has > 0) {
