@@ -50,11 +50,12 @@ void checkpoint_lineage_start(CheckpointLineage *l, const CheckpointLineage *fro
  * one lineage (id ""). */
 int checkpoint_lineage_has(const CheckpointLineage *l, const CheckpointLineage *c, int64_t c_step);
 /* The lineage, step and content_crc32 of a checkpoint, from its root attributes only (no
- * verification): 0, or -1 with a message when the file or those attributes cannot be read. */
+ * verification), read in a child process (isolate.h: not while another thread may hold the
+ * HDF5 lock): 0, or -1 with a message when the file or those attributes cannot be read. */
 int checkpoint_read_lineage(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32);
 /* Move every step_*.h5 of dir that is not part of keep's history (checkpoint_lineage_has, with
  * the file's own lineage; a file whose lineage cannot be read is not) into aside_dir, made on
- * the first move, and `latest` with them when it names a moved file. *moved counts the files.
+ * the first move (a file of a newer checkpoint format stays, as pruning leaves it), and `latest` with them when it names a moved file. *moved counts the files.
  * Returns 0, or -1 with a message (files already moved stay moved). */
 int checkpoint_set_aside(const char *dir, const CheckpointLineage *keep, const char *aside_dir, int *moved);
 

@@ -36,6 +36,10 @@ int checkpoint_set_aside(const char *dir, const CheckpointLineage *keep, const c
         int64_t step;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (checkpoint_read_lineage(path, &l, &step, NULL) == 0 && checkpoint_lineage_has(keep, &l, step)) continue;
+        /* a newer ctrain's file is left where it is, as pruning leaves it: that ctrain may
+         * still resume it, and a save of its step refuses to replace it */
+        int64_t version;
+        if (ckpt_newer_format(path, &version)) continue;
         rc = move_into(dir, names[i], aside_dir, &made);
         if (rc == 0) {
             (*moved)++;

@@ -166,14 +166,14 @@ void ckpt_prune(const char *dir, int keep, const char *protect) {
     int64_t step;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, protect);
-    int have_lineage = checkpoint_read_lineage(path, &lineage, &step, NULL) == 0;
+    int have_lineage = ckpt_read_lineage_here(path, &lineage, &step, NULL) == 0;
     /* A file holding another step than its name says (a copy under another name, which
      * verification refuses) must not take the place of a real one among the `keep` newest. */
     int kept = 0;
     for (int i = 0; i < count; i++) {
         int64_t version, held;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (have_lineage && checkpoint_read_lineage(path, &l, &step, NULL) == 0 &&
+        if (have_lineage && ckpt_read_lineage_here(path, &l, &step, NULL) == 0 &&
             !checkpoint_lineage_has(&lineage, &l, step)) {
             fprintf(stderr, "ctrain: warning: '%s' belongs to lineage %s, not to %s's lineage %s; not counted in "
                     "keep_checkpoints, and left alone\n", path, l.id[0] ? l.id : "(not recorded)", protect,

@@ -135,6 +135,9 @@ typedef struct {
  * when l->id is ""). */
 int ckpt_lineage_read(hid_t file, const char *path, CheckpointLineage *l);
 int ckpt_lineage_write(hid_t file, const CheckpointLineage *l);
+/* checkpoint_read_lineage in this process (takes the lock): for pruning, which runs while the
+ * loader's thread may hold the lock, where a child process must not be forked. */
+int ckpt_read_lineage_here(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32);
 
 /* Read the root attributes, /config, /optimizer's adam_step, /loader/train and /metrics,
  * checking their types and the format attributes. Lock held. */

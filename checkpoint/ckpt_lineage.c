@@ -12,6 +12,7 @@
 #include "ckpt_internal.h"
 #include "common.h"
 #include "h5util.h"
+#include "isolate.h"
 
 /* 64 random bits: two runs started the same second on two nodes must not share an id. */
 static uint64_t random_bits(void) {
@@ -98,7 +99,7 @@ int ckpt_lineage_write(hid_t file, const CheckpointLineage *l) {
                : 0;
 }
 
-int checkpoint_read_lineage(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32) {
+int ckpt_read_lineage_here(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32) {
     ct_hdf5_lock();
     hid_t file = ckpt_open_read(path);
     int rc = file < 0 ? -1 : ckpt_lineage_read(file, path, l);
@@ -111,4 +112,29 @@ int checkpoint_read_lineage(const char *path, CheckpointLineage *l, int64_t *ste
     ct_hdf5_unlock();
     if (rc == 0 && content_crc32) *content_crc32 = (uint32_t)crc;
     return rc;
+}
+
+typedef struct {
+    CheckpointLineage lineage;
+    int64_t step;
+    uint32_t crc;
+} LineageRead;
+
+static int read_in_child(void *ctx, void *out) {
+    LineageRead *r = out;
+    return ckpt_read_lineage_here(ctx, &r->lineage, &r->step, &r->crc);
+}
+
+int checkpoint_read_lineage(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32) {
+    /* in a child process: the file may be one whose damaged metadata crashes HDF5 (a fallback
+     * reads the lineage of the file that just failed verification) */
+    char what[4300];
+    snprintf(what, sizeof what, "reading the lineage of '%s' (damaged HDF5 structure?)", path);
+    LineageRead r;
+    memset(&r, 0, sizeof r);
+    if (ct_run_isolated(what, read_in_child, (void *)path, &r, sizeof r, 60.0) != 0) return -1;
+    *l = r.lineage;
+    *step = r.step;
+    if (content_crc32) *content_crc32 = r.crc;
+    return 0;
 }

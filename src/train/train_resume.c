@@ -135,6 +135,7 @@ static int choose_explicit(Trainer *t, char *path, size_t cap, int *verified, St
         return 0;
     }
     const CheckpointLineage *n = &newest_lineage;
+    plan->keep_history = known && checkpoint_lineage_has(n, &from, from_step);
     if (known && newest_step == from_step && newest_crc == from_crc) return 0; /* PATH is the newest itself */
     if (n->origin_step >= 0 && (known ? n->origin_step == from_step && n->origin_crc32 == (int64_t)from_crc
                                       : missing && !strcmp(n->origin_path, cfg->resume))) {
@@ -148,7 +149,6 @@ static int choose_explicit(Trainer *t, char *path, size_t cap, int *verified, St
                known ? "" : ", a file that no longer exists");
         return 0;
     }
-    plan->keep_history = known && checkpoint_lineage_has(n, &from, from_step);
     fprintf(stderr, "ctrain: warning: resume=%s: the newest checkpoint in %s, %s (step %lld, lineage %s), does not "
             "descend from it; a new lineage starts from %s, and the checkpoints that are not part of its history "
             "are moved aside\n",
