@@ -33,6 +33,10 @@ expect_same requeue_same_as_uninterrupted "per-step losses" "$(train_lines rq_re
 cp -r orig other && cp -r rq_ref other_rq
 expect_ok unrelated_newest_runs "$CTRAIN" train "${cfg[@]}" resume="$WORK/other/checkpoints/step_00000014.h5" out_dir=other_rq
 expect_grep unrelated_newest_warned "warning: resume=.*other/checkpoints/step_00000014.h5: the newest checkpoint in other_rq/checkpoints, .*step_00000016.h5 \(step 16, lineage [0-9a-f]{16}\), does not descend from it" "$WORK/err"
+# out_dir's history was another line of training's: aside whole; metrics.jsonl starts after step 14
+steps=$(grep '"train_loss"' other_rq/metrics.jsonl | sed 's/, .*//' | tr -d '{"step: ' | tr '\n' ' ')
+[ "$steps" = "15 16 " ] && pass unrelated_history_not_mixed || fail unrelated_history_not_mixed "steps: $steps"
+expect_same unrelated_history_aside "metrics" "$(cat rq_ref/metrics.jsonl)" "$(cat other_rq/metrics.jsonl.replaced-* 2>/dev/null)"
 "$CTRAIN" ckpt info other_rq/checkpoints/step_00000016.h5 >info.txt 2>&1
 expect_grep ckpt_info_shows_lineage "^lineage: +[0-9a-f]{16}, started from step 14 of lineage [0-9a-f]{16} \(content_crc32 0x[0-9a-f]{8}, .*other/checkpoints/step_00000014.h5\)" info.txt
 
