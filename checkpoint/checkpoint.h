@@ -26,6 +26,39 @@
 #include "loader.h"
 #include "train_state.h"
 
+/* Which line of training a checkpoint belongs to (docs/checkpoint-format.md "Lineage"): a run
+ * that starts from the initial weights, or from a checkpoint named by resume=PATH, starts a
+ * new lineage; resuming a run's own checkpoint continues its lineage. The root attributes
+ * lineage, lineage_origin, lineage_origin_step, lineage_origin_crc32 and lineage_origin_path;
+ * all optional (a file of an older ctrain has none: id "", origin_step -1). */
+#define CKPT_LINEAGE_ID_CAP 32
+typedef struct {
+    char id[CKPT_LINEAGE_ID_CAP];     /* 16 hex digits, random; "" when the file records none */
+    char origin[CKPT_LINEAGE_ID_CAP]; /* the lineage of the checkpoint it started from ("" none) */
+    int64_t origin_step;              /* that checkpoint's step; -1: from the initial weights */
+    int64_t origin_crc32;             /* that checkpoint's content_crc32; -1 with origin_step -1 */
+    char origin_path[4200];           /* that checkpoint's path as resume= gave it ("" none) */
+} CheckpointLineage;
+
+/* A new lineage id in l (16 random hex digits); origin fields from `from` (the checkpoint the
+ * lineage starts from: its lineage, step, content_crc32 and path), or "from the initial
+ * weights" when from_path is NULL. */
+void checkpoint_lineage_start(CheckpointLineage *l, const CheckpointLineage *from, int64_t from_step,
+                              uint32_t from_crc32, const char *from_path);
+/* 1 if a checkpoint of lineage c at step c_step is part of l's history: l's own lineage, or
+ * the lineage l started from, up to the step it started at. Files without a lineage count as
+ * one lineage (id ""). */
+int checkpoint_lineage_has(const CheckpointLineage *l, const CheckpointLineage *c, int64_t c_step);
+/* The lineage, step and content_crc32 of a checkpoint, from its root attributes only (no
+ * verification), read in a child process (isolate.h: not while another thread may hold the
+ * HDF5 lock): 0, or -1 with a message when the file or those attributes cannot be read. */
+int checkpoint_read_lineage(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32);
+/* Move every step_*.h5 of dir that is not part of keep's history (checkpoint_lineage_has, with
+ * the file's own lineage; a file whose lineage cannot be read is not) into aside_dir, made on
+ * the first move (a file of a newer checkpoint format stays, as pruning leaves it), and `latest` with them when it names a moved file. *moved counts the files.
+ * Returns 0, or -1 with a message (files already moved stay moved). */
+int checkpoint_set_aside(const char *dir, const CheckpointLineage *keep, const char *aside_dir, int *moved);
+
 /* The run position saved beside the tensors. */
 typedef struct {
     int64_t step;         /* optimizer steps completed */
@@ -42,6 +75,9 @@ typedef struct {
     int num_extras;
     const char *const *extra_names;
     const double *extra_values;
+    /* the lineage written (nothing when id is ""); on load, the file's */
+    CheckpointLineage lineage;
+    uint32_t content_crc32; /* on load: the file's content checksum (ignored when writing) */
 } CheckpointInfo;
 
 /* Write dir/step_NNNNNNNN.h5 (created with its parent directories if needed) atomically,
@@ -95,7 +131,8 @@ int checkpoint_read_weights(const char *path, Config *cfg, TrainState *st);
 /* resume=auto: the newest valid checkpoint in dir. Tries the one `latest` names first, then
  * the other step_*.h5 files by descending step; for each one that fails verification (and
  * for a `latest` that is unreadable or names a missing file) calls warn(path, reason) (warn may
- * be NULL). Returns 1 with the path in path_out, 0 if dir holds no checkpoint (or does not
+ * be NULL). The first file whose lineage can be read decides the lineage: a valid file outside
+ * its history (checkpoint_lineage_has) is passed over with a warning, never resumed from. Returns 1 with the path in path_out, 0 if dir holds no checkpoint (or does not
  * exist), -1 if checkpoints exist but none is valid, or on an error reading dir. */
 int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
                               void (*warn)(const char *path, const char *reason));

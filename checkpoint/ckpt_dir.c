@@ -160,13 +160,26 @@ void ckpt_prune(const char *dir, int keep, const char *protect) {
     }
     char latest[256] = "";
     if (ckpt_read_latest(dir, latest, sizeof latest) < 0) latest[0] = '\0';
+    /* the lineage being written (the file just saved): a file of another lineage (left by an
+     * older ctrain, or copied in) is neither counted among the `keep` newest nor deleted */
+    CheckpointLineage lineage, l;
+    int64_t step;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, protect);
+    int have_lineage = ckpt_read_lineage_here(path, &lineage, &step, NULL) == 0;
     /* A file holding another step than its name says (a copy under another name, which
      * verification refuses) must not take the place of a real one among the `keep` newest. */
     int kept = 0;
     for (int i = 0; i < count; i++) {
-        char path[4400];
         int64_t version, held;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (have_lineage && ckpt_read_lineage_here(path, &l, &step, NULL) == 0 &&
+            !checkpoint_lineage_has(&lineage, &l, step)) {
+            fprintf(stderr, "ctrain: warning: '%s' belongs to lineage %s, not to %s's lineage %s; not counted in "
+                    "keep_checkpoints, and left alone\n", path, l.id[0] ? l.id : "(not recorded)", protect,
+                    lineage.id);
+            continue;
+        }
         if (kept < keep) {
             if (ckpt_misnamed(path, &held))
                 fprintf(stderr, "ctrain: warning: '%s' holds step %lld, not the step its name says; not counted "
@@ -185,6 +198,7 @@ void ckpt_prune(const char *dir, int keep, const char *protect) {
         warn_unlink(dir, names[i], "old checkpoint");
     }
     ckpt_free_names(names, count);
+    ct_error_clear(); /* a file whose lineage could not be read is pruned as before */
 
     DIR *d = opendir(dir);
     if (!d) return;
@@ -230,11 +244,25 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
     if (latest[0]) order[n++] = latest;
     for (int i = 0; i < count; i++)
         if (strcmp(names[i], latest) != 0) order[n++] = names[i];
-    int rc = 0;
-    char first_reason[1024] = "";
+    int rc = 0, have_lineage = 0;
+    char first_reason[1024] = "", first_path[256] = "";
+    /* the lineage of the first file that says which (normally `latest`): an older file of
+     * another lineage (one a resume from an older step abandoned) is never resumed from */
+    CheckpointLineage lineage, l;
+    int64_t step;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, order[i]);
         if (checkpoint_verify(path, NULL) == 0) {
+            if (checkpoint_read_lineage(path, &l, &step, NULL) == 0 && have_lineage &&
+                !checkpoint_lineage_has(&lineage, &l, step)) {
+                char reason[1024];
+                snprintf(reason, sizeof reason, "it belongs to lineage %s, not to %s's lineage %s: a run never falls "
+                         "back to a checkpoint of another lineage", l.id[0] ? l.id : "(not recorded)", first_path,
+                         lineage.id[0] ? lineage.id : "(not recorded)");
+                if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", reason);
+                if (warn) warn(path, reason);
+                continue;
+            }
             if (strlen(path) >= cap) rc = ct_fail("buffer of %zu bytes too small for '%s'", cap, path);
             else {
                 snprintf(path_out, cap, "%s", path);
@@ -253,6 +281,10 @@ int checkpoint_find_resumable(const char *dir, char *path_out, size_t cap,
         }
         if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", ct_error());
         if (warn) warn(path, ct_error());
+        if (!have_lineage && checkpoint_read_lineage(path, &lineage, &step, NULL) == 0) {
+            have_lineage = 1;
+            snprintf(first_path, sizeof first_path, "%s", order[i]);
+        }
     }
     if (rc == 0 && n > 0)
         rc = ct_fail("none of the %d checkpoint file(s) in '%s' is valid (the first tried: %s); move them away to "

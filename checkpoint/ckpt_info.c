@@ -36,6 +36,13 @@ static void print_summary(const char *path, const CkptMeta *m) {
     char wide[800];
     printf("stack:          %s\n",
            m->stack ? ct_shorten(m->stack, wide, sizeof wide) : "(not recorded: an older ctrain wrote the file)");
+    const CheckpointLineage *l = &m->lineage;
+    if (!l->id[0]) printf("lineage:        (not recorded: an older ctrain wrote the file)\n");
+    else if (l->origin_step < 0) printf("lineage:        %s, started from the initial weights\n", l->id);
+    else
+        printf("lineage:        %s, started from step %lld of lineage %s (content_crc32 0x%08llx, %s)\n", l->id,
+               (long long)l->origin_step, l->origin[0] ? l->origin : "(not recorded)", (long long)l->origin_crc32,
+               ct_shorten(l->origin_path, wide, sizeof wide));
     printf("training time:  %.3f s\n", m->training_time_ms / 1000.0);
     printf("model:          vocab_size %lld, num_layers %lld, model_dim %lld, num_heads %lld, num_kv_heads %lld, "
            "mlp_mult %g, %s embeddings; %zu parameters\n",

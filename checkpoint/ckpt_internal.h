@@ -110,6 +110,7 @@ typedef struct {
     double training_time_ms;
     char *created, *ctrain_version, *device;
     char *stack; /* the root attribute `stack`, NULL when the file has none */
+    CheckpointLineage lineage; /* the lineage attributes (id "" when the file has none) */
     uint32_t content_crc32;
     Config cfg;                    /* /config, defaults for keys the file lacks */
     unsigned char cfg_present[CT_CONFIG_NUM_KEYS]; /* per key of the table: found in the file */
@@ -128,6 +129,15 @@ typedef struct {
     char **extra_names;
     double *extra_values;
 } CkptMeta;
+
+/* The optional lineage root attributes of an open file (lock held): read (absent ones keep
+ * "" and -1; a present one of the wrong type or size fails naming it), and written (nothing
+ * when l->id is ""). */
+int ckpt_lineage_read(hid_t file, const char *path, CheckpointLineage *l);
+int ckpt_lineage_write(hid_t file, const CheckpointLineage *l);
+/* checkpoint_read_lineage in this process (takes the lock): for pruning, which runs while the
+ * loader's thread may hold the lock, where a child process must not be forked. */
+int ckpt_read_lineage_here(const char *path, CheckpointLineage *l, int64_t *step, uint32_t *content_crc32);
 
 /* Read the root attributes, /config, /optimizer's adam_step, /loader/train and /metrics,
  * checking their types and the format attributes. Lock held. */

@@ -166,6 +166,8 @@ static void fill_info(const CkptMeta *m, CheckpointInfo *info) {
     info->device = ct_strdup(m->device);
     info->stack = m->stack ? ct_strdup(m->stack) : NULL;
     info->cursor = m->cursor;
+    info->lineage = m->lineage;
+    info->content_crc32 = m->content_crc32;
     info->num_extras = m->num_extras;
     if (m->num_extras > 0) {
         char **names = ct_calloc((size_t)m->num_extras, sizeof *names, "checkpoint metrics");

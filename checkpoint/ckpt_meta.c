@@ -55,6 +55,7 @@ static int read_root(hid_t file, const char *path, CkptMeta *m) {
     htri_t has_stack = H5Aexists(file, "stack");
     if (has_stack < 0) return ct_h5_fail("'%s': cannot look up the root attribute stack", path);
     if (has_stack > 0 && ckpt_attr_read_str(file, path, "/", "stack", &m->stack) != 0) return -1;
+    if (ckpt_lineage_read(file, path, &m->lineage) != 0) return -1;
     if (crc < 0 || crc > (int64_t)UINT32_MAX)
         return ct_fail("'%s': content_crc32 is %lld, expected a 32-bit checksum", path, (long long)crc);
     m->content_crc32 = (uint32_t)crc;

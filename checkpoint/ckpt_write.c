@@ -84,7 +84,8 @@ static int write_root_attributes(hid_t file, const CheckpointInfo *info) {
         ct_h5_attr_write_str(file, "ctrain_version", CT_VERSION) != 0 ||
         ct_h5_attr_write_f64(file, "training_time_ms", info->training_time_ms) != 0 ||
         ct_h5_attr_write_str(file, "device", info->device) != 0 ||
-        (info->stack && ct_h5_attr_write_str(file, "stack", info->stack) != 0))
+        (info->stack && ct_h5_attr_write_str(file, "stack", info->stack) != 0) ||
+        ckpt_lineage_write(file, &info->lineage) != 0)
         return -1;
     return 0;
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "common.h"
@@ -19,7 +19,8 @@ static void warn_bad_checkpoint(const char *path, const char *reason) {
     fprintf(stderr, "ctrain: warning: checkpoint %s is not usable (%s); trying the previous one\n", path, reason);
 }
 
-static int load_from(Trainer *t, const char *path, int verified) {
+/* Load path into t; *from receives the file's lineage, *crc its content checksum. */
+static int load_from(Trainer *t, const char *path, int verified, CheckpointLineage *from, uint32_t *crc) {
     CheckpointInfo info;
     if (checkpoint_load(path, verified, t->cfg, &t->st, &t->train_set, &info, report_changed_key) != 0)
         return ct_fail_prefix("cannot resume from %s", path);
@@ -33,6 +34,8 @@ static int load_from(Trainer *t, const char *path, int verified) {
         if (!strcmp(info.extra_names[i], "last_val_bpb")) t->last_val_bpb = info.extra_values[i];
     }
     t->saved_val_step = t->last_val_step; /* what the file holds */
+    *from = info.lineage;
+    *crc = info.content_crc32;
     snprintf(t->resumed_stack, sizeof t->resumed_stack, "%s", info.stack ? info.stack : "");
     int64_t expect = info.step * config_step_stream_tokens(t->cfg);
     int rc = 0;
@@ -103,9 +106,88 @@ void trainer_note_stack(Trainer *t) {
            was[0] ? was : "no item this run lacks", now[0] ? now : "no item the checkpoint lacks");
 }
 
+/* What a start from a checkpoint does besides loading it (decided by rank 0). */
+typedef struct {
+    int new_lineage;  /* resume=PATH: a new lineage starts from PATH */
+    int keep_history; /* ... and out_dir's metrics.jsonl holds PATH's history up to its step */
+} StartPlan;
+
+/* resume=PATH (path holds it). A requeued job gives the same PATH again: once out_dir's newest
+ * valid checkpoint descends from PATH (its lineage started there: the same step and content
+ * checksum, or, PATH having been pruned since, the same path), the run continues from that
+ * checkpoint instead of throwing its work away. Otherwise a new lineage starts from PATH; a
+ * newest checkpoint of another line of training is worth a warning (its files are moved aside
+ * once PATH has loaded, trainer_resume). */
+static int choose_explicit(Trainer *t, char *path, size_t cap, int *verified, StartPlan *plan) {
+    const Config *cfg = t->cfg;
+    plan->new_lineage = 1;
+    CheckpointLineage from, newest_lineage;
+    int64_t from_step = -1, newest_step;
+    uint32_t from_crc = 0, newest_crc;
+    struct stat st;
+    int missing = stat(cfg->resume, &st) != 0 && errno == ENOENT;
+    int known = !missing && checkpoint_read_lineage(cfg->resume, &from, &from_step, &from_crc) == 0;
+    char newest[4400];
+    int found = checkpoint_find_resumable(t->ckpt_dir, newest, sizeof newest, warn_bad_checkpoint);
+    ct_error_clear(); /* none valid: PATH is asked for, out_dir's files are not needed */
+    if (found <= 0 || checkpoint_read_lineage(newest, &newest_lineage, &newest_step, &newest_crc) != 0) {
+        ct_error_clear();
+        return 0;
+    }
+    const CheckpointLineage *n = &newest_lineage;
+    plan->keep_history = known && checkpoint_lineage_has(n, &from, from_step);
+    if (known && newest_step == from_step && newest_crc == from_crc) return 0; /* PATH is the newest itself */
+    if (n->origin_step >= 0 && (known ? n->origin_step == from_step && n->origin_crc32 == (int64_t)from_crc
+                                      : missing && !strcmp(n->origin_path, cfg->resume))) {
+        if (strlen(newest) >= cap) return ct_fail("buffer of %zu bytes too small for '%s'", cap, newest);
+        snprintf(path, cap, "%s", newest);
+        *verified = 1;
+        plan->new_lineage = 0;
+        printf("resume: %s (step %lld) descends from resume=%s (its lineage %s started there at step %lld%s); "
+               "continuing from it\n",
+               newest, (long long)newest_step, cfg->resume, n->id, (long long)n->origin_step,
+               known ? "" : ", a file that no longer exists");
+        return 0;
+    }
+    fprintf(stderr, "ctrain: warning: resume=%s: the newest checkpoint in %s, %s (step %lld, lineage %s), does not "
+            "descend from it; a new lineage starts from %s, and the checkpoints that are not part of its history "
+            "are moved aside\n",
+            cfg->resume, t->ckpt_dir, newest, (long long)newest_step, n->id[0] ? n->id : "(not recorded)",
+            cfg->resume);
+    return 0;
+}
+
+/* A new lineage from the checkpoint just loaded (rank 0): what out_dir holds of the run it
+ * abandons (checkpoints that are not part of the new lineage's history, metrics.jsonl,
+ * config.txt, final_model.*) goes aside, so that pruning, a fallback or the end of the run
+ * never mixes the two; metrics.jsonl's lines up to the resumed step are kept when they are the
+ * new lineage's history too. */
+static int start_lineage(Trainer *t, const StartPlan *plan) {
+    const Config *cfg = t->cfg;
+    char metrics[4300], suffix[64], aside[4400];
+    struct stat st;
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", cfg->out_dir);
+    int has = checkpoint_dir_has_checkpoints(t->ckpt_dir);
+    if (has < 0) return -1;
+    if (!has && lstat(metrics, &st) != 0) return 0; /* a fresh out_dir */
+    if (trainer_aside_suffix(cfg->out_dir, suffix, sizeof suffix) != 0) return -1;
+    snprintf(aside, sizeof aside, "%s%s", t->ckpt_dir, suffix);
+    int moved = 0;
+    if (checkpoint_set_aside(t->ckpt_dir, &t->lineage, aside, &moved) != 0)
+        return ct_fail_prefix("resume=%s: moving the other lineage's checkpoints aside", cfg->resume);
+    if (moved) printf("resume: new lineage %s from %s: moved %d checkpoint(s) of the abandoned lineage to %s\n",
+                      t->lineage.id, cfg->resume, moved, aside);
+    char why[64];
+    snprintf(why, sizeof why, "resume: new lineage %s", t->lineage.id);
+    if (trainer_move_aside(cfg->out_dir, suffix, why, t->metrics_from, sizeof t->metrics_from) != 0) return -1;
+    if (!plan->keep_history) t->metrics_from[0] = '\0'; /* the new metrics.jsonl starts empty */
+    return 0;
+}
+
 /* Rank 0's half: which checkpoint to start from (path "" = fresh); *verified = 1 when it was
- * just verified (in a child process) while choosing it. */
-static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int *verified) {
+ * just verified (in a child process) while choosing it; *plan says whether it starts a new
+ * lineage. */
+static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int *verified, StartPlan *plan) {
     const Config *cfg = t->cfg;
     path[0] = '\0';
     *exit_code = CT_EXIT_FAILURE;
@@ -116,33 +198,21 @@ static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int 
             *exit_code = CT_EXIT_USAGE;
             return ct_fail("resume = none, but %s already holds checkpoints of an earlier run; use resume=auto to "
                            "continue it, resume=PATH to start from one file, or overwrite=1 to start afresh "
-                           "(the earlier run's checkpoints, metrics.jsonl and config.txt are then moved aside, to "
-                           "names ending in .replaced-<UTC time>)",
+                           "(the earlier run's checkpoints, metrics.jsonl, config.txt and final_model.* are then moved "
+                           "aside, to names ending in .replaced-<UTC time>)",
                            t->ckpt_dir);
         }
         if (has > 0) {
             /* overwrite=1: move the old run's checkpoints aside rather than delete them, and so
-             * that a fallback can never pick up a checkpoint of the old run */
+             * that a fallback can never pick up a checkpoint of the old run; its history,
+             * configuration and artifact go with them, so the new run's folder holds only its own */
             char suffix[64], aside[4400];
-            time_t now = time(NULL);
-            struct tm tm;
-            gmtime_r(&now, &tm);
-            snprintf(suffix, sizeof suffix, ".replaced-%04d%02d%02dT%02d%02d%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            if (trainer_aside_suffix(cfg->out_dir, suffix, sizeof suffix) != 0) return -1;
             snprintf(aside, sizeof aside, "%s%s", t->ckpt_dir, suffix);
             if (rename(t->ckpt_dir, aside) != 0)
                 return ct_fail("overwrite=1: cannot move %s aside to %s: %s", t->ckpt_dir, aside, strerror(errno));
             printf("overwrite=1: moved the earlier run's checkpoints to %s\n", aside);
-            /* its history and configuration go with them, not truncated by the new run */
-            static const char *const companions[] = {"metrics.jsonl", "config.txt"};
-            for (int i = 0; i < 2; i++) {
-                char from[4300];
-                snprintf(from, sizeof from, "%s/%s", cfg->out_dir, companions[i]);
-                snprintf(aside, sizeof aside, "%s%s", from, suffix);
-                if (rename(from, aside) == 0) printf("overwrite=1: moved %s to %s\n", from, aside);
-                else if (errno != ENOENT)
-                    return ct_fail("overwrite=1: cannot move %s aside to %s: %s", from, aside, strerror(errno));
-            }
+            if (trainer_move_aside(cfg->out_dir, suffix, "overwrite=1", NULL, 0) != 0) return -1;
         }
         printf("resume: none, starting from the initial weights (seed %lld)\n", (long long)cfg->seed);
         return 0;
@@ -159,7 +229,7 @@ static int choose_start(Trainer *t, char *path, size_t cap, int *exit_code, int 
         return 0;
     }
     snprintf(path, cap, "%s", cfg->resume);
-    return 0;
+    return choose_explicit(t, path, cap, verified, plan);
 }
 
 int trainer_resume(Trainer *t, int *exit_code) {
@@ -168,20 +238,45 @@ int trainer_resume(Trainer *t, int *exit_code) {
     t->training_ms = 0;
     t->start_cursor = loader_cursor_start();
     t->last_saved_step = -1;
+    t->metrics_from[0] = '\0';
     /* Rank 0 decides (it alone may move files aside) and tells the others, so every rank
      * loads the same file. */
     struct {
         int rc, exit_code, verified;
+        StartPlan plan;
         char path[4400];
     } choice;
     memset(&choice, 0, sizeof choice);
     if (t->rank == 0)
-        choice.rc = choose_start(t, choice.path, sizeof choice.path, &choice.exit_code, &choice.verified);
+        choice.rc = choose_start(t, choice.path, sizeof choice.path, &choice.exit_code, &choice.verified, &choice.plan);
     if (dist_bcast(t->dist, &choice, sizeof choice, 0) != 0) return -1;
     *exit_code = choice.exit_code ? choice.exit_code : CT_EXIT_FAILURE;
     if (choice.rc != 0) return t->rank == 0 ? -1 : ct_fail("rank 0 could not decide where to start (see its error)");
     *exit_code = CT_EXIT_FAILURE;
-    return choice.path[0] ? load_from(t, choice.path, choice.verified) : 0;
+    if (!choice.path[0]) {
+        checkpoint_lineage_start(&t->lineage, NULL, 0, 0, NULL);
+        return 0;
+    }
+    CheckpointLineage from;
+    uint32_t crc = 0;
+    int rc = load_from(t, choice.path, choice.verified, &from, &crc);
+    if (choice.plan.new_lineage) {
+        /* files are moved aside only once every rank has the state: a refused resume leaves
+         * out_dir as it was */
+        int failed = rc != 0;
+        if (t->world > 1 && dist_allreduce_max_i32(t->dist, &failed) != 0) return -1;
+        if (rc != 0) return -1;
+        if (failed) return ct_fail("another rank could not resume from %s (see its error)", choice.path);
+        checkpoint_lineage_start(&t->lineage, &from, t->step, crc, t->cfg->resume);
+        /* a finished run does nothing more (train.c): nothing to replace */
+        if (t->rank == 0 && t->step < t->cfg->iterations && start_lineage(t, &choice.plan) != 0) return -1;
+        return 0;
+    }
+    if (rc != 0) return -1;
+    /* the same lineage goes on; a file of an older ctrain had none: one starts from it */
+    if (from.id[0]) t->lineage = from;
+    else checkpoint_lineage_start(&t->lineage, &from, t->step, crc, choice.path);
+    return 0;
 }
 
 /* A metrics line as ctrain writes it, {"step": N, ...} and a newline: 1 with its step. */
@@ -213,8 +308,10 @@ int trainer_open_metrics(Trainer *t) {
     }
     /* Rewrite through a temporary file: a crash here must not lose the history. */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *in = ct_fopen_nofollow(path, "r");
-    if (!in && errno != ENOENT) return ct_fail("cannot read '%s': %s", path, ct_open_error(errno));
+    /* a new lineage's history is read from the abandoned lineage's file, moved aside */
+    const char *from = t->metrics_from[0] ? t->metrics_from : path;
+    FILE *in = ct_fopen_nofollow(from, "r");
+    if (!in && errno != ENOENT) return ct_fail("cannot read '%s': %s", from, ct_open_error(errno));
     FILE *out = ct_fopen_nofollow(tmp, "w");
     if (!out) {
         int e = errno;
@@ -231,7 +328,7 @@ int trainer_open_metrics(Trainer *t) {
             number++;
             if (held) {
                 fprintf(stderr, "ctrain: warning: '%s' line %ld is not one whole JSON object (damaged: '%.60s'); "
-                        "dropped\n", path, held_number, held);
+                        "dropped\n", from, held_number, held);
                 free(held);
                 held = NULL;
             }

@@ -43,6 +43,7 @@ static void fill_info(Trainer *t, SaveJob *job, double start) {
     info->training_time_ms = t->training_ms + (start - t->t0);
     info->device = t->backend->name;
     info->stack = t->stack;
+    info->lineage = t->lineage;
     /* the latest validation, for `ctrain ckpt info` and to continue after a resume */
     job->names[0] = "last_val_step", job->names[1] = "last_val_loss", job->names[2] = "last_val_bpb";
     job->values[0] = t->last_val_step, job->values[1] = t->last_val_loss, job->values[2] = t->last_val_bpb;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "data.h"
 #include "dist.h"
@@ -54,6 +55,10 @@ typedef struct {
      * every checkpoint; and the resumed checkpoint's ("" for a fresh run or a file without one),
      * compared with it once the backend exists */
     char stack[1024], resumed_stack[1024];
+    /* rank 0: the lineage its checkpoints carry (train_resume.c), and where the history of a
+     * new lineage is read from (the abandoned lineage's metrics.jsonl, moved aside; "" else) */
+    CheckpointLineage lineage;
+    char metrics_from[4600];
 } Trainer;
 
 /* train_resume.c: after the backend exists, t->stack from it (and NCCL), printed; a resume from a
@@ -83,6 +88,13 @@ int trainer_resume(Trainer *t, int *exit_code);
 /* Open metrics.jsonl: fresh, or truncated after the resumed step so that the file continues
  * without duplicated or missing steps. */
 int trainer_open_metrics(Trainer *t);
+/* train_aside.c */
+/* A suffix ".replaced-<UTC time>" (then "-2", "-3", ...) that no name in out_dir ends with yet. */
+int trainer_aside_suffix(const char *out_dir, char *suffix, size_t cap);
+/* Rename out_dir's metrics.jsonl, config.txt and final_model.* (those not already aside) to
+ * the same names ending in suffix, each move printed after "<why>: "; metrics_aside (may be
+ * NULL) receives the new path of metrics.jsonl ("" when there was none). */
+int trainer_move_aside(const char *out_dir, const char *suffix, const char *why, char *metrics_aside, size_t cap);
 /* train_save.c */
 /* Write a checkpoint of the current state (no-op if one exists for this step). Rank 0 writes.
  * In-line: every rank learns whether it worked before going on. In the background

@@ -47,6 +47,31 @@ expect_fail() {
     else pass "$name"; fi
 }
 
+# resume_data: in $WORK, part_a.h5 and part_b.h5 (2,200 tokens of the GPL's text in two files:
+# small runs cross the file boundary and wrap around) and val.h5 (the Apache License), the data
+# of the resume tests; fails (1) when `data from-text` does.
+resume_data() {
+    head -c 1300 /usr/share/common-licenses/GPL-3 >a.txt
+    tail -c 900 /usr/share/common-licenses/GPL-3 >b.txt
+    "$CTRAIN" data from-text --out part_a.h5 a.txt >/dev/null 2>&1 &&
+        "$CTRAIN" data from-text --out part_b.h5 b.txt >/dev/null 2>&1 &&
+        "$CTRAIN" data from-text --out val.h5 /usr/share/common-licenses/Apache-2.0 >/dev/null 2>&1
+}
+
+# flip_tensor_byte FILE: damage a checkpoint inside a tensor (one bit of blocks.1.mlp.fc.weight's
+# data), where only its checksums can tell; the root attributes stay readable.
+flip_tensor_byte() {
+    /usr/bin/python3 - "$1" <<'PY'
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    d = f["model/blocks.1.mlp.fc.weight"]
+    off = d.id.get_chunk_info(0).byte_offset if d.chunks else d.id.get_offset()
+with open(path, "r+b") as f:
+    f.seek(off + 100); b = f.read(1); f.seek(off + 100); f.write(bytes([b[0] ^ 0x10]))
+PY
+}
+
 # python_with_h5py: the Python that has h5py and numpy (the system's here; on the GPU machines
 # often only the one on PATH).
 python_with_h5py() { if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then echo /usr/bin/python3; else echo python3; fi; }

@@ -327,6 +327,89 @@ static void info_round_trips_cursor_in_second_file(void) {
     checkpoint_info_free(&info);
 }
 
+/* ---- lineage ---- */
+
+/* The lineage attributes round-trip through a save and a load (and checkpoint_read_lineage);
+ * a file written without them (as an older ctrain did) verifies and loads with none. */
+static void lineage_round_trips_and_is_optional(void) {
+    Fixture f;
+    fixture_init(&f, 1, 2);
+    char dir[700], with[1024], without[1024];
+    snprintf(dir, sizeof dir, "%s", test_path("lineage"));
+    CheckpointLineage parent = {.id = "00000000000000aa", .origin_step = -1, .origin_crc32 = -1};
+    CheckpointInfo info = make_info(&f.set, 7);
+    checkpoint_lineage_start(&info.lineage, &parent, 5, 0xdeadbeefu, "runs/a/checkpoints/step_00000005.h5");
+    int rc = checkpoint_save(dir, &f.cfg, &f.st, &info, &f.set, 5, with, sizeof with);
+    if (rc == 0) rc = save_step(&f, dir, 8, 5, without, sizeof without);
+    CheckpointInfo back[2];
+    memset(back, 0, sizeof back);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        TrainState fresh;
+        train_state_init(&fresh, &f.cfg);
+        rc = checkpoint_load(i ? without : with, 0, &f.cfg, &fresh, &f.set, &back[i], NULL);
+        train_state_free(&fresh);
+    }
+    CheckpointLineage peek;
+    int64_t step = -1;
+    uint32_t crc = 0;
+    if (rc == 0) rc = checkpoint_read_lineage(with, &peek, &step, &crc);
+    fixture_free(&f);
+    CHECK(rc == 0, "%.400s", ct_error());
+    const CheckpointLineage *l = &back[0].lineage;
+    CHECK(strlen(l->id) == 16 && strspn(l->id, "0123456789abcdef") == 16, "lineage id '%s'", l->id);
+    CHECK(!strcmp(l->id, info.lineage.id) && !strcmp(l->origin, "00000000000000aa") && l->origin_step == 5 &&
+              l->origin_crc32 == 0xdeadbeef && !strcmp(l->origin_path, "runs/a/checkpoints/step_00000005.h5"),
+          "loaded lineage %s from %s step %lld crc %llx path %.300s", l->id, l->origin, (long long)l->origin_step,
+          (long long)l->origin_crc32, l->origin_path);
+    CHECK(!strcmp(peek.id, l->id) && step == 7 && crc == back[0].content_crc32, "read_lineage: %s step %lld crc %x",
+          peek.id, (long long)step, crc);
+    const CheckpointLineage *none = &back[1].lineage;
+    CHECK(!none->id[0] && !none->origin[0] && none->origin_step == -1 && none->origin_crc32 == -1 &&
+              !none->origin_path[0], "a file without lineage loaded as '%s' from step %lld", none->id,
+          (long long)none->origin_step);
+    checkpoint_info_free(&back[0]);
+    checkpoint_info_free(&back[1]);
+}
+
+/* A new lineage from step 2 of lineage A: A's steps 1 and 2 are its history and stay; A's
+ * steps 3 and 4, a file of lineage C and `latest` (naming step 4) move aside. */
+static void lineage_sets_aside_the_abandoned(void) {
+    Fixture f;
+    fixture_init(&f, 1, 2);
+    char dir[700], aside[800], path[1024], name[1100];
+    snprintf(dir, sizeof dir, "%s", test_path("abandon"));
+    snprintf(aside, sizeof aside, "%s.replaced-x", dir);
+    CheckpointLineage a, b, c;
+    checkpoint_lineage_start(&a, NULL, 0, 0, NULL);
+    checkpoint_lineage_start(&c, NULL, 0, 0, NULL);
+    int rc = 0;
+    for (int step = 1; step <= 5 && rc == 0; step++) {
+        CheckpointInfo info = make_info(&f.set, step);
+        info.lineage = step == 5 ? c : a;
+        rc = checkpoint_save(dir, &f.cfg, &f.st, &info, &f.set, 10, path, sizeof path);
+    }
+    /* step 5 (lineage C) last: latest names it */
+    checkpoint_lineage_start(&b, &a, 2, 0x1234u, "x/step_00000002.h5");
+    CHECK(strcmp(a.id, c.id) != 0 && strcmp(a.id, b.id) != 0, "two new lineages got the same id %s", a.id);
+    CHECK(checkpoint_lineage_has(&b, &a, 2) && !checkpoint_lineage_has(&b, &a, 3) && checkpoint_lineage_has(&b, &b, 9) &&
+              !checkpoint_lineage_has(&b, &c, 1) && !checkpoint_lineage_has(&a, &b, 1),
+          "checkpoint_lineage_has gives the wrong history");
+    int moved = -1;
+    if (rc == 0) rc = checkpoint_set_aside(dir, &b, aside, &moved);
+    fixture_free(&f);
+    CHECK(rc == 0, "%.400s", ct_error());
+    CHECK(moved == 3, "moved %d files, expected 3", moved);
+    for (int step = 1; step <= 5; step++) {
+        int stays = step <= 2;
+        snprintf(name, sizeof name, "%s/step_%08d.h5", stays ? dir : aside, step);
+        CHECK(test_file_exists(name), "%.300s missing", name);
+        snprintf(name, sizeof name, "%s/step_%08d.h5", stays ? aside : dir, step);
+        CHECK(!test_file_exists(name), "%.300s exists", name);
+    }
+    snprintf(name, sizeof name, "%s/latest", aside);
+    CHECK(test_file_exists(name), "latest was not moved with the file it names");
+}
+
 /* ---- latest and pruning ---- */
 
 static void prune_keeps_newest(void) {
@@ -944,6 +1027,8 @@ int main(int argc, char **argv) {
     RUN(roundtrip_untied_with_lm_head);
     RUN(roundtrip_empty_tensor);
     RUN(info_round_trips_cursor_in_second_file);
+    RUN(lineage_round_trips_and_is_optional);
+    RUN(lineage_sets_aside_the_abandoned);
     RUN(prune_keeps_newest);
     RUN(same_step_replaced_atomically);
     RUN(dir_has_checkpoints_cases);
