@@ -17,7 +17,7 @@ have_py=1
 "$PY" -c 'import h5py, numpy, torch' 2>/dev/null || have_py=0
 need_py() { # NAME -> 0 if h5py, numpy and torch import, else skips the rest of the script
     [ $have_py = 1 ] && return 0
-    skip_rest "h5py/numpy/torch not importable by $PY (needed from case $1 on)"
+    skip_rest_python "h5py/numpy/torch not importable by $PY (needed from case $1 on)"
 }
 have_h5dump=1
 command -v h5dump >/dev/null || have_h5dump=0

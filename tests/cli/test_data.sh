@@ -15,7 +15,7 @@ have_h5py=1
 "$PY" -c 'import h5py, numpy' 2>/dev/null || have_h5py=0
 need_h5py() { # NAME -> 0 if h5py is there, else skips the rest of the script
     [ $have_h5py = 1 ] && return 0
-    skip_rest "h5py/numpy not importable by $PY (needed from case $1 on)"
+    skip_rest_python "h5py/numpy not importable by $PY (needed from case $1 on)"
 }
 
 # ---- help and usage errors ----

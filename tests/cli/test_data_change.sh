@@ -6,7 +6,7 @@
 # before the change stay, and verify.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-"$PY" -c 'import h5py, numpy' 2>/dev/null || skip_rest "h5py/numpy not importable by $PY"
+"$PY" -c 'import h5py, numpy' 2>/dev/null || skip_rest_python "h5py/numpy not importable by $PY"
 
 # ~3 MB of text: 70 copies of two licence files, as in the report; a second corpus of the same size
 for i in $(seq 70); do cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0; done >corpus.txt

@@ -5,7 +5,7 @@
 # HDF5 itself is rejected (it is read in a child process), and resume=auto falls back past it.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then skip_rest "h5py/numpy not importable by $PY"; fi
+if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then skip_rest_python "h5py/numpy not importable by $PY"; fi
 
 "$CTRAIN" data from-text --out train.h5 /usr/share/common-licenses/GPL-3 >/dev/null 2>&1 \
     || { fail make_data "from-text failed"; exit 1; }

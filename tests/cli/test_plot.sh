@@ -3,7 +3,7 @@
 # the summary it prints matches each run's metrics.jsonl, the tokens axis, and clear errors.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-if ! "$PY" -c 'import matplotlib' 2>/dev/null; then skip_rest "matplotlib not importable by $PY"; fi
+if ! "$PY" -c 'import matplotlib' 2>/dev/null; then skip_rest_python "matplotlib not importable by $PY"; fi
 
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
     >/dev/null 2>&1 || { fail make_data "from-text failed"; exit 1; }

@@ -38,7 +38,7 @@ if ! "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
     skip_rest "this ctrain was built without SentencePiece (scripts/install-deps.sh installs it)"
 fi
 if ! "$PY" -c 'import sentencepiece, h5py, numpy' 2>/dev/null; then
-    skip_rest "sentencepiece/h5py/numpy not importable by $PY (scripts/install-deps.sh --test)"
+    skip_rest_python "sentencepiece/h5py/numpy not importable by $PY (scripts/install-deps.sh --test)"
 fi
 
 # ---- three models, one per leading-space rule, all with 400 pieces ----

@@ -6,7 +6,7 @@
 # max_wallclock_seconds at train_gpt.py's 600, and the command line winning over all of it.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-"$PY" -c 'import sentencepiece, numpy' 2>/dev/null || skip_rest "sentencepiece/numpy not importable by $PY (scripts/install-deps.sh --test)"
+"$PY" -c 'import sentencepiece, numpy' 2>/dev/null || skip_rest_python "sentencepiece/numpy not importable by $PY (scripts/install-deps.sh --test)"
 "$CTRAIN" --version | grep -q '^sentencepiece: yes' || skip_rest "ctrain built without SentencePiece"
 
 mkdir -p data/datasets/fb data/tokenizers
