@@ -32,6 +32,10 @@ int train_check_outputs(const Config *cfg, const char *const *config_files, int 
     if (getenv("DATA_PATH") && tokenizer && *tokenizer)
         ct_path_list_add(&inputs, "TOKENIZER_PATH", "the SentencePiece model imported", tokenizer);
     int rc = cli_check_outputs("train", NULL, &outputs, &inputs);
+    for (int i = 0; rc != 0 && i < num_config_files; i++)
+        if (ct_same_file(config_files[i], outputs.items[0].path)) /* out_dir's config.txt */
+            fprintf(stderr, "ctrain: note: a run rewrites its config.txt; to train with it again, copy it first "
+                            "(cp %s run.conf) and give --config run.conf\n", outputs.items[0].path);
     snprintf(path, sizeof path, "%s/checkpoints", cfg->out_dir);
     for (int i = 0; rc == 0 && i < inputs.count; i++)
         if (ct_path_inside(inputs.items[i].path, path))

@@ -75,6 +75,7 @@ untouched_by export_inputs_untouched
 watch r/config.txt
 refused train_config_is_out_dir_config "out_dir's config.txt 'r/config.txt' is the input 'r/config.txt'.*--config" \
     "$CTRAIN" train --config r/config.txt iterations=3
+expect_grep train_config_note_says_copy "note: a run rewrites its config.txt; to train with it again, copy it first \(cp r/config.txt run.conf\)" "$WORK/err"
 mkdir -p r2/checkpoints && cp d/train.h5 r2/checkpoints/data.h5
 refused train_data_in_checkpoints "train_files 'r2/checkpoints/data.h5' lies in out_dir's checkpoints/ folder" \
     "$CTRAIN" train "${run[@]}" train_files=r2/checkpoints/data.h5 out_dir=r2
