@@ -1,6 +1,7 @@
 /* train_cmd.c — `ctrain train [--config FILE] [key=value ...]`: builds the configuration
- * (defaults < config file < environment < command line), validates it before any work, prints it and writes
- * out_dir/config.txt, checks the data, then runs training. */
+ * (defaults < config files, in order < environment < command line), validates it before any work, checks that
+ * no output of the run is one of its inputs (train_outputs.h), prints it and writes out_dir/config.txt, checks
+ * the data, then runs training. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
