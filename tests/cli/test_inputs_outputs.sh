@@ -110,6 +110,11 @@ cp d/train.h5 luts.h5
 watch luts.h5
 refused import_out_is_luts "--out 'luts.h5' is the input 'luts.h5'.*--luts" \
     "$CTRAIN" data import-bin --out luts.h5 --vocab-size 256 --tokenizer bytes --luts luts.h5 s.bin
+printf 'not a real model: refused before it is read\n' >m.model
+watch m.model
+ln -s m.model model_link.h5
+refused luts_out_links_to_model "--out 'model_link\.h5' is the input 'm\.model' \(the same file\).*the SentencePiece model" \
+    "$CTRAIN" data luts m.model --out model_link.h5
 untouched_by data_inputs_untouched
 expect_ok import_beside_luts "$CTRAIN" data import-bin --out s.h5 --vocab-size 256 --tokenizer bytes --luts luts.h5 s.bin
 
