@@ -31,7 +31,8 @@ static void train_usage(FILE *out) {
             "options:\n"
             "  --config FILE   read keys from FILE; given more than once, the files are read in order\n"
             "                  and a later file's value wins\n"
-            "  --print-config  print the resolved configuration and exit without training\n"
+            "  --print-config  print the resolved configuration and exit without training (after\n"
+            "                  the run's check that none of its outputs is one of its inputs)\n"
             "  --world-size N  with --print-config: check it for N ranks (grad_accum_slots divisible;\n"
             "                  what slurm/submit --dry-run does before a job waits in the queue)\n"
             "  --print-flops-per-token  print the model FLOPs per trained token and exit\n"
@@ -125,6 +126,9 @@ int train_main(int argc, char **argv) {
         goto done;
     }
     if (print_only == 1) {
+        /* the check the run makes before it writes anything, so that slurm/submit's pre-queue
+         * --print-config refuses a colliding configuration instead of the job when it starts */
+        if ((rc = train_check_outputs(&cfg, config_paths, num_configs)) != 0) goto done;
         config_write(&cfg, stdout);
         rc = CT_EXIT_OK;
         goto done;

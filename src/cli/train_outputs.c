@@ -24,18 +24,19 @@ int train_check_outputs(const Config *cfg, const char *const *config_files, int 
         snprintf(path, sizeof path, "%s/%s", cfg->out_dir, golf_default_file(format));
         ct_path_list_add(&outputs, "out_dir's artifact", "the golf artifact the run writes", path);
     }
+    /* out_dir's own config.txt is the run's record and a --config file made to be given again
+     * (rerun or resume a run as it was): it has been read whole before this check, and the run
+     * replaces it atomically (config_write_file: a temporary file renamed over it) by the
+     * resolved configuration, which is what it is for. Every other collision stays refused. */
     for (int i = 0; i < num_config_files; i++)
-        ct_path_list_add(&inputs, "--config", "a configuration file read", config_files[i]);
+        if (!ct_same_file(config_files[i], outputs.items[0].path))
+            ct_path_list_add(&inputs, "--config", "a configuration file read", config_files[i]);
     ct_path_list_add_glob(&inputs, "train_files", "the training data", cfg->train_files);
     ct_path_list_add_glob(&inputs, "val_files", "the validation data", cfg->val_files);
     const char *tokenizer = getenv("TOKENIZER_PATH");
     if (getenv("DATA_PATH") && tokenizer && *tokenizer)
         ct_path_list_add(&inputs, "TOKENIZER_PATH", "the SentencePiece model imported", tokenizer);
     int rc = cli_check_outputs("train", NULL, &outputs, &inputs);
-    for (int i = 0; rc != 0 && i < num_config_files; i++)
-        if (ct_same_file(config_files[i], outputs.items[0].path)) /* out_dir's config.txt */
-            fprintf(stderr, "ctrain: note: a run rewrites its config.txt; to train with it again, copy it first "
-                            "(cp %s run.conf) and give --config run.conf\n", outputs.items[0].path);
     snprintf(path, sizeof path, "%s/checkpoints", cfg->out_dir);
     for (int i = 0; rc == 0 && i < inputs.count; i++)
         if (ct_path_inside(inputs.items[i].path, path))

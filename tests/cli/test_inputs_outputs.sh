@@ -73,9 +73,13 @@ untouched_by export_inputs_untouched
 
 # ---- train: out_dir's files never over the config file or the data it reads ----
 watch r/config.txt
-refused train_config_is_out_dir_config "out_dir's config.txt 'r/config.txt' is the input 'r/config.txt'.*--config" \
-    "$CTRAIN" train --config r/config.txt iterations=3
-expect_grep train_config_note_says_copy "note: a run rewrites its config.txt; to train with it again, copy it first \(cp r/config.txt run.conf\)" "$WORK/err"
+cp r/config.txt m.conf && mkdir r4 && ln m.conf r4/metrics.jsonl
+watch m.conf
+refused train_config_is_out_dir_metrics "out_dir's metrics.jsonl 'r4/metrics.jsonl' is the input 'm\.conf' \(the same file\).*--config" \
+    "$CTRAIN" train --config m.conf out_dir=r4
+mkdir r5 && ln d/val.h5 r5/config.txt
+refused train_val_data_is_out_dir_config "out_dir's config.txt 'r5/config.txt' is the input 'd/val\.h5' \(the same file\).*val_files" \
+    "$CTRAIN" train "${run[@]}" out_dir=r5
 mkdir -p r2/checkpoints && cp d/train.h5 r2/checkpoints/data.h5
 refused train_data_in_checkpoints "train_files 'r2/checkpoints/data.h5' lies in out_dir's checkpoints/ folder" \
     "$CTRAIN" train "${run[@]}" train_files=r2/checkpoints/data.h5 out_dir=r2
@@ -84,7 +88,24 @@ refused train_data_in_checkpoints "train_files 'r2/checkpoints/data.h5' lies in 
 mkdir r3 && ln d/val.h5 r3/metrics.jsonl
 refused train_metrics_is_val_data "out_dir's metrics.jsonl 'r3/metrics.jsonl' is the input 'd/val.h5' \(the same file\)" \
     "$CTRAIN" train "${run[@]}" out_dir=r3
+# --print-config (slurm/submit's check before the queue) makes the same check, so a colliding
+# configuration is refused before the job waits, not when it starts
+refused print_config_metrics_is_val_data "out_dir's metrics.jsonl 'r3/metrics.jsonl' is the input 'd/val\.h5' \(the same file\)" \
+    "$CTRAIN" train "${run[@]}" out_dir=r3 --print-config
+refused print_config_config_is_out_dir_metrics "out_dir's metrics.jsonl 'r4/metrics.jsonl' is the input 'm\.conf' \(the same file\)" \
+    "$CTRAIN" train --config m.conf out_dir=r4 --print-config --world-size 1
 untouched_by train_inputs_untouched
+
+# ---- train: out_dir's own config.txt is the run's record, a --config file to rerun or resume it
+# with: read whole before anything is written, then replaced (atomically) by the resolved
+# configuration of the run that read it ----
+expect_ok own_config_first_run "$CTRAIN" train "${run[@]}" out_dir=rc
+expect_ok own_config_rerun "$CTRAIN" train --config rc/config.txt iterations=4
+expect_grep own_config_resumes "^resumed from rc/checkpoints/step_00000002\.h5: step 2" "$WORK/out"
+expect_grep own_config_trains_further '^\{"step": 4, "val_loss"' rc/metrics.jsonl
+expect_grep own_config_holds_new_configuration '^iterations = 4$' rc/config.txt
+expect_ok own_config_loads_again "$CTRAIN" train --config rc/config.txt --print-config
+expect_same own_config_is_resolved_configuration "configurations" "$(grep -v '^#' rc/config.txt)" "$(grep -v '^#' "$WORK/out")"
 
 # ---- plot: the figure never over a run's metrics.jsonl or config.txt ----
 watch r/metrics.jsonl
