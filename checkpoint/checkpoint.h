@@ -151,6 +151,11 @@ int checkpoint_dir_has_checkpoints(const char *dir);
  * from its metadata, without verifying the tensors. */
 int checkpoint_print_info(const char *path);
 
+/* The train_files and val_files globs of a checkpoint's /config (allocated; the caller frees
+ * them), read from its metadata in a child process (a damaged file cannot crash the caller):
+ * the data files a command must not write over (paths.h). -1 with a message if unreadable. */
+int checkpoint_data_globs(const char *path, char **train_files, char **val_files);
+
 /* `ctrain ckpt diff`: print how two readable checkpoints differ (position, configuration,
  * per-tensor differences, a summary of the weights' distance). model_only: compare the /model
  * tensors only, and call them identical when those are bitwise equal. Returns the exit code:

@@ -8,6 +8,7 @@
 #include "ckpt_internal.h"
 #include "common.h"
 #include "h5util.h"
+#include "isolate.h"
 
 void ckpt_format_bytes(double bytes, char *buf, size_t cap) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -147,5 +148,36 @@ int checkpoint_print_info(const char *path) {
     if (file >= 0) H5Fclose(file);
     ct_hdf5_unlock();
     ckpt_meta_free(&m);
+    return rc;
+}
+
+/* The data globs, read in a child process by checkpoint_data_globs: "train\0val\0" in out. */
+enum { DATA_GLOBS_CAP = 16384 };
+static int data_globs_here(void *ctx, void *out) {
+    const char *path = ctx;
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    ct_hdf5_lock();
+    hid_t file = ckpt_open_read(path);
+    int rc = file < 0 || ckpt_meta_read(file, path, &m) != 0 ? -1 : 0;
+    if (file >= 0) H5Fclose(file);
+    ct_hdf5_unlock();
+    if (rc == 0) {
+        size_t nt = strlen(m.cfg.train_files) + 1, nv = strlen(m.cfg.val_files) + 1;
+        if (nt + nv > DATA_GLOBS_CAP) rc = ct_fail("'%s': its train_files and val_files are too long", path);
+        else memcpy(out, m.cfg.train_files, nt), memcpy((char *)out + nt, m.cfg.val_files, nv);
+    }
+    ckpt_meta_free(&m);
+    return rc;
+}
+
+int checkpoint_data_globs(const char *path, char **train_files, char **val_files) {
+    char what[4300];
+    snprintf(what, sizeof what, "reading the configuration of '%s' (damaged HDF5 structure?)", path);
+    char *globs = ct_calloc(DATA_GLOBS_CAP, 1, "data globs");
+    int rc = ct_run_isolated(what, data_globs_here, (void *)path, globs, DATA_GLOBS_CAP, 120.0);
+    *train_files = rc == 0 ? ct_strdup(globs) : NULL;
+    *val_files = rc == 0 ? ct_strdup(globs + strlen(globs) + 1) : NULL;
+    free(globs);
     return rc;
 }

@@ -219,14 +219,6 @@ static int cmd_golf(int argc, char **argv) {
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
     char default_out[4500];
     if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
-    const char *inputs[] = {ckpt, out};
-    if (rc == 0) rc = cli_check_output("ckpt", "golf", "--out", out, inputs, 1);
-    if (rc == 0 && dequantized) {
-        rc = !strcmp(dequantized, out)
-                 ? cli_usage_error("ckpt", "golf", "--dequantized '%s' is the artifact's path too: give another path",
-                                   dequantized)
-                 : cli_check_output("ckpt", "golf", "--dequantized", dequantized, inputs, 2);
-    }
     if (rc == 0 &&
         ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
          (eval_stride && config_set(&cfg, "eval_stride", eval_stride, CT_SOURCE_COMMAND_LINE, "--eval-stride") != 0) ||
@@ -235,6 +227,23 @@ static int cmd_golf(int argc, char **argv) {
          config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 || config_validate(&cfg, 1) != 0)) {
         ct_print_error();
         rc = CT_EXIT_USAGE;
+    }
+    if (rc == 0) {
+        /* the artifact (and the dequantized weights) never over a file the command reads */
+        CtPathList outputs = {0}, inputs = {0};
+        ct_path_list_add(&outputs, "--out", "the artifact's path", out);
+        if (dequantized) ct_path_list_add(&outputs, "--dequantized", "the dequantized weights' path", dequantized);
+        ct_path_list_add(&inputs, "the checkpoint", "the weights quantized", ckpt);
+        ct_path_list_add_glob(&inputs, val_files ? "--val-files" : "val_files",
+                              val_files ? "the validation data of the round trip" : "the checkpoint's validation data",
+                              cfg.val_files);
+        ct_path_list_add_glob(&inputs, "train_files", "the checkpoint's training data", cfg.train_files);
+        int64_t code_count;
+        if (code && ct_parse_int64(code, &code_count) != 0) /* a file, not a byte count */
+            ct_path_list_add(&inputs, "--code-bytes", "the submission's code", code);
+        rc = cli_check_outputs("ckpt", "golf", &outputs, &inputs);
+        ct_path_list_free(&outputs);
+        ct_path_list_free(&inputs);
     }
     if (rc == 0) {
         printf("%s\n", ckpt);
@@ -269,7 +278,21 @@ static int cmd_export(int argc, char **argv) {
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
     free(pos);
     if (!ckpt) return CT_EXIT_FAILURE;
-    if (cli_check_output("ckpt", "export", "--out", out, &ckpt, 1) != 0) return CT_EXIT_USAGE;
+    /* the export never over the checkpoint or the data files it names (its run's data) */
+    CtPathList outputs = {0}, inputs = {0};
+    char *train_files = NULL, *val_files = NULL;
+    ct_path_list_add(&outputs, "--out", "the export's path", out);
+    ct_path_list_add(&inputs, "the checkpoint", "the weights exported", ckpt);
+    if (checkpoint_data_globs(ckpt, &train_files, &val_files) == 0) {
+        ct_path_list_add_glob(&inputs, "train_files", "the checkpoint's training data", train_files);
+        ct_path_list_add_glob(&inputs, "val_files", "the checkpoint's validation data", val_files);
+    } /* else: the export's verification names what is wrong with the file */
+    rc = cli_check_outputs("ckpt", "export", &outputs, &inputs);
+    free(train_files);
+    free(val_files);
+    ct_path_list_free(&outputs);
+    ct_path_list_free(&inputs);
+    if (rc != 0) return rc;
     char weights[128];
     rc = checkpoint_export_safetensors(ckpt, out, !strcmp(dtype, "bf16"), live, weights, sizeof weights);
     if (rc == 0) printf("%s -> %s (%s%s%s)\n", ckpt, out, dtype, weights[0] ? ", " : "", weights);

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common.h"
+#include "paths.h"
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
@@ -36,21 +36,14 @@ static int in_checkpoints_folder(const char *path) {
     return !strcmp(base ? base + 1 : dir, "checkpoints");
 }
 
-int cli_check_output(const char *group, const char *command, const char *option, const char *out,
-                     const char *const *inputs, int num_inputs) {
-    struct stat so, si;
-    if (stat(out, &so) == 0)
-        for (int i = 0; i < num_inputs; i++)
-            if (stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
-                return cli_usage_error(group, command,
-                                       "%s '%s' is the input '%s'%s: writing it would destroy the input; give "
-                                       "another path",
-                                       option, out, inputs[i], strcmp(out, inputs[i]) ? " (the same file)" : "");
-    if (in_checkpoints_folder(out))
-        return cli_usage_error(group, command,
-                               "%s '%s' lies in a checkpoints/ folder, where a resume would take it for a "
-                               "checkpoint; give a path outside it",
-                               option, out);
+int cli_check_outputs(const char *group, const char *command, const CtPathList *outputs, const CtPathList *inputs) {
+    if (ct_check_outputs(outputs, inputs) != 0) return cli_usage_error(group, command, "%s", ct_error());
+    for (int o = 0; o < outputs->count; o++)
+        if (in_checkpoints_folder(outputs->items[o].path))
+            return cli_usage_error(group, command,
+                                   "%s '%s' lies in a checkpoints/ folder, where a resume would take it for a "
+                                   "checkpoint; give a path outside it",
+                                   outputs->items[o].role, outputs->items[o].path);
     return 0;
 }
 

@@ -4,6 +4,8 @@
 #ifndef CT_CLI_H
 #define CT_CLI_H
 
+#include "paths.h"
+
 /* "-h" or "--help" */
 int cli_is_help(const char *arg);
 
@@ -29,13 +31,14 @@ typedef struct {
 int cli_parse(const char *group, int argc, char **argv, const char *usage, const CliOption *options, int num_options,
               char ***positional, int *num_positional);
 
-/* A command that writes `out` (given as `option`, e.g. "--out") refuses, with a usage error
- * (CT_EXIT_USAGE), an output that is one of its inputs (the same file by device and inode, so
- * also through links and other spellings of the path) or that lies in a folder named
- * checkpoints/, where a resume would take it for a checkpoint; returns 0 otherwise. Checked
- * before anything is written, so the input is never touched. */
-int cli_check_output(const char *group, const char *command, const char *option, const char *out,
-                     const char *const *inputs, int num_inputs);
+/* A command that writes files refuses, with a usage error naming both paths (CT_EXIT_USAGE), an
+ * output that is one of the files it reads or another of its outputs (by identity: paths.h's
+ * ct_check_outputs, so also through links and other spellings of the path), or that lies in a
+ * folder named checkpoints/, where a resume would take it for a checkpoint; returns 0
+ * otherwise. Called before anything is written, so a refused command leaves every file as it
+ * was. inputs lists every file the command reads: the checkpoint, the data files it names or
+ * the command line gives, a tokenizer, a config file. */
+int cli_check_outputs(const char *group, const char *command, const CtPathList *outputs, const CtPathList *inputs);
 
 /* One subcommand of a group: its name and its main (argv[0] is the subcommand's name). */
 typedef struct {

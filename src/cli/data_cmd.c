@@ -191,13 +191,24 @@ static int import_bin_main(int argc, char **argv) {
     for (int i = 0; i < num_shards; i++) {
         out_paths[i] = out_is_file ? ct_strdup(out) : output_path_in_dir(out, shards[i]);
         for (int j = 0; j < i; j++)
-            if (!strcmp(out_paths[i], out_paths[j])) {
+            if (ct_same_file(out_paths[i], out_paths[j])) {
                 cli_usage_error("data", cmd, "shards '%s' and '%s' would both be written to '%s'", shards[j], shards[i],
                             out_paths[i]);
                 goto done;
             }
-        if (cli_check_output("data", cmd, "--out", out_paths[i], (const char *const *)shards, num_shards) != 0) goto done;
     }
+    /* no output over a shard, the tokenizer model or the --luts file */
+    CtPathList outputs = {0}, inputs = {0};
+    for (int i = 0; i < num_shards; i++) {
+        ct_path_list_add(&outputs, "--out", "an output", out_paths[i]);
+        ct_path_list_add(&inputs, "shard", "the tokens imported", shards[i]);
+    }
+    if (model_given) ct_path_list_add(&inputs, "--tokenizer", "the SentencePiece model", tokenizer);
+    if (luts) ct_path_list_add(&inputs, "--luts", "the tokenizer tables copied", luts);
+    int guarded = cli_check_outputs("data", cmd, &outputs, &inputs);
+    ct_path_list_free(&outputs);
+    ct_path_list_free(&inputs);
+    if (guarded != 0) goto done;
 
     /* The model first: its vocabulary decides vocab_size. */
     rc = CT_EXIT_FAILURE;
@@ -327,7 +338,13 @@ static int luts_main(int argc, char **argv) {
         cli_usage_error("data", "luts", "--out FILE.h5 is required");
         goto done;
     }
-    if (cli_check_output("data", "luts", "--out", out, (const char *const *)models, 1) != 0) goto done;
+    CtPathList outputs = {0}, inputs = {0};
+    ct_path_list_add(&outputs, "--out", "the tables' path", out);
+    ct_path_list_add(&inputs, "MODEL", "the SentencePiece model", models[0]);
+    int guarded = cli_check_outputs("data", "luts", &outputs, &inputs);
+    ct_path_list_free(&outputs);
+    ct_path_list_free(&inputs);
+    if (guarded != 0) goto done;
     rc = CT_EXIT_FAILURE;
     if (spm_tokenizer_load(models[0], &tok) != 0 ||
         data_write_tokenizer_file(out, tok.vocab_size, tok.base_bytes, tok.has_leading_space, tok.is_boundary_token,
@@ -382,13 +399,15 @@ static int from_text_main(int argc, char **argv) {
         cli_usage_error("data", cmd, "--val-fraction '%s' is not a number between 0 and 1 (exclusive)", fraction_text);
         goto done;
     }
-    if (val_out && !strcmp(val_out, out)) {
-        cli_usage_error("data", cmd, "--out and --val-out are the same file '%s'", out);
-        goto done;
-    }
-    if (cli_check_output("data", cmd, "--out", out, (const char *const *)inputs, num_inputs) != 0 ||
-        (val_out && cli_check_output("data", cmd, "--val-out", val_out, (const char *const *)inputs, num_inputs) != 0))
-        goto done;
+    /* neither output over a text file read, nor both outputs one file */
+    CtPathList outputs = {0}, texts = {0};
+    ct_path_list_add(&outputs, "--out", "the training file's path", out);
+    if (val_out) ct_path_list_add(&outputs, "--val-out", "the validation file's path", val_out);
+    for (int i = 0; i < num_inputs; i++) ct_path_list_add(&texts, "TEXT", "the text imported", inputs[i]);
+    int guarded = cli_check_outputs("data", cmd, &outputs, &texts);
+    ct_path_list_free(&outputs);
+    ct_path_list_free(&texts);
+    if (guarded != 0) goto done;
 
     rc = CT_EXIT_FAILURE;
     TextImport import;

@@ -83,6 +83,23 @@ int plot_main(int argc, char **argv) {
         else snprintf(default_out, sizeof default_out, "loss.png");
         out = default_out;
     }
+    /* the figure never over a run's metrics.jsonl or config.txt, which the script reads */
+    CtPathList outputs = {0}, inputs = {0};
+    ct_path_list_add(&outputs, "--out", "the figure's path", out);
+    for (int i = 0; i < nruns; i++) {
+        char file[PATH_MAX + 32];
+        snprintf(file, sizeof file, "%s/metrics.jsonl", runs[i]);
+        ct_path_list_add(&inputs, "RUN_DIR", "a run's metrics", file);
+        snprintf(file, sizeof file, "%s/config.txt", runs[i]);
+        ct_path_list_add(&inputs, "RUN_DIR", "a run's configuration", file);
+    }
+    rc = cli_check_outputs("plot", NULL, &outputs, &inputs);
+    ct_path_list_free(&outputs);
+    ct_path_list_free(&inputs);
+    if (rc != 0) {
+        free(runs);
+        return rc;
+    }
     const char **args = ct_calloc((size_t)nruns + 5, sizeof *args, "plot arguments");
     args[0] = python();
     args[1] = script;

@@ -1,6 +1,7 @@
 /* train_cmd.c — `ctrain train [--config FILE] [key=value ...]`: builds the configuration
- * (defaults < config file < environment < command line), validates it before any work, prints it and writes
- * out_dir/config.txt, checks the data, then runs training. */
+ * (defaults < config files, in order < environment < command line), validates it before any work, checks that
+ * no output of the run is one of its inputs (train_outputs.h), prints it and writes out_dir/config.txt, checks
+ * the data, then runs training. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,13 @@
 #include "golf_env.h"
 #include "model.h"
 #include "train.h"
+#include "train_outputs.h"
 
 static void train_usage(FILE *out) {
     fprintf(out,
             "usage: ctrain train [--config FILE] [key=value ...]\n"
             "\n"
-            "Trains the parameter-golf GPT. Configuration comes from the defaults below, then FILE\n"
+            "Trains the parameter-golf GPT. Configuration comes from the defaults below, then FILE(s)\n"
             "(`key = value` lines, # comments), then environment variables named as the keys in\n"
             "upper case (train_gpt.py's: ITERATIONS=10 TRAIN_SEQ_LEN=64), then key=value\n"
             "arguments, which win. Keys may be spelled in upper case anywhere. train_gpt.py's\n"
@@ -27,8 +29,10 @@ static void train_usage(FILE *out) {
             "The resolved configuration is printed and written to out_dir/config.txt.\n"
             "\n"
             "options:\n"
-            "  --config FILE   read keys from FILE\n"
-            "  --print-config  print the resolved configuration and exit without training\n"
+            "  --config FILE   read keys from FILE; given more than once, the files are read in order\n"
+            "                  and a later file's value wins\n"
+            "  --print-config  print the resolved configuration and exit without training (after\n"
+            "                  the run's check that none of its outputs is one of its inputs)\n"
             "  --world-size N  with --print-config: check it for N ranks (grad_accum_slots divisible;\n"
             "                  what slurm/submit --dry-run does before a job waits in the queue)\n"
             "  --print-flops-per-token  print the model FLOPs per trained token and exit\n"
@@ -59,9 +63,10 @@ int train_main(int argc, char **argv) {
     int print_only = 0;
     int64_t world_size = 1;
     int rc = CT_EXIT_USAGE;
-    /* Options first, then key=value pairs; a --config anywhere is read before the pairs so the
-     * command line always wins. */
-    const char *config_path = NULL;
+    /* Options first, then key=value pairs; every --config, anywhere, is read before the pairs
+     * so the command line always wins; several are applied in order, a later file winning. */
+    const char **config_paths = ct_calloc((size_t)argc, sizeof(char *), "config files");
+    int num_configs = 0;
     char **pairs = ct_calloc((size_t)argc, sizeof(char *), "arguments");
     int num_pairs = 0;
     for (int i = 1; i < argc; i++) {
@@ -75,9 +80,9 @@ int train_main(int argc, char **argv) {
                 fprintf(stderr, "ctrain: error: --config needs a file name\n");
                 goto done;
             }
-            config_path = argv[++i];
+            config_paths[num_configs++] = argv[++i];
         } else if (!strncmp(a, "--config=", 9)) {
-            config_path = a + 9;
+            config_paths[num_configs++] = a + 9;
         } else if (!strcmp(a, "--help-markdown")) {
             /* Generates docs/configuration.md's key tables (make docs; checked by tests/cli/test_docs.sh). */
             config_print_markdown(stdout);
@@ -101,10 +106,11 @@ int train_main(int argc, char **argv) {
             pairs[num_pairs++] = argv[i];
         }
     }
-    if (config_path && config_load_file(&cfg, config_path) != 0) {
-        ct_print_error();
-        goto done;
-    }
+    for (int i = 0; i < num_configs; i++)
+        if (config_load_file(&cfg, config_paths[i]) != 0) {
+            ct_print_error();
+            goto done;
+        }
     if (config_apply_env(&cfg) != 0 || config_apply_args(&cfg, num_pairs, pairs) != 0 || golf_env_apply(&cfg) != 0) {
         ct_print_error();
         goto done;
@@ -120,6 +126,9 @@ int train_main(int argc, char **argv) {
         goto done;
     }
     if (print_only == 1) {
+        /* the check the run makes before it writes anything, so that slurm/submit's pre-queue
+         * --print-config refuses a colliding configuration instead of the job when it starts */
+        if ((rc = train_check_outputs(&cfg, config_paths, num_configs)) != 0) goto done;
         config_write(&cfg, stdout);
         rc = CT_EXIT_OK;
         goto done;
@@ -135,6 +144,7 @@ int train_main(int argc, char **argv) {
         rc = CT_EXIT_OK;
         goto done;
     }
+    if ((rc = train_check_outputs(&cfg, config_paths, num_configs)) != 0) goto done;
     if (golf_env_prepare_data(&cfg) != 0) {
         ct_print_error();
         rc = CT_EXIT_FAILURE;
@@ -143,6 +153,7 @@ int train_main(int argc, char **argv) {
     rc = train_run(&cfg);
 done:
     free(pairs);
+    free(config_paths);
     config_free(&cfg);
     return rc;
 }

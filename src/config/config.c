@@ -238,6 +238,7 @@ int config_load_file(Config *cfg, const char *path) {
             rc = -1;
             break;
         }
+        cfg->file_from[k - ct_config_keys] = path;
     }
     if (rc == 0 && ferror(f)) rc = ct_fail("error reading config file '%s'", path);
     fclose(f);

@@ -36,6 +36,9 @@ typedef struct {
     /* for a key set from the environment by a variable other than its own upper-case name
      * (train_gpt.py's DATA_PATH, RUN_ID: src/cli/golf_env.c), that variable; NULL otherwise */
     const char *derived_from[CT_CONFIG_NUM_KEYS];
+    /* for a key whose value came from a config file (CT_SOURCE_FILE), that file's path as given
+     * to config_load_file (which must outlive cfg); NULL for keys no file set */
+    const char *file_from[CT_CONFIG_NUM_KEYS];
 } Config;
 
 typedef struct {
@@ -63,7 +66,9 @@ void config_free(Config *cfg);
  * "command line") is used in the message. */
 int config_set(Config *cfg, const char *key, const char *value, int source, const char *origin);
 
-/* Parse a `key = value` file (# comments, blank lines, optional quotes around values). */
+/* Parse a `key = value` file (# comments, blank lines, optional quotes around values). Several
+ * files are applied in the order loaded: a key set in a later file wins over an earlier file's
+ * (file_from names the file each value came from); a key set twice in one file is refused. */
 int config_load_file(Config *cfg, const char *path);
 
 /* Every key whose upper-case name (ITERATIONS, TRAIN_SEQ_LEN: train_gpt.py's environment

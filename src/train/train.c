@@ -42,7 +42,9 @@ static void print_resolved(const Config *cfg) {
         config_env_origin(cfg, i, env, sizeof env);
         printf("  %-27s = %s  (", k->name, config_value_text(cfg, k, buf, sizeof buf));
         if (cfg->source[i] == CT_SOURCE_ENV) printf("environment: %s)\n", env);
-        else printf("%s)\n", cfg->source[i] == CT_SOURCE_FILE ? "config file" : "command line");
+        else if (cfg->source[i] == CT_SOURCE_FILE) /* which file, when several are layered */
+            printf("config file %s)\n", cfg->file_from[i] ? cfg->file_from[i] : "?");
+        else printf("command line)\n");
     }
     printf("  (%d more keys at their defaults; `ctrain train --print-config ...` lists every key)\n", at_default);
     fflush(stdout);

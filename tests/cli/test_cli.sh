@@ -69,6 +69,22 @@ expect_fail env_refused_names_variable 2 "from the environment: TRAIN_SEQ_LEN" \
 expect_ok env_lower_case_ignored env iterations=3 "$CTRAIN" train train_files=x --print-config
 expect_grep env_lower_case_default '^iterations = 20000$' out
 
+# several --config files: read in order, every file's keys taken, a later file's value winning;
+# the banner at the start of a run names the file each value came from
+printf 'num_layers = 2\nmodel_dim = 64\nmatrix_lr = 0.5\n' >base.conf
+printf 'model_dim = 32\nnum_heads = 2\nnum_kv_heads = 2\n' >over.conf
+expect_ok configs_layered "$CTRAIN" train --config base.conf --config=over.conf train_files=x --print-config
+expect_grep configs_first_file_kept '^num_layers = 2$' out
+expect_grep configs_first_file_float_kept '^matrix_lr = 0\.5$' out
+expect_grep configs_later_file_wins '^model_dim = 32$' out
+expect_grep configs_later_file_key '^num_heads = 2$' out
+expect_ok configs_other_order "$CTRAIN" train --config over.conf --config base.conf train_files=x --print-config
+expect_grep configs_order_decides '^model_dim = 64$' out
+# a run without data stops at the data (exit 1), after the banner
+"$CTRAIN" train --config base.conf --config over.conf train_files='nothing_here_*.h5' out_dir=o2 >banner.out 2>&1
+expect_grep configs_banner_names_first_file '^  num_layers += 2  \(config file base\.conf\)$' banner.out
+expect_grep configs_banner_names_later_file '^  model_dim += 32  \(config file over\.conf\)$' banner.out
+
 # the configuration files shipped beside the sbatch scripts load and validate
 for f in "$CT_ROOT"/slurm/*.conf; do
     expect_ok "slurm_conf_$(basename "$f" .conf)" "$CTRAIN" train --config "$f" --print-config

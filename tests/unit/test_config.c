@@ -33,6 +33,33 @@ static void defaults_follow_train_gpt(void) {
     config_free(&c);
 }
 
+/* Several files: applied in order, every file's keys taken, a later file's value winning over an
+ * earlier one's, and each value's file recorded (the banner names it); a key set twice in one
+ * file is still refused. */
+static void files_layered_in_order(void) {
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/layer_a.conf", test_tmpdir());
+    snprintf(b, sizeof b, "%s/layer_b.conf", test_tmpdir());
+    write_file(a, "num_layers = 4\nmodel_dim = 256\n");
+    write_file(b, "model_dim = 128\nmatrix_lr = 0.02\n");
+    Config c;
+    config_init(&c);
+    CHECK(config_load_file(&c, a) == 0 && config_load_file(&c, b) == 0, "load: %s", ct_error());
+    const int layers = (int)(config_find_key("num_layers") - ct_config_keys),
+              dim = (int)(config_find_key("model_dim") - ct_config_keys),
+              lr = (int)(config_find_key("matrix_lr") - ct_config_keys),
+              seq = (int)(config_find_key("train_seq_len") - ct_config_keys);
+    CHECK(c.num_layers == 4, "the first file's key is kept: num_layers = %lld", (long long)c.num_layers);
+    CHECK(c.model_dim == 128, "the later file wins: model_dim = %lld", (long long)c.model_dim);
+    CHECK(c.matrix_lr == 0.02, "the second file's own key: matrix_lr = %g", c.matrix_lr);
+    CHECK(c.source[layers] == CT_SOURCE_FILE && c.source[dim] == CT_SOURCE_FILE, "sources");
+    CHECK(c.file_from[layers] && !strcmp(c.file_from[layers], a), "num_layers from %s", a);
+    CHECK(c.file_from[dim] && !strcmp(c.file_from[dim], b), "model_dim from %s", b);
+    CHECK(c.file_from[lr] && !strcmp(c.file_from[lr], b), "matrix_lr from %s", b);
+    CHECK(c.file_from[seq] == NULL, "a key no file set names no file");
+    config_free(&c);
+}
+
 static void file_then_command_line(void) {
     char path[600];
     snprintf(path, sizeof path, "%s/a.conf", test_tmpdir());
@@ -288,6 +315,7 @@ static void every_key_has_help_and_valid_default(void) {
 int main(void) {
     RUN(defaults_follow_train_gpt);
     RUN(file_then_command_line);
+    RUN(files_layered_in_order);
     RUN(bad_values_name_key_and_value);
     RUN(file_syntax_errors_name_file_and_line);
     RUN(inconsistent_combinations);
