@@ -56,7 +56,8 @@ int fault_init(int rank) {
         long long step = 0;
         int micro = 0, used = 0;
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
-            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP or SIGNAL@STAGE[:STEP]", item);
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP or SIGNAL@STAGE[:STEP]",
+                           item);
         static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");

@@ -384,8 +384,9 @@ static int finish_run(Trainer *t, unsigned left) {
         t->backend = NULL;
         GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL};
         char path[4300];
-        if (golf_format_from_name(cfg->golf_format, &golf.format) != 0 ||
-            trainer_artifact_path(cfg, path, sizeof path) != 0)
+        /* the format is known: trainer_end_check refused any other before the first step */
+        if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
+            golf_format_from_name(cfg->golf_format, &golf.format) != 0)
             return CT_EXIT_FAILURE;
         if (golf_write_and_evaluate(cfg, &t->st, path, &golf) != 0)
             return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
