@@ -61,6 +61,12 @@ expect_grep finished_nothing_to_do 'is already finished: step 4 of iterations = 
 run val TERM@val:4
 expect_rc val_stop_exits_75 75 val.log
 expect_grep val_stop_says 'during the validation of this step' val.log
+# the same with eval_stride in a validation before the last step (the sliding window's alone)
+run slide TERM@val:2 eval_stride=8 val_loss_every=2
+expect_rc sliding_stop_exits_75 75 slide.log
+expect_grep sliding_stop_says '^stopped at step 2/4 \(SIGTERM, during the validation of this step\)' slide.log
+if grep -qE '^step 2/4  val_loss' slide.log; then fail sliding_stop_no_result "$(grep val_loss slide.log)"
+else pass sliding_stop_no_result; fi
 
 # SIGTERM as the EMA validation starts, then as the artifact is written, then as it is evaluated:
 # each exits 75 naming what is left; the requeue does the rest, once
