@@ -14,7 +14,9 @@ enum { MAX_FAULTS = 16 };
 
 typedef struct {
     int sig;
-    int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO */
+    int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO or a stage */
+    char stage[16];    /* a named stage (fault_point_stage), "" otherwise */
+    int any_step;      /* a stage given without :STEP */
     int64_t step;
     int micro;
 } Fault;
@@ -50,12 +52,25 @@ int fault_init(int rank) {
         }
         char *at = strchr(item, '@');
         if (num_faults == MAX_FAULTS) return ct_fail("CTRAIN_FAULT: more than %d entries", MAX_FAULTS);
-        Fault f = {0, 0, 0, 0};
+        Fault f = {0, 0, "", 0, 0, 0};
         long long step = 0;
         int micro = 0, used = 0;
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
-            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO or SIGNAL@ckpt:STEP", item);
-        if (!strncmp(at + 1, "ckpt:", 5)) {
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP or SIGNAL@STAGE[:STEP]",
+                           item);
+        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip"};
+        const char *name = at + 1;
+        size_t name_len = strcspn(name, ":");
+        int is_stage = 0;
+        for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
+            if (strlen(stages[i]) == name_len && !strncmp(name, stages[i], name_len)) is_stage = 1;
+        if (is_stage) {
+            snprintf(f.stage, sizeof f.stage, "%.*s", (int)name_len, name);
+            f.any_step = name[name_len] == '\0';
+            if (!f.any_step && (sscanf(name + name_len + 1, "%lld%n", &step, &used) != 1 ||
+                                name[name_len + 1 + used] != '\0'))
+                return ct_fail("CTRAIN_FAULT: bad stage step in '%s'", item);
+        } else if (!strncmp(at + 1, "ckpt:", 5)) {
             f.in_checkpoint = 1;
             if (sscanf(at + 6, "%lld%n", &step, &used) != 1 || at[6 + used] != '\0')
                 return ct_fail("CTRAIN_FAULT: bad checkpoint step in '%s'", item);
@@ -84,10 +99,16 @@ static void fire(const Fault *f) {
 
 void fault_point_micro(int64_t step, int micro) {
     for (int i = 0; i < num_faults; i++)
-        if (!faults[i].in_checkpoint && faults[i].step == step && faults[i].micro == micro) fire(&faults[i]);
+        if (!faults[i].in_checkpoint && !faults[i].stage[0] && faults[i].step == step && faults[i].micro == micro)
+            fire(&faults[i]);
 }
 
 void fault_point_checkpoint(int64_t step) {
     for (int i = 0; i < num_faults; i++)
         if (faults[i].in_checkpoint && faults[i].step == step) fire(&faults[i]);
+}
+
+void fault_point_stage(const char *stage, int64_t step) {
+    for (int i = 0; i < num_faults; i++)
+        if (!strcmp(faults[i].stage, stage) && (faults[i].any_step || faults[i].step == step)) fire(&faults[i]);
 }

@@ -8,6 +8,10 @@
  *   CTRAIN_FAULT="KILL@3.1%2"      only on rank 2 (multi-rank tests: one rank dies)
  *   CTRAIN_FAULT="STOP@ckpt:4"     SIGSTOP in the background writer of step 4 (a stuck writer;
  *                                  not sent to the training process, unlike the others)
+ *   CTRAIN_FAULT="TERM@val:6"      SIGTERM as the validation of step 6 starts; the other stages
+ *                                  of a run's end: TERM@ema_val (the EMA/SWA validation),
+ *                                  TERM@artifact (the golf artifact's write), TERM@round_trip
+ *                                  (its evaluation); a stage without :STEP fires at any step
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H
@@ -22,6 +26,8 @@ void fault_point_micro(int64_t step, int micro);
 /* Called by the checkpoint writer after the data is written but before the file is renamed
  * into place. */
 void fault_point_checkpoint(int64_t step);
+/* Called as a named stage (see above) starts; step -1 where the stage has no step. */
+void fault_point_stage(const char *stage, int64_t step);
 /* In the background checkpoint writer's child process: a checkpoint fault signals the parent
  * (the training process) too, so that "killed half-way through a checkpoint write" still means
  * the whole run dies there, as a crash of the node would. */

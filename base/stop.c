@@ -72,6 +72,15 @@ int stop_requested(void) { return requested_signal; }
 
 int stop_continues(void) { return continues; }
 
+static int abandoned;
+
+int stop_abandon(const char *what) {
+    abandoned = 1;
+    return ct_fail("stopped by a signal during %s", what);
+}
+
+int stop_abandoned(void) { return abandoned; }
+
 /* scontrol talks to the controller, which can hang: the run must not wait on it for long. */
 #define SCONTROL_TIMEOUT_S 10
 

@@ -16,6 +16,13 @@ int stop_install(const char *stop_signal);
 /* The signal that asked to stop (0 if none yet). Async-signal-safe to read. */
 int stop_requested(void);
 
+/* A stage of the work (a validation, the artifact) that gave up because a stop was asked for:
+ * fails with "stopped by a signal during WHAT" and remembers that the failure is a stop, so the
+ * caller ends with exit 75 (its work left recorded) instead of 1. Returns -1. */
+int stop_abandon(const char *what);
+/* 1 after stop_abandon: the latest failure was a stop, not an error. */
+int stop_abandoned(void);
+
 /* How many times the process was continued (SIGCONT) after being stopped, e.g. by Slurm's
  * suspend (SIGSTOP ... SIGCONT): a change across a step means the step's wall time holds a
  * suspension. */

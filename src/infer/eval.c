@@ -11,6 +11,7 @@
 #include "common.h"
 #include "infer.h"
 #include "loader.h"
+#include "stop.h"
 #include "tokenizer.h"
 
 int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
@@ -45,13 +46,46 @@ void val_free(ValData *v) {
     memset(v, 0, sizeof *v);
 }
 
+/* A stop request during an evaluation: a single process gives up at the next batch; ranks agree
+ * every EVAL_STOP_EVERY batches (one small collective, at the same batch on every rank: within
+ * the batches that every rank's share has), so that all of them give up together. */
+#define EVAL_STOP_EVERY 4
+
+typedef struct {
+    const DistInfo *d;
+    int64_t common; /* batches every rank runs */
+} StopPoll;
+
+static int eval_stop(void *ctx, int64_t batch) {
+    const StopPoll *p = ctx;
+    int stop = stop_requested() != 0;
+    if (p->d->world_size <= 1) return stop;
+    if (batch >= p->common || batch % EVAL_STOP_EVERY != 0) return 0;
+    return dist_allreduce_max_i32(p->d, &stop) != 0 ? -1 : stop;
+}
+
+/* The poll for items [0, count) shared out to ranks as eval.c does, batch items a batch. */
+static StopPoll stop_poll(const DistInfo *d, int64_t count, int batch) {
+    StopPoll p = {d, INT64_MAX};
+    for (int r = 0; r < d->world_size; r++) {
+        const int64_t share = count * (r + 1) / d->world_size - count * r / d->world_size;
+        const int64_t batches = (share + batch - 1) / batch;
+        if (batches < p.common) p.common = batches;
+    }
+    return p;
+}
+
 int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb) {
     int rank = d->rank, world = d->world_size;
     int64_t first = v->num_seqs * rank / world, end = v->num_seqs * (rank + 1) / world;
     double loss_sum = 0, tokens = 0, bytes = 0;
     int batch = b->micro_batch_seqs;
+    StopPoll poll = stop_poll(d, v->num_seqs, batch);
     for (int64_t s = first; s < end; s += batch) {
         int n = (int)(end - s < batch ? end - s : batch);
+        const int stop = eval_stop(&poll, (s - first) / batch);
+        if (stop < 0) return ct_fail_prefix("validation");
+        if (stop) return stop_abandon("the validation");
         const uint32_t *tok = v->tokens + s * seq_len;
         double sum;
         if (b->evaluate(b, tok, n, &sum) != 0) return ct_fail_prefix("validation");
@@ -77,8 +111,10 @@ int val_evaluate_sliding(Backend *b, const ValData *v, const DistInfo *d, int64_
     /* train_gpt.py's total_tokens: the loaded split (num_seqs * seq_len + 1 tokens) less one */
     const int64_t windows = stride > 0 ? val_sliding_windows(v->num_seqs * seq_len, stride) : 0;
     double sums[3];
-    if (val_sliding_sums(b, v, seq_len, stride, windows * d->rank / d->world_size,
-                         windows * (d->rank + 1) / d->world_size, sums) != 0)
+    StopPoll stop = stop_poll(d, windows, b->micro_batch_seqs);
+    const ValPoll poll = {eval_stop, &stop};
+    if (val_sliding_sums_polled(b, v, seq_len, stride, windows * d->rank / d->world_size,
+                                windows * (d->rank + 1) / d->world_size, sums, &poll) != 0)
         return -1;
     /* every rank's sums, added in rank order (deterministic) */
     if (dist_allreduce_sum_f64(d, sums, 3) != 0) return ct_fail_prefix("sliding-window validation");

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "infer.h"
+#include "stop.h"
 
 int64_t val_sliding_windows(int64_t total_tokens, int64_t stride) { return (total_tokens + stride - 1) / stride; }
 
@@ -30,6 +31,11 @@ static double target_bytes(const ValData *v, const uint32_t *prev, const uint32_
 
 int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first, int64_t end,
                      double sums[3]) {
+    return val_sliding_sums_polled(b, v, seq_len, stride, first, end, sums, NULL);
+}
+
+int val_sliding_sums_polled(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first,
+                            int64_t end, double sums[3], const ValPoll *poll) {
     if (stride <= 0 || stride >= seq_len)
         return ct_fail("eval_stride = %lld: expected 0 < eval_stride < train_seq_len = %lld", (long long)stride,
                        (long long)seq_len);
@@ -49,6 +55,11 @@ int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stri
     int rc = 0;
     for (int64_t w0 = first; w0 < end; w0 += B) {
         const int n = (int)(end - w0 < B ? end - w0 : B);
+        const int stop = poll ? poll->stop(poll->ctx, (w0 - first) / B) : 0;
+        if (stop != 0) {
+            rc = stop < 0 ? ct_fail_prefix("sliding-window validation") : stop_abandon("the sliding-window validation");
+            break;
+        }
         /* a window shorter than seq_len is padded with token 0, as train_gpt.py pads it: the
          * attention is causal, so positions after the window change none of its losses */
         memset(inputs, 0, (size_t)n * (size_t)T * sizeof(uint32_t));

@@ -6,8 +6,10 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "fault.h"
 #include "golf_artifact.h"
 #include "infer.h"
+#include "stop.h"
 
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
@@ -46,6 +48,10 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
 
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o) {
     GolfStats g;
+    /* a stop asked for (a training run's handlers; `ckpt golf` has none) is honoured between
+     * the parts, and within the evaluation at each batch */
+    fault_point_stage("artifact", -1);
+    if (stop_requested()) return stop_abandon("the golf artifact's write");
     if (golf_write(&st->spec, st->params, o->format, path, &g) != 0) return -1;
     print_sizes(&g, o->format, path, o->code_bytes);
     if (!o->evaluate && !o->dequantized) return 0;
@@ -57,6 +63,8 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
         fflush(stdout);
     }
     if (!o->evaluate) return 0;
+    fault_point_stage("round_trip", -1);
+    if (stop_requested()) return stop_abandon("the golf artifact's round-trip evaluation");
     /* evaluated as train_gpt.py does, and with eval_stride, the record's sliding window too */
     if (print_round_trip_evaluation(cfg, st, o->format == GOLF_INT8_ZLIB ? "final_int8_zlib" : "final_int6") != 0)
         return -1;

@@ -27,7 +27,8 @@ int val_load(const Config *cfg, const TokenSet *set, ValData *v);
 void val_free(ValData *v);
 /* eval_val: each rank evaluates its share of the sequences; the loss, token and byte sums are
  * added across ranks; mean token loss, and bits per byte when the data has the tokenizer
- * tables (NaN otherwise). */
+ * tables (NaN otherwise). Both validations give up within a few batches of a stop request
+ * (stop.h; every rank at the same batch), failing through stop_abandon. */
 int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, double *val_loss, double *val_bpb);
 
 /* train_gpt.py's eval_val_sliding (docs/model.md, "Sliding-window validation"): windows of
@@ -47,6 +48,15 @@ void val_sliding_window(int64_t window, int64_t total_tokens, int64_t seq_len, i
                         int64_t *length, int64_t *scored_from);
 int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first, int64_t end,
                      double sums[3]);
+/* Asked before each batch of an evaluation (batch counts from 0): 1 to give up there (a stop
+ * was asked for; the evaluation then fails through stop_abandon), -1 on an error, 0 to go on. */
+typedef struct {
+    int (*stop)(void *ctx, int64_t batch);
+    void *ctx;
+} ValPoll;
+/* val_sliding_sums asking poll (NULL: never) before each batch. */
+int val_sliding_sums_polled(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first,
+                            int64_t end, double sums[3], const ValPoll *poll);
 /* The validation eval_stride asks for: val_evaluate for 0, val_evaluate_sliding otherwise. */
 int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_len, int64_t stride,
                              double *val_loss, double *val_bpb);

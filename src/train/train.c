@@ -117,10 +117,11 @@ static int validate_once(Trainer *t, int64_t stride) {
 static int run_validation(Trainer *t, int last) {
     const Config *cfg = t->cfg;
     t->training_ms += ct_now_ms() - t->t0;
-    if (last && cfg->eval_stride > 0 && validate_once(t, 0) != 0) return -1;
-    if (validate_once(t, cfg->eval_stride) != 0) return -1;
-    t->t0 = ct_now_ms();
-    return 0;
+    fault_point_stage("val", t->step);
+    int rc = last && cfg->eval_stride > 0 ? validate_once(t, 0) : 0;
+    if (rc == 0) rc = validate_once(t, cfg->eval_stride);
+    t->t0 = ct_now_ms(); /* also after a stop, which then writes a checkpoint */
+    return rc;
 }
 
 static int combine_updates(void *ctx, float *buf, size_t n) { return dist_allreduce_sum_f32(ctx, buf, n); }
@@ -228,34 +229,44 @@ static int train_loop(Trainer *t) {
     t->t0 = ct_now_ms();
     for (;;) {
         int last = t->step >= cfg->iterations || (stop_after >= 0 && t->step >= stop_after);
+        /* validation first, then the checkpoint of the step, so that the checkpoint holds the
+         * step's validation and is written once; a resumed run does not validate again the step
+         * whose validation its checkpoint holds. A stop asked for during the validation ends it
+         * (every rank at the same batch): the checkpoint is then written without it, and the
+         * resumed run validates the step. */
+        int val_stopped = 0;
+        if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)) &&
+            t->last_val_step != (double)t->step && run_validation(t, last) != 0) {
+            if (!stop_abandoned()) return CT_EXIT_FAILURE;
+            val_stopped = 1;
+        }
+        if (!val_stopped && t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 &&
+            trainer_save(t) != 0)
+            return CT_EXIT_FAILURE;
+        /* the stop is looked at after the step's checkpoint: one asked for while it was written
+         * ends the run right after it (no further step, no second checkpoint) */
         int sig = stop_requested();
         int deadline = job_end > 0 && (double)time(NULL) + cfg->stop_before_job_end >= job_end;
         /* every rank stops at the same step: a signal may reach only some of them, and the
          * clocks of the ranks may see the deadline a second apart (2 = signal, 1 = deadline) */
         int stop = sig ? 2 : deadline ? 1 : 0;
         if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
-        if (stop && !last) {
+        /* at the last step a stop is honoured after the final checkpoint (train_run), unless it
+         * cut the last validation short */
+        if (stop && (!last || val_stopped)) {
             if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
             /* Ctrl-C at a terminal: the person at it wants to know how to go on; a batch job's
              * script wants the exit code that asks Slurm to requeue it */
             char how[64];
             if (sig == SIGINT && isatty(STDERR_FILENO)) snprintf(how, sizeof how, "run the same command again to continue");
             else snprintf(how, sizeof how, "exit %d = requeue to continue", CT_EXIT_REQUEUE);
-            printf("stopped at step %lld/%lld (%s): checkpoint written; %s\n", (long long)t->step,
+            printf("stopped at step %lld/%lld (%s%s): checkpoint written; %s\n", (long long)t->step,
                    (long long)cfg->iterations,
                    sig ? signal_name(sig) : stop == 1 ? "stop_before_job_end: the job's time limit is near"
                                                       : "another rank was asked to stop",
-                   how);
+                   val_stopped ? ", during the validation of this step" : "", how);
             return CT_EXIT_REQUEUE;
         }
-        /* validation first, then the checkpoint of the step, so that the checkpoint holds the
-         * step's validation and is written once; a resumed run does not validate again the step
-         * whose validation its checkpoint holds */
-        if (t->val.tokens && (last || (cfg->val_loss_every > 0 && t->step % cfg->val_loss_every == 0)) &&
-            t->last_val_step != (double)t->step)
-            if (run_validation(t, last) != 0) return CT_EXIT_FAILURE;
-        if (t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 && trainer_save(t) != 0)
-            return CT_EXIT_FAILURE;
         if (last) break;
 
         double step_start = ct_now_ms();
@@ -305,7 +316,7 @@ static int train_loop(Trainer *t) {
 /* train_gpt.py's ending, after the final checkpoint has saved the live weights and the
  * averages: the EMA weights (else SWA's average of at least two snapshots) replace the live
  * ones for what follows, their validation here and the golf artifact. Every rank. */
-static int use_averaged_weights(Trainer *t) {
+static int use_averaged_weights(Trainer *t, int validate) {
     const Config *cfg = t->cfg;
     char what[96];
     /* a backend whose own copy is authoritative (CUDA) brings the averages to the host first
@@ -323,11 +334,12 @@ static int use_averaged_weights(Trainer *t) {
     }
     if (t->st.ema) printf("ema:applying EMA weights\n");
     else printf("swa:applying averaged %lld checkpoints\n", (long long)t->st.swa_count);
-    if (!t->val.tokens) {
+    if (!t->val.tokens || !validate) { /* !validate: done by an earlier call of the run */
         fflush(stdout);
         return 0;
     }
     double vl, vb;
+    fault_point_stage("ema_val", t->step);
     if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0)
         return ct_fail_prefix("validating the %s", used);
     printf("final val_loss %.4f", vl);
@@ -341,6 +353,47 @@ static int use_averaged_weights(Trainer *t) {
         if (metrics_written(t) != 0) return -1;
     }
     return 0;
+}
+
+/* A stop asked for after the final checkpoint: the parts of the end left stay recorded. */
+static int end_stopped(Trainer *t, unsigned left) {
+    char what[400];
+    trainer_end_describe(left, what, sizeof what);
+    const int sig = stop_requested();
+    printf("stopped after step %lld/%lld (%s%s%s): the final checkpoint is written; left: %s (recorded in "
+           "%s/end_of_run.txt); exit %d = requeue: the same command does what is left\n",
+           (long long)t->step, (long long)t->cfg->iterations, sig ? signal_name(sig) : "another rank was asked to stop",
+           stop_abandoned() ? "; " : "", stop_abandoned() ? ct_error() : "", what, t->cfg->out_dir, CT_EXIT_REQUEUE);
+    fflush(stdout);
+    return CT_EXIT_REQUEUE;
+}
+
+/* The end of the run after its final checkpoint: the parts in left (TRAINER_END_AVERAGED,
+ * _ARTIFACT), each recorded done once done; a stop asked for before or during one of them
+ * ends the run with exit 75 and the rest recorded. Returns the exit code. */
+static int finish_run(Trainer *t, unsigned left) {
+    const Config *cfg = t->cfg;
+    int stop = stop_requested() != 0;
+    if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
+    if (stop && left) return end_stopped(t, left);
+    if (use_averaged_weights(t, (left & TRAINER_END_AVERAGED) != 0) != 0)
+        return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
+    left &= ~(unsigned)TRAINER_END_AVERAGED;
+    if (trainer_end_record(t, left) != 0) return CT_EXIT_FAILURE;
+    if ((left & TRAINER_END_ARTIFACT) && t->rank == 0) {
+        /* the weights are in the final checkpoint: the training backend can go */
+        t->backend->destroy(t->backend);
+        t->backend = NULL;
+        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL};
+        char path[4300];
+        /* the format is known: trainer_end_check refused any other before the first step */
+        if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
+            golf_format_from_name(cfg->golf_format, &golf.format) != 0)
+            return CT_EXIT_FAILURE;
+        if (golf_write_and_evaluate(cfg, &t->st, path, &golf) != 0)
+            return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
+    }
+    return trainer_end_record(t, 0) != 0 ? CT_EXIT_FAILURE : CT_EXIT_OK;
 }
 
 int train_run(Config *cfg) {
@@ -399,17 +452,31 @@ int train_run(Config *cfg) {
                (long long)t.val.num_seqs, (long long)cfg->train_seq_len, t.val.base_bytes ? ", val_bpb enabled" : "",
                cfg->val_files);
     }
+    /* what the run's end needs is checked now, not after the last step (every rank alike) */
+    if (trainer_end_check(cfg, &t.val_set) != 0) {
+        rc = CT_EXIT_USAGE;
+        t.failed_together = 1;
+        goto fail_rc;
+    }
     if (train_state_init(&t.st, cfg) != 0) goto fail;
     if (trainer_resume(&t, &rc) != 0) goto fail_rc;
     /* QAT from the start, or late QAT's switch as the checkpoint left it (off when neither key
      * is set any more) */
     t.st.qat_active = cfg->qat_enabled || (cfg->late_qat && t.st.qat_active);
+    unsigned end_left = trainer_end_asked(&t); /* the parts of the run's end still to do */
     if (t.step > 0 && t.step >= cfg->iterations) {
-        /* a requeue or a rerun of a finished run: the final checkpoint and validation exist */
-        printf("the run in %s is already finished: step %lld of iterations = %lld; nothing to do (raise iterations "
-               "to train further)\n", cfg->out_dir, (long long)t.step, (long long)cfg->iterations);
-        rc = CT_EXIT_OK;
-        goto out;
+        /* a requeue or a rerun of a run whose steps are done: finished, or its end goes on */
+        if (trainer_end_left(&t, &end_left) != 0) goto fail;
+        if (!end_left) {
+            printf("the run in %s is already finished: step %lld of iterations = %lld; nothing to do (raise "
+                   "iterations to train further)\n", cfg->out_dir, (long long)t.step, (long long)cfg->iterations);
+            rc = CT_EXIT_OK;
+            goto out;
+        }
+        char what[400];
+        trainer_end_describe(end_left, what, sizeof what);
+        printf("the run in %s has done its %lld steps, but its end is not complete: doing what is left: %s\n",
+               cfg->out_dir, (long long)t.step, what);
     }
     /* a fresh run reads all of its data once, so that a bad token is found now and not at step
      * 5,000; a resume trusts the files the checkpoint's checksums identify */
@@ -433,6 +500,7 @@ int train_run(Config *cfg) {
         snprintf(note, sizeof note, "stack: %s", t.stack);
         if (config_write_file(cfg, path, t.stack[0] ? note : NULL) != 0) goto fail;
     }
+    if (trainer_end_record(&t, end_left & ~(unsigned)TRAINER_END_FINAL_VAL) != 0) goto fail;
     if (t.nccl_note[0]) printf("%s\n", t.nccl_note);
     if (t.dist->nccl && trainer_reducer_init(&t) != 0) goto fail;
     if (cfg->warmup_steps > 0 && cfg->source[config_find_key("warmup_steps") - ct_config_keys] != CT_SOURCE_DEFAULT)
@@ -444,21 +512,8 @@ int train_run(Config *cfg) {
         goto fail;
     if (t.rank == 0 && trainer_open_metrics(&t) != 0) goto fail;
     rc = train_loop(&t);
+    if (rc == CT_EXIT_OK) rc = finish_run(&t, end_left & ~(unsigned)TRAINER_END_FINAL_VAL);
     if (rc == CT_EXIT_FAILURE) goto fail;
-    if (rc == CT_EXIT_OK && use_averaged_weights(&t) != 0) goto fail;
-    if (rc == CT_EXIT_OK && cfg->golf_artifact && t.rank == 0) {
-        /* the weights are in the final checkpoint: the training backend can go */
-        t.backend->destroy(t.backend);
-        t.backend = NULL;
-        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL};
-        if (golf_format_from_name(cfg->golf_format, &golf.format) != 0) {
-            ct_fail("golf_format = '%s': expected " GOLF_FORMAT_NAMES, cfg->golf_format);
-            goto fail;
-        }
-        char path[4300];
-        snprintf(path, sizeof path, "%s/%s", cfg->out_dir, golf_default_file(golf.format));
-        if (golf_write_and_evaluate(cfg, &t.st, path, &golf) != 0) goto fail;
-    }
     goto out;
 fail:
     rc = CT_EXIT_FAILURE;

@@ -1,6 +1,6 @@
 /* trainer.h — state of one training run shared by the loop (train.c), its data checks
- * (train_data.c), NCCL start (train_nccl.c), checkpoint resume (train_resume.c) and saving
- * (train_save.c); validation is src/infer/eval.c's. */
+ * (train_data.c), NCCL start (train_nccl.c), checkpoint resume (train_resume.c), saving
+ * (train_save.c) and the run's end (train_end.c); validation is src/infer/eval.c's. */
 #ifndef CT_TRAINER_H
 #define CT_TRAINER_H
 
@@ -95,6 +95,24 @@ int trainer_aside_suffix(const char *out_dir, char *suffix, size_t cap);
  * the same names ending in suffix, each move printed after "<why>: "; metrics_aside (may be
  * NULL) receives the new path of metrics.jsonl ("" when there was none). */
 int trainer_move_aside(const char *out_dir, const char *suffix, const char *why, char *metrics_aside, size_t cap);
+/* train_end.c: the end of a run after its last step, the parts of it left (a bit set) */
+enum { TRAINER_END_FINAL_VAL = 1, TRAINER_END_AVERAGED = 2, TRAINER_END_ARTIFACT = 4 };
+/* The parts of the end (TRAINER_END_AVERAGED, _ARTIFACT) this configuration asks for. */
+unsigned trainer_end_asked(const Trainer *t);
+/* Rank 0 records in out_dir/end_of_run.txt (atomically) the parts still to do; 0 removes it. */
+int trainer_end_record(const Trainer *t, unsigned left);
+/* Every rank, for a run whose steps are done: what is left of its end (rank 0 reads the
+ * record and looks for the artifact; the final validation follows the checkpoint), limited to
+ * what the configuration asks for. */
+int trainer_end_left(Trainer *t, unsigned *left);
+/* The parts of left in words, ", "-separated. */
+void trainer_end_describe(unsigned left, char *buf, size_t cap);
+/* out_dir/<the artifact's file name> for cfg's golf_format (fails on an unknown format). */
+int trainer_artifact_path(const Config *cfg, char *path, size_t cap);
+/* Before the first step: what the end of the run needs that can be checked now (the
+ * artifact's format and path, the validation data's length for the round trip). */
+int trainer_end_check(const Config *cfg, const TokenSet *val);
+
 /* train_save.c */
 /* Write a checkpoint of the current state (no-op if one exists for this step). Rank 0 writes.
  * In-line: every rank learns whether it worked before going on. In the background
