@@ -15,6 +15,7 @@ enum { MAX_FAULTS = 16 };
 typedef struct {
     int sig;
     int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO */
+    int in_import;     /* 1: import:TOKENS (step holds TOKENS) */
     int64_t step;
     int micro;
 } Fault;
@@ -50,12 +51,16 @@ int fault_init(int rank) {
         }
         char *at = strchr(item, '@');
         if (num_faults == MAX_FAULTS) return ct_fail("CTRAIN_FAULT: more than %d entries", MAX_FAULTS);
-        Fault f = {0, 0, 0, 0};
+        Fault f = {0, 0, 0, 0, 0};
         long long step = 0;
         int micro = 0, used = 0;
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
-            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO or SIGNAL@ckpt:STEP", item);
-        if (!strncmp(at + 1, "ckpt:", 5)) {
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP or SIGNAL@import:TOKENS", item);
+        if (!strncmp(at + 1, "import:", 7)) {
+            f.in_import = 1;
+            if (sscanf(at + 8, "%lld%n", &step, &used) != 1 || at[8 + used] != '\0' || step < 1)
+                return ct_fail("CTRAIN_FAULT: bad token count in '%s'", item);
+        } else if (!strncmp(at + 1, "ckpt:", 5)) {
             f.in_checkpoint = 1;
             if (sscanf(at + 6, "%lld%n", &step, &used) != 1 || at[6 + used] != '\0')
                 return ct_fail("CTRAIN_FAULT: bad checkpoint step in '%s'", item);
@@ -84,10 +89,16 @@ static void fire(const Fault *f) {
 
 void fault_point_micro(int64_t step, int micro) {
     for (int i = 0; i < num_faults; i++)
-        if (!faults[i].in_checkpoint && faults[i].step == step && faults[i].micro == micro) fire(&faults[i]);
+        if (!faults[i].in_checkpoint && !faults[i].in_import && faults[i].step == step && faults[i].micro == micro)
+            fire(&faults[i]);
 }
 
 void fault_point_checkpoint(int64_t step) {
     for (int i = 0; i < num_faults; i++)
         if (faults[i].in_checkpoint && faults[i].step == step) fire(&faults[i]);
+}
+
+void fault_point_import(int64_t before, int64_t after) {
+    for (int i = 0; i < num_faults; i++)
+        if (faults[i].in_import && before < faults[i].step && faults[i].step <= after) fire(&faults[i]);
 }

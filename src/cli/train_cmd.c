@@ -12,6 +12,7 @@
 #include "data.h"
 #include "golf_env.h"
 #include "model.h"
+#include "stop.h"
 #include "train.h"
 
 static void train_usage(FILE *out) {
@@ -137,7 +138,7 @@ int train_main(int argc, char **argv) {
     }
     if (golf_env_prepare_data(&cfg) != 0) {
         ct_print_error();
-        rc = CT_EXIT_FAILURE;
+        rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE; /* stopped during the import: requeue */
         goto done;
     }
     rc = train_run(&cfg);

@@ -38,24 +38,27 @@ cache=data/datasets/fb/ctrain-h5
 # one command, as `torchrun train_gpt.py` with that environment
 RUN_ID=first expect_ok data_path_trains "$CTRAIN" train
 cp out first.out
-expect_grep imported_once "^DATA_PATH: importing 3 shards once into $cache " first.out
+# the copy's folder is named after what it is made from (vocab_size, the tokenizer's checksum, the inputs)
+copy_re="$cache/vocab400-sp[0-9a-f]{8}-[0-9a-f]{8}"
+expect_grep imported_once "^DATA_PATH: importing 3 shards once into $copy_re " first.out
+copy=$(sed -n 's/^DATA_PATH: importing 3 shards once into \([^ ]*\) .*/\1/p' first.out)
 missing=""
-for f in fineweb_train_000000 fineweb_train_000001 fineweb_val_000000; do [ -f "$cache/$f.h5" ] || missing+=" $f.h5"; done
-[ -z "$missing" ] && pass copies_beside_shards || fail copies_beside_shards "missing in $cache:$missing"
+for f in fineweb_train_000000 fineweb_train_000001 fineweb_val_000000; do [ -f "$copy/$f.h5" ] || missing+=" $f.h5"; done
+[ -n "$copy" ] && [ -z "$missing" ] && pass copies_beside_shards || fail copies_beside_shards "missing in '$copy':$missing"
 expect_grep run_id_is_out_dir '^  out_dir += runs/first  \(environment: RUN_ID\)$' first.out
 [ -f runs/first/checkpoints/step_00000002.h5 ] && pass run_id_run_written || fail run_id_run_written "$(ls -R runs | head)"
-expect_grep train_files_from_data_path "^  train_files += $cache/fineweb_train_\*\.h5  \(environment: DATA_PATH\)$" first.out
+expect_grep train_files_from_data_path "^  train_files += $copy_re/fineweb_train_\*\.h5  \(environment: DATA_PATH\)$" first.out
 expect_grep wallclock_as_train_gpt '^  max_wallclock_seconds += 600  \(environment: DATA_PATH' first.out
 expect_grep tokenizer_tables_val_bpb '^step 2/2  val_loss [0-9.]+  val_bpb [0-9.]+' first.out
 # the same tokens as the documented manual import
 "$CTRAIN" data import-bin --out manual/ --tokenizer "$TOKENIZER_PATH" --vocab-size 400 --bos-id 1 \
     data/datasets/fb/fineweb_train_000000.bin >/dev/null 2>&1
-cmp <(h5dump -d /tokens manual/fineweb_train_000000.h5 | sed 1d) <(h5dump -d /tokens "$cache/fineweb_train_000000.h5" | sed 1d) \
+cmp <(h5dump -d /tokens manual/fineweb_train_000000.h5 | sed 1d) <(h5dump -d /tokens "$copy/fineweb_train_000000.h5" | sed 1d) \
     >/dev/null && pass copy_same_as_import_bin || fail copy_same_as_import_bin "the tokens differ"
 
 # a second run reuses the copy
 RUN_ID=second expect_ok data_path_reused "$CTRAIN" train
-expect_grep reuse_said "^DATA_PATH: 3 shards, imported earlier into $cache" out
+expect_grep reuse_said "^DATA_PATH: 3 shards, imported earlier into $copy " out
 if grep -q 'importing' out; then fail reuse_no_import "$(grep importing out)"; else pass reuse_no_import; fi
 
 # a changed shard (other tokens, same size), a removed one: imported again, no stale copy left
@@ -63,7 +66,8 @@ shards 2 fineweb_train_000001.bin
 rm data/datasets/fb/fineweb_train_000000.bin
 RUN_ID=third expect_ok changed_shards_reimported "$CTRAIN" train
 expect_grep changed_shards_import_line "^DATA_PATH: importing 2 shards once" out
-[ ! -e "$cache/fineweb_train_000000.h5" ] && pass removed_shard_copy_removed || fail removed_shard_copy_removed "stale copy kept"
+stale=$(ls "$cache"/*/fineweb_train_000000.h5 2>/dev/null)
+[ -z "$stale" ] && [ ! -e "$copy" ] && pass removed_shard_copy_removed || fail removed_shard_copy_removed "stale copy kept: $stale"
 expect_grep changed_shard_trained_on '^train data: 1 file\(s\), 60000 tokens' out
 
 # the ranks of a job start together: one imports, the other waits and reuses its copy
@@ -89,7 +93,7 @@ expect_grep max_wallclock_env_wins '^max_wallclock_seconds = 0$' out
 
 # CTRAIN_DATA_CACHE puts the copy elsewhere (DATA_PATH read-only on a cluster)
 CTRAIN_DATA_CACHE=$WORK/elsewhere RUN_ID=c expect_ok data_cache_elsewhere "$CTRAIN" train
-[ -f elsewhere/import.txt ] && pass data_cache_used || fail data_cache_used "$(ls elsewhere 2>&1)"
+ls elsewhere/vocab400-*/import.txt >/dev/null 2>&1 && pass data_cache_used || fail data_cache_used "$(ls -R elsewhere 2>&1)"
 
 # a DATA_PATH without shards names it and train_gpt.py's layout
 mkdir empty
