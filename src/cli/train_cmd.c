@@ -137,8 +137,11 @@ int train_main(int argc, char **argv) {
         goto done;
     }
     if (golf_env_prepare_data(&cfg) != 0) {
-        ct_print_error();
-        rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE; /* stopped during the import: requeue */
+        if (stop_requested()) /* stopped during the import (not an error): requeue */
+            fprintf(stderr, "ctrain: %s\n", ct_error());
+        else
+            ct_print_error();
+        rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
         goto done;
     }
     rc = train_run(&cfg);
