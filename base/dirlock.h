@@ -1,5 +1,5 @@
 /* dirlock.h — one run per directory: an exclusive lock on DIR/.lock held for the life of the
- * process.
+ * process; and the same kind of lock, shared or exclusive, on any file.
  *
  * The lock is a POSIX record lock (fcntl F_SETLK) on DIR/.lock, not flock(): the kernel drops
  * it when the process ends, however it ends (so a SIGKILLed or crashed run leaves no stale
