@@ -330,6 +330,11 @@ int golf_import_prepare(const GolfImport *g, char *dir, size_t cap) {
             rc = ct_fail("cannot lock '%s': %s", lock_path, strerror(errno));
     }
     if (rc == 0) remove_stale(g->cache, p.want, p.name);
+    char old_record[4200];
+    snprintf(old_record, sizeof old_record, "%s/import.txt", g->cache);
+    if (rc == 0 && access(old_record, F_OK) == 0) /* never removed here: an older ctrain may read it */
+        printf("DATA_PATH: note: %s/fineweb_*.h5 and %s are the copy an older ctrain made, no longer read; remove "
+               "them to free the space\n", g->cache, old_record);
     if (rc == 0) held_copy_lock = own;
     else if (own >= 0) close(own);
     if (all >= 0) close(all);
