@@ -1,4 +1,5 @@
-/* dirlock.c — the exclusive lock of a run directory (dirlock.h). */
+/* dirlock.c — the exclusive lock of a run directory, and shared / exclusive locks of a file
+ * (dirlock.h). */
 #include "dirlock.h"
 
 #include <errno.h>
@@ -11,11 +12,40 @@
 #include "common.h"
 #include "stop.h"
 
-/* 0 when locked, 1 when another process holds it, -1 on error (errno set). */
-static int try_lock(int fd) {
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+int ct_lock_try(int fd, int kind) {
+    short type = kind == CT_LOCK_SHARED ? F_RDLCK : kind == CT_LOCK_EXCLUSIVE ? F_WRLCK : F_UNLCK;
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fd, F_SETLK, &fl) == 0) return 0;
     return errno == EACCES || errno == EAGAIN ? 1 : -1;
+}
+
+static int try_lock(int fd) { return ct_lock_try(fd, CT_LOCK_EXCLUSIVE); }
+
+int ct_lock_file(const char *path, int kind, double wait_s, const char *what) {
+    /* O_NOFOLLOW: a link planted as the lock file must not lead ctrain to a file elsewhere. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return ct_fail("cannot open the lock file '%s': %s", path, ct_open_error(errno));
+    double deadline = ct_now_ms() + 1000.0 * (wait_s > 0 ? wait_s : 0);
+    int said_waiting = 0;
+    for (;;) {
+        int held = ct_lock_try(fd, kind);
+        if (held == 0) return fd;
+        int e = errno;
+        if (held < 0 || ct_now_ms() >= deadline || stop_requested()) {
+            close(fd);
+            if (held < 0)
+                return ct_fail("cannot lock '%s': %s (the file system may not support POSIX locks; on Lustre "
+                               "mount with -o flock)", path, strerror(e));
+            if (stop_requested())
+                return ct_fail("stopped by signal %d while waiting for %s ('%s')", stop_requested(), what, path);
+            return ct_fail("waited %.0f s for %s ('%s'); it is still held", wait_s, what, path);
+        }
+        if (!said_waiting) {
+            fprintf(stderr, "ctrain: waiting up to %.0f s for %s ('%s')\n", wait_s, what, path);
+            said_waiting = 1;
+        }
+        usleep(200 * 1000);
+    }
 }
 
 /* What the holder wrote: "host n1, pid 1234, since ..." (or "holder unknown"). */

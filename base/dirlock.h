@@ -1,5 +1,5 @@
 /* dirlock.h — one run per directory: an exclusive lock on DIR/.lock held for the life of the
- * process.
+ * process; and the same kind of lock, shared or exclusive, on any file.
  *
  * The lock is a POSIX record lock (fcntl F_SETLK) on DIR/.lock, not flock(): the kernel drops
  * it when the process ends, however it ends (so a SIGKILLed or crashed run leaves no stale
@@ -16,5 +16,20 @@
  * ("... is in use by another ctrain run (host n1, pid 1234, since 2026-11-22T14:00:00Z)"), also
  * when a stop signal (stop.h) comes while waiting. */
 int ct_dir_lock(const char *dir, double wait_s);
+
+/* The same kind of lock on any file, shared (any number of holders, none exclusive) or
+ * exclusive: e.g. every run reading a data copy holds it shared, and whoever (re)builds or
+ * removes the copy takes it exclusive (src/cli/golf_import.c). A process holds one kind per file;
+ * asking for the other converts the lock (exclusive -> shared never waits). Closing any
+ * descriptor of the file in this process releases the lock. */
+enum { CT_LOCK_NONE, CT_LOCK_SHARED, CT_LOCK_EXCLUSIVE };
+/* Set fd's lock to kind (CT_LOCK_NONE: release it) without waiting: 0 when done, 1 when
+ * another process holds a lock in the way, -1 on error (errno set). */
+int ct_lock_try(int fd, int kind);
+/* Open path (created if absent, a symbolic link refused) and lock it as kind, waiting up to
+ * wait_s seconds for holders in the way and saying so once on stderr ("waiting up to N s for
+ * <what>"). Returns the descriptor, or -1 with a message naming what and path (also when a
+ * stop signal, stop.h, comes while waiting). */
+int ct_lock_file(const char *path, int kind, double wait_s, const char *what);
 
 #endif

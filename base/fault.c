@@ -14,7 +14,8 @@ enum { MAX_FAULTS = 16 };
 
 typedef struct {
     int sig;
-    int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO or a stage */
+    int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO, a stage or import */
+    int in_import;     /* 1: import:TOKENS (step holds TOKENS) */
     char stage[16];    /* a named stage (fault_point_stage), "" otherwise */
     int any_step;      /* a stage given without :STEP */
     int64_t step;
@@ -52,19 +53,23 @@ int fault_init(int rank) {
         }
         char *at = strchr(item, '@');
         if (num_faults == MAX_FAULTS) return ct_fail("CTRAIN_FAULT: more than %d entries", MAX_FAULTS);
-        Fault f = {0, 0, "", 0, 0, 0};
+        Fault f = {0, 0, 0, "", 0, 0, 0};
         long long step = 0;
         int micro = 0, used = 0;
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
-            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP or SIGNAL@STAGE[:STEP]",
-                           item);
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP] or "
+                           "SIGNAL@import:TOKENS", item);
         static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");
         int is_stage = 0;
         for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
             if (strlen(stages[i]) == name_len && !strncmp(name, stages[i], name_len)) is_stage = 1;
-        if (is_stage) {
+        if (!strncmp(at + 1, "import:", 7)) {
+            f.in_import = 1;
+            if (sscanf(at + 8, "%lld%n", &step, &used) != 1 || at[8 + used] != '\0' || step < 1)
+                return ct_fail("CTRAIN_FAULT: bad token count in '%s'", item);
+        } else if (is_stage) {
             snprintf(f.stage, sizeof f.stage, "%.*s", (int)name_len, name);
             f.any_step = name[name_len] == '\0';
             if (!f.any_step && (sscanf(name + name_len + 1, "%lld%n", &step, &used) != 1 ||
@@ -99,7 +104,8 @@ static void fire(const Fault *f) {
 
 void fault_point_micro(int64_t step, int micro) {
     for (int i = 0; i < num_faults; i++)
-        if (!faults[i].in_checkpoint && !faults[i].stage[0] && faults[i].step == step && faults[i].micro == micro)
+        if (!faults[i].in_checkpoint && !faults[i].in_import && !faults[i].stage[0] && faults[i].step == step &&
+            faults[i].micro == micro)
             fire(&faults[i]);
 }
 
@@ -111,4 +117,9 @@ void fault_point_checkpoint(int64_t step) {
 void fault_point_stage(const char *stage, int64_t step) {
     for (int i = 0; i < num_faults; i++)
         if (!strcmp(faults[i].stage, stage) && (faults[i].any_step || faults[i].step == step)) fire(&faults[i]);
+}
+
+void fault_point_import(int64_t before, int64_t after) {
+    for (int i = 0; i < num_faults; i++)
+        if (faults[i].in_import && before < faults[i].step && faults[i].step <= after) fire(&faults[i]);
 }

@@ -6,6 +6,9 @@
  *   CTRAIN_FAULT="KILL@7.0"        SIGKILL at micro-batch 0 of step 7
  *   CTRAIN_FAULT="KILL@ckpt:10"    SIGKILL half-way through writing the step-10 checkpoint
  *   CTRAIN_FAULT="KILL@3.1%2"      only on rank 2 (multi-rank tests: one rank dies)
+ *   CTRAIN_FAULT="TERM@import:70000"  SIGTERM once a shard import has written its 70,000th token
+ *                                  (DATA_PATH's import in `ctrain train`; the file it is writing
+ *                                  is then half made)
  *   CTRAIN_FAULT="STOP@ckpt:4"     SIGSTOP in the background writer of step 4 (a stuck writer;
  *                                  not sent to the training process, unlike the others)
  *   CTRAIN_FAULT="TERM@val:6"      SIGTERM as the validation of step 6 starts; the other stages
@@ -32,5 +35,8 @@ void fault_point_stage(const char *stage, int64_t step);
  * (the training process) too, so that "killed half-way through a checkpoint write" still means
  * the whole run dies there, as a crash of the node would. */
 void fault_forward_to_parent(void);
+/* Called by the shard import after each block of tokens: the import had written `before`
+ * tokens and has now written `after`. */
+void fault_point_import(int64_t before, int64_t after);
 
 #endif

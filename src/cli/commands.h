@@ -12,6 +12,18 @@ int launch_check_main(int argc, char **argv); /* launch_check_cmd.c: `ctrain lau
 int plot_main(int argc, char **argv);         /* plot_cmd.c: `ctrain plot` */
 int sample_main(int argc, char **argv);       /* sample_cmd.c: `ctrain sample` */
 
+/* data_cmd.c: what `ctrain data import-bin` does once its arguments are read; also DATA_PATH's
+ * import in `ctrain train` (golf_import.c), so both make the same files. Prints its errors and
+ * returns the exit code: 75 when a stop signal (stop.h, where installed) ended it. */
+typedef struct {
+    const char *out, *vocab_text, *bos_text, *tokenizer, *luts; /* the options; vocab_text NULL: unset */
+    char *const *shards;
+    int num_shards;
+    int tokenizer_is_model;                  /* tokenizer names a SentencePiece model, not free text */
+    const char *vocab_name, *tokenizer_name; /* how the user gave them, for messages ("--vocab-size") */
+} ImportBinRequest;
+int data_import_bin(const ImportBinRequest *r);
+
 /* version.c: the version line and one line per optional part (compiled in or not, and
  * versions), for `ctrain --version`. */
 void version_print(FILE *out);

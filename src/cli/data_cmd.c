@@ -20,6 +20,7 @@
 #include "isolate.h"
 #include "progress.h"
 #include "shard_bin.h"
+#include "stop.h"
 #include "text_import.h"
 #include "tokenizer.h"
 
@@ -142,20 +143,33 @@ static void warn_decode_mismatch(const SpmTokenizer *tok) {
 }
 
 static int import_bin_main(int argc, char **argv) {
-    const char *out = NULL, *vocab_text = NULL, *bos_text = "-1", *tokenizer = "", *luts = NULL;
-    const CliOption options[] = {{"--out", &out, NULL},
-                                 {"--vocab-size", &vocab_text, NULL},
-                                 {"--bos-id", &bos_text, NULL},
-                                 {"--tokenizer", &tokenizer, NULL},
-                                 {"--luts", &luts, NULL}};
+    ImportBinRequest r = {.bos_text = "-1", .tokenizer = "", .vocab_name = "--vocab-size", .tokenizer_name = "--tokenizer"};
+    const CliOption options[] = {{"--out", &r.out, NULL},
+                                 {"--vocab-size", &r.vocab_text, NULL},
+                                 {"--bos-id", &r.bos_text, NULL},
+                                 {"--tokenizer", &r.tokenizer, NULL},
+                                 {"--luts", &r.luts, NULL}};
     char **shards;
     int num_shards, rc = cli_parse("data", argc, argv, IMPORT_USAGE, options, 5, &shards, &num_shards);
     if (rc != 0) {
         free(shards);
         return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
+    r.shards = shards;
+    r.num_shards = num_shards;
+    r.tokenizer_is_model = names_model(r.tokenizer);
+    rc = data_import_bin(&r);
+    free(shards);
+    return rc;
+}
+
+int data_import_bin(const ImportBinRequest *r) {
+    const char *out = r->out, *vocab_text = r->vocab_text, *bos_text = r->bos_text, *tokenizer = r->tokenizer;
+    const char *luts = r->luts;
+    char *const *shards = r->shards;
+    const int num_shards = r->num_shards;
     const char *cmd = "import-bin";
-    ShardImportSettings settings = {.tokenizer = tokenizer};
+    ShardImportSettings settings = {.tokenizer = tokenizer, .vocab_name = r->vocab_name};
     char **out_paths = NULL;
     FILE **files = NULL;
     int64_t *counts = NULL, total_tokens = 0;
@@ -163,8 +177,9 @@ static int import_bin_main(int argc, char **argv) {
     uint8_t *has_leading_space = NULL, *is_boundary_token = NULL;
     SpmTokenizer model = {0};
     TokenPieces pieces = {0};
-    int model_given = names_model(tokenizer);
-    rc = CT_EXIT_USAGE;
+    int model_given = r->tokenizer_is_model;
+    int rc = CT_EXIT_USAGE;
+
     if (num_shards == 0) {
         cli_usage_error("data", cmd, "no shards given");
         goto done;
@@ -178,7 +193,7 @@ static int import_bin_main(int argc, char **argv) {
                         "/tokenizer tables");
         goto done;
     }
-    if (parse_int_option(cmd, "--vocab-size", vocab_text ? vocab_text : "1024", 1, 65536, &settings.vocab_size) != 0 ||
+    if (parse_int_option(cmd, r->vocab_name, vocab_text ? vocab_text : "1024", 1, 65536, &settings.vocab_size) != 0 ||
         parse_int_option(cmd, "--bos-id", bos_text, -1, (vocab_text || !model_given ? settings.vocab_size : 65536) - 1,
                          &settings.bos_id) != 0)
         goto done;
@@ -218,13 +233,13 @@ static int import_bin_main(int argc, char **argv) {
                 "model's name must end in .model\n", tokenizer);
     if (model_given) {
         if (spm_tokenizer_load(tokenizer, &model) != 0) {
-            ct_fail_prefix("--tokenizer");
+            ct_fail_prefix("%s", r->tokenizer_name);
             goto fail;
         }
         if (vocab_text && settings.vocab_size != model.vocab_size) {
-            ct_fail("--vocab-size %lld does not match SentencePiece model '%s', which has %lld pieces (train_gpt.py "
-                    "requires them equal; leave out --vocab-size to take the model's)", (long long)settings.vocab_size,
-                    tokenizer, (long long)model.vocab_size);
+            ct_fail("%s %lld does not match SentencePiece model '%s', which has %lld pieces (train_gpt.py "
+                    "requires them equal; leave out %s to take the model's)", r->vocab_name,
+                    (long long)settings.vocab_size, tokenizer, (long long)model.vocab_size, r->vocab_name);
             goto fail;
         }
         if (model.vocab_size > 65536) {
@@ -280,6 +295,10 @@ static int import_bin_main(int argc, char **argv) {
     progress_begin(&progress, "import-bin", "tokens", total_tokens);
     for (int i = 0; i < num_shards; i++) {
         int64_t count;
+        if (stop_requested() && ct_fail("import stopped by signal %d before shard '%s'", stop_requested(), shards[i])) {
+            progress_end(&progress);
+            goto fail;
+        }
         if (shard_bin_open(shards[i], &files[i], &count) != 0 ||
             (count != counts[i] && ct_fail("shard '%s' changed while importing (%lld tokens, then %lld)", shards[i],
                                            (long long)counts[i], (long long)count))) {
@@ -299,7 +318,12 @@ static int import_bin_main(int argc, char **argv) {
     rc = CT_EXIT_OK;
     goto done;
 fail:
-    ct_print_error();
+    if (stop_requested()) { /* asked to stop (DATA_PATH's import in `ctrain train`): not an error */
+        fprintf(stderr, "ctrain: %s\n", ct_error());
+        rc = CT_EXIT_REQUEUE;
+    } else {
+        ct_print_error();
+    }
 done:
     for (int i = 0; i < num_shards; i++) {
         if (files && files[i]) fclose(files[i]);
@@ -313,7 +337,6 @@ done:
     free(is_boundary_token);
     token_pieces_free(&pieces);
     spm_tokenizer_free(&model);
-    free(shards);
     return rc;
 }
 

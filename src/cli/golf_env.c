@@ -1,26 +1,24 @@
-/* golf_env.c — DATA_PATH, TOKENIZER_PATH and RUN_ID as train_gpt.py reads them (golf_env.h).
- * The shards are converted by `ctrain data import-bin` itself (the command the docs give for a
- * manual import, so both make the same files), into a folder beside them that is reused while
- * its import.txt matches the shards and tokenizer (name, size, modification time of each): a
- * changed, added or removed shard, or another tokenizer or vocab_size, imports again. */
+/* golf_env.c — DATA_PATH, TOKENIZER_PATH and RUN_ID as train_gpt.py reads them (golf_env.h):
+ * the configuration they give, the run's folder when no RUN_ID names it, and the stop handlers
+ * and the copy of the shards (golf_import.h) before training. */
 #include "golf_env.h"
 
-#include <errno.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "common.h"
-#include "dirlock.h"
+#include "fault.h"
+#include "golf_import.h"
+#include "stop.h"
 
 /* train_gpt.py's default tokenizer, used when TOKENIZER_PATH is unset and it exists */
 #define TRAIN_GPT_TOKENIZER "./data/tokenizers/fineweb_1024_bpe.model"
-/* how long a rank waits for another process importing the same shards */
-#define IMPORT_WAIT_S 7200.0
+/* How out_dir was chosen when neither RUN_ID nor out_dir was given (the banner's origin). */
+static const char FRESH_ID[] = "DATA_PATH without RUN_ID: a fresh run id";
+static const char SLURM_ID[] = "SLURM_JOB_ID (DATA_PATH without RUN_ID)";
 
 static const char *env_value(const char *name) {
     const char *v = getenv(name);
@@ -52,6 +50,69 @@ static int set_from(Config *cfg, const char *key, const char *value, const char 
     return 0;
 }
 
+static int all_digits(const char *s) {
+    if (!s || !*s) return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+/* The run id of a train_gpt.py-style run that names none. Under Slurm, the job's (an array
+ * task's: ARRAYJOB_TASK, as Slurm's %A_%a): every rank agrees on it and a requeued job, which
+ * keeps its id, resumes its run. Otherwise a fresh one each time, as train_gpt.py's uuid4: the
+ * UTC time (so runs/ lists in order) and 32 random bits. */
+static int fresh_run_id(char *id, size_t cap, const char **origin) {
+    const char *job = env_value("SLURM_JOB_ID"), *array = env_value("SLURM_ARRAY_JOB_ID");
+    const char *task = env_value("SLURM_ARRAY_TASK_ID");
+    if (all_digits(array) && all_digits(task)) {
+        snprintf(id, cap, "%s_%s", array, task);
+        *origin = SLURM_ID;
+        return 0;
+    }
+    if (all_digits(job)) {
+        snprintf(id, cap, "%s", job);
+        *origin = SLURM_ID;
+        return 0;
+    }
+    int ranks = 1;
+    if (ct_env_nonneg_int("PMI_SIZE", &ranks) == 0 && ranks > 1)
+        return ct_fail("DATA_PATH without RUN_ID or out_dir: the %d ranks mpiexec started cannot agree on a fresh "
+                       "run id outside Slurm; set RUN_ID (or out_dir)", ranks);
+    uint32_t bits = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL);
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&bits, sizeof bits, 1, f) != 1) bits ^= (uint32_t)clock();
+        fclose(f);
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32] = "run";
+    if (gmtime_r(&now, &tm)) strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    snprintf(id, cap, "%s-%08x", stamp, (unsigned)bits);
+    *origin = FRESH_ID;
+    return 0;
+}
+
+/* key's value from DATA_PATH: its copy's folder (or, when the shards cannot be described yet,
+ * the cache itself: golf_env_prepare_data then fails naming why) and pattern. */
+static int set_data_glob(Config *cfg, const char *key, const char *dir, const char *pattern) {
+    char glob_text[4500];
+    snprintf(glob_text, sizeof glob_text, "%s/%s", dir, pattern);
+    return set_from(cfg, key, glob_text, "DATA_PATH");
+}
+
+/* What DATA_PATH's import is made from: the shards, the cache, TOKENIZER_PATH and vocab_size,
+ * named for messages as the user set them. */
+static void import_of(const Config *cfg, GolfImport *g, char *cache, size_t cap) {
+    cache_dir(cache, cap);
+    g->data_path = env_value("DATA_PATH");
+    g->cache = cache;
+    g->tokenizer = tokenizer_path();
+    g->tokenizer_name = env_value("TOKENIZER_PATH") ? "TOKENIZER_PATH" : "train_gpt.py's default tokenizer";
+    g->vocab_size = cfg->vocab_size;
+    g->vocab_name = source_of(cfg, "vocab_size") == CT_SOURCE_ENV ? "VOCAB_SIZE" : "vocab_size";
+}
+
 int golf_env_apply(Config *cfg) {
     const char *run_id = env_value("RUN_ID");
     if (run_id && source_of(cfg, "out_dir") < CT_SOURCE_ENV) {
@@ -60,16 +121,25 @@ int golf_env_apply(Config *cfg) {
         if (set_from(cfg, "out_dir", dir, "RUN_ID") != 0) return -1;
     }
     if (!env_value("DATA_PATH")) return 0;
-    char cache[4096], glob_text[4200];
-    cache_dir(cache, sizeof cache);
-    if (source_of(cfg, "train_files") < CT_SOURCE_ENV) {
-        snprintf(glob_text, sizeof glob_text, "%s/fineweb_train_*.h5", cache);
-        if (set_from(cfg, "train_files", glob_text, "DATA_PATH") != 0) return -1;
+    /* train_gpt.py starts a new run each time: so does a run in its terms that names none */
+    if (!run_id && source_of(cfg, "out_dir") == CT_SOURCE_DEFAULT) {
+        char id[128], dir[200];
+        const char *origin = NULL;
+        if (fresh_run_id(id, sizeof id, &origin) != 0) return -1;
+        snprintf(dir, sizeof dir, "runs/%s", id);
+        if (set_from(cfg, "out_dir", dir, origin) != 0) return -1;
     }
-    if (source_of(cfg, "val_files") < CT_SOURCE_ENV) {
-        snprintf(glob_text, sizeof glob_text, "%s/fineweb_val_*.h5", cache);
-        if (set_from(cfg, "val_files", glob_text, "DATA_PATH") != 0) return -1;
+    char cache[4096], copy[4400];
+    GolfImport g;
+    import_of(cfg, &g, cache, sizeof cache);
+    if (golf_import_copy_dir(&g, copy, sizeof copy) != 0) {
+        ct_error_clear(); /* reported by golf_env_prepare_data, before any work */
+        snprintf(copy, sizeof copy, "%s", cache);
     }
+    if (source_of(cfg, "train_files") < CT_SOURCE_ENV && set_data_glob(cfg, "train_files", copy, "fineweb_train_*.h5"))
+        return -1;
+    if (source_of(cfg, "val_files") < CT_SOURCE_ENV && set_data_glob(cfg, "val_files", copy, "fineweb_val_*.h5"))
+        return -1;
     /* train_gpt.py stops at 600 s unless told otherwise; a run in its terms does the same */
     if (source_of(cfg, "max_wallclock_seconds") == CT_SOURCE_DEFAULT &&
         set_from(cfg, "max_wallclock_seconds", "600", "DATA_PATH (train_gpt.py's default)") != 0)
@@ -77,158 +147,40 @@ int golf_env_apply(Config *cfg) {
     return 0;
 }
 
-/* The shards of one split, sorted (glob's order); fails when there are none. */
-static int find_shards(const char *data_path, const char *split, glob_t *g) {
-    char pattern[4200];
-    snprintf(pattern, sizeof pattern, "%s/fineweb_%s_*.bin", data_path, split);
-    int rc = glob(pattern, 0, NULL, g);
-    if (rc == GLOB_NOMATCH)
-        return ct_fail("DATA_PATH = '%s': no fineweb_%s_*.bin shards in it (train_gpt.py's layout: the folder of "
-                       "fineweb_train_*.bin and fineweb_val_*.bin, e.g. data/datasets/fineweb10B_sp1024)",
-                       data_path, split);
-    if (rc != 0) return ct_fail("DATA_PATH = '%s': cannot list '%s'", data_path, pattern);
-    return 0;
-}
-
-/* One line per input of the import: what the copy was made from. */
-static int describe_input(FILE *out, const char *kind, const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return ct_fail("cannot read '%s' (%s): %s", path, kind, strerror(errno));
-    fprintf(out, "%s %s %lld %lld.%09ld\n", kind, path, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-            st.st_mtim.tv_nsec);
-    return 0;
-}
-
-/* The text import.txt holds for these inputs; malloc'd, NULL with a message on failure. */
-static char *describe_import(const glob_t *train, const glob_t *val, const char *tokenizer, int64_t vocab_size) {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    if (!out) {
-        ct_fail("out of memory describing the DATA_PATH import");
-        return NULL;
-    }
-    int rc = 0;
-    fprintf(out, "# the HDF5 copy of DATA_PATH's shards made by ctrain train (src/cli/golf_env.c)\n");
-    fprintf(out, "vocab_size %lld\n", (long long)vocab_size);
-    for (size_t i = 0; rc == 0 && i < train->gl_pathc; i++) rc = describe_input(out, "shard", train->gl_pathv[i]);
-    for (size_t i = 0; rc == 0 && val && i < val->gl_pathc; i++) rc = describe_input(out, "shard", val->gl_pathv[i]);
-    if (rc == 0 && tokenizer) rc = describe_input(out, "tokenizer", tokenizer);
-    fclose(out);
-    if (rc != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-static char *read_small_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char *text = NULL;
-    size_t cap = 0;
-    ssize_t n = getdelim(&text, &cap, '\0', f);
-    fclose(f);
-    if (n < 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-/* Remove the copies of an earlier import (a shard may have gone since). */
-static void remove_old_copies(const char *cache) {
-    char pattern[4200];
-    snprintf(pattern, sizeof pattern, "%s/fineweb_*.h5", cache);
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) != 0) return;
-    for (size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
-    globfree(&g);
-}
-
-/* `ctrain data import-bin --out CACHE/ [--tokenizer MODEL] --vocab-size V --bos-id 1 SHARDS...` */
-static int run_import(const char *cache, const glob_t *train, const glob_t *val, const char *tokenizer,
-                      int64_t vocab_size) {
-    size_t n = train->gl_pathc + (val ? val->gl_pathc : 0);
-    char **argv = ct_calloc(n + 12, sizeof(char *), "import arguments");
-    char out[4200], vocab[32];
-    snprintf(out, sizeof out, "%s/", cache);
-    snprintf(vocab, sizeof vocab, "%lld", (long long)vocab_size);
-    int argc = 0;
-    argv[argc++] = "data";
-    argv[argc++] = "import-bin";
-    argv[argc++] = "--out";
-    argv[argc++] = out;
-    if (tokenizer) {
-        argv[argc++] = "--tokenizer";
-        argv[argc++] = (char *)tokenizer;
-    }
-    argv[argc++] = "--vocab-size";
-    argv[argc++] = vocab;
-    argv[argc++] = "--bos-id";
-    argv[argc++] = "1"; /* parameter-golf's shards start each document with id 1 */
-    for (size_t i = 0; i < train->gl_pathc; i++) argv[argc++] = train->gl_pathv[i];
-    for (size_t i = 0; val && i < val->gl_pathc; i++) argv[argc++] = val->gl_pathv[i];
-    printf("DATA_PATH: importing %zu shards once into %s (ctrain data import-bin --out %s%s%s --vocab-size %s "
-           "--bos-id 1 ...)\n",
-           n, cache, out, tokenizer ? " --tokenizer " : "", tokenizer ? tokenizer : "", vocab);
+/* The run's folder, when golf_env_apply chose it: said before any work, so it can be found. */
+static void say_run_dir(const Config *cfg) {
+    const char *origin = cfg->derived_from[config_find_key("out_dir") - ct_config_keys];
+    if (origin == FRESH_ID)
+        printf("run folder: %s (a fresh run id, as train_gpt.py makes one, since neither RUN_ID nor out_dir is given; "
+               "RUN_ID=%s continues this run)\n", cfg->out_dir, cfg->out_dir + 5);
+    else if (origin == SLURM_ID)
+        printf("run folder: %s (the Slurm job's id, since neither RUN_ID nor out_dir is given: a requeue of this job "
+               "continues this run)\n", cfg->out_dir);
     fflush(stdout);
-    int rc = data_main(argc, argv);
-    free(argv);
-    if (rc != 0) return ct_fail("DATA_PATH: importing its shards into '%s' failed (the error above)", cache);
-    return 0;
 }
 
-int golf_env_prepare_data(const Config *cfg) {
-    const char *data_path = env_value("DATA_PATH");
+/* The rank of this process as its launcher gives it, before MPI or PMI is started: for
+ * CTRAIN_FAULT's per-rank entries. */
+static int launcher_rank(void) {
+    int rank = 0;
+    if (ct_env_nonneg_int("PMI_RANK", &rank) != 0 && ct_env_nonneg_int("SLURM_PROCID", &rank) != 0) rank = 0;
+    return rank;
+}
+
+int golf_env_prepare_data(Config *cfg) {
     const int train_from_env = cfg->derived_from[config_find_key("train_files") - ct_config_keys] != NULL;
     const int val_from_env = cfg->derived_from[config_find_key("val_files") - ct_config_keys] != NULL;
-    if (!data_path || (!train_from_env && !val_from_env)) return 0;
-    const char *tokenizer = tokenizer_path();
-    char cache[4096], record[4200], tmp[4300];
-    cache_dir(cache, sizeof cache);
-    snprintf(record, sizeof record, "%s/import.txt", cache);
-    glob_t train = {0}, val = {0};
-    int rc = find_shards(data_path, "train", &train);
-    if (rc == 0) rc = find_shards(data_path, "val", &val);
-    char *want = rc == 0 ? describe_import(&train, &val, tokenizer, cfg->vocab_size) : NULL;
-    if (!want) rc = -1;
-    int lock = -1;
-    if (rc == 0 && ct_mkdir_p(cache) != 0)
-        rc = ct_fail("DATA_PATH: cannot make the folder for its HDF5 copy, '%s': %s (set CTRAIN_DATA_CACHE to a "
-                     "writable folder)",
-                     cache, strerror(errno));
-    /* the ranks of a job start together: one imports, the others wait for it here */
-    if (rc == 0 && (lock = ct_dir_lock(cache, IMPORT_WAIT_S)) < 0) rc = ct_fail_prefix("DATA_PATH");
-    if (rc == 0) {
-        char *have = read_small_file(record);
-        if (have && !strcmp(have, want)) {
-            printf("DATA_PATH: %zu shards, imported earlier into %s (%s matches them)\n",
-                   train.gl_pathc + val.gl_pathc, cache, record);
-        } else {
-            unlink(record);
-            remove_old_copies(cache);
-            if (!tokenizer)
-                printf("DATA_PATH: note: no TOKENIZER_PATH (and no %s): the copy has no tokenizer tables, so "
-                       "val_bpb is not computed\n",
-                       TRAIN_GPT_TOKENIZER);
-            rc = run_import(cache, &train, &val, tokenizer, cfg->vocab_size);
-            /* written last, and atomically: an interrupted import is redone */
-            snprintf(tmp, sizeof tmp, "%s.tmp", record);
-            FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
-            if (f) {
-                int bad = fputs(want, f) < 0;
-                bad |= fclose(f) != 0;
-                if (bad || rename(tmp, record) != 0) rc = ct_fail("DATA_PATH: cannot write '%s': %s", record, strerror(errno));
-            } else if (rc == 0) {
-                rc = ct_fail("DATA_PATH: cannot write '%s': %s", tmp, strerror(errno));
-            }
-        }
-        free(have);
-    }
-    if (lock >= 0) close(lock);
-    free(want);
-    globfree(&train);
-    globfree(&val);
-    return rc;
+    if (!env_value("DATA_PATH")) return 0;
+    say_run_dir(cfg);
+    if (!train_from_env && !val_from_env) return 0;
+    /* a stop (a requeue, a time limit) during the import ends it cleanly with exit 75 */
+    if (stop_install(cfg->stop_signal) != 0 || fault_init(launcher_rank()) != 0) return -1;
+    char cache[4096], copy[4400];
+    GolfImport g;
+    import_of(cfg, &g, cache, sizeof cache);
+    if (golf_import_prepare(&g, copy, sizeof copy) != 0) return -1;
+    /* the copy made now (the shards may have changed since golf_env_apply named one) */
+    if (train_from_env && set_data_glob(cfg, "train_files", copy, "fineweb_train_*.h5") != 0) return -1;
+    if (val_from_env && set_data_glob(cfg, "val_files", copy, "fineweb_val_*.h5") != 0) return -1;
+    return 0;
 }

@@ -13,6 +13,7 @@
 #include "data.h"
 #include "golf_env.h"
 #include "model.h"
+#include "stop.h"
 #include "train.h"
 #include "train_outputs.h"
 
@@ -146,8 +147,11 @@ int train_main(int argc, char **argv) {
     }
     if ((rc = train_check_outputs(&cfg, config_paths, num_configs)) != 0) goto done;
     if (golf_env_prepare_data(&cfg) != 0) {
-        ct_print_error();
-        rc = CT_EXIT_FAILURE;
+        if (stop_requested()) /* stopped during the import (not an error): requeue */
+            fprintf(stderr, "ctrain: %s\n", ct_error());
+        else
+            ct_print_error();
+        rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
         goto done;
     }
     rc = train_run(&cfg);

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "common.h"
+#include "fault.h"
+#include "stop.h"
 
 /* Tokens converted per step: bounds memory whatever the shard size. */
 #define COPY_BLOCK ((int64_t)1 << 20)
@@ -83,14 +85,21 @@ int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char
         for (int64_t i = 0; i < n; i++) {
             tokens[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
             if (tokens[i] >= settings->vocab_size) {
-                rc = ct_fail("shard '%s': token %lld is %u, which is >= vocab_size %lld (set --vocab-size)", shard,
-                             (long long)(pos + i), tokens[i], (long long)settings->vocab_size);
+                rc = ct_fail("shard '%s': token %lld is %u, which is >= vocab_size %lld (set %s)", shard,
+                             (long long)(pos + i), tokens[i], (long long)settings->vocab_size,
+                             settings->vocab_name ? settings->vocab_name : "--vocab-size");
                 break;
             }
         }
         if (rc == 0) rc = token_writer_append(writer, tokens, n);
         *progress_done += n;
         progress_update(progress, *progress_done);
+        fault_point_import(*progress_done - n, *progress_done); /* CTRAIN_FAULT=TERM@import:N */
+        /* a stop asked for (where handlers are installed: DATA_PATH's import in `ctrain train`)
+         * ends the import here: the half-made file is removed below */
+        if (rc == 0 && stop_requested())
+            rc = ct_fail("shard '%s': import stopped by signal %d after %lld of its %lld tokens", shard,
+                         stop_requested(), (long long)(pos + n), (long long)num_tokens);
     }
     free(raw);
     free(tokens);

@@ -35,11 +35,13 @@ typedef struct {
     const int16_t *base_bytes; /* NULL: no tables */
     const uint8_t *has_leading_space, *is_boundary_token;
     const TokenPieces *pieces; /* NULL: no pieces */
+    const char *vocab_name;    /* how the user sets vocab_size, for messages; NULL: "--vocab-size" */
 } ShardImportSettings;
 
 /* Stream one shard opened by shard_bin_open (f, num_tokens) into the HDF5 data file out_path,
  * checking every token against settings->vocab_size; *progress_done counts the tokens copied
- * and progress shows them. */
+ * and progress shows them. A stop signal (stop.h) ends it after the block in hand: it fails
+ * saying so, and out_path is not made (nor its partial .tmp left). */
 int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *out_path,
                       const ShardImportSettings *settings, Progress *progress, int64_t *progress_done);
 
