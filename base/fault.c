@@ -86,7 +86,9 @@ int fault_init(int rank) {
         f.micro = micro;
         faults[num_faults++] = f;
     }
-    fprintf(stderr, "ctrain: CTRAIN_FAULT=%s (fault injection for tests)\n", spec);
+    /* once per process: a DATA_PATH run reads the spec before its import and again in training */
+    static int announced;
+    if (!announced++) fprintf(stderr, "ctrain: CTRAIN_FAULT=%s (fault injection for tests)\n", spec);
     return 0;
 }
 

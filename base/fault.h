@@ -35,8 +35,8 @@ void fault_point_stage(const char *stage, int64_t step);
  * (the training process) too, so that "killed half-way through a checkpoint write" still means
  * the whole run dies there, as a crash of the node would. */
 void fault_forward_to_parent(void);
-/* Called by the shard import after each block of tokens: the import had written `before`
- * tokens and has now written `after`. */
+/* Called by the shard import after each block of tokens (and by from-text after each block of
+ * bytes): the import had written `before` tokens and has now written `after`. */
 void fault_point_import(int64_t before, int64_t after);
 
 #endif

@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "common.h"
+#include "fault.h"
 #include "paths.h"
+#include "stop.h"
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
@@ -119,3 +121,5 @@ int cli_dispatch(const char *group, int argc, char **argv, const char *usage, co
     }
     return cli_usage_error(group, NULL, "unknown %s command '%s' (expected %s)", group, name, known);
 }
+
+int cli_catch_stops(void) { return stop_install("USR1") != 0 || fault_init(0) != 0 ? -1 : 0; }

@@ -38,6 +38,12 @@ int cli_parse(const char *group, int argc, char **argv, const char *usage, const
  * otherwise. Called before anything is written, so a refused command leaves every file as it
  * was. inputs lists every file the command reads: the checkpoint, the data files it names or
  * the command line gives, a tokenizer, a config file. */
+/* For a command that writes files for a while (data import-bin, from-text): SIGTERM, SIGINT and
+ * SIGUSR1 (Slurm's usual warning signal) ask it to stop, so that it removes its partial file and
+ * exits 75 instead of dying with a half-written .tmp left behind; CTRAIN_FAULT's import points
+ * are read too. 0, or -1 with the error set. */
+int cli_catch_stops(void);
+
 int cli_check_outputs(const char *group, const char *command, const CtPathList *outputs, const CtPathList *inputs);
 
 /* One subcommand of a group: its name and its main (argv[0] is the subcommand's name). */

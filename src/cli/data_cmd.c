@@ -158,6 +158,11 @@ static int import_bin_main(int argc, char **argv) {
     r.shards = shards;
     r.num_shards = num_shards;
     r.tokenizer_is_model = names_model(r.tokenizer);
+    if (cli_catch_stops() != 0) {
+        ct_print_error();
+        free(shards);
+        return CT_EXIT_FAILURE;
+    }
     rc = data_import_bin(&r);
     free(shards);
     return rc;
@@ -318,7 +323,7 @@ int data_import_bin(const ImportBinRequest *r) {
     rc = CT_EXIT_OK;
     goto done;
 fail:
-    if (stop_requested()) { /* asked to stop (DATA_PATH's import in `ctrain train`): not an error */
+    if (stop_requested()) { /* asked to stop (a job's preemption): not an error; requeue */
         fprintf(stderr, "ctrain: %s\n", ct_error());
         rc = CT_EXIT_REQUEUE;
     } else {
@@ -433,6 +438,7 @@ static int from_text_main(int argc, char **argv) {
     if (guarded != 0) goto done;
 
     rc = CT_EXIT_FAILURE;
+    if (cli_catch_stops() != 0) goto fail;
     TextImport import;
     if (text_import(inputs, num_inputs, out, val_out, fraction, &import) != 0) goto fail;
     train = import.train;
@@ -450,7 +456,13 @@ static int from_text_main(int argc, char **argv) {
     rc = CT_EXIT_OK;
     goto done;
 fail:
-    ct_print_error();
+    if (stop_requested()) { /* asked to stop: the partial files go (below); not an error */
+        fprintf(stderr, "ctrain: %s; nothing written (exit %d: run the same command again)\n", ct_error(),
+                CT_EXIT_REQUEUE);
+        rc = CT_EXIT_REQUEUE;
+    } else {
+        ct_print_error();
+    }
 done:
     token_writer_abort(train);
     token_writer_abort(val);

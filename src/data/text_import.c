@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 
 #include "common.h"
+#include "fault.h"
 #include "progress.h"
+#include "stop.h"
 #include "tokenizer.h"
 
 /* Text bytes converted per step: bounds memory whatever the input size. */
@@ -59,6 +61,10 @@ static int copy_text(char **inputs, int num_inputs, TokenWriter *train, TokenWri
             if (rc == 0 && (int64_t)n > to_train) rc = token_writer_append(val, tokens + to_train, (int64_t)n - to_train);
             *copied += (int64_t)n;
             progress_update(&progress, *copied);
+            fault_point_import(*copied - (int64_t)n, *copied); /* CTRAIN_FAULT=TERM@import:N (bytes) */
+            if (rc == 0 && stop_requested())
+                rc = ct_fail("from-text stopped by signal %d after %lld of %lld bytes", stop_requested(),
+                             (long long)*copied, (long long)total_bytes);
         }
         if (rc == 0 && ferror(f)) rc = ct_fail("cannot read text file '%s': %s", inputs[i], strerror(errno));
         fclose(f);

@@ -336,4 +336,21 @@ mkdir -p run/checkpoints
 expect_fail from_text_into_checkpoints 2 "--out 'run/checkpoints/t.h5' lies in a checkpoints/ folder" \
     "$CTRAIN" data from-text --out run/checkpoints/t.h5 corpus.txt
 
+# ---- a stop (a preempted job's SIGTERM, Slurm's SIGUSR1) ends an import: its partial file is
+# removed, an earlier output stays as it was, and the exit is 75 (requeue: the same command again) ----
+no_tmp() { [ -z "$(find "$@" -name '*.tmp*' 2>/dev/null)" ]; }
+mkdir -p stopped
+CTRAIN_FAULT=TERM@import:70000 expect_fail import_bin_stop_exit_75 75 'import stopped by signal 15' \
+    "$CTRAIN" data import-bin --out stopped --vocab-size 1024 fineweb_train_000000.bin
+no_tmp stopped && [ ! -e stopped/fineweb_train_000000.h5 ] && pass import_bin_stop_no_partial ||
+    fail import_bin_stop_no_partial "$(ls -la stopped)"
+CTRAIN_FAULT=USR1@import:70000 expect_fail import_bin_usr1_exit_75 75 'import stopped by signal 10' \
+    "$CTRAIN" data import-bin --out stopped --vocab-size 1024 fineweb_train_000000.bin
+yes 'a line of text to import, long enough to take more than one block' | head -c 3000000 >big.txt
+cp train.h5 big.h5 && cp train.h5 big.bak
+CTRAIN_FAULT=TERM@import:1000 expect_fail from_text_stop_exit_75 75 'from-text stopped by signal 15.*nothing written' \
+    "$CTRAIN" data from-text --out big.h5 --val-out bigv.h5 --val-fraction 0.1 big.txt
+no_tmp . && [ ! -e bigv.h5 ] && cmp -s big.h5 big.bak && pass from_text_stop_keeps_outputs ||
+    fail from_text_stop_keeps_outputs "$(ls -la big* 2>&1)"
+
 finish
