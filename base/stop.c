@@ -14,6 +14,7 @@
 #include "common.h"
 
 static volatile sig_atomic_t requested_signal;
+static struct timespec requested_at; /* set before requested_signal, read after it */
 static volatile sig_atomic_t interrupts;
 static volatile sig_atomic_t continues;
 
@@ -49,7 +50,10 @@ static void on_signal(int sig) {
         ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)ignored;
     }
-    if (!requested_signal) requested_signal = sig;
+    if (!requested_signal) {
+        clock_gettime(CLOCK_MONOTONIC, &requested_at); /* async-signal-safe */
+        requested_signal = sig;
+    }
 }
 
 int stop_install(const char *stop_signal) {
@@ -69,6 +73,10 @@ int stop_install(const char *stop_signal) {
 }
 
 int stop_requested(void) { return requested_signal; }
+
+double stop_requested_ms(void) {
+    return requested_signal ? (double)requested_at.tv_sec * 1e3 + (double)requested_at.tv_nsec * 1e-6 : 0;
+}
 
 int stop_continues(void) { return continues; }
 

@@ -16,6 +16,9 @@ int stop_install(const char *stop_signal);
 /* The signal that asked to stop (0 if none yet). Async-signal-safe to read. */
 int stop_requested(void);
 
+/* When the first stop was asked for, on ct_now_ms's clock (CLOCK_MONOTONIC); 0 if none yet. */
+double stop_requested_ms(void);
+
 /* A stage of the work (a validation, the artifact) that gave up because a stop was asked for:
  * fails with "stopped by a signal during WHAT" and remembers that the failure is a stop, so the
  * caller ends with exit 75 (its work left recorded) instead of 1. Returns -1. */

@@ -240,9 +240,25 @@ static int train_loop(Trainer *t) {
             if (!stop_abandoned()) return CT_EXIT_FAILURE;
             val_stopped = 1;
         }
-        if (!val_stopped && t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0 &&
-            trainer_save(t) != 0)
-            return CT_EXIT_FAILURE;
+        const int due = !val_stopped && t->step > 0 && cfg->checkpoint_every > 0 && t->step % cfg->checkpoint_every == 0;
+        /* A stop that came while the background writer was still writing an earlier checkpoint
+         * ends the run at that checkpoint once written: no other write is started, since a
+         * second one would double the time the stop takes (Slurm's SIGKILL follows its SIGTERM),
+         * and the steps trained since are trained again, to the same bits, by the requeued run.
+         * Asked of every rank together, once per checkpoint (save_pending is the same on all). */
+        int stop_at_written = 0;
+        int64_t written = t->step;
+        if (due && t->save_pending) {
+            /* the earlier write's verdict first (trainer_save would wait for it too): a stop may
+             * come while the run waits for it */
+            const double wait_start = ct_now_ms();
+            if (trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
+            t->t0 += ct_now_ms() - wait_start; /* checkpoint time is not training time */
+            int asked = stop_requested() != 0;
+            if (t->world > 1 && dist_allreduce_max_i32(t->dist, &asked) != 0) return CT_EXIT_FAILURE;
+            if (asked && trainer_stop_at_written(t, &stop_at_written, &written) != 0) return CT_EXIT_FAILURE;
+        }
+        if (due && !stop_at_written && trainer_save(t) != 0) return CT_EXIT_FAILURE;
         /* the stop is looked at after the step's checkpoint: one asked for while it was written
          * ends the run right after it (no further step, no second checkpoint) */
         int sig = stop_requested();
@@ -254,13 +270,24 @@ static int train_loop(Trainer *t) {
         /* at the last step a stop is honoured after the final checkpoint (train_run), unless it
          * cut the last validation short */
         if (stop && (!last || val_stopped)) {
-            if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
+            /* (as above: the stop may have come during the newest checkpoint's write) */
+            if (!stop_at_written && !val_stopped && t->written_step < t->step &&
+                trainer_stop_at_written(t, &stop_at_written, &written) != 0)
+                return CT_EXIT_FAILURE;
+            if (!stop_at_written) {
+                written = t->step;
+                if (trainer_save(t) != 0 || trainer_save_wait(t) != 0) return CT_EXIT_FAILURE;
+            }
+            if (stop_at_written && written < t->step)
+                printf("the stop came while the checkpoint of step %lld was being written: the run stops there; "
+                       "step(s) %lld to %lld are trained again when it continues\n",
+                       (long long)written, (long long)written + 1, (long long)t->step);
             /* Ctrl-C at a terminal: the person at it wants to know how to go on; a batch job's
              * script wants the exit code that asks Slurm to requeue it */
             char how[64];
             if (sig == SIGINT && isatty(STDERR_FILENO)) snprintf(how, sizeof how, "run the same command again to continue");
             else snprintf(how, sizeof how, "exit %d = requeue to continue", CT_EXIT_REQUEUE);
-            printf("stopped at step %lld/%lld (%s%s): checkpoint written; %s\n", (long long)t->step,
+            printf("stopped at step %lld/%lld (%s%s): checkpoint written; %s\n", (long long)written,
                    (long long)cfg->iterations,
                    sig ? signal_name(sig) : stop == 1 ? "stop_before_job_end: the job's time limit is near"
                                                       : "another rank was asked to stop",

@@ -237,7 +237,7 @@ int trainer_resume(Trainer *t, int *exit_code) {
     t->step = 0;
     t->training_ms = 0;
     t->start_cursor = loader_cursor_start();
-    t->last_saved_step = -1;
+    t->last_saved_step = t->written_step = -1;
     t->metrics_from[0] = '\0';
     /* Rank 0 decides (it alone may move files aside) and tells the others, so every rank
      * loads the same file. */

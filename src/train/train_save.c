@@ -20,6 +20,7 @@
 #include "fault.h"
 #include "h5util.h"
 #include "isolate.h"
+#include "stop.h"
 #include "trainer.h"
 
 /* What the writer needs beyond the Trainer (all of it read-only in the child). */
@@ -62,7 +63,6 @@ static int write_checkpoint(SaveJob *job, char *path, size_t cap) {
 
 /* The child's work: write, then say so on the run's output. */
 static int background_write(void *ctx, void *out) {
-    (void)out;
     SaveJob *job = ctx;
     /* the parent resumes training as soon as the fork returns: its pause ends about now */
     const double paused_ms = ct_now_ms() - job->requested_ms;
@@ -71,6 +71,7 @@ static int background_write(void *ctx, void *out) {
     printf("checkpoint: %s (%.0fms, written in the background; training paused %.0fms)\n", path,
            ct_now_ms() - job->requested_ms, paused_ms);
     fflush(stdout);
+    *(double *)out = ct_now_ms(); /* when the write ended (one clock for the whole machine) */
     return 0;
 }
 
@@ -90,7 +91,12 @@ int trainer_save_async(const Trainer *t) {
 
 static int finish_writer(Trainer *t) {
     t->writer.stop_grace_s = WRITER_STOP_GRACE_S;
-    return ct_child_finish(&t->writer, "the background checkpoint writer", NULL, 0, t->cfg->checkpoint_wait);
+    double end_ms = 0;
+    if (ct_child_finish(&t->writer, "the background checkpoint writer", &end_ms, sizeof end_ms,
+                        t->cfg->checkpoint_wait) != 0)
+        return -1;
+    t->written_end_ms = end_ms;
+    return 0;
 }
 
 int trainer_save_wait(Trainer *t) {
@@ -103,10 +109,23 @@ int trainer_save_wait(Trainer *t) {
         if (rc != 0) snprintf(message, sizeof message, "%s", ct_error());
     }
     if (t->world > 1 && dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
-    if (rc == 0) return 0;
+    if (rc == 0) {
+        t->written_step = t->pending_step;
+        return 0;
+    }
     if (t->rank != 0)
         return ct_fail("rank 0 failed to write the checkpoint of step %lld", (long long)t->pending_step);
     return ct_fail("checkpoint of step %lld: %s", (long long)t->pending_step, message);
+}
+
+int trainer_stop_at_written(Trainer *t, int *yes, int64_t *step) {
+    if (trainer_save_wait(t) != 0) return -1;
+    int during = 0;
+    if (t->rank == 0) during = stop_requested() && t->written_step >= 0 && stop_requested_ms() <= t->written_end_ms;
+    if (t->world > 1 && dist_bcast(t->dist, &during, sizeof during, 0) != 0) return -1;
+    *yes = during;
+    *step = t->written_step;
+    return 0;
 }
 
 void trainer_save_abandon(Trainer *t) {
@@ -138,6 +157,7 @@ int trainer_save(Trainer *t) {
             int rc = 0;
             if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
             if (rc != 0) return ct_fail("rank 0 failed to write the checkpoint of step %lld", (long long)t->step);
+            t->written_step = t->step;
         }
         t->last_saved_step = t->step;
         t->saved_val_step = t->last_val_step;
@@ -153,8 +173,9 @@ int trainer_save(Trainer *t) {
         /* holding the HDF5 lock across fork() keeps the loader's prefetch thread out of HDF5,
          * so the child inherits HDF5 in a consistent state */
         ct_hdf5_lock();
-        int rc = ct_child_start(&t->writer, "the background checkpoint writer", background_write, &job, NULL, 0,
-                                writer_child_init);
+        double end_ms = 0; /* the child's, sent back through ct_child_finish */
+        int rc = ct_child_start(&t->writer, "the background checkpoint writer", background_write, &job, &end_ms,
+                                sizeof end_ms, writer_child_init);
         ct_hdf5_unlock();
         if (rc != 0) return ct_fail_prefix("checkpoint at step %lld", (long long)t->step);
         t->save_pending = 1;
@@ -170,7 +191,8 @@ int trainer_save(Trainer *t) {
     snprintf(saved_error, sizeof saved_error, "%s", ct_error());
     if (dist_bcast(t->dist, &rc, sizeof rc, 0) != 0) return -1;
     if (rc != 0) return ct_fail("checkpoint at step %lld: %s", (long long)t->step, saved_error);
-    t->last_saved_step = t->step;
+    t->written_step = t->last_saved_step = t->step;
+    t->written_end_ms = ct_now_ms();
     t->saved_val_step = t->last_val_step;
     printf("checkpoint: %s (%.0fms)\n", path, ct_now_ms() - start);
     fflush(stdout);

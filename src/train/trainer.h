@@ -37,6 +37,10 @@ typedef struct {
     /* the latest validation (saved in checkpoints' /metrics); step -1 while there is none */
     double last_val_step, last_val_loss, last_val_bpb;
     double saved_val_step;    /* last_val_step when the checkpoint of last_saved_step was written */
+    /* the newest checkpoint known to be complete (-1: none this process), and on rank 0 when its
+     * write ended (ct_now_ms): a stop asked for before then came during that write */
+    int64_t written_step;
+    double written_end_ms;
     int64_t steps_timed;      /* steps this process has run, and the average time of those after */
     double step_ms_avg;       /* the first (an exponential moving average, for the ETA) */
     double t0;
@@ -124,6 +128,10 @@ int trainer_save_async(const Trainer *t);
 /* Every rank: the verdict of the background write in flight, if any (0 when none). Call it
  * before the run ends or stops, so the last checkpoint is complete and its failure reported. */
 int trainer_save_wait(Trainer *t);
+/* Every rank, once a stop is asked for: *yes = 1 when it came while the newest checkpoint was
+ * being written (rank 0's clock decides; a pending write's verdict is collected first), so that
+ * the run stops at that checkpoint rather than write another; *step = its step. */
+int trainer_stop_at_written(Trainer *t, int *yes, int64_t *step);
 /* Rank 0 on a failure exit: let a background write in flight finish (its message, if it
  * fails, is printed), without talking to the other ranks. */
 void trainer_save_abandon(Trainer *t);

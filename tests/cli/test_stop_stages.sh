@@ -125,6 +125,33 @@ if [ "$got" = "step_00000002.h5 " ]; then pass ckpt_stop_one_checkpoint; else fa
 if grep -q '"step": 3,' ckpt/metrics.jsonl; then fail ckpt_stop_no_extra_step "step 3 was trained"
 else pass ckpt_stop_no_extra_step; fi
 
+# The same with the background writer (checkpoint_async=on, the GPU default): the SIGTERM reaches
+# the run while the writer is still at the checkpoint of step 2 (the writer sends it, then stops
+# itself until this script continues it), and the run stops at that checkpoint once it is
+# written, without writing a second one for the step it has reached
+CTRAIN_FAULT=TERM@ckpt:2,STOP@ckpt:2 "$CTRAIN" train "${small[@]}" iterations=1000 checkpoint_every=2 \
+    checkpoint_async=on out_dir=bg >bg.log 2>&1 &
+run_pid=$!
+writer=
+for _ in $(seq 600); do # the writer stops itself within seconds; 60 s at most
+    for c in $(pgrep -P $run_pid); do [ "$(ps -o stat= -p "$c" | cut -c1)" = T ] && writer=$c; done
+    [ -n "$writer" ] && break
+    sleep 0.1
+done
+[ -n "$writer" ] && { sleep 1; kill -CONT "$writer"; }
+wait $run_pid
+rc=$?
+expect_rc bg_ckpt_stop_exits_75 75 bg.log
+got=$(ls bg/checkpoints 2>/dev/null | grep '^step_' | tr '\n' ' ')
+if [ "$got" = "step_00000002.h5 " ]; then pass bg_ckpt_stop_one_checkpoint; else fail bg_ckpt_stop_one_checkpoint "checkpoints: $got"; fi
+expect_grep bg_ckpt_stop_says '^stopped at step 2/1000 \(SIGTERM\): checkpoint written' bg.log
+# the requeue continues from step 2: each step once in metrics.jsonl
+"$CTRAIN" train "${small[@]}" iterations=6 checkpoint_every=2 checkpoint_async=on out_dir=bg >bg2.log 2>&1
+rc=$?
+expect_rc bg_requeue_ok 0 bg2.log
+expect_same bg_requeue_steps_once "trained steps" "1 2 3 4 5 6" \
+    "$(sed -n 's/^{"step": \([0-9]*\), "train_loss".*/\1/p' bg/metrics.jsonl | tr '\n' ' ' | sed 's/ $//')"
+
 # what the end needs is checked before the first step: exit 2, nothing trained
 expect_fail start_eval_seq_len 2 'eval_seq_len = 100000: val_files .val.h5. hold [0-9]+ tokens, fewer than one sequence of eval_seq_len \+ 1 = 100001' \
     "$CTRAIN" train "${small[@]}" eval_seq_len=100000 out_dir=long
