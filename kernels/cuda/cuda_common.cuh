@@ -99,6 +99,76 @@ static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32
     return y;
 }
 
+/* ---- the residual stream's storage (residual_dtype, docs/cuda.md "Precision policy") ----
+ * The kernels over the residual stream (cuda_rmsnorm.cu, cuda_scaled_add.cu,
+ * cuda_residual_mix.cu, cuda_add_inplace) take its element type S as a template parameter:
+ * float, or __nv_bfloat16 as train_gpt.py keeps its stream. With S = __nv_bfloat16: stream
+ * values are widened to fp32 where they are loaded (ld_stream), the arithmetic is fp32, the
+ * control tensors that scale or mix the stream (resid_mix, attn_scale, mlp_scale,
+ * skip_weights) are rounded to bf16 first (ld_control: train_gpt.py's `.to(dtype=x.dtype)`),
+ * and every stream value is rounded once where it is stored (st_stream) and also where a
+ * kernel recomputes a stored value instead of reading it (round_stream: x_in, xm, x1, a norm
+ * backward's g), so that a recomputation gives the stored bits. With S = float every helper
+ * below is the identity or the plain access: the fp32 kernels' bits. */
+template <typename S>
+static __device__ __forceinline__ float round_stream(float x) {
+    if constexpr (sizeof(S) == sizeof(float)) return x; /* float (or the exact-bf16 emulation's "bf16") */
+    else return from_bf16(to_bf16(x));
+}
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> round_stream_v(F32V<V> x) {
+#pragma unroll
+    for (int e = 0; e < V; e++) x.v[e] = round_stream<S>(x.v[e]);
+    return x;
+}
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> ld_stream(const S *p) {
+    if constexpr (sizeof(S) == sizeof(float)) {
+        return ld_vec<V>(reinterpret_cast<const float *>(p));
+    } else {
+        const Bf16V<V> h = ld_vec<V>(p);
+        F32V<V> y;
+#pragma unroll
+        for (int e = 0; e < V; e++) y.v[e] = from_bf16(h.v[e]);
+        return y;
+    }
+}
+template <typename S, int V>
+static __device__ __forceinline__ void st_stream(S *p, const F32V<V> &x) {
+    if constexpr (sizeof(S) == sizeof(float)) {
+        st_vec<V>(reinterpret_cast<float *>(p), x);
+    } else {
+        Bf16V<V> h;
+#pragma unroll
+        for (int e = 0; e < V; e++) h.v[e] = to_bf16(x.v[e]);
+        st_vec<V>(p, h);
+    }
+}
+/* A control tensor (fp32 parameter) as the stream of type S sees it. */
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> ld_control(const float *p) {
+    return round_stream_v<S, V>(ld_vec<V>(p));
+}
+/* x + scale * bf16 branch on a stream of type S: add_scaled (above), with scale as ld_control
+ * gives it, rounded as stored. */
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> add_scaled_stream(const F32V<V> &x, const F32V<V> &scale,
+                                                            const Bf16V<V> &branch) {
+    return round_stream_v<S, V>(add_scaled<V>(x, scale, branch));
+}
+/* Launch a kernel templated <S, V> with the stream type of dtype (CT_F32, CT_BF16) and V = 4 or
+ * 1: KERNEL_CALL(S, V) expands to the launch. */
+#define CT_STREAM_DISPATCH(dtype, V, KERNEL_CALL)                                                  \
+    do {                                                                                           \
+        if ((dtype) == CT_BF16) {                                                                  \
+            if ((V) == 4) KERNEL_CALL(__nv_bfloat16, 4);                                           \
+            else KERNEL_CALL(__nv_bfloat16, 1);                                                    \
+        } else {                                                                                   \
+            if ((V) == 4) KERNEL_CALL(float, 4);                                                   \
+            else KERNEL_CALL(float, 1);                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* Butterfly sums: every lane ends with the same bits (each step adds a pair that its partner
  * lane adds in the other order, and fp addition is commutative), in a fixed order. */
 static __device__ __forceinline__ float warp_sum(float v) {

@@ -19,6 +19,11 @@ extern "C" {
  * (tests/gpu_emu/run.sh rewrites this line for its exact-bf16 mode.) */
 typedef uint16_t ct_bf16;
 
+/* Element types of the ops' typed buffers: cuda_gemm's operands, and the residual stream's
+ * (residual_dtype: the ops that take a `dtype` read and write its tensors as fp32 or bf16; their
+ * rounding points are in cuda_common.cuh, "the residual stream's storage"). */
+enum { CT_F32 = 0, CT_BF16 = 1 };
+
 
 /* 1: synchronise the stream after every launch so an asynchronous fault is reported with the
  * kernel's name (slow; for debugging). Also enabled by the environment variable
@@ -42,8 +47,11 @@ int cuda_probe_kernels(cudaStream_t stream);
 /* out[i] = bf16(in[i]) / out[i] = float(in[i]). */
 int cuda_f32_to_bf16(ct_bf16 *out, const float *in, size_t n, cudaStream_t stream);
 int cuda_bf16_to_f32(float *out, const ct_bf16 *in, size_t n, cudaStream_t stream);
-/* y[i] += x[i]. */
-int cuda_add_inplace(float *y, const float *x, size_t n, cudaStream_t stream);
+/* y[i] += x[i], y and x of type dtype (CT_BF16: the sum in fp32, rounded once). */
+int cuda_add_inplace(void *y, const void *x, size_t n, int dtype, cudaStream_t stream);
+/* x[i] = float(bf16(x[i])): an fp32 buffer given the values a bf16 one would hold (the ends of
+ * the bf16 residual stream kept in fp32 buffers: the embedding and its gradient). */
+int cuda_round_bf16_inplace(float *x, size_t n, cudaStream_t stream);
 /* x[i] *= s (cpu_scale's fp32 product: ln_scale's factor on a norm's output gradient). */
 int cuda_scale_inplace(float *x, float s, size_t n, cudaStream_t stream);
 

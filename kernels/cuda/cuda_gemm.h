@@ -10,8 +10,6 @@
 extern "C" {
 #endif
 
-enum { CT_F32 = 0, CT_BF16 = 1 };
-
 /* Row-major C[M,N] = alpha * op(A) @ op(B) + beta * C with op(A) [M,K] and op(B) [K,N]
  * (trans_a: A is stored [K,M]; trans_b: B is stored [N,K]), cublasGemmEx with
  * CUBLAS_COMPUTE_32F. Types: A and B both CT_BF16 (fp32 accumulation; C CT_F32 or CT_BF16) or

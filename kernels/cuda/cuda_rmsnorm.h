@@ -2,7 +2,18 @@
  * the block-input mix + norm and add + norm forwards and their backwards, the pair of
  * cpu_rmsnorm.c (the fused ones are checked against the CPU ops they fuse; cuda_rmsnorm.cu
  * lists them).
- * C-callable; the conventions of every CUDA op are in cuda_ops.h. */
+ * C-callable; the conventions of every CUDA op are in cuda_ops.h.
+ *
+ * The residual stream's tensors (x, x_in, xm, x0, skip, x_out, x1, and the gradients along it:
+ * dx, dx_in, dx0) are `void *` of the element type `dtype` (CT_F32 or CT_BF16, residual_dtype),
+ * one type for all of an op's stream tensors; the other tensors have the types they are
+ * declared with. With CT_BF16 the ops follow train_gpt.py's bf16 stream, rounding where it
+ * rounds: the control tensors (mix, attn_scale/scale, mlp_scale, skip_w) are rounded to bf16
+ * before use, the arithmetic is fp32, and every stream value is rounded once where it is
+ * stored, and where an op recomputes a stored value instead of reading it (x_in, xm, x1, and a
+ * norm backward's g = dx + the norm's input gradient, stored in dx or carried on by a fused
+ * op): the values below are then those rounded ones. With CT_F32 the ops are the fp32 ops,
+ * bitwise. */
 #ifndef CT_CUDA_RMSNORM_H
 #define CT_CUDA_RMSNORM_H
 
@@ -13,12 +24,14 @@ extern "C" {
 #endif
 
 /* RMSNorm without weight, per row of C: r = 1/sqrt(mean(x^2) + eps) (row sum in double, as the
- * CPU op), y = x * r. out (fp32) and/or out_bf16 receive y (either may be NULL), rstd [N] r
- * (may be NULL). out may equal x. */
-int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float *x, int N, int C, float eps,
-                         cudaStream_t stream);
-/* dx [N,C] += rstd * dout - x * rstd^3 * mean(dout * x) (the CPU formula, row dot in double). */
-int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
+ * CPU op), y = x * r. x of type dtype (the final norm reads the stream's last output); out
+ * (fp32) and/or out_bf16 receive y (either may be NULL), rstd [N] r (may be NULL). out may
+ * equal x (dtype CT_F32). */
+int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const void *x, int N, int C, float eps,
+                         int dtype, cudaStream_t stream);
+/* dx [N,C] += rstd * dout - x * rstd^3 * mean(dout * x) (the CPU formula, row dot in double);
+ * dx and x of type dtype (CT_BF16: dx's sum rounded once), dout fp32. */
+int cuda_rmsnorm_backward(void *dx, const float *dout, const void *x, const float *rstd, int N, int C, int dtype,
                           cudaStream_t stream);
 
 /* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward,
@@ -28,21 +41,25 @@ int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const fl
  * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. out_scale: ln_scale's factor of the block,
  * 1 without it (the same bits as no factor: x * 1 = x). */
 typedef struct {
-    float *x_in;                /* written only with a skip (may be NULL without one) */
-    float *xm, *rstd;           /* written */
+    void *x_in;                 /* written only with a skip (may be NULL without one) */
+    void *xm;                   /* written */
+    float *rstd;                /* written */
     ct_bf16 *a_bf16;            /* written */
-    const float *x;             /* the residual stream (NULL for cuda_out_mix_norm_forward, which makes it) */
-    const float *skip, *skip_w; /* the U-Net skip and its weights; NULL without one */
-    const float *x0, *mix;
+    const void *x;              /* the residual stream (NULL for cuda_out_mix_norm_forward, which makes it) */
+    const void *skip;           /* the U-Net skip; NULL without one */
+    const float *skip_w;        /* its weights; NULL without one */
+    const void *x0;
+    const float *mix;
     int N, C;
     float eps, out_scale;
+    int dtype;                  /* the stream tensors' type (also those of a CudaBlockOutput with it) */
 } CudaMixNorm;
 int cuda_mix_norm_forward(const CudaMixNorm *a, cudaStream_t stream);
 /* The output of the block before, x_out = (xm + attn_scale * ao) + mlp_scale * mo, made as
  * cuda_scaled_add_forward(x_out, xm, ao, attn_scale, mo, mlp_scale) makes it. */
 typedef struct {
-    float *x_out;
-    const float *xm;
+    void *x_out;                /* of the CudaMixNorm's dtype, as xm */
+    const void *xm;
     const ct_bf16 *ao, *mo;
     const float *attn_scale, *mlp_scale;
 } CudaBlockOutput;
@@ -56,8 +73,9 @@ int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, const CudaMixNorm *a,
  * branch bf16 (the attention projection's output, as a product's output under autocast). x1 is
  * written only when not NULL: the backend does not keep it (cuda_add_norm_backward and
  * cuda_scaled_add_forward recompute it, to the same bits). */
-int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
-                          const float *scale, int N, int C, float eps, float out_scale, cudaStream_t stream);
+int cuda_add_norm_forward(void *x1, float *rstd, ct_bf16 *m_bf16, const void *xm, const ct_bf16 *branch,
+                          const float *scale, int N, int C, float eps, float out_scale, int dtype,
+                          cudaStream_t stream);
 /* cuda_rmsnorm_backward of that norm (a CudaAddNormBackward's tensors and shape), its input
  * recomputed as the forwards made it: dx +=
  * rmsnorm_backward(dout, x1 = xm + scale * branch, rstd) with xm = mix[0] * x_in + mix[1] * x0
@@ -70,9 +88,10 @@ int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *
  * (WRITTEN), dscale += sum_n dx * branch (where the device lacks the 8 C bytes of shared memory
  * per row lane the fused kernel needs, the two ops run one after the other). */
 typedef struct {
-    float *dx;                    /* += */
+    void *dx;                     /* += */
     const float *dout, *rstd;     /* the norm's output gradient and rstd */
-    const float *x_in, *x0, *mix; /* xm, remade */
+    const void *x_in, *x0;        /* xm, remade */
+    const float *mix;
     const ct_bf16 *branch;        /* x1 = xm + scale * branch, remade */
     const float *scale;
     ct_bf16 *renorm;              /* optional, with renorm_rstd and renorm_scale */
@@ -82,6 +101,7 @@ typedef struct {
     float *dscale;
     double *partials;
     int N, C;
+    int dtype; /* dx, x_in, x0 */
 } CudaAddNormBackward;
 int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream);
 /* The block input's backward (a CudaNormMixBackward's tensors and shape), fused: the attention
@@ -93,13 +113,16 @@ int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream);
  * (where the device lacks the shared memory the fused kernel needs, 16 C bytes per row lane,
  * the two ops run and leave g there). */
 typedef struct {
-    float *dx_in;                 /* written */
-    float *dx0, *dmix;            /* += */
-    float *dx;                    /* the residual stream's gradient: read, then undefined */
+    void *dx_in;                  /* written */
+    void *dx0;                    /* += */
+    float *dmix;                  /* += */
+    void *dx;                     /* the residual stream's gradient: read, then undefined */
     const float *dout, *rstd;     /* the attention norm's output gradient and rstd */
-    const float *x_in, *x0, *mix; /* xm, remade */
+    const void *x_in, *x0;        /* xm, remade */
+    const float *mix;
     double *partials;
     int N, C;
+    int dtype; /* dx_in, dx0, dx, x_in, x0 */
 } CudaNormMixBackward;
 int cuda_norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream);
 
