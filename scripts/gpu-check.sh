@@ -38,7 +38,8 @@ build=${GPU_CHECK_BUILD:-$root/build}
 # name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
 # 2026-11-25, docs/testing.md; cpu-scaling from its one- and two-thread times there, its run
 # having been cut short; record took about 70 s as a script before it was a stage; profile and
-# record-side are estimates, not yet run) | what
+# record-side are estimates, not yet run; convergence, and the bf16 runs added to step-baseline,
+# step-wide and record, estimated from their step times there) | what
 stage_table=(
     "test-gpu|1|60|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
     "memcheck|1|60|compute-sanitizer memcheck on test_gpu_step"
@@ -48,10 +49,11 @@ stage_table=(
     "cuda-graph|1|60|CUDA graph vs launch by launch with real cuBLAS: 20 baseline steps bitwise, the step time of each; bench_gpu_step's small shape both ways"
     "attention|1|60|attention vs PyTorch SDPA (flash, cuDNN) at docs/performance.md's three shapes; the one-tile and two-tile forward builds in the same run"
     "checkpoint|1|60|the checkpoint stall: in-line vs background writes during baseline training"
-    "step-baseline|1|240|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB)"
-    "step-wide|1|360|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps)"
+    "step-baseline|1|260|whole step 9x512/T1024 beside train_gpt.py (TRAIN_GPT_PY) and ref_gpt.py: ms/step, MFU, peak memory (expected 9.3 GiB), ctrain with the residual stream in fp32 and in bf16"
+    "step-wide|1|390|whole step 12x768/T2048 beside train_gpt.py and ref_gpt.py (20 steps), ctrain with the residual stream in fp32 and in bf16"
+    "convergence|1|330|residual_dtype bf16 against fp32 (two seeds each) and train_gpt.py (TRAIN_GPT_PY): val_bpb on held-out text after 300 steps of 131,072 tokens (tests/bench/convergence_vs_train_gpt.sh)"
     "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
-    "record|1|180|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise: tests/bench/record_gpu.sh"
+    "record|1|300|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/record_gpu.sh"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
@@ -191,6 +193,10 @@ step_stage() { # shape steps
 }
 body_step-baseline() { step_stage baseline 30; }
 body_step-wide() { step_stage wide 20; }
+body_convergence() {
+    need_train_gpt TRAIN_GPT_PY "parameter-golf's train_gpt.py; fetch openai/parameter-golf"
+    bash "$root/tests/bench/convergence_vs_train_gpt.sh" "$build" "$TRAIN_GPT_PY" 300 131072
+}
 
 body_profile() {
     local n; n=$(tool_path ncu /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu)

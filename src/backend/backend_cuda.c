@@ -23,6 +23,11 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 /* BACKEND_TAKE_FLOATS (backend_common.h) for bf16 elements */
 #define BACKEND_TAKE_BF16S(a, n, tally) ((ct_bf16 *)backend_arena_take((a), (size_t)(n) * sizeof(ct_bf16), (tally)))
 
+/* n elements of the residual stream's type (residual_dtype) */
+static void *take_stream(CudaBackend *cb, BackendArena *a, size_t n, size_t *tally) {
+    return backend_arena_take(a, n * cb->stream_bytes, tally);
+}
+
 /* Whether parameter i is an operand of a matrix product, and so has a bf16 shadow: the
  * matrices, and the output projection (the token embedding when tied, else lm_head). */
 static int uses_bf16_shadow(const ModelSpec *s, int i) {
@@ -67,10 +72,10 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->d_scalars = BACKEND_TAKE_DOUBLES(a, CUDA_SCALARS, wk);
 
     cb->emb = BACKEND_TAKE_FLOATS(a, N * D, act);
-    cb->x0 = BACKEND_TAKE_FLOATS(a, N * D, act);
+    cb->x0 = take_stream(cb, a, N * D, act);
     cb->rstd0 = BACKEND_TAKE_FLOATS(a, N, act);
     cb->xf16 = BACKEND_TAKE_BF16S(a, N * D, act);
-    cb->xm = BACKEND_TAKE_FLOATS(a, N * D, act);
+    cb->xm = take_stream(cb, a, N * D, act);
     cb->a_in = BACKEND_TAKE_BF16S(a, N * D, act);
     cb->h = BACKEND_TAKE_BF16S(a, N * HID, act);
     cb->rstdf = BACKEND_TAKE_FLOATS(a, N, act);
@@ -78,7 +83,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     for (int l = 0; l < cb->num_layers; l++) {
         CudaLayer *y = &cb->layers[l];
         const int dec = l - s->num_encoder;
-        y->x_in = dec >= 0 && dec < s->num_skip ? BACKEND_TAKE_FLOATS(a, N * D, act) : NULL;
+        y->x_in = dec >= 0 && dec < s->num_skip ? take_stream(cb, a, N * D, act) : NULL;
         y->rstd_attn = BACKEND_TAKE_FLOATS(a, N, act);
         y->qkv = BACKEND_TAKE_BF16S(a, N * (size_t)cb->qkv_width, act);
         y->q16 = BACKEND_TAKE_BF16S(a, N * D, act);
@@ -91,7 +96,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->m_in = BACKEND_TAKE_BF16S(a, N * D, act);
         y->u = BACKEND_TAKE_BF16S(a, N * HID, act);
         y->mo = BACKEND_TAKE_BF16S(a, N * D, act);
-        y->x_out = BACKEND_TAKE_FLOATS(a, N * D, act);
+        y->x_out = take_stream(cb, a, N * D, act);
     }
     cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
@@ -107,9 +112,9 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         cb->dbigram_h = BACKEND_TAKE_FLOATS(a, N * BD, wk);
     }
 
-    cb->dx = BACKEND_TAKE_FLOATS(a, N * D, wk);
-    cb->dx_alt = BACKEND_TAKE_FLOATS(a, N * D, wk);
-    cb->dx0 = BACKEND_TAKE_FLOATS(a, N * D, wk);
+    cb->dx = take_stream(cb, a, N * D, wk);
+    cb->dx_alt = take_stream(cb, a, N * D, wk);
+    cb->dx0 = take_stream(cb, a, N * D, wk);
     cb->dxf = BACKEND_TAKE_FLOATS(a, N * D, wk);
     cb->dD2 = BACKEND_TAKE_FLOATS(a, N * D, wk);
     cb->dq = BACKEND_TAKE_FLOATS(a, N * D, wk);
@@ -168,6 +173,7 @@ int backend_cuda_memory(Backend *b, CudaMemoryReport *r) {
     r->micro_batch_seqs = cb->B;
     r->logits_chunk = cb->logits_chunk;
     r->ns_fp32 = cb->ns_fp32;
+    r->residual_bf16 = cb->stream_dtype == CT_BF16;
     return 0;
 }
 
@@ -177,10 +183,10 @@ void backend_cuda_describe(Backend *b, char *buf, size_t cap) {
     const double MiB = 1024.0 * 1024.0;
     snprintf(buf, cap,
              "cuda: device %d %s (sm_%d%d), %.1f MiB allocated (state %.1f, activations %.1f, work %.1f), device "
-             "memory used %.1f / %.1f MiB, Newton-Schulz %s",
+             "memory used %.1f / %.1f MiB, Newton-Schulz %s, residual stream %s",
              r.device_index, r.device_name, r.cc_major, r.cc_minor, r.arena_bytes / MiB, r.state_bytes / MiB,
              r.activation_bytes / MiB, r.work_bytes / MiB, r.device_used_bytes / MiB, r.device_total_bytes / MiB,
-             r.ns_fp32 ? "fp32" : "bf16");
+             r.ns_fp32 ? "fp32" : "bf16", r.residual_bf16 ? "bf16" : "fp32");
 }
 
 /* ---- creation ---- */
@@ -276,6 +282,8 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->qkv_width = s->dim + 2 * s->kv_dim;
     cb->device = device;
     cb->graph_on = cfg->cuda_graph && !cuda_debug_sync_on(); /* a synchronised launch cannot be captured */
+    cb->stream_dtype = strcmp(cfg->residual_dtype, "bf16") == 0 ? CT_BF16 : CT_F32;
+    cb->stream_bytes = cb->stream_dtype == CT_BF16 ? sizeof(ct_bf16) : sizeof(float);
     {
         int ns = 0;
         cb->ns_fp32 = ct_env_nonneg_int("CT_CUDA_NS_FP32", &ns) == 0 && ns == 1;
@@ -290,7 +298,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
         cb->h_buckets = ct_malloc((size_t)N * sizeof(int32_t), "bigram buckets");
     }
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
-    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "cuda skip table");
+    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(void *), "cuda skip table");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
     muon_batch_plan(s, &cb->muon_plan);
     const size_t mats = (size_t)cb->muon_plan.num_matrices + 1;
@@ -389,10 +397,10 @@ static void write_start_line(CudaBackend *cb) {
     const double GiB = 1024.0 * 1024.0 * 1024.0;
     snprintf(cb->base.detail, sizeof cb->base.detail,
              "device %d %.80s (sm_%d%d), %.2f GiB allocated (state %.2f, activations %.2f, work %.2f) of %.1f, "
-             "micro-batches %s",
+             "micro-batches %s, residual stream %s",
              cb->device, cb->device_name, cb->cc_major, cb->cc_minor, cb->arena_bytes / GiB, cb->state_bytes / GiB,
              cb->act_bytes / GiB, cb->work_bytes / GiB, cb->total_mem / GiB,
-             cb->graph_on ? "as a CUDA graph" : "launch by launch");
+             cb->graph_on ? "as a CUDA graph" : "launch by launch", cb->stream_dtype == CT_BF16 ? "bf16" : "fp32");
 }
 
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {

@@ -79,10 +79,12 @@ typedef struct {
                                  plus the cuBLAS handle's and stream's own allocations */
     size_t device_total_bytes;
     int micro_batch_seqs, logits_chunk, ns_fp32;
+    int residual_bf16; /* residual_dtype = bf16: the stream's buffers hold bf16 */
 } CudaMemoryReport;
 int backend_cuda_memory(Backend *b, CudaMemoryReport *report);
 /* One line for the run log: "cuda: <name> (sm_XY), 1234.5 MiB allocated (state ..., activations
- * ..., work ...), device memory used 1300.2 / 81559.0 MiB". */
+ * ..., work ...), device memory used 1300.2 / 81559.0 MiB, Newton-Schulz bf16, residual stream
+ * fp32". */
 void backend_cuda_describe(Backend *b, char *buf, size_t cap);
 
 #endif

@@ -37,10 +37,12 @@ enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
  * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
  * xm + attn_scale * ao (read from x_in, x0 and ao), the norm rms_norm(xm) that feeds
  * c_q/c_k/c_v and relu(u)^2; the forward writes xm, that norm and relu(u)^2 of the block being
- * computed into buffers shared by all blocks (CudaBackend.xm, .a_in, .h). */
+ * computed into buffers shared by all blocks (CudaBackend.xm, .a_in, .h). The residual stream's
+ * buffers (`void *`: x_in, x_out here, x0, xm, dx, dx_alt, dx0 and dskip in CudaBackend) hold
+ * elements of CudaBackend.stream_dtype (residual_dtype: fp32 or bf16). */
 typedef struct {
-    float *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
-    const float *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
+    void *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
+    const void *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *rstd_attn;
     /* c_q, c_k and c_v's outputs side by side, [N, D + 2 KV] (one product for the three): the
      * raw q and k (the QK-norm/RoPE backward needs them) and v (an attention input) */
@@ -54,7 +56,7 @@ typedef struct {
     ct_bf16 *m_in;
     ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
     ct_bf16 *mo; /* MLP projection output */
-    float *x_out;
+    void *x_out;
 } CudaLayer;
 
 typedef struct {
@@ -80,6 +82,10 @@ typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;
     int ns_fp32;
+    /* residual_dtype: CT_F32 or CT_BF16, the element type of the residual stream's buffers and
+     * of the `dtype` of the ops on them (docs/cuda.md, "Residual stream"); its size in bytes */
+    int stream_dtype;
+    size_t stream_bytes;
     int logits_chunk; /* tokens per chunk of the logits and loss (the z and dz scratch rows) */
     int grads_on_host; /* grad_buffer() handed out the host gradients: upload before stepping */
 
@@ -122,9 +128,10 @@ typedef struct {
     double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
 
     /* activations */
-    float *emb, *x0, *rstd0, *rstdf, *losses;
+    float *emb, *rstd0, *rstdf, *losses; /* emb: fp32, with bf16 values under residual_dtype bf16 */
+    void *x0;          /* rms_norm(emb) (smeared with the SmearGate): the stream's start */
     ct_bf16 *xf16;
-    float *xm;         /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
+    void *xm;          /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
     ct_bf16 *a_in, *h;
     CudaLayer *layers;
     float *rope_cos, *rope_sin; /* [T, rope_dims/2] */
@@ -137,15 +144,15 @@ typedef struct {
     float *dbigram_h;    /* [N, bigram_dim] d bigram rows, the bigram table's backward input */
 
     /* backward work buffers */
-    float *dx, *dx_alt; /* dL/d(residual stream), and the buffer the next one is written to */
-    float *dx0;         /* dL/dx0, summed over every block's resid_mix */
-    float *dxf;         /* dL/d(final norm's output), then dL/d(emb) */
+    void *dx, *dx_alt; /* dL/d(residual stream), and the buffer the next one is written to */
+    void *dx0;         /* dL/dx0, summed over every block's resid_mix */
+    float *dxf;        /* dL/d(final norm's output), then dL/d(emb) (fp32 either way) */
     float *dD2;         /* dL/d(m_in), then dL/d(a_in): into the block's norms' backward */
     float *dq, *dk;     /* fp32 dL/dq, dL/dk (the QK-norm/RoPE backward's inputs) */
     ct_bf16 *gD16, *gH16; /* bf16 gradients of [N, D] and [N, HID] product outputs (mo/ao, h) */
     ct_bf16 *dy16;        /* dL/d(attention output) */
     ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
-    float **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
+    void **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch; /* attention backward's row sums, QK-norm/RoPE backward's scratch */
     double *partials;     /* column reductions */
     double *red_partials; /* whole-buffer reductions (loss sum, norms) */

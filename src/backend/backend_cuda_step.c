@@ -76,20 +76,35 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
                       "cuda: token upload (cudaMemcpyAsync)");
 }
 
+/* ---- the ends of the residual stream ----
+ * The stream's start (the embedding, its norm, the SmearGate) and the backward through it run
+ * once per micro-batch in fp32 buffers. Under residual_dtype = bf16 each value train_gpt.py
+ * stores in bf16 there (the embedding rows of its bf16 table, the norm's and the SmearGate's
+ * outputs, their gradients) is rounded in place, so the fp32 kernels see and make the bf16
+ * stream's values (docs/cuda.md, "Residual stream"). */
+static int stream_bf16(const CudaBackend *cb) { return cb->stream_dtype == CT_BF16; }
+static int round_if_bf16(CudaBackend *cb, float *x, size_t n) {
+    return stream_bf16(cb) ? cuda_round_bf16_inplace(x, n, cb->stream) : 0;
+}
+
 /* ---- forward ---- */
 
 static int forward_blocks(CudaBackend *cb, int B) {
     const ModelSpec *s = &cb->base.state->spec;
     const int N = B * cb->T, D = cb->dim, KV = cb->kv_dim, HID = cb->hidden, QKV = cb->qkv_width;
+    const int dt = cb->stream_dtype;
+    const size_t ND = (size_t)N * D;
     cudaStream_t st = cb->stream;
     const int32_t *d_ids = cb->d_tok;
     RETURN_ON_FAILURE(cuda_embedding_forward(cb->emb, d_ids, cb->d_params + s->params[s->tok_emb].offset, N, D, st));
+    RETURN_ON_FAILURE(round_if_bf16(cb, cb->emb, ND)); /* the rows of train_gpt.py's bf16 table */
     if (s->bigram_vocab) { /* emb += scale * proj(bigram_embed[hash(prev, token)]) */
         const float *scale = cb->d_params + s->params[s->bigram_scale].offset;
         const size_t BD = (size_t)s->bigram_dim;
         RETURN_ON_FAILURE(cuda_bigram_hash(cb->d_buckets, d_ids, B, cb->T, s->bigram_vocab, st));
         RETURN_ON_FAILURE(cuda_embedding_forward(cb->bigram_h, cb->d_buckets,
                                                  cb->d_params + s->params[s->bigram_embed].offset, N, (int)BD, st));
+        RETURN_ON_FAILURE(round_if_bf16(cb, cb->bigram_h, (size_t)N * BD));
         if (s->bigram_proj >= 0) {
             RETURN_ON_FAILURE(cuda_f32_to_bf16(cb->bigram_h16, cb->bigram_h, (size_t)N * BD, st));
             RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, cb->bigram_p16, CT_BF16, cb->bigram_h16,
@@ -101,25 +116,31 @@ static int forward_blocks(CudaBackend *cb, int B) {
                 cuda_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_h, NULL, scale, (size_t)N * D, st));
         }
     }
-    if (s->smear_gate) { /* x0 = smear(rms_norm(emb)) */
-        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x_normed, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+    if (s->bigram_vocab) RETURN_ON_FAILURE(round_if_bf16(cb, cb->emb, ND));
+    if (s->smear_gate) { /* x0 = smear(rms_norm(emb)); with a bf16 stream made in dD2 (free until the backward) */
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x_normed, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
+        RETURN_ON_FAILURE(round_if_bf16(cb, cb->x_normed, ND));
+        float *smeared = stream_bf16(cb) ? cb->dD2 : (float *)cb->x0;
         RETURN_ON_FAILURE(
-            cuda_smear_forward(cb->x0, cb->x_normed, cb->d_params + s->params[s->smear].offset, B, cb->T, D, st));
+            cuda_smear_forward(smeared, cb->x_normed, cb->d_params + s->params[s->smear].offset, B, cb->T, D, st));
+        if (stream_bf16(cb)) RETURN_ON_FAILURE(cuda_f32_to_bf16(cb->x0, smeared, ND, st));
+    } else if (stream_bf16(cb)) {
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
     } else {
-        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, st));
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
     }
-    const float *x = cb->x0;
+    const void *x = cb->x0;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
     for (int l = 0; l < cb->num_layers; l++) {
         CudaLayer *a = &cb->layers[l];
         const int dec = l - s->num_encoder;
-        const float *skip = NULL;
+        const void *skip = NULL;
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
         const float ln = model_ln_scale(s, l); /* the block's norm outputs times ln (1 without ln_scale) */
         CudaMixNorm input = {.x_in = skip ? a->x_in : NULL, .xm = cb->xm, .rstd = a->rstd_attn, .a_bf16 = cb->a_in,
                              .x = x, .skip = skip, .skip_w = skip ? skip_w + (size_t)dec * D : NULL, .x0 = cb->x0,
                              .mix = block_param(cb, l, BLK_RESID_MIX), .N = N, .C = D, .eps = FLT_EPSILON,
-                             .out_scale = ln};
+                             .out_scale = ln, .dtype = dt};
         if (l == 0) {
             RETURN_ON_FAILURE(cuda_mix_norm_forward(&input, st));
         } else {
@@ -153,7 +174,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y_xsa16 ? a->y_xsa16 : a->y16,
                                               block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
-                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, st));
+                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
         RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
@@ -164,8 +185,8 @@ static int forward_blocks(CudaBackend *cb, int B) {
     const int last = cb->num_layers - 1;
     CudaLayer *z = &cb->layers[last];
     RETURN_ON_FAILURE(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, block_param(cb, last, BLK_ATTN_SCALE), z->mo,
-                                              block_param(cb, last, BLK_MLP_SCALE), N, D, st));
-    RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, st));
+                                              block_param(cb, last, BLK_MLP_SCALE), N, D, dt, st));
+    RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, dt, st));
     return 0;
 }
 
@@ -256,12 +277,14 @@ static int backward_blocks(CudaBackend *cb) {
     const int B = cb->B, T = cb->T, N = cb->num_tokens, D = cb->dim, KV = cb->kv_dim, HID = cb->hidden,
               QKV = cb->qkv_width;
     const size_t ND = (size_t)N * D;
+    const int dt = cb->stream_dtype;
     cudaStream_t st = cb->stream;
-    float *dx = cb->dx, *dx_alt = cb->dx_alt;
+    void *dx = cb->dx, *dx_alt = cb->dx_alt;
     const CudaXsaShape xsa_shape = {N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV};
-    RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * sizeof(float), "cuda: zeroing dx"));
-    RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->num_layers - 1].x_out, cb->rstdf, N, D, st));
-    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * sizeof(float), "cuda: zeroing dx0"));
+    RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * cb->stream_bytes, "cuda: zeroing dx"));
+    RETURN_ON_FAILURE(
+        cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->num_layers - 1].x_out, cb->rstdf, N, D, dt, st));
+    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * cb->stream_bytes, "cuda: zeroing dx0"));
     float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
 
@@ -270,11 +293,11 @@ static int backward_blocks(CudaBackend *cb) {
         /* dx holds dL/d(x_out); an encoder block whose output fed a skip also gets that path */
         const int skip_user = s->num_encoder - 1 - l;
         if (l < s->num_encoder && skip_user < s->num_skip)
-            RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dskip[skip_user], ND, st));
+            RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dskip[skip_user], ND, dt, st));
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
         const CudaScaledAddBackward mlp_residual = {
             .dbranch_bf16 = cb->gD16, .dscale = block_grad(cb, l, BLK_MLP_SCALE), .dout = dx, .branch_bf16 = a->mo,
-            .scale = block_param(cb, l, BLK_MLP_SCALE), .partials = cb->partials, .N = N, .C = D};
+            .scale = block_param(cb, l, BLK_MLP_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
         RETURN_ON_FAILURE(cuda_scaled_add_backward(&mlp_residual, st));
         /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
          * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
@@ -295,7 +318,7 @@ static int backward_blocks(CudaBackend *cb) {
             .dx = dx, .dout = cb->dD2, .rstd = a->rstd_mlp, .x_in = a->x_in_used, .x0 = cb->x0,
             .mix = block_param(cb, l, BLK_RESID_MIX), .branch = a->ao, .scale = block_param(cb, l, BLK_ATTN_SCALE),
             .renorm = cb->a_in, .renorm_rstd = a->rstd_attn, .renorm_scale = ln, .dbranch = cb->gD16,
-            .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D};
+            .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
         RETURN_ON_FAILURE(cuda_add_norm_backward(&mlp_norm, st));
         if (a->y_xsa16) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
@@ -334,33 +357,46 @@ static int backward_blocks(CudaBackend *cb) {
         const CudaNormMixBackward attn_norm = {
             .dx_in = dx_alt, .dx0 = cb->dx0, .dmix = block_grad(cb, l, BLK_RESID_MIX), .dx = dx, .dout = cb->dD2,
             .rstd = a->rstd_attn, .x_in = a->x_in_used, .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX),
-            .partials = cb->partials, .N = N, .C = D};
+            .partials = cb->partials, .N = N, .C = D, .dtype = dt};
         RETURN_ON_FAILURE(cuda_norm_mix_backward(&attn_norm, st));
-        float *t = dx;
+        void *t = dx;
         dx = dx_alt;
         dx_alt = t;
         /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
         const int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip) {
+        if (dec >= 0 && dec < s->num_skip) { /* the skip and its gradient are of the stream's type */
+            void *dskip = cb->dskip[dec];
+            const void *skip_x = cb->layers[s->num_encoder - 1 - dec].x_out;
             const CudaScaledAddBackward skip = {
-                .dbranch = cb->dskip[dec], .dscale = dskip_w + (size_t)dec * D, .dout = dx,
-                .branch = cb->layers[s->num_encoder - 1 - dec].x_out, .scale = skip_w + (size_t)dec * D,
-                .partials = cb->partials, .N = N, .C = D};
+                .dbranch = stream_bf16(cb) ? NULL : dskip, .dbranch_bf16 = stream_bf16(cb) ? dskip : NULL,
+                .dscale = dskip_w + (size_t)dec * D, .dout = dx, .branch = stream_bf16(cb) ? NULL : skip_x,
+                .branch_bf16 = stream_bf16(cb) ? skip_x : NULL, .scale = skip_w + (size_t)dec * D,
+                .partials = cb->partials, .N = N, .C = D, .dtype = dt};
             RETURN_ON_FAILURE(cuda_scaled_add_backward(&skip, st));
         }
         RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
-     * resid_mix (dx0) */
-    RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dx0, ND, st));
+     * resid_mix (dx0); its backward runs in fp32 buffers (free by now: dD2, dq), rounded where
+     * train_gpt.py's gradients are bf16 */
+    RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dx0, ND, dt, st));
+    const float *dx0_total = dx;
+    if (stream_bf16(cb)) {
+        RETURN_ON_FAILURE(cuda_bf16_to_f32(cb->dD2, dx, ND, st));
+        dx0_total = cb->dD2;
+    }
     if (s->smear_gate) {
-        RETURN_ON_FAILURE(zero_on_stream(cb, dx_alt, ND * sizeof(float), "cuda: zeroing d x_normed"));
-        RETURN_ON_FAILURE(cuda_smear_backward(dx_alt, cb->d_grads + s->params[s->smear].offset, dx, cb->x_normed,
-                                              cb->d_params + s->params[s->smear].offset, B, T, D, cb->partials, st));
-        dx = dx_alt;
+        float *dnormed = stream_bf16(cb) ? cb->dq : dx_alt;
+        RETURN_ON_FAILURE(zero_on_stream(cb, dnormed, ND * sizeof(float), "cuda: zeroing d x_normed"));
+        RETURN_ON_FAILURE(cuda_smear_backward(dnormed, cb->d_grads + s->params[s->smear].offset, dx0_total,
+                                              cb->x_normed, cb->d_params + s->params[s->smear].offset, B, T, D,
+                                              cb->partials, st));
+        RETURN_ON_FAILURE(round_if_bf16(cb, dnormed, ND));
+        dx0_total = dnormed;
     }
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
-    RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dxf, dx, cb->emb, cb->rstd0, N, D, st));
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dxf, dx0_total, cb->emb, cb->rstd0, N, D, CT_F32, st));
+    RETURN_ON_FAILURE(round_if_bf16(cb, cb->dxf, ND));
     if (s->bigram_vocab) { /* emb = tok_emb[ids] + scale * bigram branch: d scale, d branch, through bigram.proj */
         const float *scale = cb->d_params + s->params[s->bigram_scale].offset;
         float *dscale = cb->d_grads + s->params[s->bigram_scale].offset;

@@ -445,6 +445,8 @@ int config_validate(const Config *c, int world_size) {
             c->stop_before_job_end);
     REQUIRE(!strcmp(c->device, "auto") || !strcmp(c->device, "cpu") || !strcmp(c->device, "cuda"),
             "device = '%s': expected auto, cpu or cuda", c->device);
+    REQUIRE(!strcmp(c->residual_dtype, "fp32") || !strcmp(c->residual_dtype, "bf16"),
+            "residual_dtype = '%s': expected fp32 or bf16", c->residual_dtype);
     REQUIRE(c->collective_timeout >= 0, "collective_timeout = %g: expected >= 0 seconds (0 = wait forever)",
             c->collective_timeout);
     REQUIRE(!strcmp(c->nccl, "auto") || !strcmp(c->nccl, "on") || !strcmp(c->nccl, "off"),

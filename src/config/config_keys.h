@@ -128,6 +128,8 @@
       "device=cuda: auto (NCCL when world > 1) | on (also with one rank: checks the multi-GPU path) | off (one rank only)") \
     X(grad_bucket_mb, FLOAT, "8", "run", FREE,                                                      \
       "NCCL gradient buckets (MB), reduced while the last micro-batch's backward goes on") \
+    X(residual_dtype, STR, "fp32", "run", FREE,                                                    \
+      "device=cuda: storage of the residual stream and the gradients along it: fp32 | bf16 (as train_gpt.py keeps it: half the bytes of every norm, residual and mix pass; docs/cuda.md, \"Residual stream\")") \
     X(cuda_graph, BOOL, "1", "run", FREE,                                                         \
       "device=cuda: replay each micro-batch's forward and backward as one CUDA graph (same kernels, same bits, no per-kernel launch cost); 0 = launch kernel by kernel") \
     X(threads, INT, "0", "run", FREE, "CPU threads per rank; 0 = every core the process may use (its CPU affinity: under Slurm, the task's CPUs); docs/running.md, \"Threads\"")

@@ -456,6 +456,9 @@ int train_run(Config *cfg) {
     if (t.rank != 0 && !freopen("/dev/null", "w", stdout)) dist_abort(&dist, 1, "cannot silence stdout");
 
     if (device_note[0]) printf("%s\n", device_note);
+    if (!strcmp(cfg->device, "cpu") && strcmp(cfg->residual_dtype, "fp32") != 0)
+        printf("note: residual_dtype = %s applies to device = cuda; the CPU backend keeps its fp32 residual stream\n",
+               cfg->residual_dtype);
     print_resolved(cfg);
     if (t.world > 1) {
         char map[4096];

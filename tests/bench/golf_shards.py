@@ -2,8 +2,11 @@
 trains a SentencePiece BPE model (vocab 1024, as the sp1024 tokenizer) on the text files given,
 encodes them, and writes fineweb_train_*.bin / fineweb_val_*.bin shards in the parameter-golf /
 llm.c format (256 int32 header: magic 20240520, version 1, token count; then uint16 tokens), the
-encoded text repeated until each shard has its token count.
-Usage: golf_shards.py OUT_DIR TRAIN_TOKENS VAL_TOKENS TEXT_FILE...
+encoded text repeated until each shard has its token count. With --held-out, the files after it
+make the validation shard alone (text the model never trains on, for the convergence comparison;
+the tokenizer is trained on the training text only); without it, train and val are consecutive
+spans of the one repeated stream.
+Usage: golf_shards.py OUT_DIR TRAIN_TOKENS VAL_TOKENS TEXT_FILE... [--held-out TEXT_FILE...]
 """
 import os
 import sys
@@ -20,25 +23,41 @@ def write_shard(path, tokens):
         f.write(tokens.astype("<u2").tobytes())
 
 
+def read_texts(paths):
+    parts = []
+    for t in paths:
+        with open(t, encoding="utf-8", errors="replace") as g:
+            parts.append(g.read())
+    return "\n".join(parts) + "\n"
+
+
 def main():
     out, train_tokens, val_tokens, texts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    held_out = []
+    if "--held-out" in texts:
+        at = texts.index("--held-out")
+        texts, held_out = texts[:at], texts[at + 1:]
+        if not held_out:
+            sys.exit("golf_shards: --held-out names no file")
     os.makedirs(out, exist_ok=True)
     corpus = os.path.join(out, "corpus.txt")
     with open(corpus, "w", encoding="utf-8") as f:
-        for t in texts:
-            with open(t, encoding="utf-8", errors="replace") as g:
-                f.write(g.read())
-                f.write("\n")
+        f.write(read_texts(texts))
     prefix = os.path.join(out, "sp1024")
     spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=1024, model_type="bpe",
                                    character_coverage=1.0, byte_fallback=True, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     with open(corpus, encoding="utf-8") as f:
         ids = np.asarray(sp.encode(f.read()), dtype=np.uint16)
-    reps = (train_tokens + val_tokens) // len(ids) + 2
-    stream = np.tile(ids, reps)
-    write_shard(os.path.join(out, "fineweb_train_000000.bin"), stream[:train_tokens])
-    write_shard(os.path.join(out, "fineweb_val_000000.bin"), stream[train_tokens:train_tokens + val_tokens])
+    if held_out:
+        val_ids = np.asarray(sp.encode(read_texts(held_out)), dtype=np.uint16)
+        write_shard(os.path.join(out, "fineweb_train_000000.bin"), np.tile(ids, train_tokens // len(ids) + 1)[:train_tokens])
+        write_shard(os.path.join(out, "fineweb_val_000000.bin"), np.tile(val_ids, val_tokens // len(val_ids) + 1)[:val_tokens])
+    else:
+        reps = (train_tokens + val_tokens) // len(ids) + 2
+        stream = np.tile(ids, reps)
+        write_shard(os.path.join(out, "fineweb_train_000000.bin"), stream[:train_tokens])
+        write_shard(os.path.join(out, "fineweb_val_000000.bin"), stream[train_tokens:train_tokens + val_tokens])
     print(f"golf_shards: sp1024 model and {train_tokens} train + {val_tokens} val tokens in {out}")
 
 

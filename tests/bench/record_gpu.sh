@@ -2,10 +2,12 @@
 # record_gpu.sh — the 1.1248 record's configuration (slurm/golf-record-8xh100.conf: 11 x 512,
 # 3x MLP, T 2048, XSA, SmearGate, bigram, EMA, late QAT) on the GPU (issue 36):
 #   1. its step time at its own 786,432 tokens per step on this one GPU (8 micro-batches; the
-#      record's 8 GPUs each take an eighth): median of steps 2..STEPS, and the allocation;
-#   2. exact resume with its keys (98,304 tokens per step, 6 steps, a checkpoint every 2): a run
-#      stopped by SIGTERM in step 3 (CTRAIN_FAULT) and started again must give the uninterrupted
-#      run's losses and step-6 checkpoint bit for bit (`ckpt diff --exact`).
+#      record's 8 GPUs each take an eighth): median of steps 2..STEPS, and the allocation, with
+#      the residual stream in fp32 and in bf16 (residual_dtype, issue 59), one after the other;
+#   2. exact resume with its keys (98,304 tokens per step, 6 steps, a checkpoint every 2), for
+#      each residual_dtype: a run stopped by SIGTERM in step 3 (CTRAIN_FAULT) and started again
+#      must give the uninterrupted run's losses and step-6 checkpoint bit for bit (`ckpt diff
+#      --exact`).
 # Data: synthetic parameter-golf shards (tests/bench/golf_shards.py: a SentencePiece BPE of
 # vocabulary 1024 trained on ctrain's docs and sources), imported with `ctrain data import-bin`.
 #   bash tests/bench/record_gpu.sh [BUILD] [STEPS]      (defaults: build, 12)
@@ -25,38 +27,47 @@ record=(--config "$root/slurm/golf-record-8xh100.conf" train_files="$work/h5/fin
         eval_stride=0 device=cuda)
 losses() { grep -o '"train_loss": [^,}]*' "$1/metrics.jsonl" | cut -d' ' -f2; }
 
-echo "== the record's configuration, 786,432 tokens per step on one GPU, $steps steps"
-"$ctrain" train "${record[@]}" iterations="$steps" checkpoint_every=0 train_log_every=1 out_dir="$work/time" \
-    >"$work/time.log" 2>&1 || { tail -20 "$work/time.log"; exit 1; }
-grep -E '^(model|cuda backend):' "$work/time.log" | sed 's/^/  /'
-read -r tps ms < <(python3 "$root/tests/bench/median_rate.py" "$work/time/metrics.jsonl")
-gib=$(sed -n 's/^cuda backend: .*, \([0-9.]*\) GiB allocated.*/\1/p' "$work/time.log")
-echo "  median of steps 2-$steps: $ms ms/step, $tps tokens/s; $gib GiB allocated"
-echo "BENCH record_gpu_step_ms $ms"
-echo "BENCH record_gpu_tokens_per_s $tps"
-echo "BENCH record_gpu_alloc_gib ${gib:-0}"
+# BENCH names: record_gpu_* for fp32 (the names of the runs before residual_dtype), record_gpu_bf16s_* for bf16
+for dtype in fp32 bf16; do
+    tag=$([ $dtype = fp32 ] && echo "" || echo "bf16s_")
+    echo "== the record's configuration, 786,432 tokens per step on one GPU, $steps steps, residual_dtype=$dtype"
+    "$ctrain" train "${record[@]}" residual_dtype=$dtype iterations="$steps" checkpoint_every=0 train_log_every=1 \
+        out_dir="$work/time-$dtype" >"$work/time-$dtype.log" 2>&1 || { tail -20 "$work/time-$dtype.log"; exit 1; }
+    grep -E '^(model|cuda backend):' "$work/time-$dtype.log" | sed 's/^/  /'
+    read -r tps ms < <(python3 "$root/tests/bench/median_rate.py" "$work/time-$dtype/metrics.jsonl")
+    gib=$(sed -n 's/^cuda backend: .*, \([0-9.]*\) GiB allocated.*/\1/p' "$work/time-$dtype.log")
+    echo "  median of steps 2-$steps: $ms ms/step, $tps tokens/s; $gib GiB allocated"
+    echo "BENCH record_gpu_${tag}step_ms $ms"
+    echo "BENCH record_gpu_${tag}tokens_per_s $tps"
+    echo "BENCH record_gpu_${tag}alloc_gib ${gib:-0}"
+done
 
-echo "== exact resume with the record's keys: SIGTERM in step 3, started again, against uninterrupted"
-small=(iterations=6 checkpoint_every=2 train_batch_tokens=98304)
-"$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/full" >"$work/full.log" 2>&1 ||
-    { tail -20 "$work/full.log"; exit 1; }
-rc=0
-CTRAIN_FAULT=TERM@3.5 "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part" >"$work/part.log" 2>&1 || rc=$?
-[ $rc -eq 75 ] || { echo "the interrupted run exited $rc, expected 75 (stopped, requeue)"; tail -20 "$work/part.log"; exit 1; }
-"$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part" >>"$work/part.log" 2>&1 ||
-    { tail -20 "$work/part.log"; exit 1; }
-grep -E '^(stopped at|resumed from)' "$work/part.log" | sed 's/^/  /'
 ok=1
-if [ "$(losses "$work/full")" = "$(losses "$work/part")" ] && [ -n "$(losses "$work/part")" ]; then
-    echo "  losses of all 6 steps: bitwise equal"
-else
-    ok=0; echo "  losses differ:"; paste <(losses "$work/full") <(losses "$work/part") | sed 's/^/    /'
-fi
-if "$ctrain" ckpt diff --exact "$work/full/checkpoints/step_00000006.h5" "$work/part/checkpoints/step_00000006.h5" \
-    >"$work/diff.txt" 2>&1; then
-    echo "  step-6 checkpoints: $(grep -m1 'bitwise equal' "$work/diff.txt" | sed 's/^ *//')"
-else
-    ok=0; echo "  step-6 checkpoints differ:"; tail -8 "$work/diff.txt" | sed 's/^/    /'
-fi
-echo "BENCH record_gpu_resume_bitwise $ok"
+for dtype in fp32 bf16; do
+    tag=$([ $dtype = fp32 ] && echo "" || echo "bf16s_")
+    echo "== exact resume with the record's keys, residual_dtype=$dtype: SIGTERM in step 3, started again, against uninterrupted"
+    small=(iterations=6 checkpoint_every=2 train_batch_tokens=98304 residual_dtype=$dtype)
+    "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/full-$dtype" >"$work/full.log" 2>&1 ||
+        { tail -20 "$work/full.log"; exit 1; }
+    rc=0
+    CTRAIN_FAULT=TERM@3.5 "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part-$dtype" >"$work/part.log" 2>&1 || rc=$?
+    [ $rc -eq 75 ] || { echo "the interrupted run exited $rc, expected 75 (stopped, requeue)"; tail -20 "$work/part.log"; exit 1; }
+    "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part-$dtype" >>"$work/part.log" 2>&1 ||
+        { tail -20 "$work/part.log"; exit 1; }
+    grep -E '^(stopped at|resumed from)' "$work/part.log" | sed 's/^/  /'
+    one=1
+    if [ "$(losses "$work/full-$dtype")" = "$(losses "$work/part-$dtype")" ] && [ -n "$(losses "$work/part-$dtype")" ]; then
+        echo "  losses of all 6 steps: bitwise equal"
+    else
+        one=0; echo "  losses differ:"; paste <(losses "$work/full-$dtype") <(losses "$work/part-$dtype") | sed 's/^/    /'
+    fi
+    if "$ctrain" ckpt diff --exact "$work/full-$dtype/checkpoints/step_00000006.h5" \
+        "$work/part-$dtype/checkpoints/step_00000006.h5" >"$work/diff.txt" 2>&1; then
+        echo "  step-6 checkpoints: $(grep -m1 'bitwise equal' "$work/diff.txt" | sed 's/^ *//')"
+    else
+        one=0; echo "  step-6 checkpoints differ:"; tail -8 "$work/diff.txt" | sed 's/^/    /'
+    fi
+    echo "BENCH record_gpu_${tag}resume_bitwise $one"
+    [ $one -eq 1 ] || ok=0
+done
 [ $ok -eq 1 ]

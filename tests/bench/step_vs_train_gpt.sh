@@ -10,6 +10,8 @@
 #   bash tests/bench/step_vs_train_gpt.sh BUILD TRAIN_GPT_PY [STEPS] [SHAPE...]
 # Beside them, the project's own PyTorch model (tests/parity/ref_gpt.py via step_torch.py: bf16
 # autocast, torch.compile, SDPA) on random tokens, as an anchor that needs no fetched file.
+# ctrain runs twice per shape: the residual stream in fp32 and in bf16 (residual_dtype, issue
+# 59; BENCH step_<shape>_ctrain_* and step_<shape>_ctrain_bf16s_*).
 # Per shape: the mean step time over steps 6..STEPS from each program's own log, tokens/s, MFU
 # (docs/model.md's FLOPs over the cuBLAS bf16 rate bench_gpu_step measures in the same run) and
 # peak device memory (ctrain: its one allocation; train_gpt.py: max_memory_allocated).
@@ -39,9 +41,12 @@ for shape in "${shapes[@]}"; do
     esac
     keys=(num_layers=$L model_dim=$D num_heads=$H num_kv_heads=$KV train_seq_len=$T)
     flops=$("$build/ctrain" train --print-flops-per-token "${keys[@]}" train_files=x)
-    "$build/ctrain" train train_files="$work/h5/fineweb_train_*.h5" val_files="$work/h5/fineweb_val_*.h5" \
-        "${keys[@]}" iterations="$steps" val_loss_every=0 checkpoint_every=0 train_log_every=10 device=cuda \
-        out_dir="$work/ctrain-$shape" >"$work/ctrain-$shape.log" 2>&1 || { tail -20 "$work/ctrain-$shape.log"; exit 1; }
+    for dtype in fp32 bf16; do
+        "$build/ctrain" train train_files="$work/h5/fineweb_train_*.h5" val_files="$work/h5/fineweb_val_*.h5" \
+            "${keys[@]}" iterations="$steps" val_loss_every=0 checkpoint_every=0 train_log_every=10 device=cuda \
+            residual_dtype=$dtype out_dir="$work/ctrain-$shape-$dtype" >"$work/ctrain-$shape-$dtype.log" 2>&1 ||
+            { tail -20 "$work/ctrain-$shape-$dtype.log"; exit 1; }
+    done
     (cd "$work" && DATA_PATH="$work/data" TOKENIZER_PATH="$work/data/sp1024.model" VOCAB_SIZE=1024 \
         NUM_LAYERS=$L MODEL_DIM=$D NUM_HEADS=$H NUM_KV_HEADS=$KV TRAIN_SEQ_LEN=$T \
         ITERATIONS="$steps" WARMUP_STEPS=3 VAL_LOSS_EVERY=0 TRAIN_LOG_EVERY=1 MAX_WALLCLOCK_SECONDS=0 \
@@ -49,21 +54,23 @@ for shape in "${shapes[@]}"; do
         { tail -20 "$work/train_gpt-$shape.log"; exit 1; }
     python3 "$root/tests/bench/step_torch.py" "$shape" "$steps" >"$work/ref-$shape.log" 2>&1 ||
         echo "(the ref_gpt.py anchor failed: $(tail -1 "$work/ref-$shape.log"))"
-    python3 - "$shape" "$flops" "$peak" "$work/ctrain-$shape" "$work/ctrain-$shape.log" "$work/train_gpt-$shape.log" \
-        "$work/ref-$shape.log" <<'PY'
+    python3 - "$shape" "$flops" "$peak" "$work/ctrain-$shape" "$work/train_gpt-$shape.log" "$work/ref-$shape.log" <<'PY'
 import json, re, sys
 shape, flops, peak = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-ms = [json.loads(l)["step_ms"] for l in open(sys.argv[4] + "/metrics.jsonl") if '"step_ms"' in l]
-c_ms = sum(ms[5:]) / len(ms[5:])
-c_mem = float(re.search(r"^cuda backend: .*?([0-9.]+) GiB allocated", open(sys.argv[5]).read(), re.M).group(1))
-log = open(sys.argv[6]).read()
+def ctrain_run(run):  # mean ms of steps 6.., the allocation
+    ms = [json.loads(l)["step_ms"] for l in open(run + "/metrics.jsonl") if '"step_ms"' in l]
+    mem = float(re.search(r"^cuda backend: .*?([0-9.]+) GiB allocated", open(run + ".log").read(), re.M).group(1))
+    return sum(ms[5:]) / len(ms[5:]), mem
+c_ms, c_mem = ctrain_run(sys.argv[4] + "-fp32")
+b_ms, b_mem = ctrain_run(sys.argv[4] + "-bf16")
+log = open(sys.argv[5]).read()
 t = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step:(\d+)/\d+ train_loss:\S+ train_time:(\d+)ms", log)}
 last = max(t)
 p_ms = (t[last] - t[5]) / (last - 5)
 p_mem = float(re.search(r"peak memory allocated: (\d+) MiB", log).group(1)) / 1024
 tok = 524288
-rows = [("ctrain", c_ms, c_mem), ("train_gpt.py", p_ms, p_mem)]
-ref = open(sys.argv[7]).read()
+rows = [("ctrain", c_ms, c_mem), ("ctrain bf16s", b_ms, b_mem), ("train_gpt.py", p_ms, p_mem)]
+ref = open(sys.argv[6]).read()
 r_ms = re.search(r"^BENCH torch_ref_\w+_ms ([0-9.]+)", ref, re.M)
 if r_ms:
     rows.append(("ref_gpt.py", float(r_ms.group(1)),
@@ -72,15 +79,17 @@ print(f"== {shape}: mean of steps 6..{last}")
 for name, v, mem in rows:
     tps = tok / (v / 1000)
     print(f"  {name:13s} {v:8.1f} ms/step  {tps / 1e6:5.2f} M tok/s  MFU {100 * tps * flops / (peak * 1e12):4.1f}%  peak {mem:5.1f} GiB")
-print(f"  ratio (train_gpt.py / ctrain): {p_ms / c_ms:.2f}x  (target >= 1.5)")
+print(f"  ratio (train_gpt.py / ctrain): {p_ms / c_ms:.2f}x fp32 stream, {p_ms / b_ms:.2f}x bf16 stream  (target >= 1.5)")
+print(f"  bf16 stream / fp32 stream step time: {b_ms / c_ms:.3f}")
 if r_ms:
-    print(f"  ratio (ref_gpt.py / ctrain): {rows[2][1] / c_ms:.2f}x")
+    print(f"  ratio (ref_gpt.py / ctrain): {rows[3][1] / c_ms:.2f}x")
 for name, v, mem in rows:
-    key = {"ctrain": "ctrain", "train_gpt.py": "train_gpt", "ref_gpt.py": "ref_gpt"}[name]
+    key = {"ctrain": "ctrain", "ctrain bf16s": "ctrain_bf16s", "train_gpt.py": "train_gpt", "ref_gpt.py": "ref_gpt"}[name]
     print(f"BENCH step_{shape}_{key}_ms {v:.1f}")
     print(f"BENCH step_{shape}_{key}_mfu {100 * tok / (v / 1000) * flops / (peak * 1e12):.1f}")
     print(f"BENCH step_{shape}_{key}_peak_gib {mem:.2f}")
 print(f"BENCH step_{shape}_ratio {p_ms / c_ms:.2f}")
+print(f"BENCH step_{shape}_bf16s_ratio {p_ms / b_ms:.2f}")
 print(f"BENCH step_peak_bf16_tflops {peak:.0f}")
 PY
 done

@@ -117,6 +117,15 @@ assert len(v) == 3 and v[-1] < v[0] - 0.5, v
 PY
 
 expect_ok untied "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 tie_embeddings=0 out_dir=u
+# residual_dtype is the CUDA backend's: on the CPU a note and the fp32 reference's bits; a value
+# that is neither fp32 nor bf16 refused before anything runs
+expect_ok cpu_residual_bf16 "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 device=cpu residual_dtype=bf16 out_dir=rb
+expect_grep residual_dtype_cpu_note '^note: residual_dtype = bf16 applies to device = cuda; the CPU backend keeps its fp32 residual stream$' out
+"$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 device=cpu out_dir=r32 >/dev/null 2>&1
+if [ -s rb/metrics.jsonl ] && cmp -s <(grep -o '"train_loss": [^,]*' rb/metrics.jsonl) <(grep -o '"train_loss": [^,]*' r32/metrics.jsonl); then
+    pass residual_dtype_cpu_same_bits
+else fail residual_dtype_cpu_same_bits "losses differ: $(grep -o '"train_loss": [^,]*' rb/metrics.jsonl r32/metrics.jsonl | tr '\n' ' ')"; fi
+expect_fail residual_dtype_refused 2 "residual_dtype = 'fp16': expected fp32 or bf16" "$CTRAIN" train "${small[@]}" iterations=2 residual_dtype=fp16 out_dir=rf
 expect_ok clip "$CTRAIN" train "${small[@]}" iterations=2 val_loss_every=0 grad_clip_norm=0.5 out_dir=clip
 expect_grep clip_logs_grad_norm '"grad_norm": [0-9.e-]+' clip/metrics.jsonl
 

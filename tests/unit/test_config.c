@@ -198,6 +198,20 @@ static int validate_pair(const char *a, const char *b, int world) {
     return rc;
 }
 
+/* residual_dtype: fp32 (the default) or bf16, anything else refused with the key and value */
+static void residual_dtype_settings(void) {
+    Config c;
+    config_init(&c);
+    CHECK(!strcmp(c.residual_dtype, "fp32"), "residual_dtype defaults to '%s', expected fp32", c.residual_dtype);
+    config_free(&c);
+    CHECK(validate_with("residual_dtype=bf16", 1) == 0, "bf16: %s", ct_error());
+    CHECK(validate_with("residual_dtype=fp32", 1) == 0, "fp32: %s", ct_error());
+    CHECK(validate_with("residual_dtype=fp16", 1) != 0 &&
+              strstr(ct_error(), "residual_dtype = 'fp16': expected fp32 or bf16"),
+          "%s", ct_error());
+    CHECK(validate_with("residual_dtype=BF16", 1) != 0, "BF16 accepted");
+}
+
 /* nccl and its bucket size: which device and world size each setting allows */
 static void nccl_settings(void) {
     CHECK(validate_with("nccl=maybe", 1) != 0 && strstr(ct_error(), "nccl = 'maybe': expected auto, on or off"), "%s",
@@ -317,6 +331,7 @@ int main(void) {
     RUN(file_then_command_line);
     RUN(files_layered_in_order);
     RUN(bad_values_name_key_and_value);
+    RUN(residual_dtype_settings);
     RUN(file_syntax_errors_name_file_and_line);
     RUN(inconsistent_combinations);
     RUN(nccl_settings);

@@ -71,10 +71,10 @@ enum { STEPS = 3, ACCUM = 2 };
  * with the NTK base scaling (trained at 64 tokens, run at 96), LN scale, XSA on the last 2 blocks
  * (all 4 in the second), the SmearGate and the bigram hash embedding, with (bigram_dim 32) or
  * without (128 = model_dim) its projection. NULL: the baseline. */
-static const char *const record_keys[][2] = {{"rope_dims", "16"},         {"rope_train_seq_len", "64"},
-                                             {"ln_scale", "1"},           {"xsa_last_n", "2"},
-                                             {"smear_gate", "1"},         {"bigram_vocab_size", "64"},
-                                             {"bigram_dim", "32"},        {NULL, NULL}};
+#define RECORD_MODEL_KEYS                                                                            \
+    {"rope_dims", "16"}, {"rope_train_seq_len", "64"}, {"ln_scale", "1"}, {"xsa_last_n", "2"}, {"smear_gate", "1"}, \
+        {"bigram_vocab_size", "64"}, {"bigram_dim", "32"}
+static const char *const record_keys[][2] = {RECORD_MODEL_KEYS, {NULL, NULL}};
 static const char *const record_keys_no_proj[][2] = {{"rope_dims", "16"},         {"ln_scale", "1"},
                                                      {"xsa_last_n", "4"},         {"smear_gate", "1"},
                                                      {"bigram_vocab_size", "64"}, {"bigram_dim", "128"},
@@ -90,6 +90,10 @@ static const char *const record_swa_keys[][2] = {{"swa_enabled", "1"}, {"swa_eve
                                                  {"qat_enabled", "1"}, {"adam_wd", "0.02"},
                                                  {NULL, NULL}};
 /* Multi-token prediction: two heads (fake-quantized too, with QAT on), their loss weighted 0.5. */
+/* residual_dtype = bf16 (issue 59): the residual stream and its gradients stored in bf16 */
+static const char *const bf16_stream_keys[][2] = {{"residual_dtype", "bf16"}, {NULL, NULL}};
+/* and with the record's model keys (record_keys above) */
+static const char *const record_bf16_stream_keys[][2] = {RECORD_MODEL_KEYS, {"residual_dtype", "bf16"}, {NULL, NULL}};
 static const char *const mtp_keys[][2] = {{"mtp_num_heads", "2"}, {"mtp_loss_weight", "0.5"},
                                           {"qat_enabled", "1"},   {NULL, NULL}};
 
@@ -205,11 +209,14 @@ static Backend *make_cuda(const Config *cfg, TrainState *st, int ns_fp32) {
     return b;
 }
 
-/* lr_scale: the schedule's factor of every step (below 0.5 SWA takes snapshots). */
-static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2], double lr_scale) {
+/* lr_scale: the schedule's factor of every step (below 0.5 SWA takes snapshots); more: further
+ * keys (the CUDA backend's residual_dtype), NULL for none. */
+static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2], double lr_scale,
+                             const char *const (*more)[2]) {
     Config cfg;
     make_config(&cfg, tied, clip);
     set_keys(&cfg, keys);
+    set_keys(&cfg, more);
     TrainState cs, gs;
     make_states(&cs, &gs, &cfg);
     const ModelSpec *s = &cs.spec;
@@ -303,35 +310,35 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
 
 static void tied_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, NULL, 1.0);
+    compare_with_cpu(1, 0.0, NULL, 1.0, NULL);
 }
 
 static void untied_clipped_matches_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, NULL, 1.0);
+    compare_with_cpu(0, 0.5, NULL, 1.0, NULL);
 }
 
 /* The record stack's model features (issue 36) against the CPU backend, under the same bounds. */
 static void record_keys_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, record_keys, 1.0);
+    compare_with_cpu(1, 0.0, record_keys, 1.0, NULL);
 }
 
 static void record_keys_no_bigram_proj_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, record_keys_no_proj, 1.0);
+    compare_with_cpu(0, 0.5, record_keys_no_proj, 1.0, NULL);
 }
 
 /* The record's optimizer additions (weight decay, EMA, SWA, QAT) against the CPU backend, under
  * the same bounds (SWA at lr_scale 0.4, where it takes its snapshots). */
 static void record_optim_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, record_optim_keys, 1.0);
+    compare_with_cpu(1, 0.0, record_optim_keys, 1.0, NULL);
 }
 
 static void record_swa_qat_untied_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, record_swa_keys, 0.4);
+    compare_with_cpu(0, 0.5, record_swa_keys, 0.4, NULL);
 }
 
 /* The multi-token-prediction heads (untied, clipped, QAT on) against the CPU backend, under the
@@ -343,7 +350,21 @@ static void record_swa_qat_untied_match_cpu(void) {
  * checked by the first step; smaller steps keep the later ones comparable. */
 static void mtp_heads_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(0, 0.5, mtp_keys, 0.4);
+    compare_with_cpu(0, 0.5, mtp_keys, 0.4, NULL);
+}
+
+/* residual_dtype = bf16 (issue 59) against the CPU backend's fp32 reference, under the same
+ * bounds: the baseline, and the record's model keys (the SmearGate and bigram ends of the stream,
+ * ln_scale, XSA) untied and clipped. With --exact-bf16 in the emulator the bf16 stream holds
+ * fp32 and these agree to fp32 rounding (docs/cuda.md, "Residual stream"). */
+static void bf16_stream_matches_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, NULL, 1.0, bf16_stream_keys);
+}
+
+static void bf16_stream_record_keys_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.5, record_keys, 1.0, bf16_stream_keys);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -468,11 +489,14 @@ static void averaged_weights_from_host(void) {
  * Muon's momentum of the matrices, Adam's moments of the others, the counters) copied into a
  * fresh TrainState as a checkpoint load fills one, a new backend on it and 2 more steps: the
  * losses, weights, EMA and optimizer state bitwise those of the uninterrupted run. */
-static void resume_with_averages_bitwise(void) {
-    REQUIRE_GPU();
+/* A run that stops after its first step and resumes on a new backend from what a checkpoint
+ * holds, against the uninterrupted run: every loss and the final state bitwise. keys: the
+ * optimizer additions (the EMA must survive), more: e.g. residual_dtype. */
+static void check_resume_bitwise(const char *const (*keys)[2], const char *const (*more)[2]) {
     Config cfg;
     make_config(&cfg, 0, 0.0);
-    set_keys(&cfg, record_optim_keys);
+    set_keys(&cfg, keys);
+    set_keys(&cfg, more);
     TrainState sa, sb, sc;
     make_states(&sa, &sb, &cfg);
     CHECK(train_state_init(&sc, &cfg) == 0, "state: %s", ct_error());
@@ -529,11 +553,23 @@ static void resume_with_averages_bitwise(void) {
     config_free(&cfg);
 }
 
-/* Two CUDA runs from the same state: bitwise identical losses and state (bf16 Newton–Schulz). */
-static void two_runs_bitwise_identical(void) {
+static void resume_with_averages_bitwise(void) {
     REQUIRE_GPU();
+    check_resume_bitwise(record_optim_keys, NULL);
+}
+
+/* the bf16 residual stream with the record's model and optimizer keys: resumed bit for bit */
+static void bf16_stream_resume_bitwise(void) {
+    REQUIRE_GPU();
+    check_resume_bitwise(record_optim_keys, record_bf16_stream_keys);
+}
+
+/* Two CUDA runs from the same state: bitwise identical losses and state (bf16 Newton–Schulz);
+ * keys: further configuration (NULL: the baseline). */
+static void check_two_runs_bitwise(const char *const (*keys)[2]) {
     Config cfg;
     make_config(&cfg, 1, 1.0);
+    set_keys(&cfg, keys);
     TrainState sa, sb;
     make_states(&sa, &sb, &cfg);
     const ModelSpec *s = &sa.spec;
@@ -569,19 +605,30 @@ static void two_runs_bitwise_identical(void) {
     config_free(&cfg);
 }
 
+static void two_runs_bitwise_identical(void) {
+    REQUIRE_GPU();
+    check_two_runs_bitwise(NULL);
+}
+
+static void bf16_stream_two_runs_bitwise(void) {
+    REQUIRE_GPU();
+    check_two_runs_bitwise(record_bf16_stream_keys);
+}
+
 /* cuda_graph = 1 (the default) against cuda_graph = 0: the same losses, gradient norms and state,
  * bitwise, over three steps of two micro-batches. The graph is captured at the second
  * micro-batch and again when the loss weight changes (the third step's), and replayed for the
  * others: 2 captures, 5 launches of 6 micro-batches. A third run whose capture fails — launches
  * synchronised after creation, which a stream capture cannot hold — goes on launch by launch with
- * the same bits. */
-static void cuda_graph_matches_launches(void) {
-    REQUIRE_GPU();
+ * the same bits. keys: further configuration (NULL: the baseline). */
+static void check_graph_matches_launches(const char *const (*keys)[2]) {
     const int debug_sync_was = cuda_debug_sync_on();
     cuda_set_debug_sync(0); /* a CT_CUDA_DEBUG_SYNC=1 environment would turn the graph off */
     Config cfg, eager_cfg;
     make_config(&cfg, 0, 1.0);
     make_config(&eager_cfg, 0, 1.0);
+    set_keys(&cfg, keys);
+    set_keys(&eager_cfg, keys);
     CHECK(cfg.cuda_graph == 1, "cuda_graph defaults to %lld, expected 1", (long long)cfg.cuda_graph);
     CHECK(config_set(&eager_cfg, "cuda_graph", "0", CT_SOURCE_COMMAND_LINE, "test") == 0, "cuda_graph=0: %s", ct_error());
     TrainState sg, se, sf;
@@ -642,6 +689,16 @@ static void cuda_graph_matches_launches(void) {
     for (int k = 0; k < 3; k++) train_state_free(st[k]);
     config_free(&cfg);
     config_free(&eager_cfg);
+}
+
+static void cuda_graph_matches_launches(void) {
+    REQUIRE_GPU();
+    check_graph_matches_launches(NULL);
+}
+
+static void bf16_stream_graph_matches_launches(void) {
+    REQUIRE_GPU();
+    check_graph_matches_launches(record_bf16_stream_keys);
 }
 
 /* Two "ranks" on one GPU for the sharded Muon step. Either way of exchanging the updates is
@@ -933,9 +990,51 @@ static void creation_reports_memory(void) {
           r.activation_bytes, r.work_bytes);
     CHECK(r.device_used_bytes >= r.arena_bytes, "cudaMemGetInfo delta %zu < arena %zu", r.device_used_bytes,
           r.arena_bytes);
+    CHECK(!r.residual_bf16, "the default residual stream reported as bf16");
     b->destroy(b);
     train_state_free(&st);
     config_free(&cfg);
+}
+
+/* residual_dtype = bf16 halves exactly the residual stream's buffers: of the activations x0, xm,
+ * every block's output and the decoder blocks' skip inputs (2 + layers + skips of N x D), of
+ * the work buffers dx, dx_alt and dx0 (3 of N x D); nothing else changes. The record's keys
+ * too (the SmearGate's and bigram's ends of the stream stay fp32). */
+static void bf16_stream_halves_stream_buffers(void) {
+    REQUIRE_GPU();
+    const char *const (*models[2])[2] = {NULL, record_keys};
+    for (int k = 0; k < 2; k++) {
+        Config c32, c16;
+        make_config(&c32, 1, 0.0);
+        make_config(&c16, 1, 0.0);
+        set_keys(&c32, models[k]);
+        set_keys(&c16, models[k]);
+        set_keys(&c16, bf16_stream_keys);
+        TrainState s32, s16;
+        CHECK(train_state_init(&s32, &c32) == 0 && train_state_init(&s16, &c16) == 0, "state: %s", ct_error());
+        Backend *b32 = make_cuda(&c32, &s32, 0), *b16 = make_cuda(&c16, &s16, 0);
+        CHECK(b32 && b16, "cuda backend: %s", ct_error());
+        if (!b32 || !b16) return;
+        CudaMemoryReport r32, r16;
+        CHECK(backend_cuda_memory(b32, &r32) == 0 && backend_cuda_memory(b16, &r16) == 0, "memory report");
+        const ModelSpec *s = &s32.spec;
+        const size_t ND = (size_t)b32->micro_batch_seqs * b32->seq_len * s->dim, half = ND * (sizeof(float) - 2);
+        const size_t act_saved = (size_t)(2 + s->num_layers + s->num_skip) * half, work_saved = 3 * half;
+        CHECK(r16.residual_bf16 && !r32.residual_bf16, "reports: bf16 %d, fp32 %d", r16.residual_bf16,
+              r32.residual_bf16);
+        CHECK(r32.activation_bytes - r16.activation_bytes == act_saved,
+              "model %d: activations %zu (fp32 stream) and %zu (bf16): %zu saved, expected %zu", k,
+              r32.activation_bytes, r16.activation_bytes, r32.activation_bytes - r16.activation_bytes, act_saved);
+        CHECK(r32.work_bytes - r16.work_bytes == work_saved && r32.state_bytes == r16.state_bytes,
+              "model %d: work %zu vs %zu (expected %zu saved), state %zu vs %zu", k, r32.work_bytes, r16.work_bytes,
+              work_saved, r32.state_bytes, r16.state_bytes);
+        b32->destroy(b32);
+        b16->destroy(b16);
+        train_state_free(&s32);
+        train_state_free(&s16);
+        config_free(&c32);
+        config_free(&c16);
+    }
 }
 
 /* Sampling's logits (position_logits) from the CUDA backend against the CPU backend's for the
@@ -1095,6 +1194,12 @@ int main(void) {
     RUN(device_auto_picks_cuda);
     RUN(position_logits_match_cpu);
     RUN(sliding_eval_matches_cpu);
+    RUN(bf16_stream_matches_cpu);
+    RUN(bf16_stream_record_keys_match_cpu);
+    RUN(bf16_stream_two_runs_bitwise);
+    RUN(bf16_stream_graph_matches_launches);
+    RUN(bf16_stream_resume_bitwise);
+    RUN(bf16_stream_halves_stream_buffers);
     TEST_EXIT();
 }
 
