@@ -1,5 +1,7 @@
-/* cuda_common.cu — error checking, conversions and the fixed-order reductions shared by the CUDA
- * backend (see cuda_common.h). */
+/* cuda_common.cu — error checking, conversions, element-wise helpers and the fixed-order
+ * reductions shared by the CUDA backend (see cuda_common.h). cuda_add_inplace adds along the
+ * residual stream, so its kernel is templated on the stream's element type (fp32 or bf16,
+ * cuda_common.cuh). */
 #include <stdlib.h>
 
 #include "cuda_common.cuh"
@@ -73,9 +75,19 @@ static __global__ void bf16_to_f32_kernel(float *out, const __nv_bfloat16 *in, s
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = from_bf16(in[i]);
 }
-static __global__ void add_inplace_kernel(float *y, const float *x, size_t n) {
+/* S: the residual stream's element type (cuda_common.cuh, "the residual stream's storage"): the
+ * sum in fp32, rounded once where stored. */
+template <typename S>
+static __global__ void add_inplace_kernel(S *y, const S *x, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        F32V<1> v = ld_stream<S, 1>(y + i);
+        v.v[0] = v.v[0] + ld_stream<S, 1>(x + i).v[0];
+        st_stream<S, 1>(y + i, v);
+    }
+}
+static __global__ void round_bf16_inplace_kernel(float *x, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = y[i] + x[i];
+        x[i] = round_stream<__nv_bfloat16>(x[i]);
 }
 static __global__ void scale_inplace_kernel(float *x, float s, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -96,10 +108,21 @@ extern "C" int cuda_bf16_to_f32(float *out, const ct_bf16 *in, size_t n, cudaStr
     return 0;
 }
 
-extern "C" int cuda_add_inplace(float *y, const float *x, size_t n, cudaStream_t stream) {
+extern "C" int cuda_add_inplace(void *y, const void *x, size_t n, int dtype, cudaStream_t stream) {
     if (n == 0) return 0;
-    add_inplace_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(y, x, n);
+    if (dtype == CT_BF16)
+        add_inplace_kernel<__nv_bfloat16><<<ct_grid_1d(n, 256), 256, 0, stream>>>(stream_ptr<__nv_bfloat16>(y),
+                                                                                  stream_ptr<__nv_bfloat16>(x), n);
+    else
+        add_inplace_kernel<float><<<ct_grid_1d(n, 256), 256, 0, stream>>>(stream_ptr<float>(y), stream_ptr<float>(x), n);
     CT_LAUNCHED("add_inplace", stream);
+    return 0;
+}
+
+extern "C" int cuda_round_bf16_inplace(float *x, size_t n, cudaStream_t stream) {
+    if (n == 0) return 0;
+    round_bf16_inplace_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(x, n);
+    CT_LAUNCHED("round_bf16_inplace", stream);
     return 0;
 }
 

@@ -156,6 +156,15 @@ static __device__ __forceinline__ F32V<V> add_scaled_stream(const F32V<V> &x, co
                                                             const Bf16V<V> &branch) {
     return round_stream_v<S, V>(add_scaled<V>(x, scale, branch));
 }
+/* A launcher's `void *` stream tensor as the S * its kernel takes. */
+template <typename S>
+static inline S *stream_ptr(void *p) {
+    return static_cast<S *>(p);
+}
+template <typename S>
+static inline const S *stream_ptr(const void *p) {
+    return static_cast<const S *>(p);
+}
 /* Launch a kernel templated <S, V> with the stream type of dtype (CT_F32, CT_BF16) and V = 4 or
  * 1: KERNEL_CALL(S, V) expands to the launch. */
 #define CT_STREAM_DISPATCH(dtype, V, KERNEL_CALL)                                                  \

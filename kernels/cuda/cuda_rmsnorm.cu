@@ -20,7 +20,15 @@
  * bit of the double, which almost never reaches the fp32 result).
  *
  * Parameter gradients (dscale, dmix) use the column-reduction layout of cuda_common.cuh:
- * blocks of 32 channels x COLSUM_TY row lanes over CUDA_COLSUM_ROWS-token chunks. */
+ * blocks of 32 channels x COLSUM_TY row lanes over CUDA_COLSUM_ROWS-token chunks.
+ *
+ * The kernels are templated on the residual stream's element type S (fp32 or bf16,
+ * residual_dtype) besides V: the stream tensors are S, and cuda_common.cuh's stream helpers put
+ * the bf16 roundings where cuda_rmsnorm.h says (control tensors rounded first, each stream
+ * value once where stored, and where a stored value is recomputed: xm, x1, x_in, x_out, and a
+ * backward's g before a fused op uses it). One kernel body per op thus gives both streams' bits,
+ * fp32's unchanged (every helper is the identity there), and keeps the fused ops bitwise their
+ * fallbacks in either type. */
 #include "cuda_common.cuh"
 #include "cuda_residual_mix.h"
 #include "cuda_rmsnorm.h"
@@ -35,13 +43,13 @@ static __device__ __forceinline__ float rstd_from_sumsq(double sum_sq, int C, fl
 /* Second pass of mix_norm_forward, after the first wrote the row v and summed its
  * squares into ss (per lane): r = rstd of the row (warp sum), dst = bf16((v * r) * out_scale),
  * rstd[row] = r. out_scale: ln_scale's factor, 1 without it (x * 1 = x: the same bits). */
-template <int V>
-static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const float *v, double ss,
+template <typename S, int V>
+static __device__ __forceinline__ void norm_row_to_bf16(__nv_bfloat16 *dst, float *rstd, const S *v, double ss,
                                                         int row, int lane, int C, float eps, float out_scale) {
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld_vec<V>(v + c);
+        const F32V<V> a = ld_stream<S, V>(v + c);
         Bf16V<V> y;
 #pragma unroll
         for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(__fmul_rn(a.v[e], r), out_scale));
@@ -61,33 +69,28 @@ static __device__ __forceinline__ F32V<V> mix_value(const F32V<V> &m0, const F32
     return y;
 }
 
-/* Launch KERNEL<4> or KERNEL<1> over N rows, one warp per row. */
-#define LAUNCH_ROWS(kernel, V, N, stream, ...)                                                     \
-    do {                                                                                           \
-        if ((V) == 4)                                                                              \
-            kernel<4><<<ct_blocks((size_t)(N), ROWS_PER_BLOCK), ROW_THREADS, 0, (stream)>>>(__VA_ARGS__); \
-        else                                                                                       \
-            kernel<1><<<ct_blocks((size_t)(N), ROWS_PER_BLOCK), ROW_THREADS, 0, (stream)>>>(__VA_ARGS__); \
-    } while (0)
+/* Launch KERNEL<S, V> over N rows, one warp per row (S and V as CT_STREAM_DISPATCH gives them). */
+#define LAUNCH_ROWS(kernel, S, V, N, stream, ...)                                                  \
+    kernel<S, V><<<ct_blocks((size_t)(N), ROWS_PER_BLOCK), ROW_THREADS, 0, (stream)>>>(__VA_ARGS__)
 
 /* ---- RMSNorm ---- */
 
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_forward_kernel(float *out, __nv_bfloat16 *out_bf16, float *rstd, const float *x, int N, int C, float eps) {
+    rmsnorm_forward_kernel(float *out, __nv_bfloat16 *out_bf16, float *rstd, const S *x, int N, int C, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return; /* the whole warp leaves together */
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld_vec<V>(x + base + c);
+        const F32V<V> a = ld_stream<S, V>(x + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++) ss += (double)a.v[e] * (double)a.v[e];
     }
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> a = ld_vec<V>(x + base + c);
+        const F32V<V> a = ld_stream<S, V>(x + base + c);
         F32V<V> y;
         Bf16V<V> y16;
 #pragma unroll
@@ -101,11 +104,14 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     if (rstd && lane == 0) rstd[row] = r;
 }
 
-extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const float *x, int N, int C,
-                                    float eps, cudaStream_t stream) {
+extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, const void *x, int N, int C,
+                                    float eps, int dtype, cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {out, out_bf16, x});
-    LAUNCH_ROWS(rmsnorm_forward_kernel, V, N, stream, out, host_as_bf(out_bf16), rstd, x, N, C, eps);
+#define LAUNCH(S, V) \
+    LAUNCH_ROWS(rmsnorm_forward_kernel, S, V, N, stream, out, host_as_bf(out_bf16), rstd, stream_ptr<S>(x), N, C, eps)
+    CT_STREAM_DISPATCH(dtype, V, LAUNCH);
+#undef LAUNCH
     CT_LAUNCHED("rmsnorm_forward", stream);
     return 0;
 }
@@ -113,9 +119,10 @@ extern "C" int cuda_rmsnorm_forward(float *out, ct_bf16 *out_bf16, float *rstd, 
 /* The input x of a norm whose backward norm_backward_row computes, V channels: stored
  * (NORM_X), or the block-input mix xm = mix[0] * x_in + mix[1] * x0 recomputed (NORM_MIX: x is
  * x_in), or the MLP norm's input x1 = xm + scale * branch recomputed (NORM_MIX_ADD). The
- * backend keeps neither xm nor x1 (docs/cuda.md, "Memory plan"). Besides the value, the parts it
- * was made from (those of MODE; the others stay zero), for the callers' own sums: each is loaded
- * once. */
+ * backend keeps neither xm nor x1 (docs/cuda.md, "Memory plan"): on a stream of type S both are
+ * rounded as the forwards stored them, mix and scale as the forwards rounded them. Besides the
+ * value, the parts it was made from (those of MODE; the others stay zero), for the callers' own
+ * sums: each is loaded once. */
 enum { NORM_X, NORM_MIX, NORM_MIX_ADD };
 template <int V>
 struct NormInput {
@@ -124,36 +131,37 @@ struct NormInput {
     F32V<V> xm, scale;          /* xm: NORM_MIX, NORM_MIX_ADD; scale: NORM_MIX_ADD */
     Bf16V<V> branch;            /* NORM_MIX_ADD */
 };
-template <int V, int MODE>
-static __device__ __forceinline__ NormInput<V> norm_input(const float *x, const float *x0, const float *mix,
+template <typename S, int V, int MODE>
+static __device__ __forceinline__ NormInput<V> norm_input(const S *x, const S *x0, const float *mix,
                                                           const __nv_bfloat16 *branch, const float *scale, size_t i,
                                                           int c, int C) {
     NormInput<V> in{}; /* the parts MODE does not use stay zero (and unused) */
     if (MODE == NORM_X) {
-        in.value = ld_vec<V>(x + i);
+        in.value = ld_stream<S, V>(x + i);
         return in;
     }
-    in.x_in = ld_vec<V>(x + i), in.x0 = ld_vec<V>(x0 + i), in.m0 = ld_vec<V>(mix + c), in.m1 = ld_vec<V>(mix + C + c);
-    in.xm = mix_value<V>(in.m0, in.m1, in.x_in, in.x0);
+    in.x_in = ld_stream<S, V>(x + i), in.x0 = ld_stream<S, V>(x0 + i);
+    in.m0 = ld_control<S, V>(mix + c), in.m1 = ld_control<S, V>(mix + C + c);
+    in.xm = round_stream_v<S, V>(mix_value<V>(in.m0, in.m1, in.x_in, in.x0));
     if (MODE == NORM_MIX) {
         in.value = in.xm;
         return in;
     }
-    in.scale = ld_vec<V>(scale + c), in.branch = ld_vec<V>(branch + i);
-    in.value = add_scaled<V>(in.xm, in.scale, in.branch);
+    in.scale = ld_control<S, V>(scale + c), in.branch = ld_vec<V>(branch + i);
+    in.value = add_scaled_stream<S, V>(in.xm, in.scale, in.branch);
     return in;
 }
 
 /* The row dot sum(dout * x) of a norm's backward, x as norm_input gives it: each lane over its
  * channels, then the warp butterfly (fixed order). */
-template <int V, int MODE>
-static __device__ __forceinline__ double norm_row_dot(const float *dout, const float *x, const float *x0,
-                                                      const float *mix, const __nv_bfloat16 *branch,
-                                                      const float *scale, size_t base, int lane, int C) {
+template <typename S, int V, int MODE>
+static __device__ __forceinline__ double norm_row_dot(const float *dout, const S *x, const S *x0, const float *mix,
+                                                      const __nv_bfloat16 *branch, const float *scale, size_t base,
+                                                      int lane, int C) {
     double dot = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
         const F32V<V> d = ld_vec<V>(dout + base + c);
-        const F32V<V> a = norm_input<V, MODE>(x, x0, mix, branch, scale, base + c, c, C).value;
+        const F32V<V> a = norm_input<S, V, MODE>(x, x0, mix, branch, scale, base + c, c, C).value;
 #pragma unroll
         for (int e = 0; e < V; e++) dot += (double)d.v[e] * (double)a.v[e];
     }
@@ -161,26 +169,27 @@ static __device__ __forceinline__ double norm_row_dot(const float *dout, const f
 }
 
 /* The backward of one row's norm, one warp, x as norm_input gives it: g = dx + rstd*dout -
- * x*rstd^3*mean(dout*x), elementwise g + (rstd * dout - x_coeff * x). The lane's V-channel groups
- * go in order to out(c, k, g, in) — c the first channel, k the group's index within the lane,
- * in the norm input's parts — which stores g or carries it on. One definition for the row
- * kernels and the fused ones, so all compute the same bits. */
-template <int V, int MODE, typename Out>
-static __device__ __forceinline__ void norm_backward_row(const float *dx, const float *dout, const float *x,
-                                                         const float *x0, const float *mix,
-                                                         const __nv_bfloat16 *branch, const float *scale, float r,
-                                                         size_t base, int lane, int C, Out &&out) {
-    const double dot = norm_row_dot<V, MODE>(dout, x, x0, mix, branch, scale, base, lane, C);
+ * x*rstd^3*mean(dout*x), elementwise g + (rstd * dout - x_coeff * x), rounded as a stream value
+ * of type S is stored. The lane's V-channel groups go in order to out(c, k, g, in) — c the first
+ * channel, k the group's index within the lane, in the norm input's parts — which stores g or
+ * carries it on: a fused op thus uses the g that its fallback stores and reads back. One
+ * definition for the row kernels and the fused ones, so all compute the same bits. */
+template <typename S, int V, int MODE, typename Out>
+static __device__ __forceinline__ void norm_backward_row(const S *dx, const float *dout, const S *x, const S *x0,
+                                                         const float *mix, const __nv_bfloat16 *branch,
+                                                         const float *scale, float r, size_t base, int lane, int C,
+                                                         Out &&out) {
+    const double dot = norm_row_dot<S, V, MODE>(dout, x, x0, mix, branch, scale, base, lane, C);
     const float x_coeff = (float)((double)r * r * r * dot / C);
     int k = 0;
     for (int c = V * lane; c < C; c += 32 * V, k++) {
         const F32V<V> d = ld_vec<V>(dout + base + c);
-        const NormInput<V> in = norm_input<V, MODE>(x, x0, mix, branch, scale, base + c, c, C);
-        F32V<V> g = ld_vec<V>(dx + base + c);
+        const NormInput<V> in = norm_input<S, V, MODE>(x, x0, mix, branch, scale, base + c, c, C);
+        F32V<V> g = ld_stream<S, V>(dx + base + c);
 #pragma unroll
         for (int e = 0; e < V; e++)
             g.v[e] = __fadd_rn(g.v[e], __fsub_rn(__fmul_rn(r, d.v[e]), __fmul_rn(x_coeff, in.value.v[e])));
-        out(c, k, g, in);
+        out(c, k, round_stream_v<S, V>(g), in);
     }
 }
 
@@ -196,9 +205,9 @@ static __device__ __forceinline__ void store_renorm(__nv_bfloat16 *renorm, const
 
 /* dx += the norm's input gradient, x as norm_input gives it; NORM_MIX_ADD with renorm also
  * writes renorm = bf16(xm * renorm_rstd[row]). One warp per row. */
-template <int V, int MODE>
-static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const float *dout, const float *x,
-                                                            const float *x0, const float *mix, const float *rstd,
+template <typename S, int V, int MODE>
+static __device__ __forceinline__ void rmsnorm_backward_row(S *dx, const float *dout, const S *x, const S *x0,
+                                                            const float *mix, const float *rstd,
                                                             const __nv_bfloat16 *branch, const float *scale,
                                                             __nv_bfloat16 *renorm, const float *renorm_rstd,
                                                             float renorm_scale, int N, int C) {
@@ -206,68 +215,76 @@ static __device__ __forceinline__ void rmsnorm_backward_row(float *dx, const flo
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     const float r2 = MODE == NORM_MIX_ADD && renorm ? renorm_rstd[row] : 0.0f;
-    norm_backward_row<V, MODE>(dx, dout, x, x0, mix, branch, scale, rstd[row], base, lane, C,
-                               [&](int c, int, const F32V<V> &g, const NormInput<V> &in) {
-                                   st_vec<V>(dx + base + c, g);
-                                   if (MODE == NORM_MIX_ADD && renorm)
-                                       store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
-                               });
+    norm_backward_row<S, V, MODE>(dx, dout, x, x0, mix, branch, scale, rstd[row], base, lane, C,
+                                  [&](int c, int, const F32V<V> &g, const NormInput<V> &in) {
+                                      st_stream<S, V>(dx + base + c, g);
+                                      if (MODE == NORM_MIX_ADD && renorm)
+                                          store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
+                                  });
 }
 
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_backward_plain(float *dx, const float *dout, const float *x, const float *rstd, int N, int C) {
-    rmsnorm_backward_row<V, NORM_X>(dx, dout, x, NULL, NULL, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
+    rmsnorm_backward_plain(S *dx, const float *dout, const S *x, const float *rstd, int N, int C) {
+    rmsnorm_backward_row<S, V, NORM_X>(dx, dout, x, NULL, NULL, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
 }
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_backward_mix(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
-                         const float *rstd, int N, int C) {
-    rmsnorm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
+    rmsnorm_backward_mix(S *dx, const float *dout, const S *x_in, const S *x0, const float *mix, const float *rstd,
+                         int N, int C) {
+    rmsnorm_backward_row<S, V, NORM_MIX>(dx, dout, x_in, x0, mix, rstd, NULL, NULL, NULL, NULL, 1.0f, N, C);
 }
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_backward_mix_add(float *dx, const float *dout, const float *x_in, const float *x0, const float *mix,
+    rmsnorm_backward_mix_add(S *dx, const float *dout, const S *x_in, const S *x0, const float *mix,
                              const float *rstd, const __nv_bfloat16 *branch, const float *scale,
                              __nv_bfloat16 *renorm, const float *renorm_rstd, float renorm_scale, int N, int C) {
-    rmsnorm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, rstd, branch, scale, renorm, renorm_rstd,
-                                          renorm_scale, N, C);
+    rmsnorm_backward_row<S, V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, rstd, branch, scale, renorm, renorm_rstd,
+                                             renorm_scale, N, C);
 }
 
-extern "C" int cuda_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *rstd, int N, int C,
-                                     cudaStream_t stream) {
+extern "C" int cuda_rmsnorm_backward(void *dx, const float *dout, const void *x, const float *rstd, int N, int C,
+                                     int dtype, cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {dx, dout, x});
-    LAUNCH_ROWS(rmsnorm_backward_plain, V, N, stream, dx, dout, x, rstd, N, C);
+#define LAUNCH(S, V) \
+    LAUNCH_ROWS(rmsnorm_backward_plain, S, V, N, stream, stream_ptr<S>(dx), dout, stream_ptr<S>(x), rstd, N, C)
+    CT_STREAM_DISPATCH(dtype, V, LAUNCH);
+#undef LAUNCH
     CT_LAUNCHED("rmsnorm_backward", stream);
     return 0;
 }
 
 /* ---- fused forwards ---- */
 
-/* CudaBlockOutput with device bf16 pointers; x_out NULL: the block input x is given instead. */
+/* CudaBlockOutput with device pointers, its stream tensors of type S; x_out NULL: the block input
+ * x is given instead. */
+template <typename S>
 struct BlockOut {
-    float *x_out;
-    const float *xm, *attn_scale, *mlp_scale;
+    S *x_out;
+    const S *xm;
+    const float *attn_scale, *mlp_scale;
     const __nv_bfloat16 *ao, *mo;
 };
 
 /* The block output x_out = (xm + attn_scale * ao) + mlp_scale * mo, V channels at i (channel
- * c): scaled_add_forward_kernel's two adds. */
-template <int V>
-static __device__ __forceinline__ F32V<V> block_output(const BlockOut &p, size_t i, int c) {
-    const F32V<V> x1 = add_scaled<V>(ld_vec<V>(p.xm + i), ld_vec<V>(p.attn_scale + c), ld_vec<V>(p.ao + i));
-    return add_scaled<V>(x1, ld_vec<V>(p.mlp_scale + c), ld_vec<V>(p.mo + i));
+ * c): scaled_add_forward_kernel's two adds, the inner x1 and x_out rounded as it rounds them. */
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> block_output(const BlockOut<S> &p, size_t i, int c) {
+    const F32V<V> x1 =
+        add_scaled_stream<S, V>(ld_stream<S, V>(p.xm + i), ld_control<S, V>(p.attn_scale + c), ld_vec<V>(p.ao + i));
+    return add_scaled_stream<S, V>(x1, ld_control<S, V>(p.mlp_scale + c), ld_vec<V>(p.mo + i));
 }
 
 /* The block input: x (or, with prev.x_out, the block before's output, made and written here)
  * plus the skip, the mix and its norm. In place on the backend's one xm buffer: prev.xm may be
- * xm, each element is read by the lane that then overwrites it. */
-template <int V>
+ * xm, each element is read by the lane that then overwrites it. x_out, x_in and xm are used
+ * further as they are stored (rounded, on a bf16 stream), so the norm is that of the stored xm. */
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    mix_norm_forward_kernel(float *x_in, float *xm, float *rstd, __nv_bfloat16 *a_bf16, const float *x,
-                            const BlockOut prev, const float *skip, const float *skip_w, const float *x0,
-                            const float *mix, int N, int C, float eps, float out_scale) {
+    mix_norm_forward_kernel(S *x_in, S *xm, float *rstd, __nv_bfloat16 *a_bf16, const S *x, const BlockOut<S> prev,
+                            const S *skip, const float *skip_w, const S *x0, const float *mix, int N, int C, float eps,
+                            float out_scale) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -275,82 +292,93 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     for (int c = V * lane; c < C; c += 32 * V) {
         F32V<V> xi;
         if (prev.x_out) {
-            xi = block_output<V>(prev, base + c, c);
-            st_vec<V>(prev.x_out + base + c, xi);
+            xi = block_output<S, V>(prev, base + c, c);
+            st_stream<S, V>(prev.x_out + base + c, xi);
         } else {
-            xi = ld_vec<V>(x + base + c);
+            xi = ld_stream<S, V>(x + base + c);
         }
-        const F32V<V> z = ld_vec<V>(x0 + base + c), m0 = ld_vec<V>(mix + c), m1 = ld_vec<V>(mix + C + c);
+        const F32V<V> z = ld_stream<S, V>(x0 + base + c), m0 = ld_control<S, V>(mix + c),
+                      m1 = ld_control<S, V>(mix + C + c);
         if (skip) {
-            const F32V<V> sk = ld_vec<V>(skip + base + c), sw = ld_vec<V>(skip_w + c);
+            const F32V<V> sk = ld_stream<S, V>(skip + base + c), sw = ld_control<S, V>(skip_w + c);
 #pragma unroll
             for (int e = 0; e < V; e++) xi.v[e] = __fadd_rn(xi.v[e], __fmul_rn(sw.v[e], sk.v[e]));
-            st_vec<V>(x_in + base + c, xi);
+            xi = round_stream_v<S, V>(xi);
+            st_stream<S, V>(x_in + base + c, xi);
         }
-        const F32V<V> m = mix_value<V>(m0, m1, xi, z);
+        const F32V<V> m = round_stream_v<S, V>(mix_value<V>(m0, m1, xi, z));
 #pragma unroll
         for (int e = 0; e < V; e++) ss += (double)m.v[e] * (double)m.v[e];
-        st_vec<V>(xm + base + c, m);
+        st_stream<S, V>(xm + base + c, m);
     }
-    norm_row_to_bf16<V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps, out_scale);
+    norm_row_to_bf16<S, V>(a_bf16 + base, rstd, xm + base, ss, row, lane, C, eps, out_scale);
+}
+
+/* Both block-input forwards: prev is the block before's output (cuda_out_mix_norm_forward) or
+ * NULL (cuda_mix_norm_forward: a->x is the block input). */
+template <typename S, int V>
+static void launch_mix_norm(const CudaMixNorm *a, const CudaBlockOutput *prev, cudaStream_t stream) {
+    S *x_in = stream_ptr<S>(a->x_in), *xm = stream_ptr<S>(a->xm);
+    float *rstd = a->rstd;
+    __nv_bfloat16 *a_bf16 = host_as_bf(a->a_bf16);
+    const S *x = prev ? nullptr : stream_ptr<S>(a->x), *skip = stream_ptr<S>(a->skip), *x0 = stream_ptr<S>(a->x0);
+    const float *skip_w = a->skip_w, *mix = a->mix;
+    const int N = a->N, C = a->C;
+    const float eps = a->eps, out_scale = a->out_scale;
+    BlockOut<S> p = {};
+    if (prev)
+        p = BlockOut<S>{stream_ptr<S>(prev->x_out), stream_ptr<S>(prev->xm), prev->attn_scale, prev->mlp_scale,
+                        host_as_bf(prev->ao), host_as_bf(prev->mo)};
+    LAUNCH_ROWS(mix_norm_forward_kernel, S, V, N, stream, x_in, xm, rstd, a_bf16, x, p, skip, skip_w, x0, mix, N, C,
+                eps, out_scale);
+}
+static int mix_norm(const CudaMixNorm *a, const CudaBlockOutput *prev, int V, const char *name, cudaStream_t stream) {
+#define LAUNCH(S, V) launch_mix_norm<S, V>(a, prev, stream)
+    CT_STREAM_DISPATCH(a->dtype, V, LAUNCH);
+#undef LAUNCH
+    CT_LAUNCHED(name, stream);
+    return 0;
 }
 
 extern "C" int cuda_mix_norm_forward(const CudaMixNorm *a, cudaStream_t stream) {
-    float *x_in = a->x_in, *xm = a->xm, *rstd = a->rstd;
-    ct_bf16 *a_bf16 = a->a_bf16;
-    const float *x = a->x, *skip = a->skip, *skip_w = a->skip_w, *x0 = a->x0, *mix = a->mix;
-    const int N = a->N, C = a->C;
-    const float eps = a->eps, out_scale = a->out_scale;
-    if (N <= 0) return 0;
-    const int V = row_vector_width(C, {x_in, xm, a_bf16, x, skip, skip_w, x0, mix});
-    const BlockOut none = {};
-    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), x, none, skip, skip_w, x0,
-                mix, N, C, eps, out_scale);
-    CT_LAUNCHED("mix_norm_forward", stream);
-    return 0;
+    if (a->N <= 0) return 0;
+    const int V = row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->x, a->skip, a->skip_w, a->x0, a->mix});
+    return mix_norm(a, NULL, V, "mix_norm_forward", stream);
 }
 
 extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, const CudaMixNorm *a, cudaStream_t stream) {
-    float *x_in = a->x_in, *xm = a->xm, *rstd = a->rstd;
-    ct_bf16 *a_bf16 = a->a_bf16;
-    const float *skip = a->skip, *skip_w = a->skip_w, *x0 = a->x0, *mix = a->mix;
-    const int N = a->N, C = a->C;
-    const float eps = a->eps, out_scale = a->out_scale;
-    if (N <= 0) return 0;
+    if (a->N <= 0) return 0;
     if (!prev || !prev->x_out || !prev->xm || !prev->ao || !prev->mo || !prev->attn_scale || !prev->mlp_scale)
         return ct_fail("out_mix_norm_forward: the block before's output needs x_out, xm, ao, mo and both scales");
-    const int V = row_vector_width(C, {x_in, xm, a_bf16, skip, skip_w, x0, mix, prev->x_out, prev->xm, prev->ao,
-                                       prev->mo, prev->attn_scale, prev->mlp_scale});
-    const BlockOut p = {prev->x_out, prev->xm, prev->attn_scale, prev->mlp_scale, host_as_bf(prev->ao),
-                        host_as_bf(prev->mo)};
-    LAUNCH_ROWS(mix_norm_forward_kernel, V, N, stream, x_in, xm, rstd, host_as_bf(a_bf16), NULL, p, skip, skip_w, x0,
-                mix, N, C, eps, out_scale);
-    CT_LAUNCHED("out_mix_norm_forward", stream);
-    return 0;
+    const int V = row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->skip, a->skip_w, a->x0, a->mix, prev->x_out,
+                                          prev->xm, prev->ao, prev->mo, prev->attn_scale, prev->mlp_scale});
+    return mix_norm(a, prev, V, "out_mix_norm_forward", stream);
 }
 
 /* x1 = xm + scale * branch is written only when x1 != NULL (the backend recomputes it where
  * it is needed: cuda_add_norm_backward, cuda_scaled_add_forward's inner branch), so the second
- * pass recomputes it rather than reading it back. */
-template <int V>
+ * pass recomputes it rather than reading it back; the norm is that of x1 as stored (rounded, on
+ * a bf16 stream). */
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    add_norm_forward_kernel(float *x1, float *rstd, __nv_bfloat16 *m_bf16, const float *xm,
-                            const __nv_bfloat16 *branch, const float *scale, int N, int C, float eps,
-                            float out_scale) {
+    add_norm_forward_kernel(S *x1, float *rstd, __nv_bfloat16 *m_bf16, const S *xm, const __nv_bfloat16 *branch,
+                            const float *scale, int N, int C, float eps, float out_scale) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> v = add_scaled<V>(ld_vec<V>(xm + base + c), ld_vec<V>(scale + c), ld_vec<V>(branch + base + c));
+        const F32V<V> v = add_scaled_stream<S, V>(ld_stream<S, V>(xm + base + c), ld_control<S, V>(scale + c),
+                                                  ld_vec<V>(branch + base + c));
 #pragma unroll
         for (int e = 0; e < V; e++) ss += (double)v.v[e] * (double)v.v[e];
-        if (x1) st_vec<V>(x1 + base + c, v);
+        if (x1) st_stream<S, V>(x1 + base + c, v);
     }
     ss = warp_sum_d(ss);
     const float r = rstd_from_sumsq(ss, C, eps);
     for (int c = V * lane; c < C; c += 32 * V) {
-        const F32V<V> v = add_scaled<V>(ld_vec<V>(xm + base + c), ld_vec<V>(scale + c), ld_vec<V>(branch + base + c));
+        const F32V<V> v = add_scaled_stream<S, V>(ld_stream<S, V>(xm + base + c), ld_control<S, V>(scale + c),
+                                                  ld_vec<V>(branch + base + c));
         Bf16V<V> y;
 #pragma unroll
         for (int e = 0; e < V; e++) y.v[e] = to_bf16(__fmul_rn(__fmul_rn(v.v[e], r), out_scale));
@@ -359,13 +387,16 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     if (lane == 0) rstd[row] = r;
 }
 
-extern "C" int cuda_add_norm_forward(float *x1, float *rstd, ct_bf16 *m_bf16, const float *xm, const ct_bf16 *branch,
-                                     const float *scale, int N, int C, float eps, float out_scale,
+extern "C" int cuda_add_norm_forward(void *x1, float *rstd, ct_bf16 *m_bf16, const void *xm, const ct_bf16 *branch,
+                                     const float *scale, int N, int C, float eps, float out_scale, int dtype,
                                      cudaStream_t stream) {
     if (N <= 0) return 0;
     const int V = row_vector_width(C, {x1, m_bf16, xm, branch, scale});
-    LAUNCH_ROWS(add_norm_forward_kernel, V, N, stream, x1, rstd, host_as_bf(m_bf16), xm, host_as_bf(branch), scale, N,
-                C, eps, out_scale);
+#define LAUNCH(S, V)                                                                                         \
+    LAUNCH_ROWS(add_norm_forward_kernel, S, V, N, stream, stream_ptr<S>(x1), rstd, host_as_bf(m_bf16), stream_ptr<S>(xm), \
+                host_as_bf(branch), scale, N, C, eps, out_scale)
+    CT_STREAM_DISPATCH(dtype, V, LAUNCH);
+#undef LAUNCH
     CT_LAUNCHED("add_norm_forward", stream);
     return 0;
 }
@@ -423,10 +454,10 @@ static __device__ __forceinline__ void warp_acc_finish(double *partials, const d
     }
 }
 
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    norm_mix_backward_kernel(float *dx_in, float *dx0, double *partials, const float *dx, const float *dout,
-                             const float *x_in, const float *x0, const float *mix, const float *rstd, int N, int C) {
+    norm_mix_backward_kernel(S *dx_in, S *dx0, double *partials, const S *dx, const float *dout, const S *x_in,
+                             const S *x0, const float *mix, const float *rstd, int N, int C) {
     CT_DYNAMIC_SMEM(smem);
     double *acc = reinterpret_cast<double *>(smem);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -434,21 +465,22 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const int r0 = blockIdx.x * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
-        /* g is the norm's input gradient; the mix's backward takes it on at once */
-        norm_backward_row<V, NORM_MIX>(dx, dout, x_in, x0, mix, NULL, NULL, rstd[row], base, lane, C,
-                                       [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
-                                           double *ax = acc_x + k * 32 * V, *ax0 = acc_x0 + k * 32 * V;
-                                           F32V<V> gi, g0 = ld_vec<V>(dx0 + base + c);
+        /* g is the norm's input gradient (rounded as the fallback stores it); the mix's backward
+         * takes it on at once */
+        norm_backward_row<S, V, NORM_MIX>(dx, dout, x_in, x0, mix, NULL, NULL, rstd[row], base, lane, C,
+                                          [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
+                                              double *ax = acc_x + k * 32 * V, *ax0 = acc_x0 + k * 32 * V;
+                                              F32V<V> gi, g0 = ld_stream<S, V>(dx0 + base + c);
 #pragma unroll
-                                           for (int e = 0; e < V; e++) {
-                                               gi.v[e] = __fmul_rn(in.m0.v[e], g.v[e]);
-                                               g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(in.m1.v[e], g.v[e]));
-                                               ax[e * 32] += (double)g.v[e] * (double)in.x_in.v[e];
-                                               ax0[e * 32] += (double)g.v[e] * (double)in.x0.v[e];
-                                           }
-                                           st_vec<V>(dx_in + base + c, gi);
-                                           st_vec<V>(dx0 + base + c, g0);
-                                       });
+                                              for (int e = 0; e < V; e++) {
+                                                  gi.v[e] = __fmul_rn(in.m0.v[e], g.v[e]);
+                                                  g0.v[e] = __fadd_rn(g0.v[e], __fmul_rn(in.m1.v[e], g.v[e]));
+                                                  ax[e * 32] += (double)g.v[e] * (double)in.x_in.v[e];
+                                                  ax0[e * 32] += (double)g.v[e] * (double)in.x0.v[e];
+                                              }
+                                              st_stream<S, V>(dx_in + base + c, gi);
+                                              st_stream<S, V>(dx0 + base + c, g0);
+                                          });
     }
     warp_acc_finish<V, 2>(partials + (size_t)blockIdx.x * 2 * C, acc, C);
 }
@@ -465,30 +497,37 @@ static bool smem_fits(Kernel kernel, size_t smem) {
     return false;
 }
 
-extern "C" int cuda_norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream) {
-    float *dx_in = a->dx_in, *dx0 = a->dx0, *dmix = a->dmix, *dx = a->dx;
-    const float *dout = a->dout, *x_in = a->x_in, *x0 = a->x0, *mix = a->mix, *rstd = a->rstd;
+template <typename S, int V>
+static int norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream) {
+    S *dx_in = stream_ptr<S>(a->dx_in), *dx0 = stream_ptr<S>(a->dx0), *dx = stream_ptr<S>(a->dx);
+    const S *x_in = stream_ptr<S>(a->x_in), *x0 = stream_ptr<S>(a->x0);
+    const float *dout = a->dout, *mix = a->mix, *rstd = a->rstd;
     const int N = a->N, C = a->C;
     double *partials = a->partials;
-    if (N <= 0) return 0;
-    const int V = row_vector_width(C, {dx_in, dx0, dx, dout, x_in, x0, mix});
     const unsigned chunks = (unsigned)colsum_chunks(N);
     const size_t smem = norm_mix_smem(C, V);
-    if (V == 4 ? smem_fits(norm_mix_backward_kernel<4>, smem) : smem_fits(norm_mix_backward_kernel<1>, smem)) {
-        if (V == 4)
-            norm_mix_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
-                                                                               mix, rstd, N, C);
-        else
-            norm_mix_backward_kernel<1><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
-                                                                               mix, rstd, N, C);
+    if (smem_fits(norm_mix_backward_kernel<S, V>, smem)) {
+        norm_mix_backward_kernel<S, V><<<chunks, ROW_THREADS, smem, stream>>>(dx_in, dx0, partials, dx, dout, x_in, x0,
+                                                                              mix, rstd, N, C);
         CT_LAUNCHED("norm_mix_backward", stream);
-        return colsum_finish(dmix, partials, (int)chunks, 2 * C, stream);
+        return colsum_finish(a->dmix, partials, (int)chunks, 2 * C, stream);
     }
     /* the two kernels: g in place in dx, then the mix backward on it */
-    LAUNCH_ROWS(rmsnorm_backward_mix, V, N, stream, dx, dout, x_in, x0, mix, rstd, N, C);
+    LAUNCH_ROWS(rmsnorm_backward_mix, S, V, N, stream, dx, dout, x_in, x0, mix, rstd, N, C);
     CT_LAUNCHED("rmsnorm_backward (mix)", stream);
-    const CudaResidualMixBackward mix_backward = {dx_in, 0, dx0, dmix, dx, x_in, x0, mix, partials, N, C};
+    const CudaResidualMixBackward mix_backward = {a->dx_in, 0, a->dx0, a->dmix, a->dx, a->x_in, a->x0, a->mix,
+                                                  partials, N, C, a->dtype};
     return cuda_residual_mix_backward(&mix_backward, stream);
+}
+
+extern "C" int cuda_norm_mix_backward(const CudaNormMixBackward *a, cudaStream_t stream) {
+    if (a->N <= 0) return 0;
+    const int V = row_vector_width(a->C, {a->dx_in, a->dx0, a->dx, a->dout, a->x_in, a->x0, a->mix});
+    int rc = -1;
+#define RUN(S, V) rc = norm_mix_backward<S, V>(a, stream)
+    CT_STREAM_DISPATCH(a->dtype, V, RUN);
+#undef RUN
+    return rc;
 }
 
 /* ---- MLP-norm backward + the attention residual's, fused ----
@@ -503,10 +542,10 @@ static size_t add_norm_scale_smem(int C, int V) {
     return (size_t)ROWS_PER_BLOCK * (size_t)norm_mix_padded(C, V) * sizeof(double);
 }
 
-template <int V>
+template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    add_norm_scale_backward_kernel(float *dx, __nv_bfloat16 *renorm, __nv_bfloat16 *dbranch, double *partials,
-                                   const float *dout, const float *x_in, const float *x0, const float *mix,
+    add_norm_scale_backward_kernel(S *dx, __nv_bfloat16 *renorm, __nv_bfloat16 *dbranch, double *partials,
+                                   const float *dout, const S *x_in, const S *x0, const float *mix,
                                    const __nv_bfloat16 *branch, const float *scale, const float *rstd,
                                    const float *renorm_rstd, float renorm_scale, int N, int C) {
     CT_DYNAMIC_SMEM(smem);
@@ -517,63 +556,69 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     for (int row = r0 + warp; row < r1; row += ROWS_PER_BLOCK) {
         const size_t base = (size_t)row * C;
         const float r2 = renorm ? renorm_rstd[row] : 0.0f;
-        /* g is dL/dx1; x1 = xm + scale * branch's backward takes it on at once */
-        norm_backward_row<V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, branch, scale, rstd[row], base, lane, C,
-                                           [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
-                                               double *as = acc_s + k * 32 * V;
-                                               Bf16V<V> h;
+        /* g is dL/dx1 (rounded as stored); x1 = xm + scale * branch's backward takes it on at once */
+        norm_backward_row<S, V, NORM_MIX_ADD>(dx, dout, x_in, x0, mix, branch, scale, rstd[row], base, lane, C,
+                                              [&](int c, int k, const F32V<V> &g, const NormInput<V> &in) {
+                                                  double *as = acc_s + k * 32 * V;
+                                                  Bf16V<V> h;
 #pragma unroll
-                                               for (int e = 0; e < V; e++) {
-                                                   h.v[e] = to_bf16(__fmul_rn(in.scale.v[e], g.v[e]));
-                                                   as[e * 32] += (double)g.v[e] * (double)as_f32(in.branch.v[e]);
-                                               }
-                                               st_vec<V>(dx + base + c, g);
-                                               st_vec<V>(dbranch + base + c, h);
-                                               if (renorm) store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
-                                           });
+                                                  for (int e = 0; e < V; e++) {
+                                                      h.v[e] = to_bf16(__fmul_rn(in.scale.v[e], g.v[e]));
+                                                      as[e * 32] += (double)g.v[e] * (double)as_f32(in.branch.v[e]);
+                                                  }
+                                                  st_stream<S, V>(dx + base + c, g);
+                                                  st_vec<V>(dbranch + base + c, h);
+                                                  if (renorm)
+                                                      store_renorm<V>(renorm + base + c, in.xm, r2, renorm_scale);
+                                              });
     }
     warp_acc_finish<V, 1>(partials + (size_t)blockIdx.x * C, acc, C);
 }
 
-extern "C" int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream) {
-    float *dx = a->dx, *dscale = a->dscale;
-    ct_bf16 *renorm = a->renorm, *dbranch = a->dbranch;
-    const float *dout = a->dout, *x_in = a->x_in, *x0 = a->x0, *mix = a->mix, *scale = a->scale, *rstd = a->rstd;
-    const float *renorm_rstd = a->renorm_rstd;
-    const ct_bf16 *branch = a->branch;
+template <typename S, int V>
+static int add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream) {
+    S *dx = stream_ptr<S>(a->dx);
+    __nv_bfloat16 *renorm = host_as_bf(a->renorm), *dbranch = host_as_bf(a->dbranch);
+    const float *dout = a->dout, *mix = a->mix, *scale = a->scale, *rstd = a->rstd, *renorm_rstd = a->renorm_rstd;
+    const S *x_in = stream_ptr<S>(a->x_in), *x0 = stream_ptr<S>(a->x0);
+    const __nv_bfloat16 *branch = host_as_bf(a->branch);
     const float renorm_scale = a->renorm_scale;
     const int N = a->N, C = a->C;
     double *partials = a->partials;
-    if (N <= 0) return 0;
-    if ((renorm == NULL) != (renorm_rstd == NULL))
-        return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
-    if ((dbranch == NULL) != (dscale == NULL) || (dbranch && !partials))
-        return ct_fail("add_norm_backward: dbranch, dscale and partials go together");
-    const int V = row_vector_width(C, {dx, renorm, dbranch, dout, x_in, x0, mix, branch, scale});
     if (dbranch) {
         const unsigned chunks = (unsigned)colsum_chunks(N);
         const size_t smem = add_norm_scale_smem(C, V);
-        if (V == 4 ? smem_fits(add_norm_scale_backward_kernel<4>, smem)
-                   : smem_fits(add_norm_scale_backward_kernel<1>, smem)) {
-            if (V == 4)
-                add_norm_scale_backward_kernel<4><<<chunks, ROW_THREADS, smem, stream>>>(
-                    dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
-                    scale, rstd, renorm_rstd, renorm_scale, N, C);
-            else
-                add_norm_scale_backward_kernel<1><<<chunks, ROW_THREADS, smem, stream>>>(
-                    dx, host_as_bf(renorm), host_as_bf(dbranch), partials, dout, x_in, x0, mix, host_as_bf(branch),
-                    scale, rstd, renorm_rstd, renorm_scale, N, C);
+        if (smem_fits(add_norm_scale_backward_kernel<S, V>, smem)) {
+            add_norm_scale_backward_kernel<S, V><<<chunks, ROW_THREADS, smem, stream>>>(
+                dx, renorm, dbranch, partials, dout, x_in, x0, mix, branch, scale, rstd, renorm_rstd, renorm_scale, N,
+                C);
             CT_LAUNCHED("add_norm_scale_backward", stream);
-            return colsum_finish(dscale, partials, (int)chunks, C, stream);
+            return colsum_finish(a->dscale, partials, (int)chunks, C, stream);
         }
     }
-    LAUNCH_ROWS(rmsnorm_backward_mix_add, V, N, stream, dx, dout, x_in, x0, mix, rstd, host_as_bf(branch), scale,
-                host_as_bf(renorm), renorm_rstd, renorm_scale, N, C);
+    LAUNCH_ROWS(rmsnorm_backward_mix_add, S, V, N, stream, dx, dout, x_in, x0, mix, rstd, branch, scale, renorm,
+                renorm_rstd, renorm_scale, N, C);
     CT_LAUNCHED("add_norm_backward", stream);
     /* the residual's backward as its own pass where the fused kernel does not fit */
     if (dbranch) {
-        const CudaScaledAddBackward residual = {NULL, NULL, dbranch, dscale, dx, NULL, branch, scale, partials, N, C};
+        const CudaScaledAddBackward residual = {NULL, NULL, a->dbranch, a->dscale, a->dx, NULL, a->branch,
+                                                a->scale, partials, N, C, a->dtype};
         return cuda_scaled_add_backward(&residual, stream);
     }
     return 0;
+}
+
+extern "C" int cuda_add_norm_backward(const CudaAddNormBackward *a, cudaStream_t stream) {
+    if (a->N <= 0) return 0;
+    if ((a->renorm == NULL) != (a->renorm_rstd == NULL))
+        return ct_fail("add_norm_backward: renorm and renorm_rstd go together");
+    if ((a->dbranch == NULL) != (a->dscale == NULL) || (a->dbranch && !a->partials))
+        return ct_fail("add_norm_backward: dbranch, dscale and partials go together");
+    const int V = row_vector_width(a->C, {a->dx, a->renorm, a->dbranch, a->dout, a->x_in, a->x0, a->mix, a->branch,
+                                          a->scale});
+    int rc = -1;
+#define RUN(S, V) rc = add_norm_backward<S, V>(a, stream)
+    CT_STREAM_DISPATCH(a->dtype, V, RUN);
+#undef RUN
+    return rc;
 }

@@ -2,34 +2,44 @@
  * inner branch: the block output from xm) and backward (the pair of cpu_scaled_add.c; see
  * cuda_scaled_add.h). Element-wise arithmetic spells out the CPU op's fp32 roundings with
  * __fmul_rn/__fadd_rn (add_scaled, cuda_common.cuh); dscale uses the column-reduction layout of
- * cuda_common.cuh. */
+ * cuda_common.cuh. x, out, dx and dout are the residual stream: the kernels are templated on its
+ * element type S (fp32 or bf16, residual_dtype) and round where cuda_common.cuh's stream helpers
+ * say (scales rounded to bf16 first, the inner x1 as cuda_add_norm_forward stores it, each stored
+ * value once), so one kernel gives the bf16 stream's bits and, with S = float, the fp32 ones. */
 #include "cuda_common.cuh"
 #include "cuda_scaled_add.h"
 
-template <int V>
-static __global__ void scaled_add_forward_kernel(float *out, const float *x, const __nv_bfloat16 *inner,
+template <typename S, int V>
+static __global__ void scaled_add_forward_kernel(S *out, const S *x, const __nv_bfloat16 *inner,
                                                  const float *inner_scale, const __nv_bfloat16 *branch,
                                                  const float *scale, size_t n, int C) {
     for (size_t i = V * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * (size_t)gridDim.x * blockDim.x) {
         const size_t c = i % (size_t)C; /* C % V == 0: the V elements are in one row */
-        F32V<V> a = ld_vec<V>(x + i);
-        if (inner) a = add_scaled<V>(a, ld_vec<V>(inner_scale + c), ld_vec<V>(inner + i));
-        st_vec<V>(out + i, add_scaled<V>(a, ld_vec<V>(scale + c), ld_vec<V>(branch + i)));
+        F32V<V> a = ld_stream<S, V>(x + i);
+        if (inner) a = add_scaled_stream<S, V>(a, ld_control<S, V>(inner_scale + c), ld_vec<V>(inner + i));
+        st_stream<S, V>(out + i, add_scaled<V>(a, ld_control<S, V>(scale + c), ld_vec<V>(branch + i)));
     }
 }
 
-extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16 *inner, const float *inner_scale,
-                                       const ct_bf16 *branch, const float *scale, int N, int C, cudaStream_t stream) {
+template <typename S, int V>
+static void launch_scaled_add_forward(void *out, const void *x, const ct_bf16 *inner, const float *inner_scale,
+                                      const ct_bf16 *branch, const float *scale, size_t n, int C,
+                                      cudaStream_t stream) {
+    scaled_add_forward_kernel<S, V><<<ct_grid_1d(n / V, 256), 256, 0, stream>>>(
+        stream_ptr<S>(out), stream_ptr<S>(x), host_as_bf(inner), inner_scale, host_as_bf(branch), scale, n, C);
+}
+
+extern "C" int cuda_scaled_add_forward(void *out, const void *x, const ct_bf16 *inner, const float *inner_scale,
+                                       const ct_bf16 *branch, const float *scale, int N, int C, int dtype,
+                                       cudaStream_t stream) {
     const size_t n = (size_t)N * C;
     if (n == 0) return 0;
     if ((inner == NULL) != (inner_scale == NULL))
         return ct_fail("scaled_add_forward: inner and inner_scale go together");
-    if (row_vector_width(C, {out, x, inner, inner_scale, branch, scale}) == 4)
-        scaled_add_forward_kernel<4><<<ct_grid_1d(n / 4, 256), 256, 0, stream>>>(
-            out, x, host_as_bf(inner), inner_scale, host_as_bf(branch), scale, n, C);
-    else
-        scaled_add_forward_kernel<1><<<ct_grid_1d(n, 256), 256, 0, stream>>>(out, x, host_as_bf(inner), inner_scale,
-                                                                             host_as_bf(branch), scale, n, C);
+    const int V = row_vector_width(C, {out, x, inner, inner_scale, branch, scale});
+#define LAUNCH(S, V) launch_scaled_add_forward<S, V>(out, x, inner, inner_scale, branch, scale, n, C, stream)
+    CT_STREAM_DISPATCH(dtype, V, LAUNCH);
+#undef LAUNCH
     CT_LAUNCHED("scaled_add_forward", stream);
     return 0;
 }
@@ -37,10 +47,10 @@ extern "C" int cuda_scaled_add_forward(float *out, const float *x, const ct_bf16
 /* The two column-reduction backwards move V = 4 channels per thread (16-byte fp32 accesses) where
  * row_vector_width allows, else 1; a thread's rows are those of the 1-wide layout (r0 + ty + 8j),
  * so the parameter-gradient partials are the same sums in the same order either way. */
-template <typename BranchT, int V>
+template <typename S, typename BranchT, int V>
 static __global__ void __launch_bounds__(32 * COLSUM_TY)
-    scaled_add_backward_kernel(float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials,
-                               const float *dout, const BranchT *branch, const float *scale, int N, int C) {
+    scaled_add_backward_kernel(S *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16, double *partials, const S *dout,
+                               const BranchT *branch, const float *scale, int N, int C) {
     __shared__ double sh[COLSUM_TY][32 * V];
     const int c = (blockIdx.x * 32 + threadIdx.x) * V;
     const int r0 = blockIdx.y * CUDA_COLSUM_ROWS, r1 = min(N, r0 + CUDA_COLSUM_ROWS);
@@ -48,10 +58,10 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
 #pragma unroll
     for (int e = 0; e < V; e++) acc[e] = 0.0;
     if (c < C) {
-        const F32V<V> s = ld_vec<V>(scale + c);
+        const F32V<V> s = ld_control<S, V>(scale + c);
         for (int r = r0 + (int)threadIdx.y; r < r1; r += COLSUM_TY) {
             const size_t i = (size_t)r * C + c;
-            const F32V<V> d = ld_vec<V>(dout + i);
+            const F32V<V> d = ld_stream<S, V>(dout + i);
             const auto b = ld_vec<V>(branch + i);
             F32V<V> v;
 #pragma unroll
@@ -60,10 +70,10 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
                 acc[e] += (double)d.v[e] * (double)as_f32(b.v[e]);
             }
             if (dx) {
-                F32V<V> g = ld_vec<V>(dx + i);
+                F32V<V> g = ld_stream<S, V>(dx + i);
 #pragma unroll
                 for (int e = 0; e < V; e++) g.v[e] = __fadd_rn(g.v[e], d.v[e]);
-                st_vec<V>(dx + i, g);
+                st_stream<S, V>(dx + i, g);
             }
             if (dbranch) st_vec<V>(dbranch + i, v);
             if (dbranch_bf16) {
@@ -81,37 +91,35 @@ static __global__ void __launch_bounds__(32 * COLSUM_TY)
     }
 }
 
-template <typename BranchT>
-static void launch_scaled_add_backward(int V, unsigned chunks, float *dx, float *dbranch, __nv_bfloat16 *dbranch_bf16,
-                                       double *partials, const float *dout, const BranchT *branch, const float *scale,
-                                       int N, int C, cudaStream_t stream) {
-    const dim3 block(32, COLSUM_TY);
-    if (V == 4)
-        scaled_add_backward_kernel<BranchT, 4><<<dim3(ct_blocks((size_t)C, 32 * 4), chunks), block, 0, stream>>>(
-            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
+template <typename S, int V>
+static void launch_scaled_add_backward(const CudaScaledAddBackward *a, unsigned chunks, cudaStream_t stream) {
+    S *dx = stream_ptr<S>(a->dx);
+    float *dbranch = a->dbranch;
+    __nv_bfloat16 *dbranch_bf16 = host_as_bf(a->dbranch_bf16);
+    double *partials = a->partials;
+    const S *dout = stream_ptr<S>(a->dout);
+    const float *branch = a->branch, *scale = a->scale;
+    const __nv_bfloat16 *branch_bf16 = host_as_bf(a->branch_bf16);
+    const int N = a->N, C = a->C;
+    const dim3 grid(ct_blocks((size_t)C, 32 * V), chunks), block(32, COLSUM_TY);
+    if (branch)
+        scaled_add_backward_kernel<S, float, V><<<grid, block, 0, stream>>>(dx, dbranch, dbranch_bf16, partials, dout,
+                                                                            branch, scale, N, C);
     else
-        scaled_add_backward_kernel<BranchT, 1><<<dim3(ct_blocks((size_t)C, 32), chunks), block, 0, stream>>>(
-            dx, dbranch, dbranch_bf16, partials, dout, branch, scale, N, C);
+        scaled_add_backward_kernel<S, __nv_bfloat16, V><<<grid, block, 0, stream>>>(
+            dx, dbranch, dbranch_bf16, partials, dout, branch_bf16, scale, N, C);
 }
 
 extern "C" int cuda_scaled_add_backward(const CudaScaledAddBackward *a, cudaStream_t stream) {
-    float *dx = a->dx, *dbranch = a->dbranch, *dscale = a->dscale;
-    ct_bf16 *dbranch_bf16 = a->dbranch_bf16;
-    const float *dout = a->dout, *branch = a->branch, *scale = a->scale;
-    const ct_bf16 *branch_bf16 = a->branch_bf16;
     const int N = a->N, C = a->C;
-    double *partials = a->partials;
     if (N <= 0) return 0;
-    if ((branch == NULL) == (branch_bf16 == NULL))
+    if ((a->branch == NULL) == (a->branch_bf16 == NULL))
         return ct_fail("scaled_add_backward: exactly one of the fp32 and bf16 branches must be given");
-    const int V = row_vector_width(C, {dx, dbranch, dbranch_bf16, dout, branch, branch_bf16, scale});
+    const int V = row_vector_width(C, {a->dx, a->dbranch, a->dbranch_bf16, a->dout, a->branch, a->branch_bf16, a->scale});
     const unsigned chunks = (unsigned)colsum_chunks(N);
-    if (branch)
-        launch_scaled_add_backward<float>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout, branch,
-                                          scale, N, C, stream);
-    else
-        launch_scaled_add_backward<__nv_bfloat16>(V, chunks, dx, dbranch, host_as_bf(dbranch_bf16), partials, dout,
-                                                  host_as_bf(branch_bf16), scale, N, C, stream);
+#define LAUNCH(S, V) launch_scaled_add_backward<S, V>(a, chunks, stream)
+    CT_STREAM_DISPATCH(a->dtype, V, LAUNCH);
+#undef LAUNCH
     CT_LAUNCHED("scaled_add_backward", stream);
-    return colsum_finish(dscale, partials, colsum_chunks(N), C, stream);
+    return colsum_finish(a->dscale, a->partials, (int)chunks, C, stream);
 }

@@ -65,14 +65,15 @@ static void rmsnorm_fwd_cpu(OpRun *r) {
     memcpy(HOST("out_bf16"), HOST("out"), (size_t)N * C * sizeof(float));
 }
 static int rmsnorm_fwd_gpu(OpRun *r) {
-    return cuda_rmsnorm_forward(DEV("out"), DEV("out_bf16"), DEV("rstd"), DEV("x"), r->d[0], r->d[1], FLT_EPSILON, 0);
+    return cuda_rmsnorm_forward(DEV("out"), DEV("out_bf16"), DEV("rstd"), DEV("x"), r->d[0], r->d[1], FLT_EPSILON,
+                                CT_F32, 0);
 }
 /* in place (out == x), as the op allows: the out-of-place bits */
 static void rmsnorm_fwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *dx = dev_floats(HOST("x"), n);
-    CHECK_CUDA_OK(cuda_rmsnorm_forward(dx, NULL, NULL, dx, N, C, FLT_EPSILON, 0));
+    CHECK_CUDA_OK(cuda_rmsnorm_forward(dx, NULL, NULL, dx, N, C, FLT_EPSILON, CT_F32, 0));
     float *inplace = host_from_dev(dx, n);
     CHECK(memcmp(inplace, GOT("out"), n * sizeof(float)) == 0, "in-place rmsnorm differs from out-of-place");
     free(inplace);
@@ -99,7 +100,7 @@ static void rmsnorm_bwd_cpu(OpRun *r) {
     cpu_rmsnorm_backward(HOST("dx"), HOST("dout"), HOST("x"), HOST("rstd"), r->d[0], r->d[1]);
 }
 static int rmsnorm_bwd_gpu(OpRun *r) {
-    return cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), DEV("x"), DEV("rstd"), r->d[0], r->d[1], 0);
+    return cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), DEV("x"), DEV("rstd"), r->d[0], r->d[1], CT_F32, 0);
 }
 
 /* ---- block input: mix + norm, d = {N, C, with skip}; out_mix_norm d = {N, C, skip mode} ---- */
@@ -132,7 +133,8 @@ static void mix_norm_fwd_cpu(OpRun *r) {
 }
 static int mix_norm_fwd_gpu(OpRun *r) {
     const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
-                           DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r)};
+                           DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r),
+                           CT_F32};
     return cuda_mix_norm_forward(&a, 0);
 }
 
@@ -176,7 +178,7 @@ static int out_mix_norm_fwd_gpu(OpRun *r) {
     const CudaBlockOutput prev = {DEV("x_out"), DEV("xm"), DEV("ao"), DEV("mo"), DEV("attn_scale"), DEV("mlp_scale")};
     const float *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
     const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), NULL, skip, DEV_OPT("skip_w"),
-                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r)};
+                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), CT_F32};
     return cuda_out_mix_norm_forward(&prev, &a, 0);
 }
 /* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward; a block output without mo refused */
@@ -187,9 +189,10 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     ct_bf16 *d_a = dev_alloc(n * 2);
     const float *sk = mode == 0 ? NULL : mode == 1 ? DEV("skip") : d_out;
     CHECK_CUDA_OK(
-        cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N, C, 0));
+        cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N, C, CT_F32,
+                                0));
     const CudaMixNorm two = {mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"), DEV("mix"),
-                             N, C, FLT_EPSILON, row_ln_scale(r)};
+                             N, C, FLT_EPSILON, row_ln_scale(r), CT_F32};
     CHECK_CUDA_OK(cuda_mix_norm_forward(&two, 0));
     float *t[4] = {host_from_dev(d_out, n), host_from_dev(d_xm, n), host_from_dev(d_r, N), host_from_dev_bf16(d_a, n)};
     const char *names[4] = {"x_out", "xm", "rstd", "a"};
@@ -208,7 +211,7 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
     const CudaBlockOutput half = {DEV("x0"), DEV("x0"), DEV("ao"), NULL, DEV("attn_scale"), DEV("mlp_scale")};
     const CudaMixNorm some = {NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                              FLT_EPSILON, 1.0f};
+                              FLT_EPSILON, 1.0f, CT_F32};
     CHECK(cuda_out_mix_norm_forward(&half, &some, 0) != 0 &&
               strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
           "a block output without mo: got '%s'", ct_error());
@@ -235,7 +238,7 @@ static void add_norm_fwd_cpu(OpRun *r) {
 }
 static int add_norm_fwd_gpu(OpRun *r) {
     return cuda_add_norm_forward(DEV("x1"), DEV("rstd"), DEV("m"), DEV("xm"), DEV("branch"), DEV("scale"), r->d[0],
-                                 r->d[1], FLT_EPSILON, row_ln_scale(r), 0);
+                                 r->d[1], FLT_EPSILON, row_ln_scale(r), CT_F32, 0);
 }
 /* without x1 (the backend's call): the same rstd and m bits */
 static void add_norm_fwd_extra(OpRun *r) {
@@ -245,7 +248,7 @@ static void add_norm_fwd_extra(OpRun *r) {
     ct_bf16 *d_m2 = dev_alloc(n * 2);
     dev_poison_bf16(d_m2, n);
     CHECK_CUDA_OK(cuda_add_norm_forward(NULL, d_r2, d_m2, DEV("xm"), DEV("branch"), DEV("scale"), N, C, FLT_EPSILON,
-                                        row_ln_scale(r), 0));
+                                        row_ln_scale(r), CT_F32, 0));
     float *g_r2 = host_from_dev(d_r2, N), *g_m2 = host_from_dev_bf16(d_m2, n);
     CHECK(memcmp(g_r2, GOT("rstd"), N * sizeof(float)) == 0, "add_norm rstd differs without x1");
     CHECK(memcmp(g_m2, GOT("m"), n * sizeof(float)) == 0, "add_norm m differs without x1");
@@ -283,10 +286,11 @@ static int add_norm_forwards(OpRun *r, float *xm, float *x1, float *rstd, float 
     const size_t n = (size_t)N * C;
     ct_bf16 *m = dev_alloc(n * 2);
     const CudaMixNorm input = {NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                               FLT_EPSILON, row_ln_scale(r)};
+                               FLT_EPSILON, row_ln_scale(r), CT_F32};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0)
-        rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, row_ln_scale(r), 0);
+        rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, row_ln_scale(r),
+                                   CT_F32, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(m);
     return rc;
@@ -344,7 +348,7 @@ static void add_norm_bwd_extra(OpRun *r) {
         float *fa = host_from_dev_bf16(a, n);
         CHECK(memcmp(fa, GOT("renorm"), n * sizeof(float)) == 0, "recomputed norm of xm differs from the forward's");
         dev_put(d_dx, start, n * sizeof(float));
-        CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, DEV("dout"), x1, DEV("rstd"), N, C, 0));
+        CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, DEV("dout"), x1, DEV("rstd"), N, C, CT_F32, 0));
         float *stored = host_from_dev(d_dx, n);
         CHECK(memcmp(stored, GOT("dx"), n * sizeof(float)) == 0,
               "add_norm backward differs from rmsnorm backward on x1");
@@ -408,7 +412,7 @@ static int norm_mix_forward(OpRun *r, float *xm) {
     const size_t n = (size_t)r->d[0] * r->d[1];
     ct_bf16 *a = dev_alloc(n * 2);
     const CudaMixNorm input = {NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
-                               r->d[1], FLT_EPSILON, 1.0f};
+                               r->d[1], FLT_EPSILON, 1.0f, CT_F32};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(a);
@@ -446,9 +450,9 @@ static void norm_mix_bwd_extra(OpRun *r) {
     dev_put(DEV("dx"), op_start(r, "dx"), n * sizeof(float));
     dev_put(DEV("dx0"), op_start(r, "dx0"), n * sizeof(float));
     dev_put(DEV("dmix"), op_start(r, "dmix"), 2 * (size_t)C * sizeof(float));
-    CHECK_CUDA_OK(cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), xm, DEV("rstd"), N, C, 0));
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), xm, DEV("rstd"), N, C, CT_F32, 0));
     const CudaResidualMixBackward mix_backward = {din2, 0, DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("x_in"), DEV("x0"),
-                                                  DEV("mix"), DEV("partials"), N, C};
+                                                  DEV("mix"), DEV("partials"), N, C, CT_F32};
     CHECK_CUDA_OK(cuda_residual_mix_backward(&mix_backward, 0));
     float *t_din = host_from_dev(din2, n), *t_dx0 = host_from_dev(DEV("dx0"), n),
           *t_dmix = host_from_dev(DEV("dmix"), 2 * (size_t)C);
@@ -489,7 +493,7 @@ static void scaled_add_fwd_cpu(OpRun *r) {
 }
 static int scaled_add_fwd_gpu(OpRun *r) {
     return cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV_OPT("inner"), DEV_OPT("inner_scale"), DEV("branch"),
-                                   DEV("scale"), r->d[0], r->d[1], 0);
+                                   DEV("scale"), r->d[0], r->d[1], CT_F32, 0);
 }
 /* bitwise two launches (the block output from xm without a stored x1); an inner branch
  * without its scale refused */
@@ -497,11 +501,13 @@ static void scaled_add_fwd_inner_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *d_mid = dev_nan(n), *d_two = dev_nan(n);
-    CHECK_CUDA_OK(cuda_scaled_add_forward(d_mid, DEV("x"), NULL, NULL, DEV("inner"), DEV("inner_scale"), N, C, 0));
-    CHECK_CUDA_OK(cuda_scaled_add_forward(d_two, d_mid, NULL, NULL, DEV("branch"), DEV("scale"), N, C, 0));
+    CHECK_CUDA_OK(
+        cuda_scaled_add_forward(d_mid, DEV("x"), NULL, NULL, DEV("inner"), DEV("inner_scale"), N, C, CT_F32, 0));
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_two, d_mid, NULL, NULL, DEV("branch"), DEV("scale"), N, C, CT_F32, 0));
     float *two = host_from_dev(d_two, n);
     CHECK(memcmp(GOT("out"), two, n * sizeof(float)) == 0, "scaled_add with an inner branch differs from two adds");
-    CHECK(cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV("inner"), NULL, DEV("branch"), DEV("scale"), N, C, 0) != 0,
+    CHECK(cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV("inner"), NULL, DEV("branch"), DEV("scale"), N, C, CT_F32,
+                                  0) != 0,
           "inner branch without its scale accepted");
     ct_error_clear();
     free(two);
@@ -536,7 +542,7 @@ static int scaled_add_bwd_gpu(OpRun *r) {
     const int backend = r->c->op->variant;
     const CudaScaledAddBackward a = {DEV_OPT("dx"), DEV_OPT("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), DEV("dout"),
                                      backend ? NULL : DEV("branch"), backend ? DEV("branch") : NULL, DEV("scale"),
-                                     DEV("partials"), r->d[0], r->d[1]};
+                                     DEV("partials"), r->d[0], r->d[1], CT_F32};
     return cuda_scaled_add_backward(&a, 0);
 }
 /* dscale alone (no other output) and from the bf16 branch holding the same values: the same
@@ -569,7 +575,7 @@ static void scaled_add_bwd_extra(OpRun *r) {
         float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
         op_reset(r);
         const CudaScaledAddBackward one_wide = {DEV("dx"), DEV("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), dout1,
-                                                DEV("branch"), NULL, DEV("scale"), DEV("partials"), N, C};
+                                                DEV("branch"), NULL, DEV("scale"), DEV("partials"), N, C, CT_F32};
         CHECK_CUDA_OK(cuda_scaled_add_backward(&one_wide, 0));
         const char *names[4] = {"dx", "dbranch", "dscale", "dbranch_bf16"};
         for (int k = 0; k < 4; k++) {
@@ -609,7 +615,7 @@ static void residual_mix_bwd_cpu(OpRun *r) {
 }
 static int residual_mix_bwd_gpu(OpRun *r) {
     const CudaResidualMixBackward a = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), DEV("dout"), DEV("x"), DEV("x0"),
-                                       DEV("mix"), DEV("partials"), r->d[0], r->d[1]};
+                                       DEV("mix"), DEV("partials"), r->d[0], r->d[1], CT_F32};
     return cuda_residual_mix_backward(&a, 0);
 }
 /* the one-channel path (dout not 16-byte aligned) gives the 4-wide path's bits, dmix included:
@@ -622,7 +628,7 @@ static void residual_mix_bwd_extra(OpRun *r) {
     float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
     op_reset(r);
     const CudaResidualMixBackward one_wide = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), dout1, DEV("x"), DEV("x0"),
-                                              DEV("mix"), DEV("partials"), N, C};
+                                              DEV("mix"), DEV("partials"), N, C, CT_F32};
     CHECK_CUDA_OK(cuda_residual_mix_backward(&one_wide, 0));
     const char *names[3] = {"dx", "dx0", "dmix"};
     for (int k = 0; k < 3; k++) {
