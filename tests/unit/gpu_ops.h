@@ -21,8 +21,11 @@
  *
  * Bounds (OpTensor.tol): ||gpu - ref|| / ||ref|| <= tol; OP_EXACT: equal values element by
  * element (NaN equal only to NaN); OP_BITWISE: the same bytes; per_element: |gpu - ref| <= tol *
- * max(1, |ref|) for every element. An OP_I32 output (the bigram hash's buckets) is poisoned with
- * -1 before every run, its reference is written as int32 into the float array (the same 4
+ * max(1, |ref|) for every element; near_bf16 (an OP_BF16 output whose reference is the fp32
+ * value before its rounding): every element is the bf16 rounding of a value within tol * max(1,
+ * |ref|) of ref, i.e. the rounding of ref itself unless ref is that close to a tie (a bound of a
+ * few fp32 ulps before the rounding that stays exact after it). An OP_I32 output (the bigram
+ * hash's buckets) is poisoned with -1 before every run, its reference is written as int32 into the float array (the same 4
  * bytes per element) and it is compared OP_BITWISE. The bounds and why they hold are in the op families' files
  * (gpu_ops_*.h), the same as those of the per-family programs this replaced. Rules for GPU test
  * programs (skips without a device, CT_TEST_VERBOSE) in test_gpu.h. CUDA builds only. */
@@ -60,6 +63,7 @@ typedef struct {
     int offset;       /* elements between the allocation's (256-byte aligned) start and the tensor */
     double tol;       /* outputs: the bound (above) */
     int per_element;  /* outputs: tol bounds each element, not the norm */
+    int near_bf16;    /* OP_BF16 outputs: the reference is the value before its bf16 rounding */
     float *host;      /* OP_F32/OP_BF16 inputs: the values; outputs: the reference; else start values */
     float *start;     /* OP_ACC, OP_ACC_DELTA, OP_CLOBBER: the start values */
     double *host64;   /* OP_F64: the reference */
@@ -111,7 +115,7 @@ static inline void op_case_name(const OpCase *c, char *buf, size_t cap) {
 /* ---- declaring tensors (from an op's `tensors`) ---- */
 
 static inline size_t op_type_bytes(int type) {
-    return type == OP_BF16 ? 2 : type == OP_F64 ? 8 : 4;
+    return type == OP_BF16 ? sizeof(ct_bf16) : type == OP_F64 ? 8 : 4;
 }
 
 static inline OpTensor *op_new(OpRun *r, const char *name, int type, int role, size_t n) {
@@ -220,12 +224,8 @@ static inline float *op_got(OpRun *r, const char *name) { return op_t(r, name)->
 
 static inline void op_upload(OpTensor *t) {
     if (t->type == OP_I32) dev_put(t->dev, t->ids, t->n * sizeof(int32_t));
-    else if (t->type == OP_BF16) {
-        uint16_t *h = malloc((t->n ? t->n : 1) * sizeof(uint16_t));
-        for (size_t i = 0; i < t->n; i++) h[i] = host_f32_to_bf16(t->host[i]);
-        dev_put(t->dev, h, t->n * sizeof(uint16_t));
-        free(h);
-    } else if (t->type == OP_F32) dev_put(t->dev, t->host, t->n * sizeof(float));
+    else if (t->type == OP_BF16) dev_put_bf16(t->dev, t->host, t->n);
+    else if (t->type == OP_F32) dev_put(t->dev, t->host, t->n * sizeof(float));
 }
 /* The input's host values again (after `prepare` changed them). */
 static inline void op_reupload(OpRun *r, const char *name) { op_upload(op_t(r, name)); }
@@ -373,18 +373,26 @@ static inline int op_compare(OpTensor *t, const char *case_name, char *what, siz
         got = delta;
     }
     int ok;
-    if (t->tol == OP_BITWISE || t->tol == OP_EXACT || t->per_element) {
-        size_t bad = 0;
+    if (t->tol == OP_BITWISE || t->tol == OP_EXACT || t->per_element || t->near_bf16) {
+        size_t bad = 0, off = 0; /* off (near_bf16): elements not the rounding of ref itself */
         for (size_t i = 0; i < t->n; i++) {
             const float a = got[i], b = t->host[i];
-            if (t->tol == OP_BITWISE) bad += memcmp(&a, &b, sizeof a) != 0;
+            if (t->near_bf16) {
+                const float w = (float)t->tol * fmaxf(1.0f, fabsf(b));
+                bad += !(a >= host_bf16_value(b - w) && a <= host_bf16_value(b + w));
+                off += a != host_bf16_value(b);
+            } else if (t->tol == OP_BITWISE) bad += memcmp(&a, &b, sizeof a) != 0;
             else if (t->tol == OP_EXACT) bad += !(a == b || (isnan(a) && isnan(b)));
             else bad += !(fabsf(a - b) <= (float)t->tol * fmaxf(1.0f, fabsf(b)));
         }
-        const char *how = t->tol == OP_BITWISE ? "expected the same bytes"
-                          : t->tol == OP_EXACT ? "expected the same values"
-                                               : "per-element bound";
-        if (gpu_verbose()) fprintf(stderr, "  %-40s %zu of %zu elements differ (%s)\n", label, bad, t->n, how);
+        const char *how = t->near_bf16           ? "the bf16 rounding of a value near the reference"
+                          : t->tol == OP_BITWISE ? "expected the same bytes"
+                          : t->tol == OP_EXACT   ? "expected the same values"
+                                                 : "per-element bound";
+        if (gpu_verbose() && t->near_bf16)
+            fprintf(stderr, "  %-40s %zu of %zu elements differ (%s; %zu not the rounding of the reference)\n",
+                    label, bad, t->n, how, off);
+        else if (gpu_verbose()) fprintf(stderr, "  %-40s %zu of %zu elements differ (%s)\n", label, bad, t->n, how);
         snprintf(what, cap, "%s: %zu of %zu elements differ from the CPU's (%s)", label, bad, t->n, how);
         ok = bad == 0;
     } else {

@@ -1,14 +1,15 @@
 /* gpu_ops_rowops.h — the CUDA row ops (cuda_rmsnorm.cu with its fused ops, cuda_scaled_add.cu,
- * cuda_residual_mix.cu, cuda_relu2.cu) and the conversions and fixed-order reductions
- * (cuda_common.cu) as ops of the table-driven test (gpu_ops.h, gpu_op_table.h):
+ * cuda_residual_mix.cu, cuda_relu2.cu) and the conversions, in-place adds and fixed-order
+ * reductions (cuda_common.cu) as ops of the table-driven test (gpu_ops.h, gpu_op_table.h):
  * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
  * backward that recomputes its input (alone and fused with the residual's backward), the fused
  * norm + mix backward, scaled add, residual mix, relu^2, bf16 conversion, sums, column sums.
  * Row-op shapes: d = {N rows, C channels, the op's mode}; the norms that take ln_scale's factor
  * on their outputs (mix_norm, out_mix_norm, add_norm fwd and bwd) read it from d[3] (0: none,
- * k: 1/sqrt(k), block k-1's factor), checked against cpu_scale after the CPU norm.
+ * k: 1/sqrt(k), block k-1's factor), checked against cpu_scale after the CPU norm; d[4] = BF16S
+ * (rows named *_bf16s) runs the op on a bf16 residual stream (residual_dtype bf16, below).
  *
- * Bounds (relative norm error against the CPU op on the same fp32 inputs):
+ * Bounds of the fp32 stream (relative norm error against the CPU op on the same fp32 inputs):
  *  F32_TOL 1e-6: these ops do the CPU's fp32 element operations with the same roundings; only
  *    row sums (in double on both sides, different order) may differ, in the last bit of an
  *    fp32 result at most: measured errors should be 0 or ~1e-8.
@@ -16,6 +17,26 @@
  *    over tokens (double on both sides): a few fp32 ulps.
  *  BF16_TOL 4e-3: outputs rounded to bf16 (8 significant bits, round to nearest even: relative
  *    error <= 2^-9 = 1.95e-3 per element, so <= 1.95e-3 norm-wise; 2x margin).
+ *
+ * The bf16 stream (d[4] = BF16S): the stream tensors (x, skip, x0, x_in, xm, x1, x_out and the
+ * gradients along the stream: dx, dx_in, dx0, a scaled add's dout) are OP_BF16 and the op gets
+ * CT_BF16. The reference is the same CPU ops with the rounding points of cuda_rmsnorm.h: the
+ * control tensors (mix, skip_w, attn_scale/scale, mlp_scale) rounded to bf16 first
+ * (row_control), each stored or recomputed stream value (x_in, xm, x1, x_out, a norm
+ * backward's g) rounded once where the op stores or remakes it (row_round), bf16 inputs as
+ * they are (rounded when made). Per output:
+ *  - stream values whose arithmetic is the CPU's element by element, without a row sum (x_in,
+ *    xm, x1, x_out, scaled add, the mix backward's dx and dx0, add_inplace): OP_EXACT against
+ *    the rounded reference (the same fp32 operations, then the same rounding);
+ *  - values that depend on a row sum (the norms' bf16 outputs a, m, renorm, out_bf16; a norm
+ *    backward's g = dx and what is made from the rounded g: dx_in, dx0, dbranch): near_bf16
+ *    within NEAR_TOL (gpu_ops.h): the rounding of the reference's fp32 value, unless a row sum
+ *    rounded to fp32 one ulp apart (different order in double: about 2^-25 of rows) moved that
+ *    value across a bf16 tie. NEAR_TOL 2^-19 of max(1, |ref|) covers a few fp32 ulps of the
+ *    O(1) terms; a rounding point missed or added moves values by up to 2^-9 and fails it.
+ *    (What is made from a rounded g could still differ where g itself sat within an fp32 ulp of
+ *    a tie in such a row: about 2^-16 of its elements, never seen.)
+ *  - rstd and fp32 norm outputs keep F32_TOL, fp32 parameter-gradient sums (dmix, dscale) GRAD_TOL.
  * The table's shapes are deliberately ragged: rows not a multiple of 8 (rows per block),
  * channels not a multiple of 32, tokens spanning several CUDA_COLSUM_ROWS chunks with a partial
  * last one; C = 203 (not a multiple of 4) takes the row kernels' one-channel-at-a-time path (the
@@ -30,15 +51,7 @@
 #define F32_TOL 1e-6
 #define GRAD_TOL 1e-5
 #define BF16_TOL 4e-3
-
-/* A device copy of host[0..n) one float past a 256-byte aligned start: not 16-byte aligned, so
- * the ops take their one-channel path. *base receives what dev_free needs. */
-static float *dev_floats_unaligned(const float *host, size_t n, void **base) {
-    float *p = dev_alloc((n + 1) * sizeof(float));
-    dev_put(p + 1, host, n * sizeof(float));
-    *base = p;
-    return p + 1;
-}
+#define NEAR_TOL 0x1p-19
 
 static float *new_floats(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
 
@@ -49,14 +62,92 @@ static void cpu_ln_scale(const OpRun *r, float *y, size_t n) {
     if (r->d[3]) cpu_scale(y, row_ln_scale(r), n);
 }
 
-/* ---- RMSNorm: d = {N, C} ---- */
+/* ---- the residual stream's type: d[4] (BF16S: bf16; 0: fp32), the bounds above ---- */
+
+#define BF16S 1
+static int row_dtype(const OpRun *r) { return r->d[4] ? CT_BF16 : CT_F32; }
+static int row_stream(const OpRun *r) { return r->d[4] ? OP_BF16 : OP_F32; }
+/* a stream value as the row's stream stores it */
+static void row_round(const OpRun *r, float *x, size_t n) {
+    if (r->d[4]) host_round_bf16(x, n);
+}
+/* a control tensor as the row's stream sees it (a copy; bf16: rounded first) */
+static float *row_control(OpRun *r, const char *name) {
+    OpTensor *t = op_t(r, name);
+    float *x = copy_host(t->host, t->n);
+    row_round(r, x, t->n);
+    return x;
+}
+/* Stream outputs (written, or accumulated from random start values): fp32 within f32_tol; bf16
+ * OP_EXACT for an element-by-element value (ROW_SUM 0: the reference rounds it), near_bf16 for
+ * one that depends on a row sum (ROW_SUM 1: the reference keeps its fp32 value). */
+enum { ELEMENTWISE = 0, ROW_SUM = 1 };
+static OpTensor *stream_bound(const OpRun *r, OpTensor *t, double f32_tol, int kind) {
+    t->tol = !r->d[4] ? f32_tol : kind == ROW_SUM ? NEAR_TOL : OP_EXACT;
+    t->near_bf16 = r->d[4] && kind == ROW_SUM;
+    return t;
+}
+static OpTensor *stream_out(OpRun *r, const char *name, size_t n, double f32_tol, int kind) {
+    return stream_bound(r, op_out(r, name, row_stream(r), n, 0), f32_tol, kind);
+}
+static OpTensor *stream_acc(OpRun *r, const char *name, size_t n, double lo, double hi, double f32_tol, int kind) {
+    return stream_bound(r, op_acc(r, name, row_stream(r), n, lo, hi, 0), f32_tol, kind);
+}
+/* A bf16 output of a norm (or a bf16 gradient) against the fp32 reference before its rounding:
+ * BF16_TOL norm-wise on the fp32 stream, near_bf16 on the bf16 one. */
+static OpTensor *bf16_out(OpRun *r, const char *name, size_t n) {
+    OpTensor *t = op_out(r, name, OP_BF16, n, r->d[4] ? NEAR_TOL : BF16_TOL);
+    t->near_bf16 = r->d[4];
+    return t;
+}
+
+/* Device stream tensors outside the declared ones (the `extra` checks): n elements of the row's
+ * stream type, from host values, NaN, or one element past a 256-byte aligned start (not 16-byte
+ * aligned, so the ops take their one-channel path; *base receives what dev_free needs); and
+ * their host values. */
+static size_t stream_bytes(const OpRun *r) { return op_type_bytes(row_stream(r)); }
+static void dev_put_stream(const OpRun *r, void *dev, const float *host, size_t n) {
+    if (r->d[4]) dev_put_bf16(dev, host, n);
+    else dev_put(dev, host, n * sizeof(float));
+}
+static void *dev_stream(const OpRun *r, const float *host, size_t n) {
+    void *p = dev_alloc(n * stream_bytes(r));
+    dev_put_stream(r, p, host, n);
+    return p;
+}
+static void *dev_stream_nan(const OpRun *r, size_t n) {
+    void *p = dev_alloc(n * stream_bytes(r));
+    if (r->d[4]) dev_poison_bf16(p, n);
+    else dev_poison(p, n);
+    return p;
+}
+static void *dev_stream_unaligned(const OpRun *r, const float *host, size_t n, void **base) {
+    char *p = dev_alloc((n + 1) * stream_bytes(r));
+    dev_put_stream(r, p + stream_bytes(r), host, n);
+    *base = p;
+    return p + stream_bytes(r);
+}
+static float *host_from_dev_stream(const OpRun *r, const void *dev, size_t n) {
+    return r->d[4] ? host_from_dev_bf16(dev, n) : host_from_dev(dev, n);
+}
+/* CHECK that a device stream tensor holds an output's bits after the first run */
+static void check_same_stream(OpRun *r, const void *dev, const char *name, const char *what) {
+    OpTensor *t = op_t(r, name);
+    float *h = host_from_dev_stream(r, dev, t->n);
+    const int same = memcmp(h, t->got, t->n * sizeof(float)) == 0;
+    free(h);
+    CHECK(same, "%s: %s differs (%s stream)", what, name, r->d[4] ? "bf16" : "fp32");
+}
+
+/* ---- RMSNorm: d = {N, C, 0, 0, BF16S}; the bf16 stream's x (the final norm reads the stream's
+ * last output) and dx ---- */
 
 static void rmsnorm_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x", OP_F32, n, -2, 2);
+    op_in(r, "x", row_stream(r), n, -2, 2);
     op_out(r, "out", OP_F32, n, F32_TOL);
-    op_out(r, "out_bf16", OP_BF16, n, BF16_TOL);
+    bf16_out(r, "out_bf16", n);
     op_out(r, "rstd", OP_F32, N, F32_TOL);
 }
 static void rmsnorm_fwd_cpu(OpRun *r) {
@@ -66,12 +157,13 @@ static void rmsnorm_fwd_cpu(OpRun *r) {
 }
 static int rmsnorm_fwd_gpu(OpRun *r) {
     return cuda_rmsnorm_forward(DEV("out"), DEV("out_bf16"), DEV("rstd"), DEV("x"), r->d[0], r->d[1], FLT_EPSILON,
-                                CT_F32, 0);
+                                row_dtype(r), 0);
 }
-/* in place (out == x), as the op allows: the out-of-place bits */
+/* in place (out == x, fp32 only), as the op allows: the out-of-place bits */
 static void rmsnorm_fwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
+    if (r->d[4]) return;
     float *dx = dev_floats(HOST("x"), n);
     CHECK_CUDA_OK(cuda_rmsnorm_forward(dx, NULL, NULL, dx, N, C, FLT_EPSILON, CT_F32, 0));
     float *inplace = host_from_dev(dx, n);
@@ -83,10 +175,10 @@ static void rmsnorm_fwd_extra(OpRun *r) {
 static void rmsnorm_bwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x", OP_F32, n, -2, 2);
+    op_in(r, "x", row_stream(r), n, -2, 2);
     op_in(r, "dout", OP_F32, n, -1, 1);
     op_in(r, "rstd", OP_F32, N, 0, 0);
-    op_acc(r, "dx", OP_F32, n, -1, 1, GRAD_TOL); /* accumulate into non-zero */
+    stream_acc(r, "dx", n, -1, 1, GRAD_TOL, ROW_SUM); /* accumulate into non-zero */
 }
 /* rstd: the forward's, of x */
 static void rmsnorm_bwd_prepare(OpRun *r) {
@@ -100,41 +192,44 @@ static void rmsnorm_bwd_cpu(OpRun *r) {
     cpu_rmsnorm_backward(HOST("dx"), HOST("dout"), HOST("x"), HOST("rstd"), r->d[0], r->d[1]);
 }
 static int rmsnorm_bwd_gpu(OpRun *r) {
-    return cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), DEV("x"), DEV("rstd"), r->d[0], r->d[1], CT_F32, 0);
+    return cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), DEV("x"), DEV("rstd"), r->d[0], r->d[1], row_dtype(r), 0);
 }
 
-/* ---- block input: mix + norm, d = {N, C, with skip}; out_mix_norm d = {N, C, skip mode} ---- */
+/* ---- block input: mix + norm, d = {N, C, with skip, ln_scale, BF16S}; out_mix_norm d = {N, C,
+ * skip mode, ln_scale, BF16S} ---- */
 
 static void mix_norm_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1], with_skip = r->d[2];
     const size_t n = (size_t)N * C;
-    op_in(r, "x", OP_F32, n, -2, 2);
-    if (with_skip) op_in(r, "skip", OP_F32, n, -2, 2);
-    op_in(r, "x0", OP_F32, n, -1, 1);
+    op_in(r, "x", row_stream(r), n, -2, 2);
+    if (with_skip) op_in(r, "skip", row_stream(r), n, -2, 2);
+    op_in(r, "x0", row_stream(r), n, -1, 1);
     op_in(r, "skip_w", OP_F32, C, 0.5, 1.5);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
-    if (with_skip) op_out(r, "x_in", OP_F32, n, F32_TOL);
-    op_out(r, "xm", OP_F32, n, F32_TOL);
+    if (with_skip) stream_out(r, "x_in", n, F32_TOL, ELEMENTWISE);
+    stream_out(r, "xm", n, F32_TOL, ELEMENTWISE);
     op_out(r, "rstd", OP_F32, N, F32_TOL);
-    op_out(r, "a", OP_BF16, n, BF16_TOL);
+    bf16_out(r, "a", n);
 }
-/* CPU: scaled_add (if skip), residual_mix, rmsnorm */
+/* CPU: scaled_add (if skip), residual_mix, rmsnorm; each stream value rounded as stored */
 static void mix_norm_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    float *x_in = new_floats(n);
-    if (r->d[2]) cpu_scaled_add_forward(x_in, HOST("x"), HOST("skip"), HOST("skip_w"), N, C);
+    float *x_in = new_floats(n), *skip_w = row_control(r, "skip_w"), *mix = row_control(r, "mix");
+    if (r->d[2]) cpu_scaled_add_forward(x_in, HOST("x"), HOST("skip"), skip_w, N, C);
     else memcpy(x_in, HOST("x"), n * sizeof(float));
+    row_round(r, x_in, n);
     if (r->d[2]) memcpy(HOST("x_in"), x_in, n * sizeof(float));
-    cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), HOST("mix"), N, C);
+    cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), mix, N, C);
+    row_round(r, HOST("xm"), n);
     cpu_rmsnorm_forward(HOST("a"), HOST("rstd"), HOST("xm"), N, C, FLT_EPSILON);
     cpu_ln_scale(r, HOST("a"), n);
-    free(x_in);
+    free(x_in), free(skip_w), free(mix);
 }
 static int mix_norm_fwd_gpu(OpRun *r) {
     const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
                            DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r),
-                           CT_F32};
+                           row_dtype(r)};
     return cuda_mix_norm_forward(&a, 0);
 }
 
@@ -144,111 +239,115 @@ static int mix_norm_fwd_gpu(OpRun *r) {
 static void out_mix_norm_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1], mode = r->d[2];
     const size_t n = (size_t)N * C;
-    op_acc(r, "xm", OP_F32, n, -2, 2, F32_TOL);
+    stream_acc(r, "xm", n, -2, 2, F32_TOL, ELEMENTWISE);
     op_in(r, "ao", OP_BF16, n, -2, 2);
     op_in(r, "mo", OP_BF16, n, -2, 2);
     op_in(r, "attn_scale", OP_F32, C, -1, 1);
     op_in(r, "mlp_scale", OP_F32, C, -1, 1);
-    if (mode == 1) op_in(r, "skip", OP_F32, n, -2, 2);
-    op_in(r, "x0", OP_F32, n, -1, 1);
+    if (mode == 1) op_in(r, "skip", row_stream(r), n, -2, 2);
+    op_in(r, "x0", row_stream(r), n, -1, 1);
     if (mode) op_in(r, "skip_w", OP_F32, C, 0.5, 1.5);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
-    op_out(r, "x_out", OP_F32, n, F32_TOL);
-    if (mode) op_out(r, "x_in", OP_F32, n, F32_TOL);
+    stream_out(r, "x_out", n, F32_TOL, ELEMENTWISE);
+    if (mode) stream_out(r, "x_in", n, F32_TOL, ELEMENTWISE);
     op_out(r, "rstd", OP_F32, N, F32_TOL);
-    op_out(r, "a", OP_BF16, n, BF16_TOL);
+    bf16_out(r, "a", n);
 }
+/* CPU: x1 = xm + attn_scale * ao and x_out = x1 + mlp_scale * mo (each rounded as stored), then
+ * as mix_norm_fwd_cpu */
 static void out_mix_norm_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1], mode = r->d[2];
     const size_t n = (size_t)N * C;
-    float *mid = new_floats(n), *x_in = new_floats(n);
-    cpu_scaled_add_forward(mid, op_start(r, "xm"), HOST("ao"), HOST("attn_scale"), N, C);
-    cpu_scaled_add_forward(HOST("x_out"), mid, HOST("mo"), HOST("mlp_scale"), N, C);
-    if (mode)
-        cpu_scaled_add_forward(x_in, HOST("x_out"), mode == 1 ? HOST("skip") : HOST("x_out"), HOST("skip_w"), N, C);
+    float *mid = new_floats(n), *x_in = new_floats(n), *attn_scale = row_control(r, "attn_scale"),
+          *mlp_scale = row_control(r, "mlp_scale"), *mix = row_control(r, "mix");
+    float *skip_w = mode ? row_control(r, "skip_w") : NULL;
+    cpu_scaled_add_forward(mid, op_start(r, "xm"), HOST("ao"), attn_scale, N, C);
+    row_round(r, mid, n);
+    cpu_scaled_add_forward(HOST("x_out"), mid, HOST("mo"), mlp_scale, N, C);
+    row_round(r, HOST("x_out"), n);
+    if (mode) cpu_scaled_add_forward(x_in, HOST("x_out"), mode == 1 ? HOST("skip") : HOST("x_out"), skip_w, N, C);
     else memcpy(x_in, HOST("x_out"), n * sizeof(float));
+    row_round(r, x_in, n);
     if (mode) memcpy(HOST("x_in"), x_in, n * sizeof(float));
-    cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), HOST("mix"), N, C);
+    cpu_residual_mix_forward(HOST("xm"), x_in, HOST("x0"), mix, N, C);
+    row_round(r, HOST("xm"), n);
     cpu_rmsnorm_forward(HOST("a"), HOST("rstd"), HOST("xm"), N, C, FLT_EPSILON);
     cpu_ln_scale(r, HOST("a"), n);
-    free(mid), free(x_in);
+    free(mid), free(x_in), free(attn_scale), free(mlp_scale), free(mix), free(skip_w);
 }
 static int out_mix_norm_fwd_gpu(OpRun *r) {
     const int mode = r->d[2];
     const CudaBlockOutput prev = {DEV("x_out"), DEV("xm"), DEV("ao"), DEV("mo"), DEV("attn_scale"), DEV("mlp_scale")};
-    const float *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
+    const void *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
     const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), NULL, skip, DEV_OPT("skip_w"),
-                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), CT_F32};
+                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
     return cuda_out_mix_norm_forward(&prev, &a, 0);
 }
-/* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward; a block output without mo refused */
+/* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward (on the row's stream); a block
+ * output without mo refused */
 static void out_mix_norm_fwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1], mode = r->d[2];
     const size_t n = (size_t)N * C;
-    float *d_xm = dev_floats(op_start(r, "xm"), n), *d_out = dev_nan(n), *d_xin = dev_nan(n), *d_r = dev_nan(N);
-    ct_bf16 *d_a = dev_alloc(n * 2);
-    const float *sk = mode == 0 ? NULL : mode == 1 ? DEV("skip") : d_out;
-    CHECK_CUDA_OK(
-        cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N, C, CT_F32,
-                                0));
-    const CudaMixNorm two = {mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"), DEV("mix"),
-                             N, C, FLT_EPSILON, row_ln_scale(r), CT_F32};
+    void *d_xm = dev_stream(r, op_start(r, "xm"), n), *d_out = dev_stream_nan(r, n), *d_xin = dev_stream_nan(r, n);
+    float *d_r = dev_nan(N);
+    ct_bf16 *d_a = dev_alloc(n * sizeof(ct_bf16));
+    const void *sk = mode == 0 ? NULL : mode == 1 ? DEV("skip") : d_out;
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N,
+                                          C, row_dtype(r), 0));
+    const CudaMixNorm two = {mode ? d_xin : NULL, d_xm,      d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"),
+                             DEV("mix"),          N,         C,   FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
     CHECK_CUDA_OK(cuda_mix_norm_forward(&two, 0));
-    float *t[4] = {host_from_dev(d_out, n), host_from_dev(d_xm, n), host_from_dev(d_r, N), host_from_dev_bf16(d_a, n)};
-    const char *names[4] = {"x_out", "xm", "rstd", "a"};
-    const size_t counts[4] = {n, n, (size_t)N, n};
-    for (int k = 0; k < 4; k++) {
-        const int same = memcmp(t[k], GOT(names[k]), counts[k] * sizeof(float)) == 0;
-        free(t[k]);
-        CHECK(same, "%s differs from the two ops' (skip mode %d)", names[k], mode);
-    }
-    if (mode) {
-        float *tx = host_from_dev(d_xin, n);
-        const int same = memcmp(tx, GOT("x_in"), n * sizeof(float)) == 0;
-        free(tx);
-        CHECK(same, "x_in differs from the two ops' (skip mode %d)", mode);
-    }
+    check_same_stream(r, d_out, "x_out", "out_mix_norm vs the two ops");
+    check_same_stream(r, d_xm, "xm", "out_mix_norm vs the two ops");
+    if (mode) check_same_stream(r, d_xin, "x_in", "out_mix_norm vs the two ops");
+    float *t_r = host_from_dev(d_r, N), *t_a = host_from_dev_bf16(d_a, n);
+    CHECK(memcmp(t_r, GOT("rstd"), N * sizeof(float)) == 0, "rstd differs from the two ops' (skip mode %d)", mode);
+    CHECK(memcmp(t_a, GOT("a"), n * sizeof(float)) == 0, "a differs from the two ops' (skip mode %d)", mode);
+    free(t_r), free(t_a);
     dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
     const CudaBlockOutput half = {DEV("x0"), DEV("x0"), DEV("ao"), NULL, DEV("attn_scale"), DEV("mlp_scale")};
     const CudaMixNorm some = {NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                              FLT_EPSILON, 1.0f, CT_F32};
+                              FLT_EPSILON, 1.0f, row_dtype(r)};
     CHECK(cuda_out_mix_norm_forward(&half, &some, 0) != 0 &&
               strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
           "a block output without mo: got '%s'", ct_error());
     ct_error_clear();
 }
 
-/* ---- attention residual + MLP norm: add_norm, d = {N, C} ---- */
+/* ---- attention residual + MLP norm: add_norm, d = {N, C, 0, ln_scale, BF16S} ---- */
 
 static void add_norm_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "xm", OP_F32, n, -2, 2);
+    op_in(r, "xm", row_stream(r), n, -2, 2);
     op_in(r, "branch", OP_BF16, n, -2, 2); /* a product's bf16 output */
     op_in(r, "scale", OP_F32, C, -1, 1);
-    op_out(r, "x1", OP_F32, n, F32_TOL);
+    stream_out(r, "x1", n, F32_TOL, ELEMENTWISE);
     op_out(r, "rstd", OP_F32, N, F32_TOL);
-    op_out(r, "m", OP_BF16, n, BF16_TOL);
+    bf16_out(r, "m", n);
 }
 static void add_norm_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
-    cpu_scaled_add_forward(HOST("x1"), HOST("xm"), HOST("branch"), HOST("scale"), N, C);
+    float *scale = row_control(r, "scale");
+    cpu_scaled_add_forward(HOST("x1"), HOST("xm"), HOST("branch"), scale, N, C);
+    row_round(r, HOST("x1"), (size_t)N * C);
     cpu_rmsnorm_forward(HOST("m"), HOST("rstd"), HOST("x1"), N, C, FLT_EPSILON);
     cpu_ln_scale(r, HOST("m"), (size_t)N * C);
+    free(scale);
 }
 static int add_norm_fwd_gpu(OpRun *r) {
     return cuda_add_norm_forward(DEV("x1"), DEV("rstd"), DEV("m"), DEV("xm"), DEV("branch"), DEV("scale"), r->d[0],
-                                 r->d[1], FLT_EPSILON, row_ln_scale(r), CT_F32, 0);
+                                 r->d[1], FLT_EPSILON, row_ln_scale(r), row_dtype(r), 0);
 }
 /* without x1 (the backend's call): the same rstd and m bits */
 static void add_norm_fwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *d_r2 = dev_nan(N);
-    ct_bf16 *d_m2 = dev_alloc(n * 2);
+    ct_bf16 *d_m2 = dev_alloc(n * sizeof(ct_bf16));
     dev_poison_bf16(d_m2, n);
     CHECK_CUDA_OK(cuda_add_norm_forward(NULL, d_r2, d_m2, DEV("xm"), DEV("branch"), DEV("scale"), N, C, FLT_EPSILON,
-                                        row_ln_scale(r), CT_F32, 0));
+                                        row_ln_scale(r), row_dtype(r), 0));
     float *g_r2 = host_from_dev(d_r2, N), *g_m2 = host_from_dev_bf16(d_m2, n);
     CHECK(memcmp(g_r2, GOT("rstd"), N * sizeof(float)) == 0, "add_norm rstd differs without x1");
     CHECK(memcmp(g_m2, GOT("m"), n * sizeof(float)) == 0, "add_norm m differs without x1");
@@ -258,65 +357,73 @@ static void add_norm_fwd_extra(OpRun *r) {
 
 /* The MLP norm's backward with its input x1 = xm + scale * branch and xm = mix(x_in, x0)
  * recomputed, and xm's own norm recomputed beside it (renorm); variant 1 fused with x1's
- * residual backward (dbranch, dscale). d = {N, C}. The CUDA op reads rstd and renorm_rstd from
- * the CUDA forwards, as the backend runs them; the CPU reference makes its own (so a fault in
- * the forwards' rstd shows here too). */
+ * residual backward (dbranch, dscale). d = {N, C, 0, ln_scale, BF16S}. The CUDA op reads rstd
+ * and renorm_rstd from the CUDA forwards, as the backend runs them; the CPU reference makes its
+ * own (so a fault in the forwards' rstd shows here too). */
 static void add_norm_bwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x_in", OP_F32, n, -2, 2);
-    op_in(r, "x0", OP_F32, n, -1, 1);
+    op_in(r, "x_in", row_stream(r), n, -2, 2);
+    op_in(r, "x0", row_stream(r), n, -1, 1);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
     op_in(r, "branch", OP_BF16, n, -2, 2);
     op_in(r, "scale", OP_F32, C, -1, 1);
     op_in(r, "dout", OP_F32, n, -1, 1);
     op_in(r, "rstd", OP_F32, N, 0, 0);        /* made on the device by `prepare` */
     op_in(r, "renorm_rstd", OP_F32, N, 0, 0); /* the same */
-    op_acc(r, "dx", OP_F32, n, -1, 1, GRAD_TOL);
-    op_out(r, "renorm", OP_BF16, n, BF16_TOL);
+    stream_acc(r, "dx", n, -1, 1, GRAD_TOL, ROW_SUM);
+    bf16_out(r, "renorm", n);
     if (r->c->op->variant) {
-        op_out(r, "dbranch", OP_BF16, n, BF16_TOL);
+        bf16_out(r, "dbranch", n);
         op_acc(r, "dscale", OP_F32, C, -1, 1, GRAD_TOL);
         op_scratch(r, "partials", OP_F64, cuda_colsum_doubles(N, C, 1));
     }
 }
-/* the forwards as the backend runs them: xm and its norm, then x1 and its norm; into xm, x1 */
-static int add_norm_forwards(OpRun *r, float *xm, float *x1, float *rstd, float *renorm_rstd, ct_bf16 *a) {
+/* the forwards as the backend runs them: xm and its norm, then x1 and its norm; into xm, x1
+ * (stream tensors of the row's type) */
+static int add_norm_forwards(OpRun *r, void *xm, void *x1, float *rstd, float *renorm_rstd, ct_bf16 *a) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    ct_bf16 *m = dev_alloc(n * 2);
+    ct_bf16 *m = dev_alloc(n * sizeof(ct_bf16));
     const CudaMixNorm input = {NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
-                               FLT_EPSILON, row_ln_scale(r), CT_F32};
+                               FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0)
         rc = cuda_add_norm_forward(x1, rstd, m, xm, DEV("branch"), DEV("scale"), N, C, FLT_EPSILON, row_ln_scale(r),
-                                   CT_F32, 0);
+                                   row_dtype(r), 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(m);
     return rc;
 }
 static void add_norm_bwd_prepare(OpRun *r) {
     const size_t n = (size_t)r->d[0] * r->d[1];
-    float *xm = dev_alloc(n * sizeof(float));
-    ct_bf16 *a = dev_alloc(n * 2);
+    void *xm = dev_alloc(n * stream_bytes(r));
+    ct_bf16 *a = dev_alloc(n * sizeof(ct_bf16));
     CHECK_CUDA_OK(add_norm_forwards(r, xm, NULL, DEV("rstd"), DEV("renorm_rstd"), a));
     dev_free(xm), dev_free(a);
 }
-/* CPU: xm and its norm (the renorm), x1 and its rstd; dx += rmsnorm backward on x1; then x1's
- * residual backward on the updated dx */
+/* CPU: xm and its norm (the renorm), x1 and its rstd; dx += rmsnorm backward on x1 (g, kept in
+ * fp32 for near_bf16); then x1's residual backward on the updated dx, rounded as stored */
 static void add_norm_bwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *xm = new_floats(n), *x1 = new_floats(n), *y = new_floats(n), *rstd = new_floats(N);
-    cpu_residual_mix_forward(xm, HOST("x_in"), HOST("x0"), HOST("mix"), N, C);
+    float *mix = row_control(r, "mix"), *scale = row_control(r, "scale");
+    cpu_residual_mix_forward(xm, HOST("x_in"), HOST("x0"), mix, N, C);
+    row_round(r, xm, n);
     cpu_rmsnorm_forward(HOST("renorm"), rstd, xm, N, C, FLT_EPSILON);
     cpu_ln_scale(r, HOST("renorm"), n);
-    cpu_scaled_add_forward(x1, xm, HOST("branch"), HOST("scale"), N, C);
+    cpu_scaled_add_forward(x1, xm, HOST("branch"), scale, N, C);
+    row_round(r, x1, n);
     cpu_rmsnorm_forward(y, rstd, x1, N, C, FLT_EPSILON);
     cpu_rmsnorm_backward(HOST("dx"), HOST("dout"), x1, rstd, N, C);
-    if (r->c->op->variant)
-        cpu_scaled_add_backward(NULL, HOST("dbranch"), HOST("dscale"), HOST("dx"), HOST("branch"), HOST("scale"), N, C);
-    free(xm), free(x1), free(y), free(rstd);
+    if (r->c->op->variant) {
+        float *g = copy_host(HOST("dx"), n);
+        row_round(r, g, n);
+        cpu_scaled_add_backward(NULL, HOST("dbranch"), HOST("dscale"), g, HOST("branch"), scale, N, C);
+        free(g);
+    }
+    free(xm), free(x1), free(y), free(rstd), free(mix), free(scale);
 }
 static int add_norm_bwd_gpu(OpRun *r) {
     return cuda_add_norm_backward(&(CudaAddNormBackward){.dx = DEV("dx"), .dout = DEV("dout"), .rstd = DEV("rstd"),
@@ -325,37 +432,36 @@ static int add_norm_bwd_gpu(OpRun *r) {
                                                          .renorm = DEV("renorm"), .renorm_rstd = DEV("renorm_rstd"),
                                                          .renorm_scale = row_ln_scale(r), .dbranch = DEV_OPT("dbranch"),
                                                          .dscale = DEV_OPT("dscale"), .partials = DEV_OPT("partials"),
-                                                         .N = r->d[0], .C = r->d[1]},
+                                                         .N = r->d[0], .C = r->d[1], .dtype = row_dtype(r)},
                                   0);
 }
 /* Variant 0: renorm bitwise the forward's norm of xm; dx bitwise cuda_rmsnorm_backward on a
  * stored x1 and the same without renorm; renorm without its rstd and dbranch without dscale
  * refused. Variant 1: bitwise cuda_add_norm_backward then cuda_scaled_add_backward (the fused
- * kernel where the shared memory allows, the two-kernel path beyond it). */
+ * kernel where the shared memory allows, the two-kernel path beyond it). On the row's stream. */
 static void add_norm_bwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    float *d_dx = DEV("dx"), *start = op_start(r, "dx");
+    void *d_dx = DEV("dx");
+    float *start = op_start(r, "dx");
     /* the norm's backward alone; the cases below add to it */
     const CudaAddNormBackward plain_args = {.dx = d_dx, .dout = DEV("dout"), .rstd = DEV("rstd"), .x_in = DEV("x_in"),
                                             .x0 = DEV("x0"), .mix = DEV("mix"), .branch = DEV("branch"),
-                                            .scale = DEV("scale"), .renorm_scale = 1.0f, .N = N, .C = C};
+                                            .scale = DEV("scale"), .renorm_scale = 1.0f, .N = N, .C = C,
+                                            .dtype = row_dtype(r)};
     if (r->c->op->variant == 0) {
-        float *xm = dev_alloc(n * sizeof(float)), *x1 = dev_alloc(n * sizeof(float)), *rs = dev_nan(N),
-              *rm = dev_nan(N);
-        ct_bf16 *a = dev_alloc(n * 2);
+        void *xm = dev_alloc(n * stream_bytes(r)), *x1 = dev_alloc(n * stream_bytes(r));
+        float *rs = dev_nan(N), *rm = dev_nan(N);
+        ct_bf16 *a = dev_alloc(n * sizeof(ct_bf16));
         CHECK_CUDA_OK(add_norm_forwards(r, xm, x1, rs, rm, a));
         float *fa = host_from_dev_bf16(a, n);
         CHECK(memcmp(fa, GOT("renorm"), n * sizeof(float)) == 0, "recomputed norm of xm differs from the forward's");
-        dev_put(d_dx, start, n * sizeof(float));
-        CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, DEV("dout"), x1, DEV("rstd"), N, C, CT_F32, 0));
-        float *stored = host_from_dev(d_dx, n);
-        CHECK(memcmp(stored, GOT("dx"), n * sizeof(float)) == 0,
-              "add_norm backward differs from rmsnorm backward on x1");
-        dev_put(d_dx, start, n * sizeof(float));
+        dev_put_stream(r, d_dx, start, n);
+        CHECK_CUDA_OK(cuda_rmsnorm_backward(d_dx, DEV("dout"), x1, DEV("rstd"), N, C, row_dtype(r), 0));
+        check_same_stream(r, d_dx, "dx", "add_norm backward vs rmsnorm backward on x1");
+        dev_put_stream(r, d_dx, start, n);
         CHECK_CUDA_OK(cuda_add_norm_backward(&plain_args, 0));
-        float *plain = host_from_dev(d_dx, n);
-        CHECK(memcmp(plain, GOT("dx"), n * sizeof(float)) == 0, "add_norm backward dx depends on the renorm output");
+        check_same_stream(r, d_dx, "dx", "add_norm backward without the renorm output");
         CudaAddNormBackward bad = plain_args;
         bad.renorm = DEV("renorm");
         CHECK(cuda_add_norm_backward(&bad, 0) != 0, "renorm without its rstd accepted");
@@ -363,11 +469,11 @@ static void add_norm_bwd_extra(OpRun *r) {
         bad.dbranch = DEV("renorm");
         CHECK(cuda_add_norm_backward(&bad, 0) != 0, "dbranch without dscale accepted");
         ct_error_clear();
-        free(fa), free(stored), free(plain);
+        free(fa);
         dev_free(xm), dev_free(x1), dev_free(rs), dev_free(rm), dev_free(a);
         return;
     }
-    dev_put(d_dx, start, n * sizeof(float));
+    dev_put_stream(r, d_dx, start, n);
     dev_put(DEV("dscale"), op_start(r, "dscale"), (size_t)C * sizeof(float));
     dev_poison_bf16(DEV("renorm"), n);
     dev_poison_bf16(DEV("dbranch"), n);
@@ -378,7 +484,7 @@ static void add_norm_bwd_extra(OpRun *r) {
     CHECK_CUDA_OK(cuda_add_norm_backward(&renormed, 0));
     const CudaScaledAddBackward residual = {.dbranch_bf16 = DEV("dbranch"), .dscale = DEV("dscale"), .dout = d_dx,
                                             .branch_bf16 = DEV("branch"), .scale = DEV("scale"),
-                                            .partials = DEV("partials"), .N = N, .C = C};
+                                            .partials = DEV("partials"), .N = N, .C = C, .dtype = row_dtype(r)};
     CHECK_CUDA_OK(cuda_scaled_add_backward(&residual, 0));
     const char *names[4] = {"dx", "renorm", "dbranch", "dscale"};
     for (int k = 0; k < 4; k++) {
@@ -390,29 +496,29 @@ static void add_norm_bwd_extra(OpRun *r) {
     }
 }
 
-/* ---- the block input's fused backward: norm_mix, d = {N, C} ----
+/* ---- the block input's fused backward: norm_mix, d = {N, C, 0, 0, BF16S} ----
  * The attention norm's backward on the recomputed xm, then the residual mix's: the fused kernel
  * where the shared memory allows (C = 200), the two-kernel path beyond it (C = 16000: 2 MB of
  * accumulators) and the one-channel path (C = 203). */
 static void norm_mix_bwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x_in", OP_F32, n, -2, 2);
-    op_in(r, "x0", OP_F32, n, -1, 1);
+    op_in(r, "x_in", row_stream(r), n, -2, 2);
+    op_in(r, "x0", row_stream(r), n, -1, 1);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
     op_in(r, "dout", OP_F32, n, -1, 1);
     op_in(r, "rstd", OP_F32, N, 0, 0); /* made on the device by `prepare` */
-    op_clobber(r, "dx", n, -1, 1); /* the residual's gradient; undefined afterwards */
-    op_out(r, "dx_in", OP_F32, n, GRAD_TOL);
-    op_acc(r, "dx0", OP_F32, n, -1, 1, GRAD_TOL);
+    op_acc_role(r, "dx", OP_CLOBBER, row_stream(r), n, -1, 1, 0); /* the residual's gradient; undefined afterwards */
+    stream_out(r, "dx_in", n, GRAD_TOL, ROW_SUM);
+    stream_acc(r, "dx0", n, -1, 1, GRAD_TOL, ROW_SUM);
     op_acc(r, "dmix", OP_F32, 2 * (size_t)C, -1, 1, GRAD_TOL);
     op_scratch(r, "partials", OP_F64, cuda_colsum_doubles(N, C, 2));
 }
-static int norm_mix_forward(OpRun *r, float *xm) {
+static int norm_mix_forward(OpRun *r, void *xm) {
     const size_t n = (size_t)r->d[0] * r->d[1];
-    ct_bf16 *a = dev_alloc(n * 2);
+    ct_bf16 *a = dev_alloc(n * sizeof(ct_bf16));
     const CudaMixNorm input = {NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
-                               r->d[1], FLT_EPSILON, 1.0f, CT_F32};
+                               r->d[1], FLT_EPSILON, 1.0f, row_dtype(r)};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
     dev_free(a);
@@ -420,97 +526,109 @@ static int norm_mix_forward(OpRun *r, float *xm) {
 }
 /* rstd: the CUDA forward's for the CUDA op; the CPU reference makes its own */
 static void norm_mix_bwd_prepare(OpRun *r) {
-    float *xm = dev_alloc((size_t)r->d[0] * r->d[1] * sizeof(float));
+    void *xm = dev_alloc((size_t)r->d[0] * r->d[1] * stream_bytes(r));
     CHECK_CUDA_OK(norm_mix_forward(r, xm));
     dev_free(xm);
 }
-/* CPU: xm, its rstd; g = dx + norm backward; mix backward on g (dx_in written) */
+/* CPU: xm, its rstd; g = dx + norm backward, rounded as stored; mix backward on g (dx_in
+ * written; dx_in and dx0 kept in fp32 for near_bf16) */
 static void norm_mix_bwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *xm = new_floats(n), *y = new_floats(n), *rstd = new_floats(N), *g = copy_host(op_start(r, "dx"), n);
-    cpu_residual_mix_forward(xm, HOST("x_in"), HOST("x0"), HOST("mix"), N, C);
+    float *mix = row_control(r, "mix");
+    cpu_residual_mix_forward(xm, HOST("x_in"), HOST("x0"), mix, N, C);
+    row_round(r, xm, n);
     cpu_rmsnorm_forward(y, rstd, xm, N, C, FLT_EPSILON);
     cpu_rmsnorm_backward(g, HOST("dout"), xm, rstd, N, C);
-    cpu_residual_mix_backward(HOST("dx_in"), HOST("dx0"), HOST("dmix"), g, HOST("x_in"), HOST("x0"), HOST("mix"), N, C);
-    free(xm), free(y), free(rstd), free(g);
+    row_round(r, g, n);
+    cpu_residual_mix_backward(HOST("dx_in"), HOST("dx0"), HOST("dmix"), g, HOST("x_in"), HOST("x0"), mix, N, C);
+    free(xm), free(y), free(rstd), free(g), free(mix);
 }
 static int norm_mix_bwd_gpu(OpRun *r) {
     const CudaNormMixBackward a = {.dx_in = DEV("dx_in"), .dx0 = DEV("dx0"), .dmix = DEV("dmix"), .dx = DEV("dx"),
                                    .dout = DEV("dout"), .rstd = DEV("rstd"), .x_in = DEV("x_in"), .x0 = DEV("x0"),
-                                   .mix = DEV("mix"), .partials = DEV("partials"), .N = r->d[0], .C = r->d[1]};
+                                   .mix = DEV("mix"), .partials = DEV("partials"), .N = r->d[0], .C = r->d[1],
+                                   .dtype = row_dtype(r)};
     return cuda_norm_mix_backward(&a, 0);
 }
-/* the two ops on the stored xm: the same bits */
+/* the two ops on the stored xm: the same bits (on the row's stream: g stored rounded in dx) */
 static void norm_mix_bwd_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    float *xm = dev_alloc(n * sizeof(float)), *din2 = dev_nan(n);
+    void *xm = dev_alloc(n * stream_bytes(r)), *din2 = dev_stream_nan(r, n);
     CHECK_CUDA_OK(norm_mix_forward(r, xm));
-    dev_put(DEV("dx"), op_start(r, "dx"), n * sizeof(float));
-    dev_put(DEV("dx0"), op_start(r, "dx0"), n * sizeof(float));
+    dev_put_stream(r, DEV("dx"), op_start(r, "dx"), n);
+    dev_put_stream(r, DEV("dx0"), op_start(r, "dx0"), n);
     dev_put(DEV("dmix"), op_start(r, "dmix"), 2 * (size_t)C * sizeof(float));
-    CHECK_CUDA_OK(cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), xm, DEV("rstd"), N, C, CT_F32, 0));
-    const CudaResidualMixBackward mix_backward = {din2, 0, DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("x_in"), DEV("x0"),
-                                                  DEV("mix"), DEV("partials"), N, C, CT_F32};
+    CHECK_CUDA_OK(cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), xm, DEV("rstd"), N, C, row_dtype(r), 0));
+    const CudaResidualMixBackward mix_backward = {din2,       0,  DEV("dx0"), DEV("dmix"), DEV("dx"), DEV("x_in"),
+                                                  DEV("x0"),  DEV("mix"), DEV("partials"), N, C, row_dtype(r)};
     CHECK_CUDA_OK(cuda_residual_mix_backward(&mix_backward, 0));
-    float *t_din = host_from_dev(din2, n), *t_dx0 = host_from_dev(DEV("dx0"), n),
-          *t_dmix = host_from_dev(DEV("dmix"), 2 * (size_t)C);
-    CHECK(memcmp(GOT("dx_in"), t_din, n * sizeof(float)) == 0, "norm_mix dx_in differs from the two ops' (C = %d)", C);
-    CHECK(memcmp(GOT("dx0"), t_dx0, n * sizeof(float)) == 0, "norm_mix dx0 differs from the two ops' (C = %d)", C);
-    CHECK(memcmp(GOT("dmix"), t_dmix, 2 * (size_t)C * sizeof(float)) == 0,
-          "norm_mix dmix differs from the two ops' (C = %d)", C);
-    free(t_din), free(t_dx0), free(t_dmix);
+    char what[64];
+    snprintf(what, sizeof what, "norm_mix vs the two ops (C = %d)", C);
+    check_same_stream(r, din2, "dx_in", what);
+    check_same_stream(r, DEV("dx0"), "dx0", what);
+    float *t_dmix = host_from_dev(DEV("dmix"), 2 * (size_t)C);
+    CHECK(memcmp(GOT("dmix"), t_dmix, 2 * (size_t)C * sizeof(float)) == 0, "%s: dmix differs", what);
+    free(t_dmix);
     dev_free(xm), dev_free(din2);
 }
 
-/* ---- scaled add: d = {N, C}; forward variant 1 with an inner branch; backward variant 0 with
- * an fp32 branch and every output, variant 1 the backend's (bf16 branch, bf16 dbranch) ---- */
+/* ---- scaled add: d = {N, C, 0, 0, BF16S}; forward variant 1 with an inner branch; backward
+ * variant 0 with an fp32 branch and every output (fp32 stream only: a bf16 stream's fp32 branch
+ * is not a case the backend has), variant 1 the backend's (bf16 branch, bf16 dbranch; with dx
+ * too on the bf16 stream) ---- */
 
 static void scaled_add_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x", OP_F32, n, -2, 2);
+    op_in(r, "x", row_stream(r), n, -2, 2);
     op_in(r, "branch", OP_BF16, n, -2, 2);
     op_in(r, "scale", OP_F32, C, -1, 1);
     if (r->c->op->variant) {
         op_in(r, "inner", OP_BF16, n, -2, 2);
         op_in(r, "inner_scale", OP_F32, C, -1, 1);
     }
-    op_out(r, "out", OP_F32, n, F32_TOL);
+    stream_out(r, "out", n, F32_TOL, ELEMENTWISE);
 }
-/* with an inner branch: (x + sc2 * br2) + sc * br, as two CPU scaled adds */
+/* with an inner branch: (x + sc2 * br2) + sc * br, as two CPU scaled adds (the inner sum x1
+ * rounded as stored) */
 static void scaled_add_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
+    const size_t n = (size_t)N * C;
+    float *scale = row_control(r, "scale");
     if (!r->c->op->variant) {
-        cpu_scaled_add_forward(HOST("out"), HOST("x"), HOST("branch"), HOST("scale"), N, C);
-        return;
+        cpu_scaled_add_forward(HOST("out"), HOST("x"), HOST("branch"), scale, N, C);
+    } else {
+        float *mid = new_floats(n), *inner_scale = row_control(r, "inner_scale");
+        cpu_scaled_add_forward(mid, HOST("x"), HOST("inner"), inner_scale, N, C);
+        row_round(r, mid, n);
+        cpu_scaled_add_forward(HOST("out"), mid, HOST("branch"), scale, N, C);
+        free(mid), free(inner_scale);
     }
-    float *mid = new_floats((size_t)N * C);
-    cpu_scaled_add_forward(mid, HOST("x"), HOST("inner"), HOST("inner_scale"), N, C);
-    cpu_scaled_add_forward(HOST("out"), mid, HOST("branch"), HOST("scale"), N, C);
-    free(mid);
+    row_round(r, HOST("out"), n);
+    free(scale);
 }
 static int scaled_add_fwd_gpu(OpRun *r) {
     return cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV_OPT("inner"), DEV_OPT("inner_scale"), DEV("branch"),
-                                   DEV("scale"), r->d[0], r->d[1], CT_F32, 0);
+                                   DEV("scale"), r->d[0], r->d[1], row_dtype(r), 0);
 }
 /* bitwise two launches (the block output from xm without a stored x1); an inner branch
  * without its scale refused */
 static void scaled_add_fwd_inner_extra(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    float *d_mid = dev_nan(n), *d_two = dev_nan(n);
+    void *d_mid = dev_stream_nan(r, n), *d_two = dev_stream_nan(r, n);
+    CHECK_CUDA_OK(cuda_scaled_add_forward(d_mid, DEV("x"), NULL, NULL, DEV("inner"), DEV("inner_scale"), N, C,
+                                          row_dtype(r), 0));
     CHECK_CUDA_OK(
-        cuda_scaled_add_forward(d_mid, DEV("x"), NULL, NULL, DEV("inner"), DEV("inner_scale"), N, C, CT_F32, 0));
-    CHECK_CUDA_OK(cuda_scaled_add_forward(d_two, d_mid, NULL, NULL, DEV("branch"), DEV("scale"), N, C, CT_F32, 0));
-    float *two = host_from_dev(d_two, n);
-    CHECK(memcmp(GOT("out"), two, n * sizeof(float)) == 0, "scaled_add with an inner branch differs from two adds");
-    CHECK(cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV("inner"), NULL, DEV("branch"), DEV("scale"), N, C, CT_F32,
-                                  0) != 0,
+        cuda_scaled_add_forward(d_two, d_mid, NULL, NULL, DEV("branch"), DEV("scale"), N, C, row_dtype(r), 0));
+    check_same_stream(r, d_two, "out", "scaled_add with an inner branch vs two adds");
+    CHECK(cuda_scaled_add_forward(DEV("out"), DEV("x"), DEV("inner"), NULL, DEV("branch"), DEV("scale"), N, C,
+                                  row_dtype(r), 0) != 0,
           "inner branch without its scale accepted");
     ct_error_clear();
-    free(two);
     dev_free(d_mid), dev_free(d_two);
 }
 
@@ -519,30 +637,33 @@ static void scaled_add_bwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     const int backend = r->c->op->variant;
-    op_in(r, "dout", OP_F32, n, -1, 1);
+    op_in(r, "dout", row_stream(r), n, -1, 1);
     if (backend) op_in(r, "branch", OP_BF16, n, -2, 2);
     else op_in_bf16_values(r, "branch", n, -2, 2); /* a product's bf16 output, read in fp32 */
     op_in(r, "scale", OP_F32, C, -1, 1);
-    if (!backend) {
-        op_acc(r, "dx", OP_F32, n, -1, 1, F32_TOL);
-        op_out(r, "dbranch", OP_F32, n, F32_TOL);
-    }
-    op_out(r, "dbranch_bf16", OP_BF16, n, BF16_TOL);
+    if (!backend || r->d[4]) stream_acc(r, "dx", n, -1, 1, F32_TOL, ELEMENTWISE);
+    if (!backend) op_out(r, "dbranch", OP_F32, n, F32_TOL);
+    bf16_out(r, "dbranch_bf16", n);
     op_acc(r, "dscale", OP_F32, C, -1, 1, GRAD_TOL);
     op_scratch(r, "partials", OP_F64, cuda_colsum_doubles(N, C, 1));
 }
-/* the bf16 output is the contribution, as the fp32 one */
+/* the bf16 output is the contribution, as the fp32 one; dx += dout rounded as stored */
 static void scaled_add_bwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
+    float *scale = row_control(r, "scale");
     cpu_scaled_add_backward(HOST_OPT("dx"), HOST_OPT("dbranch") ? HOST("dbranch") : HOST("dbranch_bf16"),
-                            HOST("dscale"), HOST("dout"), HOST("branch"), HOST("scale"), N, C);
+                            HOST("dscale"), HOST("dout"), HOST("branch"), scale, N, C);
     if (HOST_OPT("dbranch")) memcpy(HOST("dbranch_bf16"), HOST("dbranch"), (size_t)N * C * sizeof(float));
+    if (HOST_OPT("dx")) row_round(r, HOST("dx"), (size_t)N * C);
+    free(scale);
 }
 static int scaled_add_bwd_gpu(OpRun *r) {
     const int backend = r->c->op->variant;
-    const CudaScaledAddBackward a = {DEV_OPT("dx"), DEV_OPT("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), DEV("dout"),
-                                     backend ? NULL : DEV("branch"), backend ? DEV("branch") : NULL, DEV("scale"),
-                                     DEV("partials"), r->d[0], r->d[1], CT_F32};
+    const CudaScaledAddBackward a = {DEV_OPT("dx"),    DEV_OPT("dbranch"), DEV("dbranch_bf16"), DEV("dscale"),
+                                     DEV("dout"),      backend ? NULL : DEV("branch"),
+                                     backend ? DEV("branch") : NULL,        DEV("scale"),
+                                     DEV("partials"),  r->d[0],
+                                     r->d[1],          row_dtype(r)};
     return cuda_scaled_add_backward(&a, 0);
 }
 /* dscale alone (no other output) and from the bf16 branch holding the same values: the same
@@ -554,7 +675,8 @@ static void scaled_add_bwd_extra(OpRun *r) {
     float *ds0 = op_start(r, "dscale");
     dev_put(DEV("dscale"), ds0, C * sizeof(float));
     const CudaScaledAddBackward dscale_only = {.dscale = DEV("dscale"), .dout = DEV("dout"), .branch = DEV("branch"),
-                                               .scale = DEV("scale"), .partials = DEV("partials"), .N = N, .C = C};
+                                               .scale = DEV("scale"), .partials = DEV("partials"), .N = N, .C = C,
+                                               .dtype = row_dtype(r)};
     CHECK_CUDA_OK(cuda_scaled_add_backward(&dscale_only, 0));
     float *again = host_from_dev(DEV("dscale"), C);
     CHECK(memcmp(again, GOT("dscale"), C * sizeof(float)) == 0,
@@ -572,10 +694,12 @@ static void scaled_add_bwd_extra(OpRun *r) {
     free(from16);
     if (C % 4 == 0) {
         void *base;
-        float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
+        void *dout1 = dev_stream_unaligned(r, HOST("dout"), n, &base);
         op_reset(r);
-        const CudaScaledAddBackward one_wide = {DEV("dx"), DEV("dbranch"), DEV("dbranch_bf16"), DEV("dscale"), dout1,
-                                                DEV("branch"), NULL, DEV("scale"), DEV("partials"), N, C, CT_F32};
+        const CudaScaledAddBackward one_wide = {DEV("dx"),    DEV("dbranch"), DEV("dbranch_bf16"),
+                                                DEV("dscale"), dout1,         DEV("branch"),
+                                                NULL,          DEV("scale"),  DEV("partials"),
+                                                N,             C,             row_dtype(r)};
         CHECK_CUDA_OK(cuda_scaled_add_backward(&one_wide, 0));
         const char *names[4] = {"dx", "dbranch", "dscale", "dbranch_bf16"};
         for (int k = 0; k < 4; k++) {
@@ -594,28 +718,34 @@ static void scaled_add_bwd_extra(OpRun *r) {
     dev_free(br16);
 }
 
-/* ---- residual mix backward: d = {N, C, dx_accumulate} ----
+/* ---- residual mix backward: d = {N, C, dx_accumulate, 0, BF16S} ----
  * dx_accumulate 0: dx written (=) over NaN, mix[0]*dout alone: the CPU's product bit for bit. */
 static void residual_mix_bwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
-    op_in(r, "x", OP_F32, n, -2, 2);
-    op_in(r, "x0", OP_F32, n, -2, 2);
+    op_in(r, "x", row_stream(r), n, -2, 2);
+    op_in(r, "x0", row_stream(r), n, -2, 2);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1);
-    op_in(r, "dout", OP_F32, n, -1, 1);
-    if (r->d[2]) op_acc(r, "dx", OP_F32, n, -1, 1, F32_TOL);
-    else op_out(r, "dx", OP_F32, n, OP_EXACT);
-    op_acc(r, "dx0", OP_F32, n, -1, 1, F32_TOL);
+    op_in(r, "dout", row_stream(r), n, -1, 1);
+    if (r->d[2]) stream_acc(r, "dx", n, -1, 1, F32_TOL, ELEMENTWISE);
+    else stream_out(r, "dx", n, OP_EXACT, ELEMENTWISE);
+    stream_acc(r, "dx0", n, -1, 1, F32_TOL, ELEMENTWISE);
     op_acc(r, "dmix", OP_F32, 2 * (size_t)C, -1, 1, GRAD_TOL);
     op_scratch(r, "partials", OP_F64, cuda_colsum_doubles(N, C, 2));
 }
 static void residual_mix_bwd_cpu(OpRun *r) {
-    cpu_residual_mix_backward(HOST("dx"), HOST("dx0"), HOST("dmix"), HOST("dout"), HOST("x"), HOST("x0"), HOST("mix"),
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    float *mix = row_control(r, "mix");
+    cpu_residual_mix_backward(HOST("dx"), HOST("dx0"), HOST("dmix"), HOST("dout"), HOST("x"), HOST("x0"), mix,
                               r->d[0], r->d[1]);
+    row_round(r, HOST("dx"), n);
+    row_round(r, HOST("dx0"), n);
+    free(mix);
 }
 static int residual_mix_bwd_gpu(OpRun *r) {
-    const CudaResidualMixBackward a = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), DEV("dout"), DEV("x"), DEV("x0"),
-                                       DEV("mix"), DEV("partials"), r->d[0], r->d[1], CT_F32};
+    const CudaResidualMixBackward a = {DEV("dx"),   r->d[2],         DEV("dx0"), DEV("dmix"), DEV("dout"),
+                                       DEV("x"),    DEV("x0"),       DEV("mix"), DEV("partials"),
+                                       r->d[0],     r->d[1],         row_dtype(r)};
     return cuda_residual_mix_backward(&a, 0);
 }
 /* the one-channel path (dout not 16-byte aligned) gives the 4-wide path's bits, dmix included:
@@ -625,10 +755,11 @@ static void residual_mix_bwd_extra(OpRun *r) {
     const size_t n = (size_t)N * C;
     if (C % 4 != 0) return;
     void *base;
-    float *dout1 = dev_floats_unaligned(HOST("dout"), n, &base);
+    void *dout1 = dev_stream_unaligned(r, HOST("dout"), n, &base);
     op_reset(r);
-    const CudaResidualMixBackward one_wide = {DEV("dx"), r->d[2], DEV("dx0"), DEV("dmix"), dout1, DEV("x"), DEV("x0"),
-                                              DEV("mix"), DEV("partials"), N, C, CT_F32};
+    const CudaResidualMixBackward one_wide = {DEV("dx"), r->d[2],   DEV("dx0"), DEV("dmix"), dout1,
+                                              DEV("x"),  DEV("x0"), DEV("mix"), DEV("partials"),
+                                              N,         C,         row_dtype(r)};
     CHECK_CUDA_OK(cuda_residual_mix_backward(&one_wide, 0));
     const char *names[3] = {"dx", "dx0", "dmix"};
     for (int k = 0; k < 3; k++) {
@@ -640,6 +771,23 @@ static void residual_mix_bwd_extra(OpRun *r) {
     }
     dev_free(base);
 }
+
+/* ---- y += x along the stream (cuda_add_inplace): d = {n, 0, 0, 0, BF16S}: the CPU's one fp32
+ * add per element, rounded as stored: EXACT; and an fp32 buffer rounded to bf16 values in place
+ * (cuda_round_bf16_inplace, the stream's fp32 ends): d = {n}, with the ties and specials of the
+ * conversions (below), bitwise ---- */
+
+static void add_inplace_tensors(OpRun *r) {
+    const size_t n = (size_t)r->d[0];
+    op_in(r, "x", row_stream(r), n, -2, 2);
+    stream_acc(r, "y", n, -2, 2, OP_EXACT, ELEMENTWISE);
+}
+static void add_inplace_cpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0];
+    cpu_add_into(HOST("y"), HOST("x"), n);
+    row_round(r, HOST("y"), n);
+}
+static int add_inplace_gpu(OpRun *r) { return cuda_add_inplace(DEV("y"), DEV("x"), (size_t)r->d[0], row_dtype(r), 0); }
 
 /* ---- relu^2 on bf16: d = {n elements, offset, in place} ----
  * The CPU op on the same (bf16-valued) inputs, rounded once to bf16, must be matched exactly
@@ -723,6 +871,16 @@ static int conversion_gpu(OpRun *r) {
     return r->c->op->variant == 0 ? cuda_f32_to_bf16(DEV("out"), DEV("x"), n, 0)
                                   : cuda_bf16_to_f32(DEV("out"), DEV("x"), n, 0);
 }
+
+/* cuda_round_bf16_inplace: d = {n} */
+static void round_bf16_inplace_tensors(OpRun *r) {
+    const size_t n = (size_t)r->d[0];
+    OpTensor *x = op_acc(r, "x", OP_F32, n, -3, 3, OP_BITWISE);
+    for (size_t i = 0; i < sizeof conversion_specials / sizeof conversion_specials[0] && i < n; i++)
+        memcpy(&x->start[i], &conversion_specials[i], 4);
+}
+static void round_bf16_inplace_cpu(OpRun *r) { host_round_bf16(HOST("x"), (size_t)r->d[0]); }
+static int round_bf16_inplace_gpu(OpRun *r) { return cuda_round_bf16_inplace(DEV("x"), (size_t)r->d[0], 0); }
 
 /* ---- fixed-order reductions: sums d = {n}; column sums d = {rows, cols} ---- */
 
@@ -822,6 +980,10 @@ static const OpDef op_bf16_to_f32 = {"bf16_to_f32", 1, conversion_tensors, NULL,
                                      NULL, 0};
 static const OpDef op_scale_inplace = {"scale_inplace", 0, scale_inplace_tensors, NULL, scale_inplace_cpu,
                                        scale_inplace_gpu, NULL, NULL, 0};
+static const OpDef op_add_inplace = {"add_inplace", 0, add_inplace_tensors, NULL, add_inplace_cpu, add_inplace_gpu,
+                                     NULL, NULL, 0};
+static const OpDef op_round_bf16_inplace = {"round_bf16_inplace", 0, round_bf16_inplace_tensors, NULL,
+                                            round_bf16_inplace_cpu, round_bf16_inplace_gpu, NULL, NULL, 0};
 static const OpDef op_sum_sumsq = {"sum_sumsq", 0, sums_tensors, NULL, sums_cpu, sums_gpu, NULL, NULL, 0};
 static const OpDef op_colsum = {"colsum", 0, colsum_tensors, NULL, colsum_cpu, colsum_gpu, NULL, NULL, 0};
 

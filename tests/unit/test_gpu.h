@@ -92,13 +92,6 @@ static inline void dev_poison(float *d, size_t n) {
     dev_put(d, h, n * sizeof(float));
     free(h);
 }
-/* bf16 NaN is 0x7fc0. */
-static inline void dev_poison_bf16(ct_bf16 *d, size_t n) {
-    uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) h[i] = 0x7fc0;
-    dev_put(d, h, n * sizeof(uint16_t));
-    free(h);
-}
 static inline float *dev_floats(const float *host, size_t n) { return dev_upload(host, n * sizeof(float)); }
 static inline float *host_from_dev(const float *dev, size_t n) {
     float *h = malloc((n ? n : 1) * sizeof(float));
@@ -115,37 +108,54 @@ static inline int dev_sync_ok(void) {
     return 1;
 }
 
-/* ---- bf16 on the host (round to nearest even, as __float2bfloat16_rn) ---- */
+/* ---- bf16 on the host (round to nearest even, as __float2bfloat16_rn) ----
+ * In the host emulator's exact-bf16 mode (tests/gpu_emu/run.sh --exact-bf16) ct_bf16 is 4 bytes
+ * and holds the fp32 value itself: these helpers then store it unrounded and host_round_bf16 is
+ * the identity, so the references follow the kernels there too. */
 
-static inline uint16_t host_f32_to_bf16(float f) {
+#define HOST_BF16_EXACT (sizeof(ct_bf16) == sizeof(float))
+static inline ct_bf16 host_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    if (HOST_BF16_EXACT) return (ct_bf16)u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ct_bf16)((u >> 16) | 0x40u); /* quiet NaN */
     u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    return (ct_bf16)(u >> 16);
 }
-static inline float host_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
+static inline float host_bf16_to_f32(ct_bf16 h) {
+    uint32_t u = HOST_BF16_EXACT ? (uint32_t)h : (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
-/* x rounded to bf16 in place (the reference then sees what the GPU sees). */
+/* x rounded to bf16 (in place: the reference then sees what the GPU sees). */
+static inline float host_bf16_value(float x) { return host_bf16_to_f32(host_f32_to_bf16(x)); }
 static inline void host_round_bf16(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = host_bf16_to_f32(host_f32_to_bf16(x[i]));
+    for (size_t i = 0; i < n; i++) x[i] = host_bf16_value(x[i]);
 }
-/* Device bf16 copy of host fp32 values. */
-static inline ct_bf16 *dev_bf16(const float *host, size_t n) {
-    uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) h[i] = host_f32_to_bf16(host[i]);
-    ct_bf16 *d = dev_upload(h, n * sizeof(uint16_t));
+/* NaN in every element (outputs are poisoned before every call). */
+static inline void dev_poison_bf16(ct_bf16 *d, size_t n) {
+    ct_bf16 *h = malloc((n ? n : 1) * sizeof(ct_bf16));
+    for (size_t i = 0; i < n; i++) h[i] = host_f32_to_bf16(NAN);
+    dev_put(d, h, n * sizeof(ct_bf16));
     free(h);
+}
+/* Host fp32 values into a device bf16 buffer / a new device bf16 copy of them. */
+static inline void dev_put_bf16(ct_bf16 *dev, const float *host, size_t n) {
+    ct_bf16 *h = malloc((n ? n : 1) * sizeof(ct_bf16));
+    for (size_t i = 0; i < n; i++) h[i] = host_f32_to_bf16(host[i]);
+    dev_put(dev, h, n * sizeof(ct_bf16));
+    free(h);
+}
+static inline ct_bf16 *dev_bf16(const float *host, size_t n) {
+    ct_bf16 *d = dev_alloc(n * sizeof(ct_bf16));
+    dev_put_bf16(d, host, n);
     return d;
 }
 /* Host fp32 values of a device bf16 buffer. */
 static inline float *host_from_dev_bf16(const ct_bf16 *dev, size_t n) {
-    uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
-    dev_get(h, dev, n * sizeof(uint16_t));
+    ct_bf16 *h = malloc((n ? n : 1) * sizeof(ct_bf16));
+    dev_get(h, dev, n * sizeof(ct_bf16));
     float *f = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++) f[i] = host_bf16_to_f32(h[i]);
     free(h);
