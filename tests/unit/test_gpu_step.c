@@ -12,7 +12,10 @@
  * (record_keys below), and its optimizer additions (weight decay, the EMA, SWA, QAT:
  * record_optim_keys, record_swa_keys) and the multi-token-prediction heads (mtp_keys), under
  * the same bounds; late QAT's shadows and the
- * run-end upload of the averaged weights are checked bitwise.
+ * run-end upload of the averaged weights are checked bitwise. The bf16 residual stream
+ * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
+ * the same bounds (with --exact-bf16 in the emulator to fp32 rounding, as every case), bitwise
+ * from run to run, with the CUDA graph and across a resume, and its memory report.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
