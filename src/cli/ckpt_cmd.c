@@ -18,6 +18,7 @@
 #include "common.h"
 #include "config.h"
 #include "infer.h"
+#include "stop.h"
 
 static const char CKPT_USAGE[] =
     "usage: ctrain ckpt <command> [options]\n"
@@ -245,6 +246,12 @@ static int cmd_golf(int argc, char **argv) {
         ct_path_list_free(&outputs);
         ct_path_list_free(&inputs);
     }
+    /* SIGTERM/SIGINT/SIGUSR1 end the command between its parts or at an evaluation batch, exit
+     * 75 (the artifact is published whole or not at all) */
+    if (rc == 0 && cli_catch_stops() != 0) {
+        ct_print_error();
+        rc = CT_EXIT_FAILURE;
+    }
     if (rc == 0) {
         printf("%s\n", ckpt);
         char averaged[96];
@@ -252,7 +259,7 @@ static int cmd_golf(int argc, char **argv) {
             printf("weights: %s (--live for the live weights)\n", averaged);
         if (golf_write_and_evaluate(&cfg, &st, out, &golf) != 0) {
             ct_print_error();
-            rc = CT_EXIT_FAILURE;
+            rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
         }
     }
     config_free(&cfg);

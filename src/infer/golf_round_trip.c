@@ -48,8 +48,8 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
 
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o) {
     GolfStats g;
-    /* a stop asked for (a training run's handlers; `ckpt golf` has none) is honoured between
-     * the parts, and within the evaluation at each batch */
+    /* a stop asked for (a training run's handlers, or `ckpt golf`'s) is honoured between the
+     * parts, and within the evaluation at each batch */
     fault_point_stage("artifact", -1);
     if (stop_requested()) return stop_abandon("the golf artifact's write");
     if (golf_write(&st->spec, st->params, o->format, path, &g) != 0) return -1;

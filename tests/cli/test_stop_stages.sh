@@ -100,6 +100,29 @@ run trip -
 expect_rc round_trip_requeue_ok 0 trip.log
 expect_same round_trip_requeue_same_end "ends" "$(end_of ref)" "$(end_of trip)"
 
+# `ckpt golf` on its own: a stop before the artifact's write leaves no file and exits 75; one
+# during the round trip keeps the artifact (published whole) and exits 75; run again, the same
+# artifact and the same round-trip lines as a call that was not stopped
+ck=$(ls ref/checkpoints/step_*.h5 | tail -1)
+"$CTRAIN" ckpt golf "$ck" --out golf_ref.stz >golf_ref.log 2>&1
+rc=$?
+expect_rc golf_cmd_ok 0 golf_ref.log
+CTRAIN_FAULT=TERM@artifact "$CTRAIN" ckpt golf "$ck" --out golf_a.stz >golf_a.log 2>&1
+rc=$?
+expect_rc golf_cmd_stop_before_write_75 75 golf_a.log
+expect_grep golf_cmd_stop_says 'stopped by a signal during the golf artifact.s write' golf_a.log
+if [ -e golf_a.stz ] || ls golf_a.stz.* >/dev/null 2>&1; then fail golf_cmd_stop_no_file "$(ls golf_a.stz*)"
+else pass golf_cmd_stop_no_file; fi
+CTRAIN_FAULT=TERM@round_trip "$CTRAIN" ckpt golf "$ck" --out golf_b.stz >golf_b.log 2>&1
+rc=$?
+expect_rc golf_cmd_stop_round_trip_75 75 golf_b.log
+if cmp -s golf_b.stz golf_ref.stz; then pass golf_cmd_stop_keeps_whole_artifact
+else fail golf_cmd_stop_keeps_whole_artifact "golf_b.stz is not the uninterrupted call's artifact"; fi
+"$CTRAIN" ckpt golf "$ck" --out golf_b.stz >golf_b2.log 2>&1
+rc=$?
+expect_rc golf_cmd_again_ok 0 golf_b2.log
+expect_same golf_cmd_again_same_round_trip "round trip" "$(grep '_exact ' golf_ref.log)" "$(grep '_exact ' golf_b2.log)"
+
 # killed (SIGKILL) while the artifact is written: the next call makes it
 run killed KILL@artifact
 expect_rc killed_artifact_dies 137 killed.log
