@@ -35,8 +35,8 @@ expect_grep sbatch_nodes_world '^world size: 8 ranks \(2 node\(s\)\)$' out
 # refused before the queue: 16 ranks do not divide grad_accum_slots = 8; a task's bad value
 expect_fail refused_for_world 2 "grad_accum_slots = 8 is not divisible by the world size 16" \
     "$submit" --nodes 2 run.conf out_dir=w16
-expect_grep refused_nothing_submitted 'the configuration is refused for 16 ranks; nothing submitted' err
-expect_fail refused_task 2 "task 0 \(train_seq_len=1000\) is refused for 4 ranks" \
+expect_grep refused_nothing_submitted 'the configuration is refused \(ctrain.s reason above; checked as a job of 16 ranks\); nothing submitted' err
+expect_fail refused_task 2 "task 0 \(train_seq_len=1000\) is refused \(ctrain.s reason above; checked as a job of 4 ranks\)" \
     "$submit" --array 'train_seq_len=1000,1024' run.conf out_dir=wt
 expect_fail bad_array_spec 2 "--array: 'matrix_lr' is not KEY=V1,V2" "$submit" --array matrix_lr run.conf
 [ ! -e w16 ] && [ ! -e wt ] && pass refused_makes_nothing || fail refused_makes_nothing "$(ls)"
@@ -99,7 +99,7 @@ expect_same sbatch_forms_world 'world sizes' "$(cat forms.txt)" "$(printf '%s\n'
 expect_ok sbatch_attached_nodes "$submit" --dry-run --sbatch "-p cpu" --sbatch "-N2" run.conf
 expect_grep sbatch_attached_nodes_world '^world size: 8 ranks \(2 node\(s\)\)$' out
 # -N4 makes 16 ranks, which grad_accum_slots = 8 refuses: before the queue, not after it
-expect_fail sbatch_attached_refused 2 'refused for 16 ranks; nothing submitted' fake_submit --sbatch "-N4" run.conf out_dir=n4
+expect_fail sbatch_attached_refused 2 'checked as a job of 16 ranks\); nothing submitted' fake_submit --sbatch "-N4" run.conf out_dir=n4
 expect_fail sbatch_n_equals 2 "'-N=2': sbatch would read '=2' as -N's value.*write -N2 or -N 2" \
     "$submit" --dry-run --sbatch "-N=2" run.conf
 expect_fail sbatch_bad_count 2 "'--ntasks=eight': sbatch would read 'eight' as --ntasks's value, which is not a number" \
