@@ -19,11 +19,8 @@ int train_check_outputs(const Config *cfg, const char *const *config_files, int 
         snprintf(path, sizeof path, "%s/%s", cfg->out_dir, files[i]);
         ct_path_list_add(&outputs, roles[i], "a file the run writes", path);
     }
-    GolfFormat format;
-    if (golf_format_from_name(cfg->golf_format, &format) == 0) {
-        snprintf(path, sizeof path, "%s/%s", cfg->out_dir, golf_default_file(format));
+    if (golf_run_artifact_path(cfg->out_dir, cfg->golf_format, path, sizeof path) == 0)
         ct_path_list_add(&outputs, "out_dir's artifact", "the golf artifact the run writes", path);
-    }
     /* out_dir's own config.txt is the run's record and a --config file made to be given again
      * (rerun or resume a run as it was): it has been read whole before this check, and the run
      * replaces it atomically (config_write_file: a temporary file renamed over it) by the

@@ -42,6 +42,14 @@ int golf_format_from_name(const char *name, GolfFormat *format) {
 const char *golf_format_label(GolfFormat format) { return FORMATS[format].label; }
 const char *golf_default_file(GolfFormat format) { return FORMATS[format].file; }
 
+int golf_run_artifact_path(const char *out_dir, const char *format_name, char *path, size_t cap) {
+    GolfFormat format;
+    if (golf_format_from_name(format_name, &format) != 0)
+        return ct_fail("golf_format = '%s': expected " GOLF_FORMAT_NAMES, format_name);
+    snprintf(path, cap, "%s/%s", out_dir, golf_default_file(format));
+    return 0;
+}
+
 int golf_format_available(GolfFormat format) {
 #ifndef CT_HAVE_ZSTD
     if (format == GOLF_INT6_ZSTD)

@@ -41,6 +41,9 @@ const char *golf_format_label(GolfFormat format);
 /* the file a run writes: final_model.int8.stz, final_model.int6.safetensors.zst (zstd -d gives
  * the safetensors file) */
 const char *golf_default_file(GolfFormat format);
+/* path = the artifact a run in out_dir writes with golf_format = format_name (out_dir/
+ * golf_default_file); -1 with a message naming the format when it is not one */
+int golf_run_artifact_path(const char *out_dir, const char *format_name, char *path, size_t cap);
 
 typedef struct {
     int64_t param_count, num_tensors; /* elements; tensors */

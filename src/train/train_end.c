@@ -34,11 +34,7 @@ unsigned trainer_end_asked(const Trainer *t) {
 }
 
 int trainer_artifact_path(const Config *cfg, char *path, size_t cap) {
-    GolfFormat format;
-    if (golf_format_from_name(cfg->golf_format, &format) != 0)
-        return ct_fail("golf_format = '%s': expected " GOLF_FORMAT_NAMES, cfg->golf_format);
-    snprintf(path, cap, "%s/%s", cfg->out_dir, golf_default_file(format));
-    return 0;
+    return golf_run_artifact_path(cfg->out_dir, cfg->golf_format, path, cap);
 }
 
 int trainer_end_record(const Trainer *t, unsigned left) {
