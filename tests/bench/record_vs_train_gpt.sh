@@ -10,7 +10,7 @@
 #   both read the same token stream (src/data/loader.h is train_gpt.py's loader).
 # - Configuration: slurm/golf-record-8xh100.conf with STEPS steps (default 200) of BATCH_TOKENS
 #   (default 131,072: 8 micro-batches of 8 x 2048; the record's 786,432 would take 6x longer),
-#   warmdown over the last third (so the run crosses late QAT's threshold near its end), no
+#   warmdown over the last third (late QAT off, as the record's run had it: the file's comment), no
 #   validation, no wall-clock cap. train_gpt.py gets every key of ctrain's resolved configuration
 #   that it reads from its environment (the same names, upper-cased).
 # - Initial weights: ctrain's (iterations=0, `ckpt export --live`), loaded into train_gpt.py's

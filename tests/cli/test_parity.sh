@@ -95,9 +95,10 @@ parity --per-step optim_tied 3.3e-7 6.3e-5 num_layers=3 model_dim=64 num_heads=4
 parity --per-step optim_untied_swa 1.8e-6 9.5e-5 num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 \
     iterations=8 warmdown_iters=8 muon_momentum_warmup_steps=2 matrix_lr=8 muon_wd=0.02 adam_wd=0.5 qat_enabled=1 \
     swa_enabled=1 swa_every=2 grad_clip_norm=0.3
-# the whole record stack at once, as slurm/golf-record-8xh100.conf trains it (small): every model
-# feature with the bigram projection (so late QAT quantizes bigram.proj too), weight decay, EMA,
-# late QAT switching on mid-run, clipping
+# the whole record stack at once, slurm/golf-record-8xh100.conf's features (small): every model
+# feature with the bigram projection, weight decay, EMA, clipping, and late QAT switching on
+# mid-run as the record's code asks (the file leaves it off, as the record's run had it; so late
+# QAT quantizes bigram.proj too)
 # measured: losses 3.33e-8, tensors 1.08e-5
 parity --per-step record_full 3.4e-7 1.1e-4 num_layers=4 model_dim=64 num_heads=4 num_kv_heads=2 mlp_mult=3 rope_dims=8 rope_train_seq_len=16 \
     ln_scale=1 xsa_last_n=2 smear_gate=1 bigram_vocab_size=64 bigram_dim=32 ortho_init=1 iterations=8 warmdown_iters=4 \
