@@ -99,7 +99,7 @@ static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32
     return y;
 }
 
-/* ---- the residual stream's storage (residual_dtype, docs/cuda.md "Precision policy") ----
+/* ---- the residual stream's storage (residual_dtype, docs/cuda.md "Residual stream") ----
  * The kernels over the residual stream (cuda_rmsnorm.cu, cuda_scaled_add.cu,
  * cuda_residual_mix.cu, cuda_add_inplace) take its element type S as a template parameter:
  * float, or __nv_bfloat16 as train_gpt.py keeps its stream. With S = __nv_bfloat16: stream

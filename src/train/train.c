@@ -456,9 +456,6 @@ int train_run(Config *cfg) {
     if (t.rank != 0 && !freopen("/dev/null", "w", stdout)) dist_abort(&dist, 1, "cannot silence stdout");
 
     if (device_note[0]) printf("%s\n", device_note);
-    if (!strcmp(cfg->device, "cpu") && strcmp(cfg->residual_dtype, "fp32") != 0)
-        printf("note: residual_dtype = %s applies to device = cuda; the CPU backend keeps its fp32 residual stream\n",
-               cfg->residual_dtype);
     print_resolved(cfg);
     if (t.world > 1) {
         char map[4096];
@@ -537,6 +534,9 @@ int train_run(Config *cfg) {
         printf("note: warmup_steps = %lld ignored (ctrain has no compile warmup to prime)\n", (long long)cfg->warmup_steps);
     if (cfg->swa_enabled && cfg->ema_enabled)
         printf("note: swa_enabled = 1 has no effect with ema_enabled = 1 (as in train_gpt.py, the EMA is used)\n");
+    if (!strcmp(cfg->device, "cpu") && strcmp(cfg->residual_dtype, "fp32") != 0)
+        printf("note: residual_dtype = %s applies to device = cuda; the CPU backend keeps its fp32 residual stream\n",
+               cfg->residual_dtype);
     fflush(stdout);
     if (loader_init(&t.loader, &t.train_set, t.rank, t.world, config_local_tokens(cfg), t.start_cursor, 1) != 0)
         goto fail;
