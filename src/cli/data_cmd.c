@@ -1,10 +1,10 @@
 /* data_cmd.c — the `ctrain data` subcommands that prepare and inspect token data: their
  * arguments and what they print; the work is src/data's.
- *   import-bin  llm.c / parameter-golf .bin shards -> HDF5, one output per shard, streamed
- *               (shard_bin.h)
+ *   import-bin  llm.c / parameter-golf .bin shards (and CaseOps byte sidecars) -> HDF5, one
+ *               output per token shard, streamed (shard_bin.h)
  *   from-text   text files -> a byte-level HDF5 data set, optionally split into train + val
  *               (text_import.h)
- *   info        describe the files of a glob and check every token id against vocab_size (data.h)
+ *   info        data_info_cmd.c
  *   luts        a SentencePiece model -> an HDF5 file of its /tokenizer tables and pieces
  *               (tokenizer.h)
  * Exit codes: 0 success, 1 bad data or I/O failure, 2 usage error. */
@@ -43,6 +43,9 @@ static const char IMPORT_USAGE[] =
     "Convert llm.c / parameter-golf token shards (" CT_SHARD_HEADER_TEXT ",\n"
     "token count; then uint16 tokens) to HDF5 data files, one per shard, without loading a\n"
     "whole shard into memory. Every header is checked before anything is written.\n"
+    "A CaseOps byte sidecar given with its shard (fineweb_val_bytes_000000.bin beside\n"
+    "fineweb_val_000000.bin: each token's count of original text bytes) becomes that file's\n"
+    "/bytes_per_token, which validation's bits per byte then counts.\n"
     "\n"
     "options:\n"
     "  --out PATH         a directory (created if needed) receiving <shard name>.h5 for each\n"
@@ -86,17 +89,6 @@ static const char LUTS_USAGE[] =
     "  --out FILE.h5   the file to write\n"
     "  -h, --help      show this help\n";
 
-static const char INFO_USAGE[] =
-    "usage: ctrain data info FILE_OR_GLOB...\n"
-    "\n"
-    "Print each file of the glob (sorted by path, the order training reads them) with its token\n"
-    "count, dtype, vocab_size, bos_id, whether it has the /tokenizer tables (luts: yes or no,\n"
-    "with +pieces when it also stores the tokenizer's pieces, for decoding), and the tokenizer\n"
-    "text; then read every token and check it is below vocab_size. Quote globs so that ctrain,\n"
-    "not the shell, expands them. Exit status 0 if every file is valid, 1 otherwise.\n"
-    "\n"
-    "options:\n"
-    "  -h, --help   show this help\n";
 
 /* ---- argument handling ---- */
 
@@ -171,8 +163,8 @@ static int import_bin_main(int argc, char **argv) {
 int data_import_bin(const ImportBinRequest *r) {
     const char *out = r->out, *vocab_text = r->vocab_text, *bos_text = r->bos_text, *tokenizer = r->tokenizer;
     const char *luts = r->luts;
-    char *const *shards = r->shards;
-    const int num_shards = r->num_shards;
+    char **shards = NULL, **sidecars = NULL; /* the token shards and each one's byte sidecar (or NULL) */
+    int num_shards = 0;
     const char *cmd = "import-bin";
     ShardImportSettings settings = {.tokenizer = tokenizer, .vocab_name = r->vocab_name};
     char **out_paths = NULL;
@@ -185,8 +177,12 @@ int data_import_bin(const ImportBinRequest *r) {
     int model_given = r->tokenizer_is_model;
     int rc = CT_EXIT_USAGE;
 
-    if (num_shards == 0) {
+    if (r->num_shards == 0) {
         cli_usage_error("data", cmd, "no shards given");
+        goto done;
+    }
+    if (shard_bin_pair_sidecars(r->shards, r->num_shards, &shards, &sidecars, &num_shards) != 0) {
+        ct_print_error();
         goto done;
     }
     if (!out) {
@@ -222,6 +218,7 @@ int data_import_bin(const ImportBinRequest *r) {
     for (int i = 0; i < num_shards; i++) {
         ct_path_list_add(&outputs, "--out", "an output", out_paths[i]);
         ct_path_list_add(&inputs, "shard", "the tokens imported", shards[i]);
+        if (sidecars[i]) ct_path_list_add(&inputs, "byte sidecar", "the byte counts imported", sidecars[i]);
     }
     if (model_given) ct_path_list_add(&inputs, "--tokenizer", "the SentencePiece model", tokenizer);
     if (luts) ct_path_list_add(&inputs, "--luts", "the tokenizer tables copied", luts);
@@ -276,6 +273,11 @@ int data_import_bin(const ImportBinRequest *r) {
         fclose(files[i]);
         files[i] = NULL;
         total_tokens += counts[i];
+        if (sidecars[i]) {
+            if (shard_bin_open_sidecar(sidecars[i], shards[i], counts[i], &files[i]) != 0) goto fail;
+            fclose(files[i]);
+            files[i] = NULL;
+        }
     }
     if (luts) {
         int has_pieces = 0;
@@ -310,14 +312,19 @@ int data_import_bin(const ImportBinRequest *r) {
             progress_end(&progress);
             goto fail;
         }
-        if (shard_bin_convert(shards[i], files[i], counts[i], out_paths[i], &settings, &progress, &done_tokens) != 0) {
+        if (shard_bin_convert(shards[i], files[i], counts[i], sidecars[i], out_paths[i], &settings, &progress,
+                              &done_tokens) != 0) {
             progress_end(&progress);
             goto fail;
         }
         fclose(files[i]);
         files[i] = NULL;
         progress_end(&progress);
-        printf("%s -> %s: %lld tokens\n", shards[i], out_paths[i], (long long)counts[i]);
+        if (sidecars[i])
+            printf("%s + byte sidecar %s -> %s: %lld tokens, /bytes_per_token\n", shards[i], sidecars[i], out_paths[i],
+                   (long long)counts[i]);
+        else
+            printf("%s -> %s: %lld tokens\n", shards[i], out_paths[i], (long long)counts[i]);
         fflush(stdout);
     }
     rc = CT_EXIT_OK;
@@ -337,6 +344,8 @@ done:
     free(files);
     free(counts);
     free(out_paths);
+    free(shards);
+    free(sidecars);
     free(base_bytes);
     free(has_leading_space);
     free(is_boundary_token);
@@ -470,137 +479,10 @@ done:
     return rc;
 }
 
-/* ---- info ---- */
-
-/* Print free text on one table row: control characters (newlines in a tokenizer
- * description) would break the layout. */
-static void print_sanitized(const char *s) {
-    char shortened[256];
-    for (s = ct_shorten(s, shortened, sizeof shortened); *s; s++)
-        putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
-}
-
-static void report_scan_progress(void *ctx, int64_t done, int64_t total) {
-    (void)total;
-    progress_update(ctx, done);
-}
-
-/* The luts column: the tables, and whether the tokenizer's pieces are there too. */
-static const char *luts_column(int has_luts, int has_pieces) {
-    return has_luts ? (has_pieces ? "yes+pieces" : "yes") : (has_pieces ? "no+pieces" : "no");
-}
-
-/* Read (and so check) each file's pieces, if it has them: has_pieces[i] says. */
-static int check_pieces(const TokenSet *set, int *has_pieces) {
-    for (int i = 0; i < set->num_files; i++) {
-        TokenPieces pieces;
-        if (data_read_pieces_file(set->files[i].path, set->vocab_size, &pieces, &has_pieces[i]) != 0) return -1;
-        token_pieces_free(&pieces);
-    }
-    return 0;
-}
-
-/* Describe and check one glob; 0 if valid. */
-static int info_one(const char *pattern) {
-    TokenSet set;
-    if (data_open_set(pattern, &set) != 0) return -1;
-    int *has_pieces = ct_calloc((size_t)set.num_files, sizeof *has_pieces, "pieces flags");
-    if (data_check_storage(&set) != 0 || check_pieces(&set, has_pieces) != 0) {
-        free(has_pieces);
-        data_free_set(&set);
-        return -1;
-    }
-    int all_pieces = 1, luts_width = 4; /* room for "yes+pieces" only when some file has them */
-    for (int i = 0; i < set.num_files; i++) {
-        all_pieces &= has_pieces[i];
-        if (has_pieces[i]) luts_width = 10;
-    }
-    char total_label[64];
-    snprintf(total_label, sizeof total_label, "total (%d file%s)", set.num_files, set.num_files == 1 ? "" : "s");
-    int width = (int)strlen(total_label);
-    for (int i = 0; i < set.num_files; i++) {
-        int n = (int)strlen(set.files[i].path);
-        if (n > width) width = n;
-    }
-    printf("%-*s %12s  %-6s %10s %7s  %-*s  %s\n", width, "file", "tokens", "dtype", "vocab", "bos", luts_width,
-           "luts", "tokenizer");
-    for (int i = 0; i < set.num_files; i++) {
-        const TokenFileInfo *f = &set.files[i];
-        printf("%-*s %12lld  %-6s %10lld %7lld  %-*s  ", width, f->path, (long long)f->num_tokens,
-               f->token_bytes == 2 ? "uint16" : "uint32", (long long)f->vocab_size, (long long)f->bos_id, luts_width,
-               luts_column(f->has_luts, has_pieces[i]));
-        print_sanitized(f->tokenizer);
-        putchar('\n');
-    }
-    printf("%-*s %12lld  %-6s %10lld %7s  %s\n", width, total_label, (long long)set.total_tokens, "",
-           (long long)set.vocab_size, "", luts_column(set.has_luts, all_pieces));
-    free(has_pieces);
-    fflush(stdout);
-
-    Progress progress;
-    uint32_t max_token = 0;
-    progress_begin(&progress, "checking tokens", "tokens", set.total_tokens);
-    int rc = data_scan_tokens(&set, &max_token, report_scan_progress, &progress);
-    progress_end(&progress);
-    if (rc == 0) {
-        int with_crc = 0;
-        for (int i = 0; i < set.num_files; i++) with_crc += set.files[i].tokens_crc32 >= 0;
-        printf("checked %lld tokens: all below vocab_size %lld (largest id %u)\n", (long long)set.total_tokens,
-               (long long)set.vocab_size, max_token);
-        if (with_crc == set.num_files)
-            printf("tokens_crc32: matches in every file\n");
-        else if (with_crc == 0)
-            printf("tokens_crc32: no file has one (files not written by ctrain; see docs/data-format.md)\n");
-        else
-            printf("tokens_crc32: matches in %d of %d files; the others have none (see docs/data-format.md)\n",
-                   with_crc, set.num_files);
-    }
-    fflush(stdout);
-    data_free_set(&set);
-    return rc;
-}
-
-static int info_one_here(void *pattern, void *out) {
-    (void)out;
-    return info_one(pattern);
-}
-
-/* In a child process, so that a file whose damaged metadata crashes HDF5 is reported as such. */
-static int info_one_isolated(const char *pattern) {
-    char what[4300];
-    snprintf(what, sizeof what, "checking '%s' (damaged HDF5 structure?)", pattern);
-    fflush(stdout);
-    return ct_run_isolated(what, info_one_here, (void *)pattern, NULL, 0, 0);
-}
-
-static int info_main(int argc, char **argv) {
-    char **patterns;
-    int num_patterns, rc = cli_parse("data", argc, argv, INFO_USAGE, NULL, 0, &patterns, &num_patterns);
-    if (rc != 0) {
-        free(patterns);
-        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
-    }
-    if (num_patterns == 0) {
-        free(patterns);
-        return cli_usage_error("data", "info", "no file or glob given");
-    }
-    rc = CT_EXIT_OK;
-    for (int i = 0; i < num_patterns; i++) {
-        if (i > 0) putchar('\n');
-        if (info_one_isolated(patterns[i]) != 0) {
-            fflush(stdout);
-            ct_print_error();
-            rc = CT_EXIT_FAILURE;
-        }
-    }
-    free(patterns);
-    return rc;
-}
-
 /* ---- dispatch ---- */
 
 int data_main(int argc, char **argv) {
     static const CliCommand commands[] = {
-        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", info_main}, {"luts", luts_main}};
+        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", data_info_main}, {"luts", luts_main}};
     return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 4);
 }

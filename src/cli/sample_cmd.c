@@ -33,8 +33,11 @@ static const char SAMPLE_USAGE[] =
     "--prompt-ids, or --prompt with --tokenizer MODEL.model (the SentencePiece model of the\n"
     "data); they print text decoded as SentencePiece does when the training data holds the\n"
     "tokenizer's pieces (`ctrain data import-bin --tokenizer MODEL.model`) or --pieces or\n"
-    "--tokenizer gives them, else token ids. Runs on the GPU when one is visible (--device\n"
-    "auto), else the CPU; the two compute in different precision, so their samples differ.\n"
+    "--tokenizer gives them, else token ids. With a CaseOps tokenizer (the 1.0611 record's data:\n"
+    "capitals as operator pieces U+E001..U+E004) --prompt is case-encoded before SentencePiece\n"
+    "and the text printed has its capitals restored. Runs on the GPU when one is visible\n"
+    "(--device auto), else the CPU; the two compute in different precision, so their samples\n"
+    "differ.\n"
     "\n"
     "options:\n"
     "  --prompt TEXT        the start of the text (byte-level models, default a newline; with\n"
@@ -66,6 +69,7 @@ typedef struct {
     PrintMode mode;
     int64_t printed;       /* ids printed so far (PRINT_IDS) */
     PieceDecoder *decoder; /* PRINT_PIECES */
+    CaseOpsDecoder *caseops; /* PRINT_PIECES with a CaseOps tokenizer: the text passes through it */
 } Printer;
 
 static void write_stdout(void *ctx, const char *bytes, size_t n) {
@@ -77,6 +81,7 @@ static void print_token(void *ctx, uint32_t token) {
     Printer *p = ctx;
     if (p->mode == PRINT_IDS) printf("%s%u", p->printed++ ? " " : "", token);
     else if (p->mode == PRINT_BYTES) putchar((int)token);
+    else if (p->caseops) piece_decoder_push(p->decoder, token, caseops_decoder_write, p->caseops);
     else piece_decoder_push(p->decoder, token, write_stdout, NULL);
     fflush(stdout);
 }
@@ -254,7 +259,11 @@ int sample_main(int argc, char **argv) {
             p = *stop ? stop + 1 : stop;
         }
     } else if (prompt && model_path) {
-        if (spm_encode(model_path, prompt, &ids, &n) != 0) {
+        /* a CaseOps model was trained on text with its capitals as operators: give it that */
+        char *text = tok.has_pieces && caseops_pieces(&tok.pieces) ? caseops_encode(prompt) : NULL;
+        const int encoded = spm_encode(model_path, text ? text : prompt, &ids, &n);
+        free(text);
+        if (encoded != 0) {
             ct_fail_prefix("--tokenizer");
             goto done;
         }
@@ -297,11 +306,21 @@ int sample_main(int argc, char **argv) {
     if (backend_create(&b, &cfg, &st) != 0) goto done;
     printer.mode = as_ids ? PRINT_IDS : bytes ? PRINT_BYTES : tok.has_pieces ? PRINT_PIECES : PRINT_IDS;
     if (printer.mode == PRINT_PIECES) printer.decoder = piece_decoder_create(&tok.pieces);
+    if (printer.mode == PRINT_PIECES && caseops_pieces(&tok.pieces)) {
+        printer.caseops = caseops_decoder_create(write_stdout, NULL);
+        fprintf(stderr, "ctrain: CaseOps tokenizer (its pieces hold the operators U+E001..U+E004): capitals restored "
+                "in the text (--ids prints the ids as they are)\n");
+    }
     if (printer.mode == PRINT_IDS && !as_ids && tok.note[0])
         fprintf(stderr, "ctrain: printing token ids: %s\n", tok.note);
     for (int64_t i = 0; i < n; i++) print_token(&printer, ids[i]);
     int sampled = sample_tokens(b, ids, n, &o, print_token, &printer);
-    if (printer.decoder) piece_decoder_finish(printer.decoder, write_stdout, NULL);
+    if (printer.caseops) {
+        piece_decoder_finish(printer.decoder, caseops_decoder_write, printer.caseops);
+        caseops_decoder_finish(printer.caseops);
+    } else if (printer.decoder) {
+        piece_decoder_finish(printer.decoder, write_stdout, NULL);
+    }
     putchar('\n');
     if (sampled != 0) goto done;
     rc = CT_EXIT_OK;
@@ -309,6 +328,7 @@ done:
     if (rc != CT_EXIT_OK) ct_print_error();
     if (b) b->destroy(b);
     piece_decoder_free(printer.decoder);
+    caseops_decoder_free(printer.caseops);
     token_pieces_free(&tok.pieces);
     free(ids);
     config_free(&cfg);

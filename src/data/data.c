@@ -117,6 +117,7 @@ static int read_file_info(hid_t file, TokenFileInfo *info) {
     }
 
     rc = data_check_luts(file, path, info->vocab_size, &info->has_luts);
+    if (rc == 0) rc = data_check_byte_counts(file, path, info->num_tokens, &info->has_byte_counts);
 done:
     if (attr >= 0) H5Aclose(attr);
     H5Sclose(space);
@@ -222,6 +223,7 @@ int data_open_set(const char *pattern, TokenSet *set) {
                          (long long)f->vocab_size);
         set->total_tokens += f->num_tokens;
         set->has_luts &= f->has_luts;
+        set->any_byte_counts |= f->has_byte_counts;
     }
     for (int i = 0; i < count; i++) free(paths[i]);
     free(paths);

@@ -8,7 +8,8 @@
  * vocab_size (int64), bos_id (int64, -1 if none), tokenizer (string) and, in files written by
  * ctrain, tokens_crc32 (uint32, the CRC-32 of the tokens); optionally /tokenizer/base_bytes
  * (int16[vocab]), /tokenizer/has_leading_space (uint8[vocab]) and /tokenizer/is_boundary_token
- * (uint8[vocab]).
+ * (uint8[vocab]); optionally /bytes_per_token (uint16, one entry per token: the bytes of original
+ * text each token stands for, the CaseOps byte sidecar; byte_counts.c).
  *
  * All functions return 0 on success, -1 with ct_error() naming the file and the problem.
  * Every function is safe to call from the loader's prefetch thread while the main thread
@@ -31,6 +32,7 @@ typedef struct {
     int64_t bos_id;
     int token_bytes; /* 2 (uint16) or 4 (uint32) */
     int has_luts;    /* all three /tokenizer tables present with vocab_size entries */
+    int has_byte_counts; /* /bytes_per_token present with one entry per token */
     char *tokenizer; /* the tokenizer attribute (free text) */
     /* Identity of the content (data_identity.c), so that a resume notices a replaced file: */
     int64_t tokens_crc32; /* the tokens_crc32 attribute, -1 if the file has none */
@@ -49,6 +51,7 @@ typedef struct {
     int64_t total_tokens;
     int64_t vocab_size; /* agreed by every file */
     int has_luts;       /* every file has the LUTs */
+    int any_byte_counts; /* some file has /bytes_per_token (validation needs it in every file) */
 } TokenSet;
 
 /* Expand the glob (sorted), open every file and read its metadata. Fails on an empty glob, a
@@ -74,6 +77,10 @@ void token_reader_close(TokenReader *reader);
  * token >= vocab_size, or a file whose tokens do not match its tokens_crc32 attribute. */
 int data_check_tokens(const TokenSet *set);
 
+/* The first n entries of the split's /bytes_per_token stream (the files in order), as *counts
+ * (caller frees); fails naming a file of the first n tokens that has none, or a count above 65535. */
+int data_read_byte_counts(const TokenSet *set, int64_t n, uint16_t **counts);
+
 /* Writing: tokens are appended in chunks to an extendible chunked /tokens dataset; the file is
  * written under "<path>.tmp" and renamed into place by token_writer_close, so an interrupted
  * conversion never leaves a half-written file under the final name. */
@@ -83,6 +90,9 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
 /* tokens has the writer's token width (uint16_t or uint32_t elements). Values are checked
  * against vocab_size. */
 int token_writer_append(TokenWriter *writer, const void *tokens, int64_t n);
+/* The byte counts of the next n tokens (/bytes_per_token); a file that has them must have one
+ * per token by close. */
+int token_writer_append_byte_counts(TokenWriter *writer, const uint16_t *counts, int64_t n);
 int token_writer_close(TokenWriter *writer);   /* finish + atomic rename */
 void token_writer_abort(TokenWriter *writer);  /* remove the temporary file */
 

@@ -22,6 +22,16 @@ DataFileStamp data_stamp_of(const struct stat *st);
  * the open *file, or -1 with neither (and no file left behind). Takes the lock itself. */
 int data_create_tmp_file(const char *path, char **tmp_path, hid_t *file);
 
+/* ---- byte_counts.c ---- */
+
+/* *present = 1 if the file has a valid /bytes_per_token (1-D, integer, one entry per token),
+ * 0 if it has none; -1 if it is malformed. Lock held. */
+int data_check_byte_counts(hid_t file, const char *path, int64_t num_tokens, int *present);
+/* Create an empty, extendible, checksummed uint16 /bytes_per_token. Lock held. */
+hid_t data_create_byte_counts_locked(hid_t file, const char *path, int64_t chunk_entries);
+/* Write counts[0, n) at entries [at, at + n), extending the dataset. Lock held. */
+int data_append_byte_counts_locked(hid_t dset, const char *path, int64_t at, const uint16_t *counts, int64_t n);
+
 /* ---- tokenizer_tables.c ---- */
 
 /* *present = 1 if all three tables exist (and are valid), 0 if none do; -1 if only some

@@ -1,6 +1,6 @@
 /* shard_bin.c — reading llm.c / parameter-golf .bin token shards (format in shard_bin.h) and
- * converting one into an HDF5 data file, streamed, so that a shard of any size needs a bounded
- * amount of memory. Used by `ctrain data import-bin`. */
+ * converting one (with its CaseOps byte sidecar, if it has one) into an HDF5 data file, streamed,
+ * so that a shard of any size needs a bounded amount of memory. Used by `ctrain data import-bin`. */
 #include "shard_bin.h"
 
 #include <errno.h>
@@ -60,16 +60,103 @@ int shard_bin_open(const char *path, FILE **file, int64_t *num_tokens) {
     return 0;
 }
 
-/* Stream one validated shard into out_path. */
-int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *out_path,
-                      const ShardImportSettings *settings, Progress *progress, int64_t *progress_done) {
-    TokenWriter *writer;
-    if (token_writer_create(&writer, out_path, 2, settings->vocab_size, settings->bos_id, settings->tokenizer) != 0)
+/* The path with the "bytes_" after the last "_bytes_" of its file name taken out, or NULL when
+ * its file name has no "_bytes_" (caller frees). */
+static char *token_shard_of_sidecar(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *mark = NULL;
+    for (const char *p = strstr(base, "_bytes_"); p; p = strstr(p + 1, "_bytes_")) mark = p;
+    if (!mark) return NULL;
+    const size_t keep = (size_t)(mark - path) + 1, n = strlen(path); /* through the '_' */
+    char *out = ct_malloc(n - 6 + 1, "shard path");
+    memcpy(out, path, keep);
+    memcpy(out + keep, mark + 7, n - (size_t)(mark + 7 - path) + 1);
+    return out;
+}
+
+/* Index of path in paths, or -1. */
+static int index_of(char *const *paths, int n, const char *path) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(paths[i], path) == 0) return i;
+    return -1;
+}
+
+int shard_bin_pair_sidecars(char *const *paths, int n, char ***token_shards, char ***sidecars, int *num_token_shards) {
+    int *partner_of = ct_calloc((size_t)(n > 0 ? n : 1), sizeof(int), "sidecar pairs"); /* -1: a token shard */
+    int rc = 0, count = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char *partner = token_shard_of_sidecar(paths[i]);
+        partner_of[i] = partner ? index_of(paths, n, partner) : -1;
+        const char *base = strrchr(paths[i], '/');
+        /* the record's val sidecars without their shard: imported alone they would pass for tokens */
+        if (partner && partner_of[i] < 0 && strstr(base ? base + 1 : paths[i], "_val_bytes_"))
+            rc = ct_fail("'%s' is a CaseOps byte sidecar (its name has _val_bytes_), but its token shard '%s' is not "
+                         "among the shards given: give both (the counts are stored in the token shard's file)",
+                         paths[i], partner);
+        free(partner);
+    }
+    char **tokens = ct_calloc((size_t)(n > 0 ? n : 1), sizeof(char *), "token shards");
+    char **pairs = ct_calloc((size_t)(n > 0 ? n : 1), sizeof(char *), "byte sidecars");
+    for (int i = 0; i < n && rc == 0; i++)
+        if (partner_of[i] < 0) tokens[count++] = paths[i];
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (partner_of[i] < 0) continue;
+        const int t = index_of(tokens, count, paths[partner_of[i]]);
+        if (t < 0)
+            rc = ct_fail("'%s' and '%s' are each other's byte sidecar by name; give one token shard and its sidecar",
+                         paths[i], paths[partner_of[i]]);
+        else if (pairs[t])
+            rc = ct_fail("token shard '%s' has two byte sidecars: '%s' and '%s'", tokens[t], pairs[t], paths[i]);
+        else
+            pairs[t] = paths[i];
+    }
+    free(partner_of);
+    if (rc != 0) {
+        free(tokens);
+        free(pairs);
         return -1;
+    }
+    *token_shards = tokens;
+    *sidecars = pairs;
+    *num_token_shards = count;
+    return 0;
+}
+
+int shard_bin_open_sidecar(const char *sidecar, const char *shard, int64_t num_tokens, FILE **file) {
+    int64_t count;
+    if (shard_bin_open(sidecar, file, &count) != 0) return ct_fail_prefix("byte sidecar");
+    if (count == num_tokens) return 0;
+    fclose(*file);
+    *file = NULL;
+    return ct_fail("byte sidecar '%s' holds %lld counts but its token shard '%s' holds %lld tokens: a sidecar gives "
+                   "one count per token", sidecar, (long long)count, shard, (long long)num_tokens);
+}
+
+/* Read n little-endian uint16 values of a shard opened at its data into out. */
+static int read_values(const char *shard, FILE *f, int64_t pos, int64_t n, unsigned char *raw, uint16_t *out) {
+    if (fread(raw, 2, (size_t)n, f) != (size_t)n)
+        return ct_fail("shard '%s': read failed at token %lld: %s", shard, (long long)pos,
+                       ferror(f) ? strerror(errno) : "unexpected end of file");
+    for (int64_t i = 0; i < n; i++) out[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+    return 0;
+}
+
+/* Stream one validated shard into out_path. */
+int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *sidecar, const char *out_path,
+                      const ShardImportSettings *settings, Progress *progress, int64_t *progress_done) {
+    FILE *sf = NULL;
+    if (sidecar && shard_bin_open_sidecar(sidecar, shard, num_tokens, &sf) != 0) return -1;
+    TokenWriter *writer;
+    if (token_writer_create(&writer, out_path, 2, settings->vocab_size, settings->bos_id, settings->tokenizer) != 0) {
+        if (sf) fclose(sf);
+        return -1;
+    }
     if ((settings->base_bytes && token_writer_set_luts(writer, settings->base_bytes, settings->has_leading_space,
                                                        settings->is_boundary_token) != 0) ||
         (settings->pieces && token_writer_set_pieces(writer, settings->pieces) != 0)) {
         token_writer_abort(writer);
+        if (sf) fclose(sf);
         return -1;
     }
     unsigned char *raw = ct_malloc((size_t)COPY_BLOCK * 2, "shard read buffer");
@@ -77,13 +164,16 @@ int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char
     int rc = 0;
     for (int64_t pos = 0; pos < num_tokens && rc == 0; pos += COPY_BLOCK) {
         int64_t n = num_tokens - pos < COPY_BLOCK ? num_tokens - pos : COPY_BLOCK;
-        if (fread(raw, 2, (size_t)n, f) != (size_t)n) {
-            rc = ct_fail("shard '%s': read failed at token %lld: %s", shard, (long long)pos,
-                         ferror(f) ? strerror(errno) : "unexpected end of file");
+        if (sf && (read_values(sidecar, sf, pos, n, raw, tokens) != 0 ||
+                   token_writer_append_byte_counts(writer, tokens, n) != 0)) {
+            rc = -1;
+            break;
+        }
+        if (read_values(shard, f, pos, n, raw, tokens) != 0) {
+            rc = -1;
             break;
         }
         for (int64_t i = 0; i < n; i++) {
-            tokens[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
             if (tokens[i] >= settings->vocab_size) {
                 rc = ct_fail("shard '%s': token %lld is %u, which is >= vocab_size %lld (set %s)", shard,
                              (long long)(pos + i), tokens[i], (long long)settings->vocab_size,
@@ -103,6 +193,7 @@ int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char
     }
     free(raw);
     free(tokens);
+    if (sf) fclose(sf);
     if (rc != 0) {
         token_writer_abort(writer);
         return -1;

@@ -28,6 +28,18 @@
  * token, *num_tokens the header's count. */
 int shard_bin_open(const char *path, FILE **file, int64_t *num_tokens);
 
+/* The CaseOps byte sidecar (the 1.0611 record's fineweb_val_bytes_000000.bin beside
+ * fineweb_val_000000.bin): a shard of the same format whose uint16 values are each token's count
+ * of original text bytes. A shard whose file name holds "_bytes_" is one; its token shard is the
+ * same path without "bytes_" there. shard_bin_pair_sidecars sorts a list of shards into token
+ * shards and, for each, its sidecar (NULL: none); a sidecar whose token shard is not in the list
+ * is an error naming both (imported alone it would pass for tokens). *token_shards and
+ * *sidecars point into paths (arrays the caller frees). */
+int shard_bin_pair_sidecars(char *const *paths, int n, char ***token_shards, char ***sidecars, int *num_token_shards);
+/* Open a sidecar as shard_bin_open does and check it holds the num_tokens counts of its token
+ * shard; *file is left at the first count. */
+int shard_bin_open_sidecar(const char *sidecar, const char *shard, int64_t num_tokens, FILE **file);
+
 /* What each converted file gets beside the tokens. */
 typedef struct {
     int64_t vocab_size, bos_id;
@@ -39,10 +51,11 @@ typedef struct {
 } ShardImportSettings;
 
 /* Stream one shard opened by shard_bin_open (f, num_tokens) into the HDF5 data file out_path,
- * checking every token against settings->vocab_size; *progress_done counts the tokens copied
- * and progress shows them. A stop signal (stop.h) ends it after the block in hand: it fails
- * saying so, and out_path is not made (nor its partial .tmp left). */
-int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *out_path,
+ * checking every token against settings->vocab_size; with a sidecar (NULL: none), which must
+ * hold num_tokens values, its counts become the file's /bytes_per_token. *progress_done counts
+ * the tokens copied and progress shows them. A stop signal (stop.h) ends it after the block in
+ * hand: it fails saying so, and out_path is not made (nor its partial .tmp left). */
+int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *sidecar, const char *out_path,
                       const ShardImportSettings *settings, Progress *progress, int64_t *progress_done);
 
 #endif

@@ -2,7 +2,8 @@
  * converters and tests): tokens appended in chunks to an extendible, checksummed /tokens, with
  * the tokens_crc32 attribute, in "<path>.tmp" renamed into place on close, so an interrupted
  * conversion never leaves a half-written file under the final name. The /tokenizer tables and
- * pieces a file may carry are written by tokenizer_tables.c and tokenizer_pieces.c. */
+ * pieces a file may carry are written by tokenizer_tables.c and tokenizer_pieces.c, its
+ * /bytes_per_token by byte_counts.c. */
 #include <errno.h>
 #include <hdf5.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ struct TokenWriter {
     void *buffer;     /* one chunk of pending tokens */
     int64_t buffered, written;
     uint32_t crc;     /* of the tokens written so far: the tokens_crc32 attribute */
+    hid_t counts_dset; /* /bytes_per_token, created by the first byte counts appended */
+    int64_t counts_written;
 };
 
 /* Create the extendible /tokens dataset and its attributes. A file shorter than one chunk
@@ -95,7 +98,7 @@ int token_writer_create(TokenWriter **writer, const char *path, int token_bytes,
     w->vocab_size = vocab_size;
     w->bos_id = bos_id;
     w->tokenizer = ct_strdup(tokenizer ? tokenizer : "");
-    w->dset = H5I_INVALID_HID;
+    w->dset = w->counts_dset = H5I_INVALID_HID;
     w->buffer = ct_malloc((size_t)CT_DATA_CHUNK_TOKENS * (size_t)token_bytes, "token write buffer");
     if (data_create_tmp_file(path, &w->tmp_path, &w->file) != 0) {
         token_writer_abort(w);
@@ -148,14 +151,36 @@ int token_writer_set_pieces(TokenWriter *w, const TokenPieces *pieces) {
     return rc;
 }
 
+int token_writer_append_byte_counts(TokenWriter *w, const uint16_t *counts, int64_t n) {
+    if (n <= 0) return 0;
+    ct_hdf5_lock();
+    int rc = 0;
+    /* chunks as /tokens' (a file shorter than one chunk gets one chunk of its length) */
+    if (w->counts_dset < 0 &&
+        (w->counts_dset = data_create_byte_counts_locked(w->file, w->tmp_path,
+                                                         n < CT_DATA_CHUNK_TOKENS ? n : CT_DATA_CHUNK_TOKENS)) < 0)
+        rc = -1;
+    if (rc == 0) rc = data_append_byte_counts_locked(w->counts_dset, w->tmp_path, w->counts_written, counts, n);
+    ct_hdf5_unlock();
+    if (rc == 0) w->counts_written += n;
+    return rc;
+}
+
 int token_writer_close(TokenWriter *w) {
     if (writer_flush(w) != 0) goto fail;
     if (w->written == 0) {
         ct_fail("'%s': no tokens were written; an empty /tokens is not a valid data file", w->path);
         goto fail;
     }
+    if (w->counts_dset >= 0 && w->counts_written != w->written) {
+        ct_fail("'%s': %lld byte counts were written for %lld tokens; /bytes_per_token needs one per token", w->path,
+                (long long)w->counts_written, (long long)w->written);
+        goto fail;
+    }
     ct_hdf5_lock();
     herr_t closed = ct_h5_attr_write_u32(w->dset, "tokens_crc32", w->crc) == 0 ? 0 : -1;
+    if (w->counts_dset >= 0 && H5Dclose(w->counts_dset) < 0) closed = -1;
+    w->counts_dset = H5I_INVALID_HID;
     if (H5Dclose(w->dset) < 0) closed = -1;
     w->dset = H5I_INVALID_HID;
     if (H5Fclose(w->file) < 0) closed = -1;
@@ -180,6 +205,7 @@ void token_writer_abort(TokenWriter *w) {
     if (!w) return;
     ct_hdf5_lock();
     if (w->dset >= 0) H5Dclose(w->dset);
+    if (w->counts_dset >= 0) H5Dclose(w->counts_dset);
     if (w->file >= 0) H5Fclose(w->file);
     ct_hdf5_unlock();
     if (w->tmp_path) unlink(w->tmp_path);

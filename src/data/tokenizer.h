@@ -6,7 +6,7 @@
  *     file stores: the tables by train_gpt.py's build_sentencepiece_luts rule, and the pieces;
  *     and text encoded with it (tokenizer_spm.c, through spm_shim.cc);
  *   - token ids turned back into text with stored pieces, as SentencePiece's own decoding
- *     does (tokenizer_decode.c).
+ *     does (tokenizer_decode.c), and the CaseOps capitalisation undone (caseops.c).
  * Functions that can fail return 0, or -1 with ct_error() naming the file and the problem. */
 #ifndef CT_TOKENIZER_H
 #define CT_TOKENIZER_H
@@ -137,5 +137,24 @@ void piece_decoder_finish(PieceDecoder *d, TextSink sink, void *ctx);
 void piece_decoder_free(PieceDecoder *d);
 /* All of ids as one new NUL-ended string (free() it) of *len bytes. */
 char *piece_decode(const TokenPieces *pieces, const uint32_t *ids, int64_t n, size_t *len);
+
+/* ---- the CaseOps text transform undone (caseops.c) ----
+ * The 1.0611 record's CaseOps data writes capitals as lower case behind operator characters
+ * U+E001 TITLE (next word capitalised), U+E002 ALLCAPS (next word in capitals), U+E003 CAPNEXT
+ * (next letter a capital) and U+E004 ESC (next character literal), each a piece of its
+ * SentencePiece model. The decoder is a text filter: decoded text goes in through
+ * caseops_decoder_write (a TextSink: ctx = the decoder), the original text comes out to sink;
+ * an operator that finds no letter to act on (a malformed sample) is dropped. */
+typedef struct CaseOpsDecoder CaseOpsDecoder;
+CaseOpsDecoder *caseops_decoder_create(TextSink sink, void *ctx);
+void caseops_decoder_write(void *decoder, const char *text, size_t n);
+/* End of the text: write what waits (the start of an operator that never completed). */
+void caseops_decoder_finish(CaseOpsDecoder *d);
+void caseops_decoder_free(CaseOpsDecoder *d);
+/* text with its capitals written as CaseOps operators (a new string: free() it), as the record
+ * prepares its data: what a CaseOps model is given to encode. */
+char *caseops_encode(const char *text);
+/* 1 if the pieces hold all four operator characters as pieces: a CaseOps tokenizer. */
+int caseops_pieces(const TokenPieces *pieces);
 
 #endif

@@ -33,6 +33,9 @@ int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
         return ct_fail("val_files: '%s': token %lld of /tokens is %u, which is >= vocab_size %lld", set->files[f].path,
                        (long long)(i - file_start), v->tokens[i], (long long)set->vocab_size);
     }
+    /* CaseOps data: its tokenizer tables count the transformed text (capital operators as 3-byte
+     * characters), so the byte counts win */
+    if (set->any_byte_counts) return data_read_byte_counts(set, n, &v->byte_counts) == 0 ? 0 : ct_fail_prefix("val_files");
     if (set->has_luts && data_read_luts(set, &v->base_bytes, &v->has_leading_space, &v->is_boundary_token) != 0)
         return -1;
     return 0;
@@ -43,6 +46,7 @@ void val_free(ValData *v) {
     free(v->base_bytes);
     free(v->has_leading_space);
     free(v->is_boundary_token);
+    free(v->byte_counts);
     memset(v, 0, sizeof *v);
 }
 
@@ -91,18 +95,13 @@ int val_evaluate(Backend *b, const ValData *v, const DistInfo *d, int64_t seq_le
         if (b->evaluate(b, tok, n, &sum) != 0) return ct_fail_prefix("validation");
         loss_sum += sum;
         tokens += (double)n * seq_len;
-        if (v->base_bytes) {
-            for (int64_t i = 0; i < n * seq_len; i++) {
-                uint32_t prev = tok[i], tgt = tok[i + 1];
-                bytes += v->base_bytes[tgt] + (v->has_leading_space[tgt] && !v->is_boundary_token[prev] ? 1 : 0);
-            }
-        }
+        bytes += val_target_bytes(v, s * seq_len, n * seq_len);
     }
     /* every rank's sums, added in rank order (deterministic) */
     double sums[3] = {loss_sum, tokens, bytes};
     if (dist_allreduce_sum_f64(d, sums, 3) != 0) return ct_fail_prefix("validation");
     *val_loss = sums[0] / sums[1];
-    *val_bpb = v->base_bytes && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
+    *val_bpb = val_bytes_source(v) && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
     return 0;
 }
 
@@ -119,7 +118,7 @@ int val_evaluate_sliding(Backend *b, const ValData *v, const DistInfo *d, int64_
     /* every rank's sums, added in rank order (deterministic) */
     if (dist_allreduce_sum_f64(d, sums, 3) != 0) return ct_fail_prefix("sliding-window validation");
     *val_loss = sums[0] / sums[1];
-    *val_bpb = v->base_bytes && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
+    *val_bpb = val_bytes_source(v) && sums[2] > 0 ? (*val_loss / log(2.0)) * (sums[1] / sums[2]) : NAN;
     return 0;
 }
 
@@ -192,7 +191,7 @@ int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *l
             printf("%s_roundtrip val_loss:%.4f val_bpb:%.4f eval_time:%.0fms\n", label, val_loss, val_bpb, ms);
         printf("%s_%s_exact val_loss:%.8f val_bpb:%.8f\n", label, sliding ? "sliding_window" : "roundtrip", val_loss,
                val_bpb);
-        if (!sliding && isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables\n");
+        if (!sliding && isnan(val_bpb)) printf("note: val_bpb is nan: the validation data has no /tokenizer tables or /bytes_per_token\n");
         fflush(stdout);
     }
     eval_close(&e);

@@ -20,15 +20,6 @@ void val_sliding_window(int64_t window, int64_t total_tokens, int64_t seq_len, i
     *scored_from = window == 0 ? 0 : (*length > stride ? *length - stride : 0);
 }
 
-/* Bytes of the target tokens tgt[0..n) after prev[0..n): the tokenizer tables' rule (the
- * target's bytes, plus its leading space unless the token before it is a boundary). */
-static double target_bytes(const ValData *v, const uint32_t *prev, const uint32_t *tgt, int64_t n) {
-    double bytes = 0;
-    for (int64_t i = 0; i < n; i++)
-        bytes += v->base_bytes[tgt[i]] + (v->has_leading_space[tgt[i]] && !v->is_boundary_token[prev[i]] ? 1 : 0);
-    return bytes;
-}
-
 int val_sliding_sums(Backend *b, const ValData *v, int64_t seq_len, int64_t stride, int64_t first, int64_t end,
                      double sums[3]) {
     return val_sliding_sums_polled(b, v, seq_len, stride, first, end, sums, NULL);
@@ -81,8 +72,7 @@ int val_sliding_sums_polled(Backend *b, const ValData *v, int64_t seq_len, int64
             for (int64_t j = from; j < len; j++) window_sum += losses[(size_t)i * T + j];
             loss_sum += window_sum;
             tokens += (double)(len - from);
-            if (v->base_bytes)
-                bytes += target_bytes(v, inputs + (size_t)i * T + from, targets + (size_t)i * T + from, len - from);
+            bytes += val_target_bytes(v, start + from, len - from);
         }
     }
     free(inputs);

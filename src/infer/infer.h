@@ -21,10 +21,21 @@ typedef struct {
     int64_t num_seqs;
     int16_t *base_bytes; /* tokenizer tables, NULL when the data has none */
     uint8_t *has_leading_space, *is_boundary_token;
+    uint16_t *byte_counts; /* the split's /bytes_per_token beside tokens (CaseOps), NULL when none */
 } ValData;
 
+/* The split's tokens and what bits per byte counts: the byte counts when its files have
+ * /bytes_per_token (every file, else an error naming one without), else the tokenizer tables
+ * when they have those, else nothing (val_bpb NaN). */
 int val_load(const Config *cfg, const TokenSet *set, ValData *v);
 void val_free(ValData *v);
+/* Whether v can give bits per byte, and how, for messages: "bytes_per_token", "tokenizer
+ * tables" or NULL. */
+const char *val_bytes_source(const ValData *v);
+/* The bytes of the n targets tokens[at + 1 .. at + n] (each predicted from the token before it):
+ * their /bytes_per_token counts, or the tokenizer tables' rule (the target's bytes, plus its
+ * leading space unless the token before it is a boundary); 0 when v has neither. */
+double val_target_bytes(const ValData *v, int64_t at, int64_t n);
 /* eval_val: each rank evaluates its share of the sequences; the loss, token and byte sums are
  * added across ranks; mean token loss, and bits per byte when the data has the tokenizer
  * tables (NaN otherwise). Both validations give up within a few batches of a stop request

@@ -475,9 +475,10 @@ int train_run(Config *cfg) {
            (long long)t.train_set.total_tokens, (long long)t.train_set.vocab_size, cfg->train_files);
     if (t.val_set.num_files) {
         if (val_load(cfg, &t.val_set, &t.val) != 0) goto fail;
-        printf("val data:   %d file(s), %lld sequences of %lld%s (%s)\n", t.val_set.num_files,
-               (long long)t.val.num_seqs, (long long)cfg->train_seq_len, t.val.base_bytes ? ", val_bpb enabled" : "",
-               cfg->val_files);
+        const char *bytes = val_bytes_source(&t.val);
+        printf("val data:   %d file(s), %lld sequences of %lld%s%s (%s)\n", t.val_set.num_files,
+               (long long)t.val.num_seqs, (long long)cfg->train_seq_len, bytes ? ", val_bpb from its " : "",
+               bytes ? bytes : "", cfg->val_files);
     }
     /* what the run's end needs is checked now, not after the last step (every rank alike) */
     if (trainer_end_check(cfg, &t.val_set) != 0) {
