@@ -72,7 +72,7 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     float *p = random_host(n, -1, 1, &rng);
     float *ref_buf = copy_host(buf, n), *ref_upd = malloc(n * sizeof(float));
     float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof(float));
-    cpu_muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, scratch);
+    cpu_muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, 0, scratch);
     float *ref_p = copy_host(p, n);
     cpu_muon_apply_update(ref_p, ref_upd, n, 0.04);
 
@@ -84,7 +84,7 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
     ct_bf16 *d_p16 = dev_alloc(n * 2);
     dev_poison_bf16(d_p16, n);
-    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, 0, ns_fp32, d_scr,
                                    d_part, 0));
     float *g_buf = host_from_dev(d_buf, n), *g_upd = host_from_dev(d_upd, n);
     char what[96];
@@ -102,7 +102,7 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     CHECK_REL("muon apply bf16 shadow", g_p16, ref_p, n, 4e-3);
     /* determinism of the whole update */
     dev_put(d_buf, buf, n * sizeof(float));
-    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, 0, ns_fp32, d_scr,
                                    d_part, 0));
     float *again = host_from_dev(d_upd, n);
     CHECK(memcmp(again, g_upd, n * sizeof(float)) == 0, "muon update not deterministic");
@@ -152,12 +152,12 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
         buf[k] = random_host(n, -0.5, 0.5, &rng);
         ref_buf[k] = copy_host(buf[k], n);
         ref_upd[k] = malloc(n * sizeof(float));
-        cpu_muon_compute_update(g[k], ref_buf[k], ref_upd[k], shapes[k][0], shapes[k][1], momentum, 1, 5, scratch);
+        cpu_muon_compute_update(g[k], ref_buf[k], ref_upd[k], shapes[k][0], shapes[k][1], momentum, 1, 5, 0, scratch);
         mats[k] = (CudaMuonMatrix){dev_nan(n), dev_floats(g[k], n), dev_floats(buf[k], n), shapes[k][0], shapes[k][1]};
     }
     void *d_scr = dev_alloc(cuda_muon_scratch_bytes(160, 96, COUNT));
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
-    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0));
     float *first[COUNT];
     for (int k = 0; k < COUNT; k++) {
         char what[96];
@@ -174,7 +174,7 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
     /* again, with member 1's gradient changed */
     for (size_t i = 0; i < n; i++) g[1][i] = -0.5f * g[1][i];
     dev_put((float *)mats[1].grad, g[1], n * sizeof(float));
-    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0));
     for (int k = 0; k < COUNT; k += 2) {
         float *again = host_from_dev(mats[k].update, n);
         CHECK(memcmp(again, first[k], n * sizeof(float)) == 0,
@@ -184,7 +184,7 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
     /* a 96 x 128 matrix in a batch of 96 x 160 ones */
     CudaMuonMatrix odd[2] = {mats[0], mats[1]};
     odd[1].cols = 128;
-    CHECK(cuda_muon_update_batch(h, odd, 2, momentum, 1, 5, ns_fp32, d_scr, d_part, 0) != 0 &&
+    CHECK(cuda_muon_update_batch(h, odd, 2, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0) != 0 &&
               strstr(ct_error(), "160 x 128 matrix in a batch of 96 x 160") != NULL,
           "mixed shapes: got '%s'", ct_error());
     ct_error_clear();
