@@ -335,10 +335,12 @@ static void frontier_schedule_and_optimizer_keys(void) {
         {"progress_clock=wallclock", "max_wallclock_seconds=600", NULL, NULL,
          "progress_clock = wallclock needs warmdown_frac > 0"},
         {"gptq_reserve_seconds=-1", NULL, NULL, NULL, "gptq_reserve_seconds = -1"},
-        {"gptq_reserve_seconds=0.5", NULL, NULL, NULL, "gptq_reserve_seconds = 0.5: expected below max_wallclock_seconds = 0"},
+        {"gptq_reserve_seconds=0.5", NULL, NULL, NULL,
+         "gptq_reserve_seconds = 0.5: expected below max_wallclock_seconds = 0"},
         {"gptq_reserve_seconds=600", "max_wallclock_seconds=600", NULL, NULL, "gptq_reserve_seconds = 600"},
         {"embed_wd=-0.5", NULL, NULL, NULL, "embed_wd = -0.5"},
-        {"muon_polar_express=1", "muon_backend_steps=6", NULL, NULL, "muon_backend_steps = 6: expected <= 5 with muon_polar_express"},
+        {"muon_polar_express=1", "muon_backend_steps=6", NULL, NULL,
+         "muon_backend_steps = 6: expected <= 5 with muon_polar_express"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(validate_args(bad[i].a, bad[i].b, bad[i].c, bad[i].d) != 0 && strstr(ct_error(), bad[i].expect),

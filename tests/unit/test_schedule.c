@@ -49,8 +49,8 @@ static void lr_scale_warmdown_frac(void) {
           lr_scale_frac(progress_steps(4, 20), 0.85, 0.1));
     CHECK(lr_scale_frac(0.15000000000000002, 0.85, 0.1) == (1.0 - 0.15000000000000002) / 0.85, "at the edge");
     CHECK(lr_scale_frac(0.0, 0.85, 0.1) == 1.0, "start");
-    CHECK(lr_scale_frac(progress_steps(18, 20), 0.85, 0.1) == (1.0 - 0.9) / 0.85, "step 18 of 20 above the floor: %.17g",
-          lr_scale_frac(progress_steps(18, 20), 0.85, 0.1));
+    CHECK(lr_scale_frac(progress_steps(18, 20), 0.85, 0.1) == (1.0 - 0.9) / 0.85,
+          "step 18 of 20 above the floor: %.17g", lr_scale_frac(progress_steps(18, 20), 0.85, 0.1));
     CHECK(lr_scale_frac(progress_steps(19, 20), 0.85, 0.1) == 0.1, "step 19 of 20 at the floor: %.17g",
           lr_scale_frac(progress_steps(19, 20), 0.85, 0.1));
     CHECK(lr_scale_frac(1.0, 0.85, 0.1) == 0.1, "progress 1 at the floor");
