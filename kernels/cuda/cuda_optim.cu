@@ -189,7 +189,7 @@ static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, v
 /* MuonEq-R (cpu_muon_row_normalize, bitwise): 8 threads per row, thread k summing the squares
  * of the row's elements k mod 8 in order in double (the CPU's lane k), the lanes combined
  * ((0+1)+(2+3))+((4+5)+(6+7)) through shuffles within the 8; explicit roundings, no contraction. */
-enum { ROW_NORM_LANES = 8, ROW_NORM_MAX_COLS = 1 << 14 };
+enum { ROW_NORM_LANES = 8 };
 static __global__ void muon_row_normalize_kernel(float *u, int rows, int cols) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     const int r = t / ROW_NORM_LANES, k = t % ROW_NORM_LANES;
@@ -209,8 +209,9 @@ static __global__ void muon_row_normalize_kernel(float *u, int rows, int cols) {
 }
 
 extern "C" int cuda_muon_row_normalize(float *u, int rows, int cols, cudaStream_t stream) {
-    if (rows <= 0 || cols <= 0 || cols > ROW_NORM_MAX_COLS)
-        return ct_fail("cuda muon row normalize: %d x %d (rows of 1 to %d elements)", rows, cols, ROW_NORM_MAX_COLS);
+    if (rows <= 0 || cols <= 0 || cols > CUDA_MUON_ROW_NORM_MAX_COLS)
+        return ct_fail("cuda muon row normalize: %d x %d (rows of 1 to %d elements)", rows, cols,
+                       CUDA_MUON_ROW_NORM_MAX_COLS);
     const size_t threads = (size_t)rows * ROW_NORM_LANES;
     muon_row_normalize_kernel<<<ct_grid_1d(threads, 256), 256, 0, stream>>>(u, rows, cols);
     CT_LAUNCHED("muon_row_normalize", stream);

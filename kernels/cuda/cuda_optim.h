@@ -55,7 +55,10 @@ int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, in
 /* One matrix: cuda_muon_update_batch with count 1 (scratch: cuda_muon_scratch_bytes(rows, cols, 1)). */
 int cuda_muon_update(cublasHandle_t handle, const CudaMuonMatrix *matrix, double momentum, int nesterov, int ns_steps,
                      int flags, int ns_fp32, void *scratch, double *partials, cudaStream_t stream);
-/* MuonEq-R in place on a rows x cols fp32 matrix, bitwise cpu_muon_row_normalize (cols <= 16384). */
+/* MuonEq-R in place on a rows x cols fp32 matrix, bitwise cpu_muon_row_normalize, for rows of at
+ * most CUDA_MUON_ROW_NORM_MAX_COLS elements (where the CPU's fixed-order sum is one block of eight
+ * lanes; the backend refuses longer rows at creation). */
+#define CUDA_MUON_ROW_NORM_MAX_COLS 16384
 int cuda_muon_row_normalize(float *u, int rows, int cols, cudaStream_t stream);
 /* For a matrix whose update another rank computes (sharded Muon): buf = buf*mu + g, bitwise
  * cpu_muon_momentum_advance, then g = +0. */

@@ -996,6 +996,29 @@ static void grad_buffer_and_sync_round_trip(void) {
     config_free(&cfg);
 }
 
+/* muon_row_normalize with rows longer than the CUDA kernel takes (mlp.proj of 129 x 128 = 16512
+ * in-features) is refused at creation, naming the key, the matrix and the limit, before any
+ * step could fail half-way. */
+static void row_normalize_long_rows_refused(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    static const char *const keys[][2] = {
+        {"num_layers", "1"}, {"mlp_mult", "129"}, {"muon_row_normalize", "1"}, {NULL, NULL}};
+    set_keys(&cfg, keys);
+    TrainState st;
+    CHECK(train_state_init(&st, &cfg) == 0, "state: %s", ct_error());
+    Backend *b = NULL;
+    CHECK(backend_cuda_create(&b, &cfg, &st) != 0 &&
+              strstr(ct_error(), "muon_row_normalize = 1 with blocks.0.mlp.proj.weight's rows of 16512 elements") &&
+              strstr(ct_error(), "at most 16384"),
+          "created, or another message: '%s'", ct_error());
+    ct_error_clear();
+    if (b) b->destroy(b);
+    train_state_free(&st);
+    config_free(&cfg);
+}
+
 static void creation_reports_memory(void) {
     REQUIRE_GPU();
     Config cfg;
@@ -1213,6 +1236,7 @@ int main(void) {
     RUN(resume_with_averages_bitwise);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
+    RUN(row_normalize_long_rows_refused);
     RUN(device_auto_picks_cuda);
     RUN(position_logits_match_cpu);
     RUN(sliding_eval_matches_cpu);
