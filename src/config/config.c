@@ -372,31 +372,7 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->warmup_steps >= 0, "warmup_steps = %lld: expected >= 0", (long long)c->warmup_steps);
     REQUIRE(c->max_wallclock_seconds >= 0, "max_wallclock_seconds = %g: expected >= 0 (0 = off)",
             c->max_wallclock_seconds);
-    REQUIRE(c->warmdown_frac >= 0 && c->warmdown_frac <= 1,
-            "warmdown_frac = %g: expected in [0, 1] (the fraction of progress the warmdown takes; 0 = warmdown_iters)",
-            c->warmdown_frac);
-    REQUIRE(c->min_lr >= 0 && c->min_lr <= 1,
-            "min_lr = %g: expected in [0, 1] (a floor of the LR multiplier, not an LR)", c->min_lr);
-    REQUIRE(c->min_lr == 0 || c->warmdown_frac > 0,
-            "min_lr = %g needs warmdown_frac > 0: the floor belongs to warmdown_frac's warmdown (warmdown_frac = 0 "
-            "uses warmdown_iters, which has none)",
-            c->min_lr);
-    REQUIRE(!strcmp(c->progress_clock, "steps") || !strcmp(c->progress_clock, "wallclock"),
-            "progress_clock = '%s': expected steps or wallclock", c->progress_clock);
-    REQUIRE(strcmp(c->progress_clock, "wallclock") || c->max_wallclock_seconds > 0,
-            "progress_clock = wallclock needs max_wallclock_seconds > 0 (got %g): the wall-clock progress is "
-            "train_time over that budget",
-            c->max_wallclock_seconds);
-    REQUIRE(strcmp(c->progress_clock, "wallclock") || c->warmdown_frac > 0,
-            "progress_clock = wallclock needs warmdown_frac > 0 (got %g): warmdown_iters' form keeps its own "
-            "time-based warmdown under max_wallclock_seconds",
-            c->warmdown_frac);
-    REQUIRE(c->gptq_reserve_seconds >= 0, "gptq_reserve_seconds = %g: expected >= 0 (0 = none)",
-            c->gptq_reserve_seconds);
-    REQUIRE(c->gptq_reserve_seconds == 0 || c->gptq_reserve_seconds < c->max_wallclock_seconds,
-            "gptq_reserve_seconds = %g: expected below max_wallclock_seconds = %g (it is taken off that budget; "
-            "0 without one)",
-            c->gptq_reserve_seconds, c->max_wallclock_seconds);
+    if (config_validate_schedule_optim(c) != 0) return -1; /* the 1.0611 record's keys: config_frontier.c */
     const struct { const char *name; double v; } lrs[] = {
         {"embed_lr", c->embed_lr}, {"head_lr", c->head_lr}, {"tied_embed_lr", c->tied_embed_lr},
         {"matrix_lr", c->matrix_lr}, {"scalar_lr", c->scalar_lr}, {"grad_clip_norm", c->grad_clip_norm},
@@ -415,13 +391,6 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->adam_eps > 0, "adam_eps = %g: expected > 0", c->adam_eps);
     REQUIRE(c->muon_wd >= 0, "muon_wd = %g: expected >= 0 (0 = no weight decay)", c->muon_wd);
     REQUIRE(c->adam_wd >= 0, "adam_wd = %g: expected >= 0 (0 = no weight decay)", c->adam_wd);
-    enum { POLAR_EXPRESS_STEPS = 5 }; /* the triples of kernels/ns5.h (a layer config may not include) */
-    REQUIRE(c->embed_wd >= 0 || c->embed_wd == -1,
-            "embed_wd = %g: expected >= 0, or -1 (the token-embedding group follows adam_wd)", c->embed_wd);
-    REQUIRE(!c->muon_polar_express || c->muon_backend_steps <= POLAR_EXPRESS_STEPS,
-            "muon_backend_steps = %lld: expected <= %d with muon_polar_express = 1 (Polar Express has %d "
-            "coefficient triples, one per iteration)",
-            (long long)c->muon_backend_steps, POLAR_EXPRESS_STEPS, POLAR_EXPRESS_STEPS);
     REQUIRE(c->ema_decay > 0 && c->ema_decay < 1, "ema_decay = %g: expected in (0, 1), e.g. train_gpt.py's 0.997",
             c->ema_decay);
     REQUIRE(c->swa_every >= 1, "swa_every = %lld: expected >= 1", (long long)c->swa_every);

@@ -11,7 +11,11 @@
  * amplified a few times per step; the measured relative Frobenius error after 5 steps is ~1e-6
  * (2e-6 at most here), so 1e-4 leaves room for other BLAS kernels without hiding a real bug (a
  * wrong coefficient or a missed transpose gives O(1) errors). Element-wise ops (Adam, momentum):
- * a handful of fp32 roundings, bound 1e-5 relative on the update. */
+ * a handful of fp32 roundings, bound 1e-5 relative on the update.
+ *
+ * Contents (sections, in order): double-precision references; Newton–Schulz; the 1.0611
+ * record's Muon options (Polar Express, MuonEq-R, both through the update); Muon; Adam;
+ * clipping (and the fixed-order sum of squares); weight decay per group (embed_wd). */
 #include "backend.h"
 #include "common.h"
 #include "cpu_optim.h"
@@ -237,6 +241,8 @@ static void ns5_bitwise_across_thread_counts(void) {
         CHECK(same_in_place, "%dx%d: in-place result differs", rows, cols);
     }
 }
+
+/* ---- the 1.0611 record's Muon options (issue 56) ---- */
 
 /* Polar Express (muon_polar_express): the per-iteration triples against the same iteration in
  * double with the record's coefficients (the fp32 ones are those rounded once, 6e-8 relative,
@@ -520,6 +526,8 @@ static void sumsq_bitwise_across_thread_counts(void) {
     CHECK(fabs(one - (double)exact) <= 1e-13 * (double)exact, "%.17g vs %.17Lg", one, exact);
     CHECK(cpu_sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
 }
+
+/* ---- weight decay per group (the CPU backend's step) ---- */
 
 /* Decoupled weight decay per group, through the CPU backend's optimizer step. With every gradient
  * zero, Adam's and Muon's updates are zero, so the step only decays: each weight becomes
