@@ -1,9 +1,9 @@
 /* test_checkpoint.c — HDF5 checkpoints (checkpoint/): bitwise save/load round trips, `latest`
  * and pruning, detection of every kind of damage (truncation, a flipped byte inside a tensor,
  * a missing tensor, a wrong format attribute, an edited attribute), the resume checks (SHAPE
- * keys, data files, FREE keys reported; a file whose /config lacks newer FREE keys), resume=auto's fallback to an older checkpoint, saves
- * that fail or are killed (SIGKILL) at every stage, HDF5_USE_FILE_LOCKING, and the exit codes
- * of `ctrain ckpt`.
+ * keys, data files, FREE keys reported; a file whose /config lacks newer FREE keys),
+ * resume=auto's fallback to an older checkpoint, saves that fail or are killed (SIGKILL) at
+ * every stage, HDF5_USE_FILE_LOCKING, and the exit codes of `ctrain ckpt`.
  *
  * Run as `test_checkpoint --fixture DIR` it only writes checkpoints for tests/cli/test_ckpt.sh
  * (see make_fixture). */
