@@ -37,6 +37,17 @@ size_t cpu_newton_schulz5_scratch_floats(int rows, int cols);
  * scratch holds cpu_newton_schulz5_scratch_floats(rows, cols) floats. steps >= 0. */
 void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch);
 
+/* cpu_newton_schulz5 with the coefficients of ns5.h's ns_coefficients: polar_express = 1 runs
+ * ns_iterations(1, steps) iterations, iteration k with Polar Express's triple k; 0 is
+ * cpu_newton_schulz5 itself (same bits). */
+void cpu_newton_schulz(const float *G, float *X, int rows, int cols, int steps, int polar_express, float *scratch);
+
+/* MuonEq-R, in place on a rows x cols matrix: each row divided by max(||row||_2, 1e-7f), the
+ * norm's square summed in double as cpu_sumsq_fixed_order sums a row (eight interleaved lanes,
+ * lane k taking the elements k mod 8 in order, combined ((0+1)+(2+3))+((4+5)+(6+7)); rows of
+ * up to 16384 elements), its square root rounded to fp32, the division in fp32. */
+void cpu_muon_row_normalize(float *u, int rows, int cols);
+
 /* ---- Muon ----------------------------------------------------------------------------------- */
 
 /* Floats of scratch cpu_muon_compute_update needs (that of cpu_newton_schulz5). */
@@ -45,12 +56,13 @@ size_t cpu_muon_scratch_floats(int rows, int cols);
 /* The per-rank half of Muon.step for one matrix parameter of shape rows x cols:
  *   buf = momentum*buf + grad                         (buf.mul_(momentum).add_(grad))
  *   u   = nesterov ? grad + momentum*buf : buf         (grad.add(buf, alpha=momentum))
- *   update = cpu_newton_schulz5(u, ns_steps) * sqrt(max(1, rows/cols))
+ *   u   = cpu_muon_row_normalize(u)                    (flags & CT_MUON_ROW_NORMALIZE)
+ *   update = cpu_newton_schulz(u, ns_steps, flags & CT_MUON_POLAR_EXPRESS) * sqrt(max(1, rows/cols))
  * momentum_buf (rows*cols, zero at the first step) is updated in place; update receives
  * rows*cols floats and may not alias grad or momentum_buf. momentum is rounded to fp32 as torch
  * does with a Python float scalar. scratch: cpu_muon_scratch_floats(rows, cols) floats. */
 void cpu_muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
-                         double momentum, int nesterov, int ns_steps, float *scratch);
+                         double momentum, int nesterov, int ns_steps, int flags, float *scratch);
 
 /* Only the momentum line of cpu_muon_compute_update (buf = momentum*buf + grad, same bits), for
  * ranks that do not compute this matrix's update under Muon sharding but must keep the

@@ -38,7 +38,12 @@ static void transpose_scaled(const float *src, float *dst, int r, int c, float d
 }
 
 void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps, float *scratch) {
+    cpu_newton_schulz(G, X, rows, cols, steps, 0, scratch);
+}
+
+void cpu_newton_schulz(const float *G, float *X, int rows, int cols, int steps, int polar_express, float *scratch) {
     assert(G && X && scratch && rows > 0 && cols > 0 && steps >= 0);
+    steps = ns_iterations(polar_express, steps);
     /* Work on the orientation with the short side first: the Gram matrix A is then m x m. */
     const int transposed = rows > cols;
     const int m = transposed ? cols : rows, n = transposed ? rows : cols;
@@ -56,15 +61,17 @@ void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps,
     }
 
     for (int s = 0; s < steps; s++) {
+        float a, b, c;
+        ns_coefficients(polar_express, s, &a, &b, &c);
         /* A = X X^T */
         cpu_sgemm_symmetric(1, m, n, 1.0f, x_cur, n, x_cur, n, 0.0f, gram, m);
         /* B = b*A + c*(A A): start from A and let sgemm's beta apply b. A A is symmetric because
          * A is exactly symmetric. */
         memcpy(poly, gram, mm * sizeof *poly);
-        cpu_sgemm_symmetric(0, m, m, NS5_C, gram, m, gram, m, NS5_B, poly, m);
+        cpu_sgemm_symmetric(0, m, m, c, gram, m, gram, m, b, poly, m);
         /* X = a*X + B X */
         memcpy(x_next, x_cur, mn * sizeof *x_next);
-        cpu_sgemm(0, 0, m, n, m, 1.0f, poly, m, x_cur, n, NS5_A, x_next, n);
+        cpu_sgemm(0, 0, m, n, m, 1.0f, poly, m, x_cur, n, a, x_next, n);
         float *swap = x_cur;
         x_cur = x_next;
         x_next = swap;
@@ -74,6 +81,17 @@ void cpu_newton_schulz5(const float *G, float *X, int rows, int cols, int steps,
         transpose_scaled(x_cur, X, m, n, 1.0f);
     } else {
         memcpy(X, x_cur, mn * sizeof *X);
+    }
+}
+
+void cpu_muon_row_normalize(float *u, int rows, int cols) {
+    assert(u && rows > 0 && cols > 0);
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < rows; r++) {
+        float *row = u + (size_t)r * cols;
+        const float norm = (float)sqrt(cpu_sumsq_fixed_order(row, (size_t)cols));
+        const float divisor = norm < NS_ROW_NORM_EPS ? NS_ROW_NORM_EPS : norm; /* clamp_min: NaN stays NaN */
+        for (int j = 0; j < cols; j++) row[j] /= divisor;
     }
 }
 
@@ -92,7 +110,7 @@ void cpu_muon_momentum_advance(const float *grad, float *momentum_buf, size_t n,
 }
 
 void cpu_muon_compute_update(const float *grad, float *momentum_buf, float *update, int rows, int cols,
-                         double momentum, int nesterov, int ns_steps, float *scratch) {
+                         double momentum, int nesterov, int ns_steps, int flags, float *scratch) {
     assert(grad && momentum_buf && update && scratch && rows > 0 && cols > 0);
     assert(update != grad && update != momentum_buf);
     const size_t n = (size_t)rows * cols;
@@ -108,7 +126,8 @@ void cpu_muon_compute_update(const float *grad, float *momentum_buf, float *upda
         update[i] = nesterov ? fmaf(buf, mu, grad[i]) : buf;
     }
 
-    cpu_newton_schulz5(update, update, rows, cols, ns_steps, scratch);
+    if (flags & CT_MUON_ROW_NORMALIZE) cpu_muon_row_normalize(update, rows, cols);
+    cpu_newton_schulz(update, update, rows, cols, ns_steps, (flags & CT_MUON_POLAR_EXPRESS) != 0, scratch);
 
     /* g *= max(1, rows/cols) ** 0.5, computed in double like Python, applied as an fp32 scalar. */
     const double aspect = (double)rows / (double)cols;

@@ -151,12 +151,15 @@ extern "C" size_t cuda_muon_scratch_bytes(int rows, int cols, int count) {
  * stored one after the other; returns the buffer holding the results (one of x0 / x1). Each
  * product is one batched product over the count matrices. */
 static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, void *poly, int m, int n, int count,
-                        int steps, int type, cudaStream_t stream, int *rc) {
+                        int steps, int polar_express, int type, cudaStream_t stream, int *rc) {
     const size_t esize = type == CT_BF16 ? sizeof(__nv_bfloat16) : sizeof(float);
     const long long mn = (long long)m * n, mm = (long long)m * m;
     void *x_cur = x0, *x_next = x1;
     *rc = -1;
+    steps = ns_iterations(polar_express, steps);
     for (int s = 0; s < steps; s++) {
+        float a, b, c; /* ns5.h: the quintic's, or Polar Express's triple s */
+        ns_coefficients(polar_express, s, &a, &b, &c);
         /* A = X X^T */
         if (cuda_gemm_batched(handle, 0, 1, m, m, n, 1.0f, x_cur, type, n, mn, x_cur, type, n, mn, 0.0f, gram, type, m,
                               mm, count) != 0)
@@ -165,15 +168,15 @@ static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, v
         if (cuda_check(cudaMemcpyAsync(poly, gram, (size_t)(count * mm) * esize, cudaMemcpyDeviceToDevice, stream),
                        "muon: copy of the Gram matrices") != 0)
             return x_cur;
-        if (cuda_gemm_batched(handle, 0, 0, m, m, m, NS5_C, gram, type, m, mm, gram, type, m, mm, NS5_B, poly, type, m,
-                              mm, count) != 0)
+        if (cuda_gemm_batched(handle, 0, 0, m, m, m, c, gram, type, m, mm, gram, type, m, mm, b, poly, type, m, mm,
+                              count) != 0)
             return x_cur;
         /* X = a*X + B X */
         if (cuda_check(cudaMemcpyAsync(x_next, x_cur, (size_t)(count * mn) * esize, cudaMemcpyDeviceToDevice, stream),
                        "muon: copy of X") != 0)
             return x_cur;
-        if (cuda_gemm_batched(handle, 0, 0, m, n, m, 1.0f, poly, type, m, mm, x_cur, type, n, mn, NS5_A, x_next, type,
-                              n, mn, count) != 0)
+        if (cuda_gemm_batched(handle, 0, 0, m, n, m, 1.0f, poly, type, m, mm, x_cur, type, n, mn, a, x_next, type, n,
+                              mn, count) != 0)
             return x_cur;
         void *t = x_cur;
         x_cur = x_next;
@@ -183,18 +186,52 @@ static void *ns_iterate(cublasHandle_t handle, void *x0, void *x1, void *gram, v
     return x_cur;
 }
 
+/* MuonEq-R (cpu_muon_row_normalize, bitwise): 8 threads per row, thread k summing the squares
+ * of the row's elements k mod 8 in order in double (the CPU's lane k), the lanes combined
+ * ((0+1)+(2+3))+((4+5)+(6+7)) through shuffles within the 8; explicit roundings, no contraction. */
+enum { ROW_NORM_LANES = 8 };
+static __global__ void muon_row_normalize_kernel(float *u, int rows, int cols) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int r = t / ROW_NORM_LANES, k = t % ROW_NORM_LANES;
+    float *row = u + (size_t)(r < rows ? r : 0) * cols;
+    double lane = 0.0;
+    if (r < rows)
+        for (int j = k; j < cols; j += ROW_NORM_LANES)
+            lane = __dadd_rn(lane, __dmul_rn((double)row[j], (double)row[j]));
+    /* every thread of the warp takes part in the shuffles; groups of 8 never straddle a row */
+    const double pair = __dadd_rn(lane, __shfl_xor_sync(0xffffffffu, lane, 1)); /* (0+1), (2+3), ... */
+    const double quad = __dadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2)); /* (0+1)+(2+3), ... */
+    const double sum = __dadd_rn(quad, __shfl_xor_sync(0xffffffffu, quad, 4));
+    if (r >= rows) return;
+    const float norm = (float)sqrt(sum);
+    const float divisor = norm < NS_ROW_NORM_EPS ? NS_ROW_NORM_EPS : norm; /* clamp_min: NaN stays NaN */
+    for (int j = k; j < cols; j += ROW_NORM_LANES) row[j] = __fdiv_rn(row[j], divisor);
+}
+
+extern "C" int cuda_muon_row_normalize(float *u, int rows, int cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0 || cols > CUDA_MUON_ROW_NORM_MAX_COLS)
+        return ct_fail("cuda muon row normalize: %d x %d (rows of 1 to %d elements)", rows, cols,
+                       CUDA_MUON_ROW_NORM_MAX_COLS);
+    const size_t threads = (size_t)rows * ROW_NORM_LANES;
+    muon_row_normalize_kernel<<<ct_grid_1d(threads, 256), 256, 0, stream>>>(u, rows, cols);
+    CT_LAUNCHED("muon_row_normalize", stream);
+    return 0;
+}
+
 static int side_min(const CudaMuonMatrix *a) { return a->rows < a->cols ? a->rows : a->cols; }
 static int side_max(const CudaMuonMatrix *a) { return a->rows < a->cols ? a->cols : a->rows; }
 
 /* The momentum lines of matrix a, its norm, and X = u / (norm + eps) (transposed when tall) into
  * slot x of the batch, in the iteration's precision. */
 template <typename TX>
-static int muon_prepare(const CudaMuonMatrix *a, TX *x, double momentum, int nesterov, double *partials,
+static int muon_prepare(const CudaMuonMatrix *a, TX *x, double momentum, int nesterov, int flags, double *partials,
                         cudaStream_t stream) {
     const size_t n_el = (size_t)a->rows * a->cols;
     muon_momentum_kernel<<<ct_grid_1d(n_el, 256), 256, 0, stream>>>(a->update, a->momentum_buf, a->grad, n_el,
                                                                     (float)momentum, nesterov ? 1 : 0);
     CT_LAUNCHED("muon_momentum", stream);
+    if ((flags & CT_MUON_ROW_NORMALIZE) && cuda_muon_row_normalize(a->update, a->rows, a->cols, stream) != 0)
+        return -1;
     /* ||u||_F^2 in double, fixed order, kept on the device after the partials (read by the
      * conversion queued next, so one slot serves every matrix of the batch) */
     double *norm_sq = partials + cuda_reduce_doubles(n_el);
@@ -216,7 +253,7 @@ static int muon_finish(const CudaMuonMatrix *a, const TX *x, cudaStream_t stream
 
 template <typename TX>
 static int muon_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum, int nesterov,
-                      int ns_steps, int type, void *scratch, double *partials, cudaStream_t stream) {
+                      int ns_steps, int flags, int type, void *scratch, double *partials, cudaStream_t stream) {
     const int m = side_min(&mats[0]), n = side_max(&mats[0]);
     const size_t mn = (size_t)m * n;
     char *base = (char *)scratch;
@@ -224,9 +261,10 @@ static int muon_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int cou
     void *gram = base + 2 * align256((size_t)count * mn * sizeof(float));
     void *poly = (char *)gram + align256((size_t)count * m * m * sizeof(float));
     for (int k = 0; k < count; k++)
-        if (muon_prepare<TX>(&mats[k], x0 + k * mn, momentum, nesterov, partials, stream) != 0) return -1;
+        if (muon_prepare<TX>(&mats[k], x0 + k * mn, momentum, nesterov, flags, partials, stream) != 0) return -1;
     int rc = 0;
-    const TX *x = (const TX *)ns_iterate(handle, x0, x1, gram, poly, m, n, count, ns_steps, type, stream, &rc);
+    const TX *x = (const TX *)ns_iterate(handle, x0, x1, gram, poly, m, n, count, ns_steps,
+                                         (flags & CT_MUON_POLAR_EXPRESS) != 0, type, stream, &rc);
     if (rc != 0)
         return ct_fail_prefix("muon Newton-Schulz (%s, %d matrices of %d x %d)", type == CT_BF16 ? "bf16" : "fp32",
                               count, m, n);
@@ -236,8 +274,8 @@ static int muon_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int cou
 }
 
 extern "C" int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum,
-                                      int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
-                                      cudaStream_t stream) {
+                                      int nesterov, int ns_steps, int flags, int ns_fp32, void *scratch,
+                                      double *partials, cudaStream_t stream) {
     if (count < 1) return ct_fail("cuda muon: a batch of %d matrices", count);
     if (ns_steps < 0) return ct_fail("cuda muon: ns_steps %d", ns_steps);
     for (int k = 0; k < count; k++) {
@@ -247,15 +285,17 @@ extern "C" int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatri
             return ct_fail("cuda muon: a %d x %d matrix in a batch of %d x %d matrices", a->rows, a->cols,
                            mats[0].rows, mats[0].cols);
     }
-    if (ns_fp32) return muon_batch<float>(handle, mats, count, momentum, nesterov, ns_steps, CT_F32, scratch, partials,
-                                          stream);
-    return muon_batch<__nv_bfloat16>(handle, mats, count, momentum, nesterov, ns_steps, CT_BF16, scratch, partials,
-                                     stream);
+    if (ns_fp32) return muon_batch<float>(handle, mats, count, momentum, nesterov, ns_steps, flags, CT_F32, scratch,
+                                          partials, stream);
+    return muon_batch<__nv_bfloat16>(handle, mats, count, momentum, nesterov, ns_steps, flags, CT_BF16, scratch,
+                                     partials, stream);
 }
 
 extern "C" int cuda_muon_update(cublasHandle_t handle, const CudaMuonMatrix *matrix, double momentum, int nesterov,
-                                int ns_steps, int ns_fp32, void *scratch, double *partials, cudaStream_t stream) {
-    return cuda_muon_update_batch(handle, matrix, 1, momentum, nesterov, ns_steps, ns_fp32, scratch, partials, stream);
+                                int ns_steps, int flags, int ns_fp32, void *scratch, double *partials,
+                                cudaStream_t stream) {
+    return cuda_muon_update_batch(handle, matrix, 1, momentum, nesterov, ns_steps, flags, ns_fp32, scratch, partials,
+                                  stream);
 }
 
 static __global__ void muon_apply_kernel(float *p, __nv_bfloat16 *p_bf16, const float *update, size_t n,

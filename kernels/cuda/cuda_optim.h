@@ -23,8 +23,12 @@ int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v
 
 /* Muon's update of one rows x cols matrix, cpu_muon_compute_update's semantics:
  *   buf = buf*mu + g; u = nesterov ? g + mu*buf : buf        (bitwise the CPU's lines)
+ *   u = cuda_muon_row_normalize(u)                           (flags & CT_MUON_ROW_NORMALIZE)
  *   X = u / (||u||_F + 1e-7) (norm in double, fixed order), transposed when rows > cols
  *   ns_steps x: A = X X^T; B = b*A + c*A A; X = a*X + B X   (cuBLAS; bf16 operands and results
+ *                                                          (a, b, c: ns5.h's ns_coefficients,
+ *                                                          Polar Express's with
+ *                                                          flags & CT_MUON_POLAR_EXPRESS)
  *                                                          with fp32 accumulation as train_gpt.py,
  *                                                          or fp32 throughout when ns_fp32)
  *   update (fp32 [rows,cols]) = X (transposed back) * sqrt(max(1, rows/cols))
@@ -46,11 +50,16 @@ typedef struct {
  * precision; partials: cuda_reduce_doubles(largest rows*cols) + 1 doubles. */
 size_t cuda_muon_scratch_bytes(int rows, int cols, int count);
 int cuda_muon_update_batch(cublasHandle_t handle, const CudaMuonMatrix *mats, int count, double momentum,
-                           int nesterov, int ns_steps, int ns_fp32, void *scratch, double *partials,
+                           int nesterov, int ns_steps, int flags, int ns_fp32, void *scratch, double *partials,
                            cudaStream_t stream);
 /* One matrix: cuda_muon_update_batch with count 1 (scratch: cuda_muon_scratch_bytes(rows, cols, 1)). */
 int cuda_muon_update(cublasHandle_t handle, const CudaMuonMatrix *matrix, double momentum, int nesterov, int ns_steps,
-                     int ns_fp32, void *scratch, double *partials, cudaStream_t stream);
+                     int flags, int ns_fp32, void *scratch, double *partials, cudaStream_t stream);
+/* MuonEq-R in place on a rows x cols fp32 matrix, bitwise cpu_muon_row_normalize, for rows of at
+ * most CUDA_MUON_ROW_NORM_MAX_COLS elements (where the CPU's fixed-order sum is one block of eight
+ * lanes; the backend refuses longer rows at creation). */
+#define CUDA_MUON_ROW_NORM_MAX_COLS 16384
+int cuda_muon_row_normalize(float *u, int rows, int cols, cudaStream_t stream);
 /* For a matrix whose update another rank computes (sharded Muon): buf = buf*mu + g, bitwise
  * cpu_muon_momentum_advance, then g = +0. */
 int cuda_muon_momentum_advance(float *grad, float *momentum_buf, size_t n, double momentum, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "backend_cuda.h"
 #include "common.h"
+#include "ns5.h"
 #include "schedule.h"
 
 void backend_resolve_device(Config *cfg, char *note, size_t cap) {
@@ -42,12 +43,15 @@ StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scal
         .muon_momentum = muon_momentum_at(step, cfg->muon_momentum_warmup_start, cfg->muon_momentum,
                                           cfg->muon_momentum_warmup_steps),
         .muon_steps = (int)cfg->muon_backend_steps,
+        .muon_flags = (cfg->muon_polar_express ? CT_MUON_POLAR_EXPRESS : 0) |
+                      (cfg->muon_row_normalize ? CT_MUON_ROW_NORMALIZE : 0),
         .beta1 = cfg->beta1,
         .beta2 = cfg->beta2,
         .adam_eps = cfg->adam_eps,
         .grad_clip_norm = cfg->grad_clip_norm,
         .muon_wd = cfg->muon_wd,
         .adam_wd = cfg->adam_wd,
+        .embed_wd = cfg->embed_wd >= 0 ? cfg->embed_wd : cfg->adam_wd,
         .ema_decay = cfg->ema_enabled ? cfg->ema_decay : 0.0,
         .swa_add = train_state_has_swa(cfg) && lr_scale < 0.5 && (step + 1) % cfg->swa_every == 0,
         .shard_rank = 0,

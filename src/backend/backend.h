@@ -19,12 +19,14 @@ typedef struct {
     double token_lr, head_lr, matrix_lr, scalar_lr;
     double muon_momentum;
     int muon_steps;
+    int muon_flags; /* CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE (kernels/ns5.h); 0 = the baseline's */
     double beta1, beta2, adam_eps;
     double grad_clip_norm; /* 0 = off */
     /* Decoupled weight decay (0 = off): before its update each weight is multiplied by
      * 1 - lr * wd, lr its group's learning rate above: muon_wd for the Muon matrices, adam_wd
-     * for the token-embedding and scalar groups (torch.optim.AdamW); lm_head gets none. */
-    double muon_wd, adam_wd;
+     * for the scalar group and embed_wd for the token-embedding group (torch.optim.AdamW; the
+     * configuration's embed_wd = -1 puts adam_wd here); lm_head gets none. */
+    double muon_wd, adam_wd, embed_wd;
     /* Weight averaging after the update (TrainState.ema / swa_sum): ema_decay > 0 steps the
      * EMA, ema = d*ema + (1-d)*w; swa_add adds the new weights to the SWA sum (a copy when
      * swa_count is 0) and counts them. */

@@ -35,7 +35,7 @@ int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *fa
     double lr, wd;
     switch (group) {
     case PARAM_MATRIX: lr = h->matrix_lr, wd = h->muon_wd; break;
-    case PARAM_TOKEN_EMBED:
+    case PARAM_TOKEN_EMBED: lr = backend_adam_lr(group, h), wd = h->embed_wd; break;
     case PARAM_SCALAR: lr = backend_adam_lr(group, h), wd = h->adam_wd; break;
     default: return 0; /* PARAM_HEAD: torch.optim.Adam in the record, no decay */
     }

@@ -38,8 +38,9 @@ double backend_adam_lr(ParamGroup group, const StepHyper *h);
 
 /* Decoupled weight decay of a parameter group in a step, as train_gpt.py's optimizers: 1 with
  * *factor = 1 - lr * wd (double; lr the group's scheduled learning rate) for the Muon matrices
- * (muon_wd) and the token-embedding and scalar groups (adam_wd: torch.optim.AdamW); 0 (no
- * decay) when that wd is 0 and for lm_head, which the record steps with plain Adam. */
+ * (muon_wd), the token-embedding group (embed_wd) and the scalar group (adam_wd; both
+ * torch.optim.AdamW); 0 (no decay) when that wd is 0 and for lm_head, which the record steps
+ * with plain Adam. */
 int backend_weight_decay_factor(ParamGroup group, const StepHyper *h, double *factor);
 
 /* Whether late QAT fake-quantizes parameter p while it is on (docs/model.md, "Late QAT"): the

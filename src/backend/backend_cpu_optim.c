@@ -58,7 +58,8 @@ int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {
         float *update = cb->muon_updates + at;
         if (matrix_index++ % world == h->shard_rank)
             cpu_muon_compute_update(st->grads + p->offset, st->momentum + p->offset, update, (int)p->shape[0],
-                                (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, cb->muon_scratch);
+                                (int)p->shape[1], h->muon_momentum, 1, h->muon_steps, h->muon_flags,
+                                cb->muon_scratch);
         else { /* another rank computes this update; keep our momentum buffer in step with it */
             cpu_muon_momentum_advance(st->grads + p->offset, st->momentum + p->offset, p->count, h->muon_momentum);
             cpu_zero(update, p->count);

@@ -213,7 +213,12 @@ static void cuda_destroy(Backend *b) {
 }
 
 /* The model shapes the kernels cover, with the message for the first that is not. */
-static int check_model(const ModelSpec *s) {
+static int check_model(const ModelSpec *s, const Config *cfg) {
+    for (int i = 0; cfg->muon_row_normalize && i < s->num_params; i++)
+        if (s->params[i].group == PARAM_MATRIX && s->params[i].shape[1] > CUDA_MUON_ROW_NORM_MAX_COLS)
+            return ct_fail("device = cuda: muon_row_normalize = 1 with %s's rows of %lld elements: the CUDA kernel "
+                           "takes rows of at most %d (use device=cpu)",
+                           s->params[i].name, (long long)s->params[i].shape[1], CUDA_MUON_ROW_NORM_MAX_COLS);
     if (!cuda_attention_supported(s->head_dim))
         return ct_fail("device = cuda: head_dim %d (model_dim %d / num_heads %d) is not supported by the CUDA "
                        "attention "
@@ -406,7 +411,7 @@ static void write_start_line(CudaBackend *cb) {
 int backend_cuda_create(Backend **out, const Config *cfg, TrainState *st) {
     int device = 0, B = 0, T = 0;
     if (cuda_select_device(&device) != 0) return -1;
-    if (check_model(&st->spec) != 0 || micro_batch_shape(cfg, &B, &T) != 0) return -1;
+    if (check_model(&st->spec, cfg) != 0 || micro_batch_shape(cfg, &B, &T) != 0) return -1;
     CudaBackend *cb = new_cuda_backend(cfg, st, device, B, T);
     struct cudaDeviceProp prop;
     if (open_device(cb, &prop) != 0 || allocate(cb, &prop) != 0 || upload_rope_tables(cb) != 0 ||

@@ -59,7 +59,7 @@ static int muon_batch_step(CudaBackend *cb, int j, const StepHyper *h, int world
         float *g = cb->d_grads + p->offset;
         mats[i] = (CudaMuonMatrix){g, g, cb->d_momentum + p->offset, (int)p->shape[0], (int)p->shape[1]};
     }
-    if (cuda_muon_update_batch(cb->blas, mats, k->count, h->muon_momentum, 1, h->muon_steps, cb->ns_fp32,
+    if (cuda_muon_update_batch(cb->blas, mats, k->count, h->muon_momentum, 1, h->muon_steps, h->muon_flags, cb->ns_fp32,
                                cb->muon_scratch, cb->red_partials, cb->stream) != 0)
         return ct_fail_prefix("optimizer step, Muon batch %d (%s and %d more)", j, s->params[members[0]].name,
                               k->count - 1);

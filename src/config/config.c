@@ -372,6 +372,7 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->warmup_steps >= 0, "warmup_steps = %lld: expected >= 0", (long long)c->warmup_steps);
     REQUIRE(c->max_wallclock_seconds >= 0, "max_wallclock_seconds = %g: expected >= 0 (0 = off)",
             c->max_wallclock_seconds);
+    if (config_validate_schedule_optim(c) != 0) return -1; /* the 1.0611 record's keys: config_frontier.c */
     const struct { const char *name; double v; } lrs[] = {
         {"embed_lr", c->embed_lr}, {"head_lr", c->head_lr}, {"tied_embed_lr", c->tied_embed_lr},
         {"matrix_lr", c->matrix_lr}, {"scalar_lr", c->scalar_lr}, {"grad_clip_norm", c->grad_clip_norm},

@@ -87,6 +87,9 @@ int config_apply_args(Config *cfg, int argc, char **argv);
 /* Check ranges and consistency (divisibility of shapes and batch geometry); messages name
  * the keys involved. world_size is checked against grad_accum_slots. */
 int config_validate(const Config *cfg, int world_size);
+/* The 1.0611 record's schedule and optimizer keys (config_frontier.c), called by
+ * config_validate: 0, or -1 with ct_fail naming the key, its value and what was expected. */
+int config_validate_schedule_optim(const Config *cfg);
 
 /* Format one key's value as text (buf of at least 64 bytes; STR values are returned as is, ""
  * when unset). Floats take the shortest form that reads back to the same double (0.04, not

@@ -54,6 +54,15 @@
       "train_gpt.py compile-warmup steps; accepted and ignored (ctrain needs no compile warmup)")  \
     X(max_wallclock_seconds, FLOAT, "0", "schedule", FREE,                                          \
       "training time budget in seconds with time-based warmdown; 0 = off (reproducible)")          \
+    /* the 1.0611 record's schedule (docs/model.md, "Learning-rate schedule"); off by default */ \
+    X(warmdown_frac, FLOAT, "0", "schedule", FREE,                                                 \
+      "the record's warmdown: LR multiplier 1 while progress < 1 - warmdown_frac, then max((1 - progress) / warmdown_frac, min_lr); in [0, 1]; 0 = warmdown_iters' form") \
+    X(min_lr, FLOAT, "0", "schedule", FREE,                                                        \
+      "warmdown_frac: floor of the LR multiplier (a fraction of every group's LR, not an LR), in [0, 1]") \
+    X(progress_clock, STR, "steps", "schedule", FREE,                                              \
+      "warmdown_frac's progress: steps (step / iterations; deterministic, resumes bit for bit) | wallclock (train_time / (max_wallclock_seconds - gptq_reserve_seconds), the record's timed run)") \
+    X(gptq_reserve_seconds, FLOAT, "0", "schedule", FREE,                                          \
+      "seconds kept back from max_wallclock_seconds (the record's GPTQ reserve): training stops, and wallclock progress reaches 1, at the difference; needs max_wallclock_seconds above it") \
     /* optimizer */                                                                                \
     X(embed_lr, FLOAT, "0.6", "optimizer", FREE, "Adam LR of tok_emb when embeddings are untied")   \
     X(head_lr, FLOAT, "0.008", "optimizer", FREE, "Adam LR of lm_head when embeddings are untied")  \
@@ -71,7 +80,13 @@
     X(muon_wd, FLOAT, "0.0", "optimizer", FREE,                                                    \
       "decoupled weight decay of the Muon matrices: w *= 1 - lr*muon_wd before each update; 0 = off") \
     X(adam_wd, FLOAT, "0.0", "optimizer", FREE,                                                    \
-      "AdamW decoupled weight decay of the token-embedding and scalar groups (lm_head: none); 0 = off") \
+      "AdamW decoupled weight decay of the scalar group, and of the token-embedding group while embed_wd < 0 (lm_head: none); 0 = off") \
+    X(embed_wd, FLOAT, "-1", "optimizer", FREE,                                                    \
+      "AdamW decoupled weight decay of the token-embedding group (tok_emb, bigram.embed); -1 = adam_wd's (as before the key)") \
+    X(muon_polar_express, BOOL, "0", "optimizer", FREE,                                            \
+      "Muon: Polar Express Newton-Schulz (a coefficient triple per iteration, muon_backend_steps <= 5) instead of the fixed quintic") \
+    X(muon_row_normalize, BOOL, "0", "optimizer", FREE,                                            \
+      "Muon (MuonEq-R): divide each row of the momentum update by max(its L2 norm, 1e-7) before Newton-Schulz") \
     X(ema_enabled, BOOL, "0", "optimizer", SHAPE,                                                  \
       "keep an fp32 EMA of the weights; at the end it replaces them (final validation, export, artifact)") \
     X(ema_decay, FLOAT, "0.997", "optimizer", FREE, "EMA decay d, in (0, 1): ema = d*ema + (1-d)*w after every step") \

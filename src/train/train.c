@@ -206,7 +206,11 @@ static int log_step(Trainer *t, double train_loss, double scale, double step_ms,
 /* The loop proper; returns the exit code. */
 static int train_loop(Trainer *t) {
     const Config *cfg = t->cfg;
-    const double max_wallclock_ms = cfg->max_wallclock_seconds > 0 ? 1000.0 * cfg->max_wallclock_seconds : 0;
+    /* the record's effective cap: its GPTQ reserve comes off the budget (0 by default) */
+    const double max_wallclock_ms = cfg->max_wallclock_seconds > 0
+                                        ? 1000.0 * cfg->max_wallclock_seconds - 1000.0 * cfg->gptq_reserve_seconds
+                                        : 0;
+    const int wallclock_progress = !strcmp(cfg->progress_clock, "wallclock");
     char no_end[256] = "";
     double job_end = cfg->stop_before_job_end > 0 ? stop_slurm_job_end_time(no_end, sizeof no_end) : 0;
     if (cfg->stop_before_job_end > 0 && job_end > 0)
@@ -297,8 +301,13 @@ static int train_loop(Trainer *t) {
         if (last) break;
 
         double step_start = ct_now_ms();
-        double scale = lr_scale(t->step, cfg->iterations, cfg->warmdown_iters,
-                                t->training_ms + (step_start - t->t0), max_wallclock_ms);
+        const double elapsed_ms = t->training_ms + (step_start - t->t0);
+        /* warmdown_frac's form (the 1.0611 record) or warmdown_iters' (train_gpt.py's) */
+        double scale = cfg->warmdown_frac > 0
+                           ? lr_scale_frac(wallclock_progress ? progress_wallclock(elapsed_ms, max_wallclock_ms)
+                                                              : progress_steps(t->step, cfg->iterations),
+                                           cfg->warmdown_frac, cfg->min_lr)
+                           : lr_scale(t->step, cfg->iterations, cfg->warmdown_iters, elapsed_ms, max_wallclock_ms);
         /* late QAT switches on for good once the lr scale falls below the threshold (as
          * train_gpt.py, at the top of the step, with the scale this step trains with) */
         if (cfg->late_qat && !t->st.qat_active && scale < cfg->qat_threshold) {

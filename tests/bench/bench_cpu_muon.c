@@ -92,7 +92,7 @@ static void bench_shape(int rows, int cols, int repeats) {
         double t1 = now_ms();
         if (rows <= cols) newton_schulz5_plain_blas(G, X, rows, cols, steps, scratch);
         double t2 = now_ms();
-        cpu_muon_compute_update(G, buf, X, rows, cols, 0.95, 1, steps, scratch);
+        cpu_muon_compute_update(G, buf, X, rows, cols, 0.95, 1, steps, 0, scratch);
         cpu_muon_apply_update(p, X, n, 0.04);
         double t3 = now_ms();
         if (r < 0) continue;

@@ -11,7 +11,7 @@ source "$CT_ROOT/tests/cli/lib.sh"
 for tool in g++ python3; do command -v $tool >/dev/null || skip_rest "$tool not installed (the emulator compiles with it)"; done
 
 quick=(ops:--quick optim
-       step:creation_reports_memory,device_auto_picks_cuda,position_logits_match_cpu,grad_buffer_and_sync_round_trip,bf16_stream_halves_stream_buffers)
+       step:creation_reports_memory,device_auto_picks_cuda,position_logits_match_cpu,grad_buffer_and_sync_round_trip,bf16_stream_halves_stream_buffers,row_normalize_long_rows_refused)
 bash "$CT_ROOT/tests/gpu_emu/run.sh" "${quick[@]}" >emu.out 2>&1
 rc=$?
 # the emulated programs' own case lines, counted by tests/run.sh

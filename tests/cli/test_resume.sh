@@ -198,4 +198,31 @@ mv swap/part_1.h5 swap/tmp.h5 && mv swap/part_2.h5 swap/part_1.h5 && mv swap/tmp
 expect_fail swapped_files_refused 1 "part_1.h5' holds other tokens than when the checkpoint was written" \
     "$CTRAIN" train "${cfg[@]}" "${swap[@]}" iterations=4
 
+# 7. the 1.0611 record's schedule and Muon (issue 56): warmdown_frac with its min_lr floor
+#    (progress by steps, the deterministic form) and Polar Express + MuonEq-R + embed_wd, stopped
+#    mid-warmdown (SIGTERM in step 7, SIGKILL in step 11) and resumed: the same per-step losses,
+#    lr scales and final tensors, bit for bit, as the run without stops (the schedule's position
+#    is the checkpoint's step).
+cfg=("${plain_cfg[@]}" warmdown_frac=0.6 min_lr=0.3 muon_polar_express=1 muon_row_normalize=1 muon_wd=0.1 adam_wd=0.02
+     embed_wd=0.05)
+expect_ok frac_reference "$CTRAIN" train "${cfg[@]}" out_dir=frac_ref
+run frac "TERM@7.4" "KILL@11.3" "-"
+expect_codes frac_exit_codes frac "75 137 0 "
+lr_and_losses() { /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "train_loss" in r: print(r["step"], repr(float(r["train_loss"])), repr(float(r["lr_scale"])))' "$1"; }
+lr_and_losses frac_ref/metrics.jsonl >frac_ref.losses
+lr_and_losses frac/metrics.jsonl >frac.losses
+if cmp -s frac_ref.losses frac.losses && [ "$(wc -l <frac.losses)" = 16 ]; then pass frac_losses_and_lr_bitwise
+else fail frac_losses_and_lr_bitwise "$(diff frac_ref.losses frac.losses | head -6)"; fi
+# the floor is reached (metrics count steps from 1: logged step 14 trained at progress 13/16 =
+# 0.8125, (1 - 0.8125) / 0.6 = 0.3125 > 0.3; logged step 15 at 14/16: 0.2083 -> the floor 0.3)
+if grep -q "^14 .* 0.3125$" frac_ref.losses && grep -q "^15 .* 0.3$" frac_ref.losses && grep -q "^1 .* 1.0$" frac_ref.losses
+then pass frac_reaches_floor
+else fail frac_reaches_floor "$(head -2 frac_ref.losses; tail -3 frac_ref.losses)"; fi
+if "$CTRAIN" ckpt diff --exact frac_ref/checkpoints/step_00000016.h5 frac/checkpoints/step_00000016.h5 >frac.diff 2>&1
+then pass frac_final_tensors_bitwise; else fail frac_final_tensors_bitwise "$(tail -5 frac.diff)"; fi
+
 finish

@@ -179,16 +179,31 @@ class RefGPT:
         return main + weight * (sum(extra) / len(extra))
 
 
-def newton_schulz(g, steps):
-    a, b, c = 3.4445, -4.7750, 2.0315
+# docs/model.md, "The 1.0611 record's Muon and schedule": Polar Express's (a, b, c) per iteration
+POLAR_EXPRESS = [
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+]
+
+
+def newton_schulz(g, steps, polar_express=False):
+    coeffs = POLAR_EXPRESS[:steps] if polar_express else [(3.4445, -4.7750, 2.0315)] * steps
     x = g / (g.norm() + 1e-7)
     tall = g.shape[0] > g.shape[1]
     if tall:
         x = x.T
-    for _ in range(steps):
+    for a, b, c in coeffs:
         gram = x @ x.T
         x = a * x + (b * gram + c * gram @ gram) @ x
     return x.T if tall else x
+
+
+def row_normalize(u):
+    """MuonEq-R: each output-feature row (weights are [out, in]) over max(its L2 norm, 1e-7)."""
+    return u / u.norm(dim=1, keepdim=True).clamp_min(1e-7)
 
 
 def is_matrix(name):
@@ -213,7 +228,10 @@ def slot_tokens(stream, step, slot, slots, span):
     return torch.from_numpy(stream[idx])
 
 
-def lr_scale(step, iterations, warmdown):
+def lr_scale(step, iterations, warmdown, warmdown_frac=0.0, min_lr=0.0):
+    if warmdown_frac > 0:  # the 1.0611 record's form, progress by steps (docs/model.md)
+        frac = step / max(iterations, 1)
+        return 1.0 if frac < 1.0 - warmdown_frac else max((1.0 - frac) / warmdown_frac, min_lr)
     if warmdown <= 0:
         return 1.0
     if max(iterations - warmdown, 0) <= step < iterations:
@@ -235,9 +253,14 @@ def train(cfg, params, stream, steps, start=0, state=None):
     before its update), the EMA of every parameter from step 0 (ema = d*ema + (1-d)*w after each
     step), SWA without EMA (a snapshot sum when lr scale < 0.5 and the step count after the step
     is a multiple of swa_every) and late QAT (on from the first step whose lr scale is below
-    qat_threshold; qat_enabled: from step 0)."""
+    qat_threshold; qat_enabled: from step 0). The 1.0611 record's (docs/model.md): warmdown_frac
+    and min_lr (progress by steps), embed_wd (the token group's AdamW decay; -1 = adam_wd),
+    Muon's row normalisation and Polar Express coefficients."""
     model = RefGPT(cfg, params)
     muon_wd, adam_wd = cfg.get("muon_wd", 0.0), cfg.get("adam_wd", 0.0)
+    embed_wd = cfg.get("embed_wd", -1.0)
+    group_wd = {"tok": embed_wd if embed_wd >= 0 else adam_wd, "scalar": adam_wd, "head": 0.0}
+    muon_pe, muon_rows = bool(cfg.get("muon_polar_express", 0)), bool(cfg.get("muon_row_normalize", 0))
     ema = {k: v.detach().clone() for k, v in model.p.items()} if cfg.get("ema_enabled", 0) else None
     swa, swa_count = None, 0
     model.qat = bool(cfg.get("qat_enabled", 0))
@@ -256,9 +279,9 @@ def train(cfg, params, stream, steps, start=0, state=None):
     base_lr = {"tok": cfg["tied_embed_lr"] if tied else cfg["embed_lr"], "head": cfg["head_lr"],
                "scalar": cfg["scalar_lr"]}
     def adam(g):
-        if g != "head" and adam_wd > 0:
+        if group_wd[g] > 0:
             return torch.optim.AdamW(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"],
-                                     weight_decay=adam_wd, foreach=False)
+                                     weight_decay=group_wd[g], foreach=False)
         return torch.optim.Adam(groups[g], lr=base_lr[g], betas=betas, eps=cfg["adam_eps"], foreach=False)
     adams = {g: adam(g) for g in ("tok", "head", "scalar") if groups[g]}
     momentum_bufs = {name: torch.zeros_like(t) for name, t in groups["matrix"]}
@@ -282,7 +305,8 @@ def train(cfg, params, stream, steps, start=0, state=None):
     span = local + 1
     losses = []
     for step in range(start, start + steps):
-        scale = lr_scale(step, cfg["iterations"], cfg["warmdown_iters"])
+        scale = lr_scale(step, cfg["iterations"], cfg["warmdown_iters"], cfg.get("warmdown_frac", 0.0),
+                         cfg.get("min_lr", 0.0))
         if cfg.get("late_qat", 0) and scale < cfg.get("qat_threshold", 0.1):
             model.qat = True
         total = 0.0
@@ -308,7 +332,9 @@ def train(cfg, params, stream, steps, start=0, state=None):
                 buf = momentum_bufs[name]
                 buf.mul_(mu).add_(t.grad)
                 u = t.grad.add(buf, alpha=mu)
-                u = newton_schulz(u, cfg["muon_backend_steps"])
+                if muon_rows:
+                    u = row_normalize(u)
+                u = newton_schulz(u, cfg["muon_backend_steps"], muon_pe)
                 u *= max(1, t.shape[0] / t.shape[1]) ** 0.5
                 if muon_wd > 0:
                     t.mul_(1.0 - cfg["matrix_lr"] * scale * muon_wd)

@@ -35,7 +35,7 @@ static int muon_gpu(OpRun *r) {
     if (r->c->op->variant < 2)
         return cuda_muon_update(op_blas(),
                                 &(CudaMuonMatrix){DEV("update"), DEV("grad"), DEV("momentum"), r->d[0], r->d[1]}, 0.95,
-                                1, 5, r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
+                                1, 5, 0, r->c->op->variant, DEV("scratch"), DEV("partials"), 0);
     enum { MAX_BATCH = 16 };
     CudaMuonMatrix mats[MAX_BATCH];
     const int count = r->d[0] < MAX_BATCH ? r->d[0] : MAX_BATCH, rows = r->d[1], cols = r->d[2];
@@ -43,7 +43,7 @@ static int muon_gpu(OpRun *r) {
     for (int i = 0; i < count; i++)
         mats[i] = (CudaMuonMatrix){(float *)DEV("update") + i * n, (float *)DEV("grad") + i * n,
                                    (float *)DEV("momentum") + i * n, i % 2 ? cols : rows, i % 2 ? rows : cols};
-    return cuda_muon_update_batch(op_blas(), mats, count, 0.95, 1, 5, 0, DEV("scratch"), DEV("partials"), 0);
+    return cuda_muon_update_batch(op_blas(), mats, count, 0.95, 1, 5, 0, 0, DEV("scratch"), DEV("partials"), 0);
 }
 /* Newton–Schulz, 5 iterations, per iteration 2*m*m*n (A) + 2*m^3 (A A) + 2*m*m*n (B X), m the
  * smaller side and n the larger */

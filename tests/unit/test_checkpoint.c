@@ -1,9 +1,9 @@
 /* test_checkpoint.c — HDF5 checkpoints (checkpoint/): bitwise save/load round trips, `latest`
  * and pruning, detection of every kind of damage (truncation, a flipped byte inside a tensor,
  * a missing tensor, a wrong format attribute, an edited attribute), the resume checks (SHAPE
- * keys, data files, FREE keys reported), resume=auto's fallback to an older checkpoint, saves
- * that fail or are killed (SIGKILL) at every stage, HDF5_USE_FILE_LOCKING, and the exit codes
- * of `ctrain ckpt`.
+ * keys, data files, FREE keys reported; a file whose /config lacks newer FREE keys),
+ * resume=auto's fallback to an older checkpoint, saves that fail or are killed (SIGKILL) at
+ * every stage, HDF5_USE_FILE_LOCKING, and the exit codes of `ctrain ckpt`.
  *
  * Run as `test_checkpoint --fixture DIR` it only writes checkpoints for tests/cli/test_ckpt.sh
  * (see make_fixture). */
@@ -780,6 +780,47 @@ static void load_reports_free_keys(void) {
     CHECK(!strcmp(reported, "iterations:20->40;matrix_lr:0.04->0.02;"), "reported '%.400s'", reported);
 }
 
+/* A checkpoint written before issue 56's schedule and optimizer keys (its /config without them,
+ * its content checksum made again as that ctrain wrote it) verifies and loads: FREE keys come
+ * from the run's configuration, and a key absent from the file is not reported as changed, even
+ * at a non-default value. */
+static void load_without_newer_free_keys(void) {
+    static const char *const newer[] = {"warmdown_frac", "min_lr", "progress_clock", "gptq_reserve_seconds",
+                                        "embed_wd", "muon_polar_express", "muon_row_normalize"};
+    char *copy = test_path("before_keys.h5");
+    CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
+    hid_t file = open_rw(copy);
+    ct_hdf5_lock();
+    hid_t g = H5Gopen2(file, "/config", H5P_DEFAULT);
+    int deleted = 0;
+    for (size_t i = 0; i < sizeof newer / sizeof newer[0]; i++) deleted += H5Adelete(g, newer[i]) >= 0;
+    H5Gclose(g);
+    CkptObjects objs;
+    uint32_t crc = 0;
+    int sealed = ckpt_list_objects(file, copy, &objs) == 0;
+    if (sealed) {
+        sealed = ckpt_content_crc(file, copy, &objs, &crc) == 0 && H5Adelete(file, "content_crc32") >= 0 &&
+                 ct_h5_attr_write_u32(file, "content_crc32", crc) == 0;
+        ckpt_objects_free(&objs);
+    }
+    H5Fclose(file);
+    ct_hdf5_unlock();
+    CHECK(deleted == (int)(sizeof newer / sizeof newer[0]) && sealed, "deleted %d of the keys; resealed %d: %.300s",
+          deleted, sealed, ct_error());
+    CHECK(checkpoint_verify(copy, NULL) == 0, "the file without the keys does not verify: %.400s", ct_error());
+    Fixture f;
+    fixture_init(&f, 1, 2);
+    config_set(&f.cfg, "embed_wd", "0.085", CT_SOURCE_COMMAND_LINE, "test");
+    config_set(&f.cfg, "muon_row_normalize", "1", CT_SOURCE_COMMAND_LINE, "test");
+    reported[0] = '\0';
+    CheckpointInfo info;
+    int rc = checkpoint_load(copy, 0, &f.cfg, &f.st, &f.set, &info, collect_report);
+    fixture_free(&f);
+    if (rc == 0) checkpoint_info_free(&info);
+    CHECK(rc == 0, "%.400s", ct_error());
+    CHECK(reported[0] == '\0', "reported '%.400s'", reported);
+}
+
 /* ---- resume=auto ---- */
 
 static int warnings;
@@ -1041,6 +1082,7 @@ int main(int argc, char **argv) {
     RUN(verify_detects_unexpected_object);
     RUN(verify_rejects_non_checkpoints);
     RUN(load_refuses_changed_shape_key);
+    RUN(load_without_newer_free_keys);
     RUN(load_refuses_different_data);
     RUN(load_checks_data_identity);
     RUN(save_needs_data_identity);

@@ -297,6 +297,73 @@ static void record_keys_rejected(void) {
         CHECK(validate_with(good[i], 1) == 0, "%s refused: %s", good[i], ct_error());
 }
 
+/* Validate train_files plus up to four settings. */
+static int validate_args(const char *a, const char *b, const char *c3, const char *d) {
+    Config c;
+    config_init(&c);
+    char *args[5] = {"train_files=x.h5"};
+    int n = 1;
+    const char *given[] = {a, b, c3, d};
+    for (int i = 0; i < 4; i++)
+        if (given[i]) args[n++] = (char *)given[i];
+    int rc = config_apply_args(&c, n, args);
+    if (rc == 0) rc = config_validate(&c, 1);
+    config_free(&c);
+    return rc;
+}
+
+/* The 1.0611 record's schedule and optimizer keys (issue 56): off by default; each bad value or
+ * combination refused naming the key(s) and the value. */
+static void frontier_schedule_and_optimizer_keys(void) {
+    Config c;
+    config_init(&c);
+    CHECK(c.warmdown_frac == 0 && c.min_lr == 0 && !strcmp(c.progress_clock, "steps") && c.gptq_reserve_seconds == 0 &&
+              c.embed_wd == -1 && !c.muon_polar_express && !c.muon_row_normalize,
+          "defaults: every new key off");
+    config_free(&c);
+    static const struct {
+        const char *a, *b, *c, *d, *expect;
+    } bad[] = {
+        {"warmdown_frac=1.5", NULL, NULL, NULL, "warmdown_frac = 1.5"},
+        {"warmdown_frac=-0.1", NULL, NULL, NULL, "warmdown_frac = -0.1"},
+        {"min_lr=1.5", "warmdown_frac=0.85", NULL, NULL, "min_lr = 1.5: expected in [0, 1]"},
+        {"min_lr=-0.1", "warmdown_frac=0.85", NULL, NULL, "min_lr = -0.1: expected in [0, 1]"},
+        {"min_lr=0.1", NULL, NULL, NULL, "min_lr = 0.1 needs warmdown_frac > 0"},
+        {"progress_clock=time", NULL, NULL, NULL, "progress_clock = 'time': expected steps or wallclock"},
+        {"progress_clock=wallclock", "warmdown_frac=0.85", NULL, NULL,
+         "progress_clock = wallclock needs max_wallclock_seconds > 0"},
+        {"progress_clock=wallclock", "max_wallclock_seconds=600", NULL, NULL,
+         "progress_clock = wallclock needs warmdown_frac > 0"},
+        {"gptq_reserve_seconds=-1", NULL, NULL, NULL, "gptq_reserve_seconds = -1"},
+        {"gptq_reserve_seconds=0.5", NULL, NULL, NULL,
+         "gptq_reserve_seconds = 0.5: expected below max_wallclock_seconds = 0"},
+        {"gptq_reserve_seconds=600", "max_wallclock_seconds=600", NULL, NULL, "gptq_reserve_seconds = 600"},
+        {"embed_wd=-0.5", NULL, NULL, NULL, "embed_wd = -0.5"},
+        {"muon_polar_express=1", "muon_backend_steps=6", NULL, NULL,
+         "muon_backend_steps = 6: expected <= 5 with muon_polar_express"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_args(bad[i].a, bad[i].b, bad[i].c, bad[i].d) != 0 && strstr(ct_error(), bad[i].expect),
+              "%s %s: %s", bad[i].a, bad[i].b ? bad[i].b : "", ct_error());
+    static const struct {
+        const char *a, *b, *c, *d;
+    } good[] = {
+        {"warmdown_frac=0.85", "min_lr=0.1", NULL, NULL},
+        {"warmdown_frac=1", "min_lr=1", NULL, NULL},
+        {"warmdown_frac=0.85", "min_lr=0.1", "max_wallclock_seconds=600", "progress_clock=steps"},
+        {"warmdown_frac=0.85", "progress_clock=wallclock", "max_wallclock_seconds=600", "gptq_reserve_seconds=0.5"},
+        {"max_wallclock_seconds=600", "gptq_reserve_seconds=0.5", NULL, NULL},
+        {"embed_wd=0.085", "adam_wd=0.02", NULL, NULL},
+        {"embed_wd=0", NULL, NULL, NULL},
+        {"muon_polar_express=1", "muon_backend_steps=5", "muon_row_normalize=1", NULL},
+        {"muon_polar_express=1", "muon_backend_steps=3", NULL, NULL},
+        {"muon_backend_steps=6", "muon_row_normalize=1", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(validate_args(good[i].a, good[i].b, good[i].c, good[i].d) == 0, "%s %s %s refused: %s", good[i].a,
+              good[i].b ? good[i].b : "", good[i].c ? good[i].c : "", ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -336,6 +403,7 @@ int main(void) {
     RUN(inconsistent_combinations);
     RUN(nccl_settings);
     RUN(record_keys_rejected);
+    RUN(frontier_schedule_and_optimizer_keys);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

@@ -1,8 +1,9 @@
 /* test_cpu_optim.c — checks the CPU optimizer math (kernels/cpu/cpu_optim.h) against plain
  * double-precision references of the same formulas, that results are bitwise independent of
  * the OpenMP thread count, and that the CPU backend's optimizer step decays each parameter group
- * by its own weight decay (muon_wd for the Muon matrices, adam_wd for the AdamW groups, none for
- * lm_head).
+ * by its own weight decay (muon_wd for the Muon matrices, adam_wd for the AdamW scalars, embed_wd
+ * (default adam_wd's) for the token embeddings, none for lm_head); the 1.0611 record's Muon
+ * options (Polar Express, MuonEq-R row normalisation) against double references.
  *
  * Error bounds. Newton–Schulz: the fp32 result is compared with the same iteration run in double
  * from the same fp32 input. Each step multiplies by the coefficient a = 3.44 and by polynomials in
@@ -10,7 +11,11 @@
  * amplified a few times per step; the measured relative Frobenius error after 5 steps is ~1e-6
  * (2e-6 at most here), so 1e-4 leaves room for other BLAS kernels without hiding a real bug (a
  * wrong coefficient or a missed transpose gives O(1) errors). Element-wise ops (Adam, momentum):
- * a handful of fp32 roundings, bound 1e-5 relative on the update. */
+ * a handful of fp32 roundings, bound 1e-5 relative on the update.
+ *
+ * Contents (sections, in order): double-precision references; Newton–Schulz; the 1.0611
+ * record's Muon options (Polar Express, MuonEq-R, both through the update); Muon; Adam;
+ * clipping (and the fixed-order sum of squares); weight decay per group (embed_wd). */
 #include "backend.h"
 #include "common.h"
 #include "cpu_optim.h"
@@ -40,8 +45,18 @@ static void ref_transpose(const double *A, double *T, int r, int c) {
         for (int j = 0; j < c; j++) T[(size_t)j * r + i] = A[(size_t)i * c + j];
 }
 
-/* zeropower_via_newtonschulz5 in double; out is rows x cols. */
-static void ref_newton_schulz5(const float *G, double *out, int rows, int cols, int steps) {
+/* The 1.0611 record's Polar Express triples (a, b, c), written out from its table in double. */
+static const double polar_express[5][3] = {
+    {8.156554524902461, -22.48329292557795, 15.878769915207462},
+    {4.042929935166739, -2.808917465908714, 0.5000178451051316},
+    {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
+    {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
+    {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
+};
+
+/* zeropower_via_newtonschulz5 in double; out is rows x cols. coef: NULL = the quintic
+ * (3.4445, -4.7750, 2.0315) every step, else triple s at step s. */
+static void ref_newton_schulz(const float *G, double *out, int rows, int cols, int steps, const double (*coef)[3]) {
     const int transposed = rows > cols;
     const int m = transposed ? cols : rows, n = transposed ? rows : cols;
     const size_t mn = (size_t)m * n;
@@ -59,13 +74,28 @@ static void ref_newton_schulz5(const float *G, double *out, int rows, int cols, 
         ref_transpose(x, xt, m, n);
         ref_matmul(x, xt, a, m, n, m);
         ref_matmul(a, a, aa, m, m, m);
-        for (size_t i = 0; i < (size_t)m * m; i++) aa[i] = -4.7750 * a[i] + 2.0315 * aa[i];
+        const double ca = coef ? coef[s][0] : 3.4445, cb = coef ? coef[s][1] : -4.7750, cc = coef ? coef[s][2] : 2.0315;
+        for (size_t i = 0; i < (size_t)m * m; i++) aa[i] = cb * a[i] + cc * aa[i];
         ref_matmul(aa, x, bx, m, m, n);
-        for (size_t i = 0; i < mn; i++) x[i] = 3.4445 * x[i] + bx[i];
+        for (size_t i = 0; i < mn; i++) x[i] = ca * x[i] + bx[i];
     }
     if (transposed) ref_transpose(x, out, m, n);
     else memcpy(out, x, mn * sizeof *out);
     free(x), free(xt), free(bx), free(a), free(aa), free(g);
+}
+
+static void ref_newton_schulz5(const float *G, double *out, int rows, int cols, int steps) {
+    ref_newton_schulz(G, out, rows, cols, steps, NULL);
+}
+
+/* MuonEq-R in double: each row divided by max(||row||_2, 1e-7). */
+static void ref_row_normalize(const float *u, double *out, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        double sumsq = 0;
+        for (int j = 0; j < cols; j++) sumsq += (double)u[(size_t)r * cols + j] * u[(size_t)r * cols + j];
+        const double d = fmax(sqrt(sumsq), 1e-7);
+        for (int j = 0; j < cols; j++) out[(size_t)r * cols + j] = u[(size_t)r * cols + j] / d;
+    }
 }
 
 /* Eigenvalues of a symmetric n x n matrix (destroyed) by cyclic Jacobi rotations, into eig. */
@@ -212,6 +242,112 @@ static void ns5_bitwise_across_thread_counts(void) {
     }
 }
 
+/* ---- the 1.0611 record's Muon options (issue 56) ---- */
+
+/* Polar Express (muon_polar_express): the per-iteration triples against the same iteration in
+ * double with the record's coefficients (the fp32 ones are those rounded once, 6e-8 relative,
+ * far below the bound); tall and wide, and fewer steps using the first triples. A wrong or
+ * shifted triple, or the quintic's coefficients, give O(1) errors (checked: the quintic's result
+ * is far from the reference). steps above 5 run the 5 triples only (the record's slice). */
+static void ns_polar_express_vs_double(void) {
+    static const int shapes[][3] = {{160, 96, 5}, {72, 280, 5}, {300, 136, 5}, {64, 64, 3}, {48, 80, 1}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        const int rows = shapes[k][0], cols = shapes[k][1], steps = shapes[k][2];
+        const size_t n = (size_t)rows * cols;
+        float *G = random_matrix(n, 50 + k, -1, 1), *X = malloc(n * sizeof *X), *Q = malloc(n * sizeof *Q);
+        float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+        double *ref = malloc(n * sizeof *ref);
+        ref_poison(X, n);
+        cpu_newton_schulz(G, X, rows, cols, steps, 1, scratch);
+        cpu_newton_schulz5(G, Q, rows, cols, steps, scratch);
+        ref_newton_schulz(G, ref, rows, cols, steps, polar_express);
+        const double err = ref_rel_err(X, ref, n), quintic = ref_rel_err(Q, ref, n);
+        printf("  polar express %dx%d steps=%d: rel err vs double %.3g (the quintic's: %.3g)\n", rows, cols, steps,
+               err, quintic);
+        CHECK(err < 1e-4, "%dx%d steps %d: rel err %.3g", rows, cols, steps, err);
+        CHECK(quintic > 1e-2, "%dx%d steps %d: the quintic gives the same (%.3g): coefficients not used?", rows, cols,
+              steps, quintic);
+        if (steps == 5) { /* 7 asked: the record's slice runs the same 5 */
+            cpu_newton_schulz(G, Q, rows, cols, 7, 1, scratch);
+            CHECK(!memcmp(Q, X, n * sizeof *X), "%dx%d: 7 steps with Polar Express differ from 5", rows, cols);
+        }
+        free(G), free(X), free(Q), free(scratch), free(ref);
+    }
+    /* polar_express 0 is cpu_newton_schulz5, bit for bit (the default path untouched) */
+    const int rows = 129, cols = 257;
+    const size_t n = (size_t)rows * cols;
+    float *G = random_matrix(n, 60, -1, 1), *A = malloc(n * sizeof *A), *B = malloc(n * sizeof *B);
+    float *scratch = malloc(cpu_newton_schulz5_scratch_floats(rows, cols) * sizeof *scratch);
+    cpu_newton_schulz(G, A, rows, cols, 5, 0, scratch);
+    cpu_newton_schulz5(G, B, rows, cols, 5, scratch);
+    CHECK(!memcmp(A, B, n * sizeof *A), "polar_express 0 differs from the quintic");
+    free(G), free(A), free(B), free(scratch);
+}
+
+/* MuonEq-R (muon_row_normalize): rows of the [out, in] matrix (norm over the in-features, the
+ * record's dim=-1) against double; a zero row stays zero (divided by the 1e-7 floor), a row of
+ * tiny values is divided by the floor, not by its norm; bitwise across thread counts. */
+static void muon_row_normalize_vs_double(void) {
+    const int rows = 300, cols = 137; /* 137: a tail beyond the eight lanes */
+    const size_t n = (size_t)rows * cols;
+    float *u = random_matrix(n, 70, -2, 2);
+    for (int j = 0; j < cols; j++) u[5 * cols + j] = 0.0f;                            /* zero row */
+    for (int j = 0; j < cols; j++) u[9 * cols + j] = (j % 2 ? 1e-10f : -2e-10f);      /* below the floor */
+    for (int j = 0; j < cols; j++) u[11 * cols + j] = (float)(j + 1) * 1000.0f;      /* large */
+    double *ref = malloc(n * sizeof *ref);
+    ref_row_normalize(u, ref, rows, cols);
+    float *x1 = ref_copy_floats(u, n), *x2 = ref_copy_floats(u, n);
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    cpu_muon_row_normalize(x1, rows, cols);
+    omp_set_num_threads(3);
+    cpu_muon_row_normalize(x2, rows, cols);
+    omp_set_num_threads(saved_threads);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs(x1[i] - ref[i]) / fmax(fabs(ref[i]), 1e-30);
+        if (ref[i] != 0) worst = fmax(worst, e);
+    }
+    printf("  row normalize %dx%d: max elementwise rel err vs double %.3g\n", rows, cols, worst);
+    /* norm rounded to fp32 once and one fp32 division: 2 ulp */
+    CHECK(worst <= 0x1p-22, "rel err %.3g", worst);
+    int zero_ok = 1;
+    for (int j = 0; j < cols; j++) zero_ok &= x1[5 * cols + j] == 0.0f;
+    CHECK(zero_ok, "the zero row did not stay zero");
+    CHECK(x1[9 * cols] == -2e-10f / 1e-7f && x1[9 * cols + 1] == 1e-10f / 1e-7f,
+          "a row below the floor: %g %g, expected the 1e-7 divisor", x1[9 * cols], x1[9 * cols + 1]);
+    CHECK(!memcmp(x1, x2, n * sizeof *x1), "bits depend on the thread count");
+    free(u), free(ref), free(x1), free(x2);
+}
+
+/* The whole update with both options (CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE) on a tall
+ * matrix: momentum, nesterov, row normalisation, Polar Express, the aspect scale, against double
+ * from the fp32 nesterov update (as muon_steps_vs_double). */
+static void muon_options_vs_double(void) {
+    const int rows = 200, cols = 96;
+    const size_t n = (size_t)rows * cols;
+    const double momentum = 0.97;
+    float *g = random_matrix(n, 80, -1, 1), *buf = random_matrix(n, 81, -1, 1), *update = malloc(n * sizeof *update);
+    float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof *scratch);
+    float *u = malloc(n * sizeof *u);
+    double *un = malloc(n * sizeof *un), *ref = malloc(n * sizeof *ref);
+    for (size_t i = 0; i < n; i++) {
+        const float b = buf[i] * (float)momentum + g[i];
+        u[i] = fmaf(b, (float)momentum, g[i]);
+    }
+    ref_row_normalize(u, un, rows, cols);
+    float *un_f = malloc(n * sizeof *un_f);
+    for (size_t i = 0; i < n; i++) un_f[i] = (float)un[i];
+    ref_newton_schulz(un_f, ref, rows, cols, 5, polar_express);
+    for (size_t i = 0; i < n; i++) ref[i] *= sqrt((double)rows / cols);
+    cpu_muon_compute_update(g, buf, update, rows, cols, momentum, 1, 5, CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE,
+                            scratch);
+    const double err = ref_rel_err(update, ref, n);
+    printf("  muon polar express + row normalize 200x96: rel err vs double %.3g\n", err);
+    CHECK(err < 1e-4, "rel err %.3g", err);
+    free(g), free(buf), free(update), free(scratch), free(u), free(un), free(ref), free(un_f);
+}
+
 /* ---- Muon ---- */
 
 /* Two Muon steps on a tall matrix (so the sqrt(rows/cols) scale is not 1) against double. */
@@ -229,7 +365,7 @@ static void muon_steps_vs_double(void) {
     double update_err = 0, buf_err = 0, p_err = 0;
     for (int step = 0; step < 2; step++) {
         float *g = random_matrix(n, 20 + step, -1, 1);
-        cpu_muon_compute_update(g, buf, update, rows, cols, momentum, 1, steps, scratch);
+        cpu_muon_compute_update(g, buf, update, rows, cols, momentum, 1, steps, 0, scratch);
         cpu_muon_apply_update(p, update, n, lr);
 
         /* Reference: momentum in double; NS in double from the fp32-rounded nesterov update, so
@@ -266,7 +402,7 @@ static void muon_plain_momentum_and_apply(void) {
     float *update = malloc(n * sizeof *update), *expected = malloc(n * sizeof *expected);
     float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof *scratch);
     for (size_t i = 0; i < n; i++) expected[i] = buf[i] * 0.95f + g[i];
-    cpu_muon_compute_update(g, buf, update, rows, cols, 0.95, 0, 3, scratch);
+    cpu_muon_compute_update(g, buf, update, rows, cols, 0.95, 0, 3, 0, scratch);
     const int buf_same = !memcmp(buf, expected, n * sizeof(float));
     cpu_newton_schulz5(expected, expected, rows, cols, 3, scratch);
     const int update_same = !memcmp(update, expected, n * sizeof(float)); /* wide: scale is 1 */
@@ -391,13 +527,15 @@ static void sumsq_bitwise_across_thread_counts(void) {
     CHECK(cpu_sumsq_fixed_order(NULL, 0) == 0.0, "empty sum is not 0");
 }
 
+/* ---- weight decay per group (the CPU backend's step) ---- */
+
 /* Decoupled weight decay per group, through the CPU backend's optimizer step. With every gradient
  * zero, Adam's and Muon's updates are zero, so the step only decays: each weight becomes
  * w * (1 - lr * wd) with its own group's lr and wd (train_gpt.py: Muon's p *= 1 - lr * muon_wd;
  * AdamW's for tok_emb and the scalars with adam_wd; plain Adam, no decay, for lm_head). muon_wd
  * and adam_wd differ, so a step that gave one group the other's decay fails (the parity runs
  * check the same against PyTorch, tests/cli/test_parity.sh). */
-static void step_decays_each_group_by_its_own_wd(void) {
+static void decays_each_group(const char *embed_wd, double token_wd) {
     Config cfg;
     config_init(&cfg);
     const char *kv[][2] = {{"vocab_size", "64"},     {"num_layers", "2"},      {"model_dim", "32"},
@@ -408,6 +546,7 @@ static void step_decays_each_group_by_its_own_wd(void) {
                            {"scalar_lr", "0.04"},    {"head_lr", "0.008"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         CHECK(config_set(&cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
+    if (embed_wd) CHECK(config_set(&cfg, "embed_wd", embed_wd, CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
     TrainState st;
     Backend *b = NULL;
     CHECK(train_state_init(&st, &cfg) == 0, "%s", ct_error());
@@ -421,7 +560,7 @@ static void step_decays_each_group_by_its_own_wd(void) {
     double grad_norm;
     CHECK(b->optimizer_step(b, &h, &grad_norm) == 0, "%s", ct_error());
     /* the factors from the configured values, written out: 0.985, 0.958, 0.9972, 1 */
-    const double want[] = {[PARAM_MATRIX] = 1 - 0.05 * 0.3, [PARAM_TOKEN_EMBED] = 1 - 0.6 * 0.07,
+    const double want[] = {[PARAM_MATRIX] = 1 - 0.05 * 0.3, [PARAM_TOKEN_EMBED] = 1 - 0.6 * token_wd,
                            [PARAM_SCALAR] = 1 - 0.04 * 0.07, [PARAM_HEAD] = 1};
     int seen[4] = {0};
     for (int i = 0; i < s->num_params; i++) {
@@ -446,6 +585,16 @@ static void step_decays_each_group_by_its_own_wd(void) {
     config_free(&cfg);
 }
 
+static void step_decays_each_group_by_its_own_wd(void) { decays_each_group(NULL, 0.07); }
+
+/* embed_wd >= 0 gives the token-embedding group its own decay (the record's EMBED_WD), the
+ * scalar group keeping adam_wd; -1 (written out) is adam_wd's, as without the key. */
+static void embed_wd_decays_the_token_group(void) {
+    decays_each_group("0.11", 0.11);
+    decays_each_group("0", 0.0);
+    decays_each_group("-1", 0.07);
+}
+
 int main(void) {
     RUN(ns5_square_vs_double);
     RUN(ns5_tall_vs_double);
@@ -453,6 +602,9 @@ int main(void) {
     RUN(ns5_zero_steps_is_normalisation);
     RUN(ns5_singular_values_in_band);
     RUN(ns5_bitwise_across_thread_counts);
+    RUN(ns_polar_express_vs_double);
+    RUN(muon_row_normalize_vs_double);
+    RUN(muon_options_vs_double);
     RUN(muon_steps_vs_double);
     RUN(muon_plain_momentum_and_apply);
     RUN(adam_five_steps_vs_double);
@@ -460,5 +612,6 @@ int main(void) {
     RUN(clip_grad_norm_matches_torch_formula);
     RUN(sumsq_bitwise_across_thread_counts);
     RUN(step_decays_each_group_by_its_own_wd);
+    RUN(embed_wd_decays_the_token_group);
     TEST_EXIT();
 }

@@ -2,7 +2,8 @@
  * several steps with a changing lr, the Muon momentum lines, Newton–Schulz + scale in fp32 and
  * in bf16 (square, tall = transposed, wide), a batch of tall and wide matrices (each member as
  * the CPU computes it alone, and independent of the other members' values), the apply step with its bf16 weight shadow, global
- * norm clipping, determinism. Rules in test_gpu.h.
+ * norm clipping, determinism; the 1.0611 record's Muon options (Polar Express coefficients,
+ * MuonEq-R row normalisation: that kernel bitwise the CPU's). Rules in test_gpu.h.
  *
  * Bounds:
  *  EXACT_TOL 1e-6 — Adam, the momentum buffer and the apply spell out the CPU's fp32 operations
@@ -64,7 +65,7 @@ static void adam_matches_cpu(void) {
     CHECK_REL("adam bf16 shadow", g_p16, p, n, 4e-3);
 }
 
-static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
+static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed, int flags) {
     uint64_t rng = seed;
     const size_t n = (size_t)rows * cols;
     const double momentum = 0.95;
@@ -72,7 +73,7 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     float *p = random_host(n, -1, 1, &rng);
     float *ref_buf = copy_host(buf, n), *ref_upd = malloc(n * sizeof(float));
     float *scratch = malloc(cpu_muon_scratch_floats(rows, cols) * sizeof(float));
-    cpu_muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, scratch);
+    cpu_muon_compute_update(g, ref_buf, ref_upd, rows, cols, momentum, 1, 5, flags, scratch);
     float *ref_p = copy_host(p, n);
     cpu_muon_apply_update(ref_p, ref_upd, n, 0.04);
 
@@ -84,14 +85,16 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
     ct_bf16 *d_p16 = dev_alloc(n * 2);
     dev_poison_bf16(d_p16, n);
-    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
-                                   d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, flags, ns_fp32,
+                                   d_scr, d_part, 0));
     float *g_buf = host_from_dev(d_buf, n), *g_upd = host_from_dev(d_upd, n);
     char what[96];
     snprintf(what, sizeof what, "muon momentum buffer %dx%d", rows, cols);
     report_bitwise(what, g_buf, ref_buf, n);
     CHECK_REL(what, g_buf, ref_buf, n, EXACT_TOL);
-    snprintf(what, sizeof what, "muon update %dx%d (NS %s)", rows, cols, ns_fp32 ? "fp32" : "bf16");
+    snprintf(what, sizeof what, "muon update %dx%d (NS %s%s%s)", rows, cols, ns_fp32 ? "fp32" : "bf16",
+             flags & CT_MUON_POLAR_EXPRESS ? ", Polar Express" : "",
+             flags & CT_MUON_ROW_NORMALIZE ? ", rows normalised" : "");
     CHECK_REL(what, g_upd, ref_upd, n, ns_fp32 ? NS_FP32_TOL : NS_BF16_TOL);
     /* apply, from the CPU's update so only the apply is measured */
     dev_put(d_upd, ref_upd, n * sizeof(float));
@@ -102,8 +105,8 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
     CHECK_REL("muon apply bf16 shadow", g_p16, ref_p, n, 4e-3);
     /* determinism of the whole update */
     dev_put(d_buf, buf, n * sizeof(float));
-    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, ns_fp32, d_scr,
-                                   d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update(h, &(CudaMuonMatrix){d_upd, d_g, d_buf, rows, cols}, momentum, 1, 5, flags, ns_fp32,
+                                   d_scr, d_part, 0));
     float *again = host_from_dev(d_upd, n);
     CHECK(memcmp(again, g_upd, n * sizeof(float)) == 0, "muon update not deterministic");
     cublasDestroy(h);
@@ -112,23 +115,64 @@ static void check_muon(int rows, int cols, int ns_fp32, uint64_t seed) {
 
 static void muon_fp32_square(void) {
     REQUIRE_GPU();
-    check_muon(128, 128, 1, 62);
+    check_muon(128, 128, 1, 62, 0);
 }
 static void muon_fp32_tall_transposed(void) {
     REQUIRE_GPU();
-    check_muon(192, 64, 1, 63);
+    check_muon(192, 64, 1, 63, 0);
 }
 static void muon_fp32_wide(void) {
     REQUIRE_GPU();
-    check_muon(64, 160, 1, 64);
+    check_muon(64, 160, 1, 64, 0);
 }
 static void muon_bf16_square(void) {
     REQUIRE_GPU();
-    check_muon(256, 256, 0, 65);
+    check_muon(256, 256, 0, 65, 0);
 }
 static void muon_bf16_tall_transposed(void) {
     REQUIRE_GPU();
-    check_muon(512, 128, 0, 66);
+    check_muon(512, 128, 0, 66, 0);
+}
+
+/* The 1.0611 record's options (CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE) through the whole
+ * update, against the CPU's: tall in fp32, wide in bf16 (bounds as the quintic's). */
+static void muon_options_fp32_tall(void) {
+    REQUIRE_GPU();
+    check_muon(192, 64, 1, 70, CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE);
+}
+static void muon_options_bf16_wide(void) {
+    REQUIRE_GPU();
+    check_muon(96, 256, 0, 71, CT_MUON_POLAR_EXPRESS | CT_MUON_ROW_NORMALIZE);
+}
+
+/* MuonEq-R's kernel alone: bitwise cpu_muon_row_normalize (the same double lanes, order and
+ * roundings), on a shape whose rows are not a multiple of the 8 lanes nor of a warp's 4 rows,
+ * with a zero row, a row below the 1e-7 floor and a huge one; a row longer than the kernel
+ * takes is refused. */
+static void muon_row_normalize_bitwise(void) {
+    REQUIRE_GPU();
+    const int rows = 45, cols = 141;
+    const size_t n = (size_t)rows * cols;
+    uint64_t rng = 72;
+    float *u = random_host(n, -3, 3, &rng);
+    for (int j = 0; j < cols; j++) {
+        u[2 * cols + j] = 0.0f;
+        u[7 * cols + j] = 1e-10f * (float)(j % 5);
+        u[44 * cols + j] = 3e4f;
+    }
+    float *ref = copy_host(u, n);
+    cpu_muon_row_normalize(ref, rows, cols);
+    float *d_u = dev_floats(u, n);
+    CHECK_CUDA_OK(cuda_muon_row_normalize(d_u, rows, cols, 0));
+    float *got = host_from_dev(d_u, n);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    CHECK(diff == 0, "row normalize: %zu of %zu elements differ from the CPU's bits", diff, n);
+    CHECK(cuda_muon_row_normalize(d_u, 2, 16385, 0) != 0 && strstr(ct_error(), "2 x 16385"), "long rows: got '%s'",
+          ct_error());
+    ct_error_clear();
+    free(u), free(ref), free(got);
+    dev_free(d_u);
 }
 
 /* A batch of three matrices of one shape up to transposition (wide, tall, wide): each update as
@@ -152,12 +196,12 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
         buf[k] = random_host(n, -0.5, 0.5, &rng);
         ref_buf[k] = copy_host(buf[k], n);
         ref_upd[k] = malloc(n * sizeof(float));
-        cpu_muon_compute_update(g[k], ref_buf[k], ref_upd[k], shapes[k][0], shapes[k][1], momentum, 1, 5, scratch);
+        cpu_muon_compute_update(g[k], ref_buf[k], ref_upd[k], shapes[k][0], shapes[k][1], momentum, 1, 5, 0, scratch);
         mats[k] = (CudaMuonMatrix){dev_nan(n), dev_floats(g[k], n), dev_floats(buf[k], n), shapes[k][0], shapes[k][1]};
     }
     void *d_scr = dev_alloc(cuda_muon_scratch_bytes(160, 96, COUNT));
     double *d_part = dev_alloc((cuda_reduce_doubles(n) + 1) * sizeof(double));
-    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0));
     float *first[COUNT];
     for (int k = 0; k < COUNT; k++) {
         char what[96];
@@ -174,7 +218,7 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
     /* again, with member 1's gradient changed */
     for (size_t i = 0; i < n; i++) g[1][i] = -0.5f * g[1][i];
     dev_put((float *)mats[1].grad, g[1], n * sizeof(float));
-    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, ns_fp32, d_scr, d_part, 0));
+    CHECK_CUDA_OK(cuda_muon_update_batch(h, mats, COUNT, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0));
     for (int k = 0; k < COUNT; k += 2) {
         float *again = host_from_dev(mats[k].update, n);
         CHECK(memcmp(again, first[k], n * sizeof(float)) == 0,
@@ -184,7 +228,7 @@ static void check_muon_batch(int ns_fp32, uint64_t seed) {
     /* a 96 x 128 matrix in a batch of 96 x 160 ones */
     CudaMuonMatrix odd[2] = {mats[0], mats[1]};
     odd[1].cols = 128;
-    CHECK(cuda_muon_update_batch(h, odd, 2, momentum, 1, 5, ns_fp32, d_scr, d_part, 0) != 0 &&
+    CHECK(cuda_muon_update_batch(h, odd, 2, momentum, 1, 5, 0, ns_fp32, d_scr, d_part, 0) != 0 &&
               strstr(ct_error(), "160 x 128 matrix in a batch of 96 x 160") != NULL,
           "mixed shapes: got '%s'", ct_error());
     ct_error_clear();
@@ -234,6 +278,9 @@ int main(void) {
     RUN(muon_fp32_wide);
     RUN(muon_bf16_square);
     RUN(muon_bf16_tall_transposed);
+    RUN(muon_options_fp32_tall);
+    RUN(muon_options_bf16_wide);
+    RUN(muon_row_normalize_bitwise);
     RUN(muon_batch_fp32);
     RUN(muon_batch_bf16);
     RUN(clip_matches_cpu);

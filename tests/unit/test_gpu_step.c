@@ -10,7 +10,8 @@
  * (attn.proj, mlp.proj, lm_head) get small random values so every gradient is non-zero from
  * the first step. The record-stack cases (issue 36) add its model keys to the same shape
  * (record_keys below), and its optimizer additions (weight decay, the EMA, SWA, QAT:
- * record_optim_keys, record_swa_keys) and the multi-token-prediction heads (mtp_keys), under
+ * record_optim_keys, record_swa_keys), the multi-token-prediction heads (mtp_keys) and the
+ * 1.0611 record's Muon options and embedding decay (frontier_optim_keys, issue 56), under
  * the same bounds; late QAT's shadows and the
  * run-end upload of the averaged weights are checked bitwise. The bf16 residual stream
  * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
@@ -92,6 +93,11 @@ static const char *const record_optim_keys[][2] = {{"muon_wd", "0.04"},    {"ada
 static const char *const record_swa_keys[][2] = {{"swa_enabled", "1"}, {"swa_every", "1"},
                                                  {"qat_enabled", "1"}, {"adam_wd", "0.02"},
                                                  {NULL, NULL}};
+/* The 1.0611 record's Muon and decay (issue 56): Polar Express, MuonEq-R, embed_wd apart from
+ * adam_wd, with the bigram table (in the token-embedding group) and its projection. */
+static const char *const frontier_optim_keys[][2] = {
+    {"muon_polar_express", "1"}, {"muon_row_normalize", "1"}, {"muon_wd", "0.095"}, {"adam_wd", "0.02"},
+    {"embed_wd", "0.085"},       {"bigram_vocab_size", "64"}, {"bigram_dim", "32"}, {NULL, NULL}};
 /* Multi-token prediction: two heads (fake-quantized too, with QAT on), their loss weighted 0.5. */
 /* residual_dtype = bf16 (issue 59): the residual stream and its gradients stored in bf16 */
 static const char *const bf16_stream_keys[][2] = {{"residual_dtype", "bf16"}, {NULL, NULL}};
@@ -342,6 +348,13 @@ static void record_optim_match_cpu(void) {
 static void record_swa_qat_untied_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(0, 0.5, record_swa_keys, 0.4, NULL);
+}
+
+/* The 1.0611 record's Muon options and embedding decay (issue 56) against the CPU backend, under
+ * the same bounds, clipped as the record is. */
+static void frontier_optim_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.3, frontier_optim_keys, 1.0, NULL);
 }
 
 /* The multi-token-prediction heads (untied, clipped, QAT on) against the CPU backend, under the
@@ -983,6 +996,29 @@ static void grad_buffer_and_sync_round_trip(void) {
     config_free(&cfg);
 }
 
+/* muon_row_normalize with rows longer than the CUDA kernel takes (mlp.proj of 129 x 128 = 16512
+ * in-features) is refused at creation, naming the key, the matrix and the limit, before any
+ * step could fail half-way. */
+static void row_normalize_long_rows_refused(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 1, 0.0);
+    static const char *const keys[][2] = {
+        {"num_layers", "1"}, {"mlp_mult", "129"}, {"muon_row_normalize", "1"}, {NULL, NULL}};
+    set_keys(&cfg, keys);
+    TrainState st;
+    CHECK(train_state_init(&st, &cfg) == 0, "state: %s", ct_error());
+    Backend *b = NULL;
+    CHECK(backend_cuda_create(&b, &cfg, &st) != 0 &&
+              strstr(ct_error(), "muon_row_normalize = 1 with blocks.0.mlp.proj.weight's rows of 16512 elements") &&
+              strstr(ct_error(), "at most 16384"),
+          "created, or another message: '%s'", ct_error());
+    ct_error_clear();
+    if (b) b->destroy(b);
+    train_state_free(&st);
+    config_free(&cfg);
+}
+
 static void creation_reports_memory(void) {
     REQUIRE_GPU();
     Config cfg;
@@ -1194,11 +1230,13 @@ int main(void) {
     RUN(record_optim_match_cpu);
     RUN(record_swa_qat_untied_match_cpu);
     RUN(mtp_heads_match_cpu);
+    RUN(frontier_optim_match_cpu);
     RUN(qat_shadows_train_not_evaluate);
     RUN(averaged_weights_from_host);
     RUN(resume_with_averages_bitwise);
     RUN(grad_buffer_and_sync_round_trip);
     RUN(creation_reports_memory);
+    RUN(row_normalize_long_rows_refused);
     RUN(device_auto_picks_cuda);
     RUN(position_logits_match_cpu);
     RUN(sliding_eval_matches_cpu);

@@ -66,6 +66,8 @@ static inline float __fadd_rn(float a, float b) { volatile float r = a + b; retu
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
+static inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
 template <class A, class B> static inline std::common_type_t<A, B> min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> static inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
 /* Stream capture (emu_runtime.cpp): while a capture is open, op is kept for the graph instead of
