@@ -177,7 +177,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                                 block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
-        RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
     }
@@ -304,7 +304,8 @@ static int backward_blocks(CudaBackend *cb) {
          * pass over u, so that product comes after it */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
                                                block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        RETURN_ON_FAILURE(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(
+            cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16,
                                                cb->h, NULL, N, HID, D));
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,

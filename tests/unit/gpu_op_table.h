@@ -178,6 +178,13 @@ static const OpCase gpu_op_cases[] = {
     {&op_relu2_bwd_h, "tail_unaligned", {RELU2_N - 3, 1, 1}, CASE_TEST, 0},
     {&op_relu2_bwd_h, "short", {5, 0, 1}, CASE_TEST, 0},
     {&op_relu2_bwd_h, "short_unaligned", {5, 1, 1}, CASE_TEST, 0},
+    /* leaky relu^2 (mlp_negative_slope 0.5, the 1.0611 record's; 0.3: a slope whose products round) */
+    {&op_relu2_fwd, "leaky_vec", {RELU2_N, 0, 0, 500}, CASE_TEST, 0},
+    {&op_relu2_fwd, "leaky_tail_unaligned", {RELU2_N - 3, 1, 0, 300}, CASE_TEST, 0},
+    {&op_relu2_bwd, "leaky_vec", {RELU2_N, 0, 1, 500}, CASE_TEST, 0},
+    {&op_relu2_bwd, "leaky_tail_unaligned", {RELU2_N - 3, 1, 1, 300}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "leaky_vec", {RELU2_N, 0, 1, 500}, CASE_TEST, 0},
+    {&op_relu2_bwd_h, "leaky_tail_unaligned", {RELU2_N - 3, 1, 1, 300}, CASE_TEST, 0},
     {&op_relu2_bwd_h, "baseline", {TOKENS * B_MLP, 0, 0}, CASE_BENCH, T_SEQ * B_MLP},
     {&op_f32_to_bf16, "100003", {100003}, CASE_TEST, 0},
     {&op_scale_inplace, "100003", {100003}, CASE_TEST, 0},

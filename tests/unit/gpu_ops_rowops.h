@@ -789,7 +789,8 @@ static void add_inplace_cpu(OpRun *r) {
 }
 static int add_inplace_gpu(OpRun *r) { return cuda_add_inplace(DEV("y"), DEV("x"), (size_t)r->d[0], row_dtype(r), 0); }
 
-/* ---- relu^2 on bf16: d = {n elements, offset, in place} ----
+/* ---- relu^2 on bf16: d = {n elements, offset, in place, slope in thousandths} ----
+ * (d[3] > 0: leaky relu^2, mlp_negative_slope = d[3] / 1000; 0: relu^2, its own kernels.)
  * The CPU op on the same (bf16-valued) inputs, rounded once to bf16, must be matched exactly
  * (one fp32 product each, then the rounding). Lengths cover the 8-wide vector path with and
  * without a tail, offset 1 starts every buffer one element (2 bytes) past a 16-byte boundary
@@ -804,24 +805,26 @@ static void relu2_tensors(OpRun *r) {
     if (r->c->op->variant) op_out(r, "h", OP_BF16, n, OP_EXACT);
     for (int i = 0; i < r->n_t; i++) r->t[i].offset = r->d[1];
 }
+static float relu2_slope(const OpRun *r) { return (float)r->d[3] / 1000.0f; }
 static void relu2_cpu(OpRun *r) {
     const size_t n = (size_t)r->d[0];
     if (op_find(r, "du")) {
-        cpu_relu2_backward(HOST("du"), HOST("dh"), HOST("u"), 1, (int)n);
+        cpu_relu2_backward(HOST("du"), HOST("dh"), HOST("u"), 1, (int)n, relu2_slope(r));
         host_round_bf16(HOST("du"), n);
     }
     if (op_find(r, "h")) {
-        cpu_relu2_forward(HOST("h"), HOST("u"), 1, (int)n);
+        cpu_relu2_forward(HOST("h"), HOST("u"), 1, (int)n, relu2_slope(r));
         host_round_bf16(HOST("h"), n);
     }
 }
 static int relu2_gpu(OpRun *r) {
     const size_t n = (size_t)r->d[0];
-    if (r->c->op->variant < 0) return cuda_relu2_forward(DEV("h"), DEV("u"), n, 0);
-    if (!r->d[2]) return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("dh"), DEV("u"), n, 0);
+    const float s = relu2_slope(r);
+    if (r->c->op->variant < 0) return cuda_relu2_forward(DEV("h"), DEV("u"), n, s, 0);
+    if (!r->d[2]) return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("dh"), DEV("u"), n, s, 0);
     /* in place: du holds dh */
     if (!dev_sync_ok() || cudaMemcpy(DEV("du"), DEV("dh"), n * 2, cudaMemcpyDeviceToDevice) != cudaSuccess) return -1;
-    return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("du"), DEV("u"), n, 0);
+    return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("du"), DEV("u"), n, s, 0);
 }
 /* h remade by the backward: bitwise the forward's, du bitwise the plain backward's; h aliasing
  * du refused */
@@ -831,13 +834,13 @@ static void relu2_bwd_h_extra(OpRun *r) {
     ct_bf16 *h = b_h + off, *du = b_du + off;
     dev_poison_bf16(h, n);
     dev_poison_bf16(du, n);
-    CHECK_CUDA_OK(cuda_relu2_forward(h, DEV("u"), n, 0));
-    CHECK_CUDA_OK(cuda_relu2_backward(du, NULL, DEV("dh"), DEV("u"), n, 0));
+    CHECK_CUDA_OK(cuda_relu2_forward(h, DEV("u"), n, relu2_slope(r), 0));
+    CHECK_CUDA_OK(cuda_relu2_backward(du, NULL, DEV("dh"), DEV("u"), n, relu2_slope(r), 0));
     float *g_h = host_from_dev_bf16(h, n), *g_du = host_from_dev_bf16(du, n);
     CHECK(memcmp(g_h, GOT("h"), n * sizeof(float)) == 0 && memcmp(g_du, GOT("du"), n * sizeof(float)) == 0,
           "relu2 backward with h (n %zu, offset %zu): h or du differs from the forward's / the plain backward's", n,
           off);
-    CHECK(cuda_relu2_backward(DEV("du"), DEV("du"), DEV("du"), DEV("u"), n, 0) != 0,
+    CHECK(cuda_relu2_backward(DEV("du"), DEV("du"), DEV("du"), DEV("u"), n, relu2_slope(r), 0) != 0,
           "relu2 backward: h aliasing du accepted");
     ct_error_clear();
     free(g_h), free(g_du);
