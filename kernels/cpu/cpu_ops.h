@@ -133,8 +133,8 @@ void cpu_scaled_add_backward(float *dx, float *dbranch, float *dscale, const flo
 float cpu_lerp(float start, float end, float weight);
 void cpu_skip_gate_forward(float *out, const float *x, const float *skip, const float *w, const float *gate, int N,
                            int C);
-/* dx += s*dout; dskip += w*((1-s)*dout); dw[c] += (1-s) * sum_n dout*skip;
- * dgate[c] += s(1-s) * sum_n dout*(x - w*skip) (token sums in double, token order). Needs the
+/* dx += s*dout; dskip += w*((1-s)*dout); dw[c] += sum_n ((1-s)*dout)*skip;
+ * dgate[c] += sum_n (s(1-s)*dout)*(x - w*skip) (token sums in double, token order). Needs the
  * forward's x and skip. */
 void cpu_skip_gate_backward(float *dx, float *dskip, float *dw, float *dgate, const float *dout, const float *x,
                             const float *skip, const float *w, const float *gate, int N, int C);

@@ -37,27 +37,32 @@ void cpu_skip_gate_backward(float *dx, float *dskip, float *dw, float *dgate, co
             dskip[row + c] += w[c] * ((1.0f - s) * d);
         }
     }
-    /* dw_c = (1 - s) sum_n dout*skip, dgate_c = s (1 - s) sum_n dout*(x - w*skip): channel blocks
-     * to threads, tokens in order, double accumulators (cpu_ops.h's rule for reductions over
-     * tokens) */
+    /* dw_c = sum_n ((1 - s) dout) skip, dgate_c = sum_n (s (1 - s) dout) (x - w skip), the
+     * element products the CUDA op makes: channel blocks to threads, tokens in order, double
+     * accumulators (cpu_ops.h's rule for reductions over tokens) */
     const int blocks = (C + CPU_CHANNEL_BLOCK - 1) / CPU_CHANNEL_BLOCK;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < blocks; b++) {
         const int c0 = b * CPU_CHANNEL_BLOCK;
         const int width = C - c0 < CPU_CHANNEL_BLOCK ? C - c0 : CPU_CHANNEL_BLOCK;
         double sum_w[CPU_CHANNEL_BLOCK] = {0}, sum_g[CPU_CHANNEL_BLOCK] = {0};
+        float om[CPU_CHANNEL_BLOCK], sg[CPU_CHANNEL_BLOCK]; /* 1 - s, s (1 - s) */
+        for (int k = 0; k < width; k++) {
+            const float s = sigmoid(gate[c0 + k]);
+            om[k] = 1.0f - s;
+            sg[k] = s * om[k];
+        }
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * C + c0;
             for (int k = 0; k < width; k++) {
-                const double d = dout[row + k];
-                sum_w[k] += d * (double)skip[row + k];
-                sum_g[k] += d * (double)(x[row + k] - w[c0 + k] * skip[row + k]);
+                const float d = dout[row + k];
+                sum_w[k] += (double)(om[k] * d) * (double)skip[row + k];
+                sum_g[k] += (double)(sg[k] * d) * (double)(x[row + k] - w[c0 + k] * skip[row + k]);
             }
         }
         for (int k = 0; k < width; k++) {
-            const float s = sigmoid(gate[c0 + k]);
-            dw[c0 + k] += (float)(sum_w[k] * (double)(1.0f - s));
-            dgate[c0 + k] += (float)(sum_g[k] * (double)s * (double)(1.0f - s));
+            dw[c0 + k] += (float)sum_w[k];
+            dgate[c0 + k] += (float)sum_g[k];
         }
     }
 }
