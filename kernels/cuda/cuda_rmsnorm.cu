@@ -28,7 +28,12 @@
  * value once where stored, and where a stored value is recomputed: xm, x1, x_in, x_out, and a
  * backward's g before a fused op uses it). One kernel body per op thus gives both streams' bits,
  * fp32's unchanged (every helper is the identity there), and keeps the fused ops bitwise their
- * fallbacks in either type. */
+ * fallbacks in either type.
+ *
+ * Contents (the "----" sections below, in order): RMSNorm forward and backward; fused forwards
+ * (the block output, the gated skip's skip_gate_value, the block input mix_norm and out_mix_norm,
+ * add_norm); the block-input backward (norm + residual mix); the MLP-norm backward (+ the
+ * attention residual's). */
 #include "cuda_common.cuh"
 #include "cuda_residual_mix.h"
 #include "cuda_rmsnorm.h"

@@ -5,7 +5,11 @@
  * tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32 forward vs a double reference
  * or hand-computed values, backward vs central finite differences of L = sum(out * R), the +=
  * semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
- * CT_TEST_VERBOSE=1 prints every measured error. */
+ * CT_TEST_VERBOSE=1 prints every measured error.
+ *
+ * Contents (the sections below, in order): SmearGate; bigram hash and its scaled branch; XSA;
+ * partial RoPE; ln_scale; late QAT's int6 fake quantization; leaky relu^2; gated U-Net skip;
+ * thread count; orthogonal initialisation; main. */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
