@@ -94,12 +94,17 @@ void cpu_linear_forward(float *out, const float *x, const float *W, int N, int i
 void cpu_linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
                      int in_features, int out_features);
 
-/* ---- relu^2 (the MLP activation): h = relu(u)^2 ------------------------------------------ */
+/* ---- the MLP activation: h = leaky_relu(u, slope)^2 (relu(u)^2 at slope 0) ---------------- */
+/* leaky_relu(u, s) = u for u > 0, s*u otherwise (mlp_negative_slope). Slope 0 runs relu^2's own
+ * loops, bit for bit those before the slope existed. */
 
-/* u, h [N,C]; h may equal u (but the backward needs u). */
-void cpu_relu2_forward(float *h, const float *u, int N, int C);
-/* du [N,C] += dh * 2*relu(u). */
-void cpu_relu2_backward(float *du, const float *dh, const float *u, int N, int C);
+/* u, h [N,C]; h may equal u (but the backward needs u). h = u*u for u > 0, else (s*u)*(s*u). */
+void cpu_relu2_forward(float *h, const float *u, int N, int C, float slope);
+/* du [N,C] += (2*u)*dh for u > 0, else (k*u)*dh with k = cpu_relu2_negative_grad_coeff(slope)
+ * (relu^2 at slope 0: 0). */
+void cpu_relu2_backward(float *du, const float *dh, const float *u, int N, int C, float slope);
+/* d/du of (s*u)^2 over u: k = 2*s^2 (in double, rounded to fp32 once), the CUDA op's too. */
+float cpu_relu2_negative_grad_coeff(float slope);
 
 /* ---- residual mix (Block input): out = mix[0,c] * x + mix[1,c] * x0 ---------------------- */
 
@@ -118,6 +123,21 @@ void cpu_scaled_add_forward(float *out, const float *x, const float *branch, con
  * caller keeps dout itself as the gradient of x (it is identical), which saves a pass. */
 void cpu_scaled_add_backward(float *dx, float *dbranch, float *dscale, const float *dout,
                          const float *branch, const float *scale, int N, int C);
+
+/* ---- gated U-Net skip (cpu_skip_gate.c): out = lerp(w[c]*skip, x, sigmoid(gate[c])) ------- */
+/* skip_gates_enabled: out = s*x + (1-s)*w*skip with s = sigmoid(gate[c]), evaluated as
+ * cpu_lerp. x, skip, out [N,C]; w (skip_weights row), gate (skip_gates row) [C]. out may equal x. */
+
+/* torch.lerp's fp32 evaluation: start + weight*(end - start) for weight < 0.5, else
+ * end - (end - start)*(1 - weight) (exact at weight 0 and 1). */
+float cpu_lerp(float start, float end, float weight);
+void cpu_skip_gate_forward(float *out, const float *x, const float *skip, const float *w, const float *gate, int N,
+                           int C);
+/* dx += s*dout; dskip += w*((1-s)*dout); dw[c] += sum_n ((1-s)*dout)*skip;
+ * dgate[c] += sum_n (s(1-s)*dout)*(x - w*skip) (token sums in double, token order). Needs the
+ * forward's x and skip. */
+void cpu_skip_gate_backward(float *dx, float *dskip, float *dw, float *dgate, const float *dout, const float *x,
+                            const float *skip, const float *w, const float *gate, int N, int C);
 
 /* ---- SmearGate (cpu_smear.c): out[b,t] = (1-g) x[b,t] + g x[b,t-1], g = sigmoid(gate) ------ */
 

@@ -99,6 +99,20 @@ static __device__ __forceinline__ F32V<V> add_scaled(const F32V<V> &x, const F32
     return y;
 }
 
+/* sigmoid(z) = 1 / (1 + e), e = expf(-z) taken as exp in double rounded once to fp32: the
+ * correctly rounded value, which is what glibc's expf gives (within its 0.502-ulp bound) on the
+ * CPU side; CUDA's own expf is 2 ulp. The gates' sigmoid (SmearGate, skip gates). */
+static __device__ __forceinline__ float sigmoid_f32(float z) {
+    const float e = (float)exp(-(double)z);
+    return __fdiv_rn(1.0f, __fadd_rn(1.0f, e));
+}
+/* torch.lerp's evaluation (cpu_lerp): start + w*(end - start) for w < 0.5, else
+ * end - (end - start)*(1 - w), fp32 with explicit roundings */
+static __device__ __forceinline__ float lerp_f32(float start, float end, float w) {
+    const float diff = __fsub_rn(end, start);
+    return w < 0.5f ? __fadd_rn(start, __fmul_rn(w, diff)) : __fsub_rn(end, __fmul_rn(diff, __fsub_rn(1.0f, w)));
+}
+
 /* ---- the residual stream's storage (residual_dtype, docs/cuda.md "Residual stream") ----
  * The kernels over the residual stream (cuda_rmsnorm.cu, cuda_scaled_add.cu,
  * cuda_residual_mix.cu, cuda_add_inplace) take its element type S as a template parameter:

@@ -48,6 +48,7 @@
 #include "cuda_attention.h"     /* causal GQA flash attention */
 #include "cuda_xsa.h"           /* exclusive self attention (the record's XSA) */
 #include "cuda_smear.h"         /* the record's SmearGate */
+#include "cuda_skip_gate.h"     /* the gated U-Net skip's backward (skip_gates) */
 #include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */
 #include "cuda_logits.h"        /* logits + softcap + cross-entropy */
 #include "cuda_optim.h"         /* Adam, Muon, clipping */

@@ -28,7 +28,12 @@
  * value once where stored, and where a stored value is recomputed: xm, x1, x_in, x_out, and a
  * backward's g before a fused op uses it). One kernel body per op thus gives both streams' bits,
  * fp32's unchanged (every helper is the identity there), and keeps the fused ops bitwise their
- * fallbacks in either type. */
+ * fallbacks in either type.
+ *
+ * Contents (the "----" sections below, in order): RMSNorm forward and backward; fused forwards
+ * (the block output, the gated skip's skip_gate_value, the block input mix_norm and out_mix_norm,
+ * add_norm); the block-input backward (norm + residual mix); the MLP-norm backward (+ the
+ * attention residual's). */
 #include "cuda_common.cuh"
 #include "cuda_residual_mix.h"
 #include "cuda_rmsnorm.h"
@@ -276,6 +281,24 @@ static __device__ __forceinline__ F32V<V> block_output(const BlockOut<S> &p, siz
     return add_scaled_stream<S, V>(x1, ld_control<S, V>(p.mlp_scale + c), ld_vec<V>(p.mo + i));
 }
 
+/* The gated skip (skip_gates_enabled) on the stream value x, V channels at channel c: lerp(w *
+ * skip, x, g), g = sigmoid(skip_gate) (cpu_skip_gate_forward), with the bf16 stream's roundings
+ * of train_gpt.py's `torch.lerp(w.to(bf16) * skip, x, sigmoid(gate.to(bf16)))`: w and the gate
+ * rounded first, w * skip and g rounded as the bf16 tensors they are, the lerp once; its backward
+ * (cuda_skip_gate.cu) remakes w * skip and g through the same helper's parts. */
+template <typename S, int V>
+static __device__ __forceinline__ F32V<V> skip_gate_value(const F32V<V> &x, const F32V<V> &skip, const float *skip_w,
+                                                          const float *skip_gate, int c) {
+    const F32V<V> w = ld_control<S, V>(skip_w + c), z = ld_control<S, V>(skip_gate + c);
+    F32V<V> y;
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        const float start = round_stream<S>(__fmul_rn(w.v[e], skip.v[e])), g = round_stream<S>(sigmoid_f32(z.v[e]));
+        y.v[e] = lerp_f32(start, x.v[e], g);
+    }
+    return round_stream_v<S, V>(y);
+}
+
 /* The block input: x (or, with prev.x_out, the block before's output, made and written here)
  * plus the skip, the mix and its norm. In place on the backend's one xm buffer: prev.xm may be
  * xm, each element is read by the lane that then overwrites it. x_out, x_in and xm are used
@@ -283,8 +306,8 @@ static __device__ __forceinline__ F32V<V> block_output(const BlockOut<S> &p, siz
 template <typename S, int V>
 static __global__ void __launch_bounds__(ROW_THREADS)
     mix_norm_forward_kernel(S *x_in, S *xm, float *rstd, __nv_bfloat16 *a_bf16, const S *x, const BlockOut<S> prev,
-                            const S *skip, const float *skip_w, const S *x0, const float *mix, int N, int C, float eps,
-                            float out_scale) {
+                            const S *skip, const float *skip_w, const float *skip_gate, const S *x0, const float *mix,
+                            int N, int C, float eps, float out_scale) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -299,7 +322,10 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         }
         const F32V<V> z = ld_stream<S, V>(x0 + base + c), m0 = ld_control<S, V>(mix + c),
                       m1 = ld_control<S, V>(mix + C + c);
-        if (skip) {
+        if (skip && skip_gate) {
+            xi = skip_gate_value<S, V>(xi, ld_stream<S, V>(skip + base + c), skip_w, skip_gate, c);
+            st_stream<S, V>(x_in + base + c, xi);
+        } else if (skip) {
             const F32V<V> sk = ld_stream<S, V>(skip + base + c), sw = ld_control<S, V>(skip_w + c);
 #pragma unroll
             for (int e = 0; e < V; e++) xi.v[e] = __fadd_rn(xi.v[e], __fmul_rn(sw.v[e], sk.v[e]));
@@ -322,15 +348,15 @@ static void launch_mix_norm(const CudaMixNorm *a, const CudaBlockOutput *prev, c
     float *rstd = a->rstd;
     __nv_bfloat16 *a_bf16 = host_as_bf(a->a_bf16);
     const S *x = prev ? nullptr : stream_ptr<S>(a->x), *skip = stream_ptr<S>(a->skip), *x0 = stream_ptr<S>(a->x0);
-    const float *skip_w = a->skip_w, *mix = a->mix;
+    const float *skip_w = a->skip_w, *skip_gate = a->skip ? a->skip_gate : nullptr, *mix = a->mix;
     const int N = a->N, C = a->C;
     const float eps = a->eps, out_scale = a->out_scale;
     BlockOut<S> p = {};
     if (prev)
         p = BlockOut<S>{stream_ptr<S>(prev->x_out), stream_ptr<S>(prev->xm), prev->attn_scale, prev->mlp_scale,
                         host_as_bf(prev->ao), host_as_bf(prev->mo)};
-    LAUNCH_ROWS(mix_norm_forward_kernel, S, V, N, stream, x_in, xm, rstd, a_bf16, x, p, skip, skip_w, x0, mix, N, C,
-                eps, out_scale);
+    LAUNCH_ROWS(mix_norm_forward_kernel, S, V, N, stream, x_in, xm, rstd, a_bf16, x, p, skip, skip_w, skip_gate, x0,
+                mix, N, C, eps, out_scale);
 }
 static int mix_norm(const CudaMixNorm *a, const CudaBlockOutput *prev, int V, const char *name, cudaStream_t stream) {
 #define LAUNCH(S, V) launch_mix_norm<S, V>(a, prev, stream)
@@ -342,7 +368,8 @@ static int mix_norm(const CudaMixNorm *a, const CudaBlockOutput *prev, int V, co
 
 extern "C" int cuda_mix_norm_forward(const CudaMixNorm *a, cudaStream_t stream) {
     if (a->N <= 0) return 0;
-    const int V = row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->x, a->skip, a->skip_w, a->x0, a->mix});
+    const int V =
+        row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->x, a->skip, a->skip_w, a->skip_gate, a->x0, a->mix});
     return mix_norm(a, NULL, V, "mix_norm_forward", stream);
 }
 
@@ -350,7 +377,8 @@ extern "C" int cuda_out_mix_norm_forward(const CudaBlockOutput *prev, const Cuda
     if (a->N <= 0) return 0;
     if (!prev || !prev->x_out || !prev->xm || !prev->ao || !prev->mo || !prev->attn_scale || !prev->mlp_scale)
         return ct_fail("out_mix_norm_forward: the block before's output needs x_out, xm, ao, mo and both scales");
-    const int V = row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->skip, a->skip_w, a->x0, a->mix, prev->x_out,
+    const int V = row_vector_width(a->C, {a->x_in, a->xm, a->a_bf16, a->skip, a->skip_w, a->skip_gate, a->x0, a->mix,
+                                          prev->x_out,
                                           prev->xm, prev->ao, prev->mo, prev->attn_scale, prev->mlp_scale});
     return mix_norm(a, prev, V, "out_mix_norm_forward", stream);
 }

@@ -37,6 +37,7 @@ int cuda_rmsnorm_backward(void *dx, const float *dout, const void *x, const floa
 /* Block input, fused (= cpu_scaled_add_forward if skip, cpu_residual_mix_forward, cpu_rmsnorm_forward,
  * then cpu_scale by out_scale), its tensors and shape in a CudaMixNorm:
  *   x_in = skip ? x + skip_w * skip : x       (written to x_in only when skip != NULL)
+ *   (with skip_gate: x_in = lerp(skip_w * skip, x, sigmoid(skip_gate)), cpu_skip_gate_forward)
  *   xm = mix[0] * x_in + mix[1] * x0;  rstd = 1/rms(xm);  a_bf16 = bf16((xm * rstd) * out_scale)
  * x, skip, x0, x_in, xm [N,C]; skip_w [C]; mix [2,C]. out_scale: ln_scale's factor of the block,
  * 1 without it (the same bits as no factor: x * 1 = x). */
@@ -48,6 +49,7 @@ typedef struct {
     const void *x;              /* the residual stream (NULL for cuda_out_mix_norm_forward, which makes it) */
     const void *skip;           /* the U-Net skip; NULL without one */
     const float *skip_w;        /* its weights; NULL without one */
+    const float *skip_gate;     /* skip_gates' row (skip_gates_enabled): the lerp; NULL: the add */
     const void *x0;
     const float *mix;
     int N, C;

@@ -4,23 +4,16 @@
  * thread where row_vector_width allows, else 1, a thread's rows those of the 1-wide layout), so
  * each thread computes its channels' gates once and the backward's dgate partials come out of the
  * same pass in the fixed order of the other parameter-gradient sums.
- * The element-wise fp32 operations are the CPU op's, with explicit roundings. The gate is
- * 1 / (1 + e) with e = expf(-z) taken as exp in double rounded once to fp32: the correctly
- * rounded value, which is what glibc's expf gives (within its 0.502-ulp bound) on the CPU side;
- * CUDA's own expf is 2 ulp. */
+ * The element-wise fp32 operations are the CPU op's, with explicit roundings; the gate is
+ * cuda_common.cuh's sigmoid_f32 (glibc expf's correctly rounded value). */
 #include "cuda_common.cuh"
 #include "cuda_smear.h"
-
-static __device__ __forceinline__ float smear_sigmoid(float z) {
-    const float e = (float)exp(-(double)z);
-    return __fdiv_rn(1.0f, __fadd_rn(1.0f, e));
-}
 
 template <int V>
 static __device__ __forceinline__ void smear_gates(F32V<V> &g, F32V<V> &one_minus_g, const float *gate, int c) {
 #pragma unroll
     for (int e = 0; e < V; e++) {
-        g.v[e] = smear_sigmoid(gate[c + e]);
+        g.v[e] = sigmoid_f32(gate[c + e]);
         one_minus_g.v[e] = __fsub_rn(1.0f, g.v[e]);
     }
 }
@@ -105,7 +98,7 @@ static __global__ void smear_gate_finish_kernel(float *dgate, const double *part
     if (c >= C) return;
     double total = 0.0;
     for (int k = 0; k < n_chunks; k++) total += partials[(size_t)k * C + c];
-    const float g = smear_sigmoid(gate[c]);
+    const float g = sigmoid_f32(gate[c]);
     dgate[c] = __fadd_rn(dgate[c], (float)(total * (double)g * (double)__fsub_rn(1.0f, g)));
 }
 

@@ -212,8 +212,14 @@ static int forward_blocks(CpuBackend *cb, int B) {
         CpuLayerActs *a = &cb->layers[l];
         int dec = l - s->num_encoder; /* decoder index, < 0 for encoder blocks */
         if (dec >= 0 && dec < s->num_skip) {
-            /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec) */
-            cpu_scaled_add_forward(a->x_in, x, cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+            /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec);
+             * with skip gates lerp(skip_weights[dec] * skip, x, sigmoid(skip_gates[dec])) */
+            const float *skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+            if (s->skip_gates >= 0)
+                cpu_skip_gate_forward(a->x_in, x, skip, skip_w + (size_t)dec * D,
+                                      st->params + s->params[s->skip_gates].offset + (size_t)dec * D, N, D);
+            else
+                cpu_scaled_add_forward(a->x_in, x, skip, skip_w + (size_t)dec * D, N, D);
         } else {
             cpu_copy(a->x_in, x, (size_t)N * D);
         }
@@ -236,7 +242,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
         cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
         if (s->ln_scale) cpu_scale(a->m_in, ln, (size_t)N * D);
         cpu_linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
-        cpu_relu2_forward(a->h, a->u, N, HID);
+        cpu_relu2_forward(a->h, a->u, N, HID, s->mlp_negative_slope);
         cpu_linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
         cpu_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
         x = a->x_out;
@@ -373,7 +379,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         cpu_zero(cb->dH1, (size_t)N * HID);
         cpu_linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
         cpu_zero(cb->dH2, (size_t)N * HID);
-        cpu_relu2_backward(cb->dH2, cb->dH1, a->u, N, HID);
+        cpu_relu2_backward(cb->dH2, cb->dH1, a->u, N, HID, s->mlp_negative_slope);
         cpu_zero(cb->dD2, ND);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
         if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
@@ -414,11 +420,22 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         float *t = dx;
         dx = dx_alt;
         dx_alt = t;
-        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip (gated: the
+         * lerp, whose x_prev gradient is a new buffer) */
         int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip)
+        if (dec >= 0 && dec < s->num_skip && s->skip_gates >= 0) {
+            const size_t row = (size_t)dec * D, gates = s->params[s->skip_gates].offset;
+            cpu_zero(dx_alt, ND);
+            cpu_skip_gate_backward(dx_alt, cb->dskip[dec], dskip_w + row, st->grads + gates + row, dx,
+                                   l > 0 ? cb->layers[l - 1].x_out : cb->x0, cb->layers[s->num_encoder - 1 - dec].x_out,
+                                   skip_w + row, st->params + gates + row, N, D);
+            t = dx;
+            dx = dx_alt;
+            dx_alt = t;
+        } else if (dec >= 0 && dec < s->num_skip) {
             cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
                                 cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+        }
         if (backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
     }
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every

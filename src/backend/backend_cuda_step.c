@@ -131,6 +131,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
     }
     const void *x = cb->x0;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
+    const float *skip_gates = s->skip_gates >= 0 ? cb->d_params + s->params[s->skip_gates].offset : NULL;
     for (int l = 0; l < cb->num_layers; l++) {
         CudaLayer *a = &cb->layers[l];
         const int dec = l - s->num_encoder;
@@ -138,7 +139,8 @@ static int forward_blocks(CudaBackend *cb, int B) {
         if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
         const float ln = model_ln_scale(s, l); /* the block's norm outputs times ln (1 without ln_scale) */
         CudaMixNorm input = {.x_in = skip ? a->x_in : NULL, .xm = cb->xm, .rstd = a->rstd_attn, .a_bf16 = cb->a_in,
-                             .x = x, .skip = skip, .skip_w = skip ? skip_w + (size_t)dec * D : NULL, .x0 = cb->x0,
+                             .x = x, .skip = skip, .skip_w = skip ? skip_w + (size_t)dec * D : NULL,
+                             .skip_gate = skip && skip_gates ? skip_gates + (size_t)dec * D : NULL, .x0 = cb->x0,
                              .mix = block_param(cb, l, BLK_RESID_MIX), .N = N, .C = D, .eps = FLT_EPSILON,
                              .out_scale = ln, .dtype = dt};
         if (l == 0) {
@@ -177,7 +179,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                                 block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
-        RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
     }
@@ -304,7 +306,8 @@ static int backward_blocks(CudaBackend *cb) {
          * pass over u, so that product comes after it */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
                                                block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        RETURN_ON_FAILURE(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, st));
+        RETURN_ON_FAILURE(
+            cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16,
                                                cb->h, NULL, N, HID, D));
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
@@ -362,9 +365,17 @@ static int backward_blocks(CudaBackend *cb) {
         void *t = dx;
         dx = dx_alt;
         dx_alt = t;
-        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip */
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip (gated: the lerp,
+         * its x_prev gradient made in place in dx) */
         const int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip) { /* the skip and its gradient are of the stream's type */
+        if (dec >= 0 && dec < s->num_skip && s->skip_gates >= 0) {
+            const size_t row = (size_t)dec * D, gates = s->params[s->skip_gates].offset;
+            const CudaSkipGateBackward gate = {
+                .dx = dx, .dskip = cb->dskip[dec], .dw = dskip_w + row, .dgate = cb->d_grads + gates + row, .dout = dx,
+                .x = cb->layers[l - 1].x_out, .skip = cb->layers[s->num_encoder - 1 - dec].x_out, .w = skip_w + row,
+                .gate = cb->d_params + gates + row, .partials = cb->partials, .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_skip_gate_backward(&gate, st));
+        } else if (dec >= 0 && dec < s->num_skip) { /* the skip and its gradient are of the stream's type */
             void *dskip = cb->dskip[dec];
             const void *skip_x = cb->layers[s->num_encoder - 1 - dec].x_out;
             const CudaScaledAddBackward skip = {

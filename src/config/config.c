@@ -337,6 +337,9 @@ int config_validate(const Config *c, int world_size) {
             "mtp_num_heads = %lld: expected in [0, %d] and below train_seq_len = %lld (head k predicts the token "
             "k+2 ahead, so each needs a sequence longer than k+1)",
             (long long)c->mtp_num_heads, CT_MTP_MAX_HEADS, (long long)c->train_seq_len);
+    REQUIRE(c->mlp_negative_slope >= 0 && c->mlp_negative_slope < 1,
+            "mlp_negative_slope = %.15g: expected in [0, 1) (0 = relu^2; the 1.0611 record uses 0.5)",
+            c->mlp_negative_slope);
     REQUIRE(c->mtp_loss_weight >= 0, "mtp_loss_weight = %g: expected >= 0 (0 = the heads get no gradient)",
             c->mtp_loss_weight);
     REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);

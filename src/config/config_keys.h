@@ -42,6 +42,10 @@
       "orthogonal init of the random-init matrices with both sides >= 64 (the record's rule; docs/model.md)") \
     X(mtp_num_heads, INT, "0", "model", SHAPE,                                                     \
       "multi-token prediction: extra output heads trained beside lm_head; head k predicts the token k+2 ahead (never evaluated; left out of the golf artifact); 0 = off") \
+    X(mlp_negative_slope, FLOAT, "0", "model", SHAPE,                                              \
+      "MLP activation leaky_relu(h, s)^2 with this negative slope s in [0, 1) (the 1.0611 record: 0.5); 0 = relu^2") \
+    X(skip_gates_enabled, BOOL, "0", "model", SHAPE,                                               \
+      "sigmoid gates on the U-Net skips: x = lerp(skip_weights*skip, x, sigmoid(skip_gates)) instead of x + skip_weights*skip") \
     /* batch geometry */                                                                           \
     X(train_batch_tokens, INT, "524288", "batch", SHAPE, "tokens per optimizer step (all ranks)")   \
     X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \

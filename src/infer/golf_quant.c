@@ -12,9 +12,11 @@
 
 /* ---- which rule a tensor gets ---- */
 
+/* the records' CONTROL_TENSOR_NAME_PATTERNS; skip_gates is the 1.0611 record's (issue 56: only a
+ * model with skip_gates_enabled has a tensor it matches) */
 static const char *const CONTROL_PATTERNS[] = {"attn_scale", "attn_scales", "mlp_scale",   "mlp_scales",
                                                "resid_mix",  "resid_mixes", "q_gain",      "skip_weight",
-                                               "skip_weights", "smear"};
+                                               "skip_weights", "smear",     "skip_gates"};
 
 int golf_is_control(const char *name) {
     for (size_t i = 0; i < sizeof CONTROL_PATTERNS / sizeof CONTROL_PATTERNS[0]; i++)

@@ -58,7 +58,8 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->bigram_dim = (int)c->bigram_dim;
     s->ortho_init = c->ortho_init != 0;
     s->mtp_heads = (int)c->mtp_num_heads;
-    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->first_mtp = -1;
+    s->mlp_negative_slope = (float)c->mlp_negative_slope;
+    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->skip_gates = s->first_mtp = -1;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -108,6 +109,10 @@ int model_spec_init(ModelSpec *s, const Config *c) {
         s->smear = s->num_params;
         add_param(s, &cap, "smear.gate", 1, D, 1, PARAM_SCALAR);
     }
+    if (c->skip_gates_enabled) { /* the record's scalar AdamW group, as skip_weights */
+        s->skip_gates = s->num_params;
+        add_param(s, &cap, "skip_gates", 2, s->num_skip, D, PARAM_SCALAR);
+    }
     /* the record's matrix_params take the heads: Muon, matrix_lr, muon_wd */
     if (s->mtp_heads > 0) s->first_mtp = s->num_params;
     for (int k = 0; k < s->mtp_heads; k++) {
@@ -136,7 +141,7 @@ int model_grad_ready_stage(const ModelSpec *s, int param) {
         return model_grad_num_stages(s) - 1;
     if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
-    if (param == s->skip_weights) return model_grad_stage_of_block(s, s->num_encoder);
+    if (param == s->skip_weights || param == s->skip_gates) return model_grad_stage_of_block(s, s->num_encoder);
     return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);
 }
 
@@ -213,7 +218,8 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
         const char *dot = strrchr(p->name, '.');
         const char *leaf = dot ? dot + 1 : p->name;
         int is_zero_init = strstr(p->name, "attn.proj.") || strstr(p->name, "mlp.proj.") || pi == s->lm_head ||
-                           pi == s->bigram_embed || pi == s->smear || model_is_mtp_head(s, pi);
+                           pi == s->bigram_embed || pi == s->smear || pi == s->skip_gates ||
+                           model_is_mtp_head(s, pi);
         if (pi == s->bigram_proj && !s->ortho_init) is_zero_init = 1; /* nn.init.zeros_ in the record's module */
         if (s->ortho_init && !is_zero_init && p->group == PARAM_MATRIX && p->shape[0] >= 64 && p->shape[1] >= 64) {
             orthogonal_init(w, p->shape[0], p->shape[1], seed, (uint64_t)pi);

@@ -47,6 +47,7 @@ typedef struct {
     int bigram_vocab, bigram_dim; /* bigram_vocab 0 = no bigram embedding */
     int ortho_init;
     int mtp_heads; /* multi-token-prediction heads (training only) */
+    float mlp_negative_slope; /* MLP activation leaky_relu(h, s)^2; 0 = relu^2 */
 
     int num_params;
     ParamInfo *params;   /* state_dict order */
@@ -56,6 +57,9 @@ typedef struct {
     /* record-stack parameters, after all of the above (so the baseline's layout is unchanged);
      * -1 when absent. bigram_proj is absent when bigram_dim == model_dim (no projection). */
     int bigram_scale, bigram_embed, bigram_proj, smear;
+    /* skip_gates [num_skip, D] (skip_gates_enabled), after smear.gate; -1 when absent. Its rows,
+     * as skip_weights', are num_skip: the one place that count is set (model_spec_init) */
+    int skip_gates;
     /* mtp_heads.k.weight is parameter first_mtp + k (k < mtp_heads), the last ones; -1 when none */
     int first_mtp;
 } ModelSpec;
@@ -100,7 +104,8 @@ int model_param_torch_ndim(const ParamInfo *p);
  *   stage 0                    the output layer (logits): lm_head when untied, and the
  *                              multi-token-prediction heads
  *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
- *                              after the last decoder block that uses them, block num_encoder)
+ *                              and skip_gates after the last decoder block that uses them, block
+ *                              num_encoder)
  *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share),
  *                              and the bigram embedding and smear gate when the model has them
  * model_grad_ready_stage gives the stage after which parameter `param`'s gradient is final. */
@@ -113,7 +118,7 @@ int model_grad_ready_stage(const ModelSpec *spec, int param);
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
  * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
  * skip_weights 1; resid_mix = [1; 0]. Record stack (docs/model.md): bigram.embed zero,
- * bigram.scale 0.05, smear.gate zero, bigram.proj and mtp_heads zero (nn.init.zeros_, the
+ * bigram.scale 0.05, smear.gate zero, skip_gates zero, bigram.proj and mtp_heads zero (nn.init.zeros_, the
  * record's _zero_init); with ortho_init, the
  * record's _init_weights: every matrix that is not zero-initialised and has both sides >= 64
  * gets an orthogonal init (gain 1; that includes bigram.proj, whose zeros the record overwrites)

@@ -34,7 +34,7 @@ CLASSES = [
     ("logits", "logits + softcap + cross-entropy", r"^softcap_ce"),
     ("embedding", "embeddings (token, bigram hash)", r"^(embedding|bigram)"),
     ("reductions", "column sums and reductions", r"^(colsum|reduce_)"),
-    ("record_ops", "XSA, SmearGate", r"^(xsa|smear)"),
+    ("record_ops", "XSA, SmearGate, skip gates", r"^(xsa|smear|skip_gate)"),
     ("optimizer", "optimizer element-wise (Muon, Adam, EMA, clip)",
      r"^(adam|muon|ns_|weight_decay|ema_update|swa_add|clip_scale|fake_quant)"),
     ("conversions", "fp32/bf16 conversions", r"^(bf16_to_f32|f32_to_bf16)"),

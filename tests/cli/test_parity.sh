@@ -143,5 +143,17 @@ then pass frac_schedule_lr_scales; else fail frac_schedule_lr_scales "$(tail -2 
 parity frontier_optim 5.7e-7 1.9e-4 num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 mlp_mult=3 bigram_vocab_size=64 \
     bigram_dim=32 iterations=6 warmdown_frac=0.5 min_lr=0.2 muon_momentum_warmup_steps=3 muon_backend_steps=4 \
     muon_polar_express=1 muon_row_normalize=1 muon_wd=0.2 adam_wd=0.05 embed_wd=0.3
+# the 1.0611 record's MLP and skip gates (issue 56): leaky relu^2 at the record's slope 0.5 and
+# sigmoid gates on the U-Net skips; 5 layers: two gated skips and a decoder block without one;
+# adam_wd decays skip_gates (scalar group), clipping
+# measured: losses 7.22e-8, tensors 6.70e-6
+parity frontier_mlp 7.3e-7 6.7e-5 num_layers=5 model_dim=64 num_heads=4 num_kv_heads=2 mlp_negative_slope=0.5 \
+    skip_gates_enabled=1 iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4 adam_wd=0.1 grad_clip_norm=0.3
+# untied, MQA, a slope whose products round (0.3), beside the 1.1248 record's LN scale, XSA and
+# SmearGate
+# measured: losses 1.72e-7, tensors 5.85e-6
+parity frontier_mlp_untied 1.8e-6 5.9e-5 num_layers=4 model_dim=48 num_heads=4 num_kv_heads=1 tie_embeddings=0 \
+    mlp_negative_slope=0.3 skip_gates_enabled=1 ln_scale=1 xsa_last_n=2 smear_gate=1 grad_clip_norm=0.3 iterations=5 \
+    warmdown_iters=2 muon_momentum_warmup_steps=2
 
 finish

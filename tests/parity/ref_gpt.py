@@ -105,6 +105,8 @@ class RefGPT:
         self.xsa_from = self.L - cfg.get("xsa_last_n", 0)
         self.smear = bool(cfg.get("smear_gate", 0))
         self.bigram = cfg.get("bigram_vocab_size", 0)
+        self.slope = cfg.get("mlp_negative_slope", 0.0)  # the 1.0611 record's MLP and skip gates
+        self.skip_gates = bool(cfg.get("skip_gates_enabled", 0))
 
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
@@ -131,7 +133,7 @@ class RefGPT:
         y = y.transpose(1, 2).reshape(B, T, D)
         x = x + p("attn_scale") * (y @ self.w(f"blocks.{i}.attn.proj.weight").T)
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
-        m = torch.relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T).square()
+        m = F.leaky_relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T, self.slope).square()
         return x + p("mlp_scale") * (m @ self.w(f"blocks.{i}.mlp.proj.weight").T)
 
     def embed(self, inputs):
@@ -159,7 +161,10 @@ class RefGPT:
             x = self.block(i, x, x0)
             skips.append(x)
         for j in range(self.dec):
-            if skips:
+            if skips and self.skip_gates:  # g weights the decoder stream, 1 - g the weighted skip
+                g = torch.sigmoid(self.p["skip_gates"][j])
+                x = g * x + (1 - g) * (self.p["skip_weights"][j] * skips.pop())
+            elif skips:
                 x = x + self.p["skip_weights"][j] * skips.pop()
             x = self.block(self.enc + j, x, x0)
         x = rms_norm(x)

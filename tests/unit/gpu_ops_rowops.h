@@ -1,5 +1,5 @@
 /* gpu_ops_rowops.h — the CUDA row ops (cuda_rmsnorm.cu with its fused ops, cuda_scaled_add.cu,
- * cuda_residual_mix.cu, cuda_relu2.cu) and the conversions, in-place adds and fixed-order
+ * cuda_residual_mix.cu, cuda_relu2.cu, cuda_skip_gate.cu) and the conversions, in-place adds and fixed-order
  * reductions (cuda_common.cu) as ops of the table-driven test (gpu_ops.h, gpu_op_table.h):
  * RMSNorm, the fused block-input mix + norm and residual + norm forwards, the residual + norm
  * backward that recomputes its input (alone and fused with the residual's backward), the fused
@@ -195,8 +195,29 @@ static int rmsnorm_bwd_gpu(OpRun *r) {
     return cuda_rmsnorm_backward(DEV("dx"), DEV("dout"), DEV("x"), DEV("rstd"), r->d[0], r->d[1], row_dtype(r), 0);
 }
 
-/* ---- block input: mix + norm, d = {N, C, with skip, ln_scale, BF16S}; out_mix_norm d = {N, C,
- * skip mode, ln_scale, BF16S} ---- */
+/* ---- block input: mix + norm, d = {N, C, with skip, ln_scale, BF16S, gated}; out_mix_norm d =
+ * {N, C, skip mode, ln_scale, BF16S, gated} (gated: the skip gate's lerp, skip_gates_enabled) ---- */
+
+/* The gated skip (skip_gates_enabled; d[5] = 1 on a row with a skip): x_in = lerp(w * skip, x,
+ * sigmoid(gate)). fp32: cpu_skip_gate_forward itself. bf16 stream: its steps with the forward's
+ * rounding points (cuda_rmsnorm.cu's skip_gate_value): w and the gate rounded first (row_control),
+ * w * skip and sigmoid rounded as bf16 tensors, the lerp (cpu_lerp) rounded by the caller. */
+static float host_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+static void gated_skip_ref(OpRun *r, float *x_in, const float *x, const float *skip, const float *w, int N, int C) {
+    float *gate = row_control(r, "skip_gate");
+    if (!r->d[4]) {
+        cpu_skip_gate_forward(x_in, x, skip, w, gate, N, C);
+    } else {
+        for (int c = 0; c < C; c++) gate[c] = host_sigmoid(gate[c]);
+        host_round_bf16(gate, (size_t)C);
+        for (size_t i = 0; i < (size_t)N * C; i++) {
+            float start = w[i % C] * skip[i];
+            host_round_bf16(&start, 1);
+            x_in[i] = cpu_lerp(start, x[i], gate[i % C]);
+        }
+    }
+    free(gate);
+}
 
 static void mix_norm_fwd_tensors(OpRun *r) {
     const int N = r->d[0], C = r->d[1], with_skip = r->d[2];
@@ -205,6 +226,7 @@ static void mix_norm_fwd_tensors(OpRun *r) {
     if (with_skip) op_in(r, "skip", row_stream(r), n, -2, 2);
     op_in(r, "x0", row_stream(r), n, -1, 1);
     op_in(r, "skip_w", OP_F32, C, 0.5, 1.5);
+    if (with_skip && r->d[5]) op_in(r, "skip_gate", OP_F32, C, -3, 3);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
     if (with_skip) stream_out(r, "x_in", n, F32_TOL, ELEMENTWISE);
     stream_out(r, "xm", n, F32_TOL, ELEMENTWISE);
@@ -216,7 +238,8 @@ static void mix_norm_fwd_cpu(OpRun *r) {
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     float *x_in = new_floats(n), *skip_w = row_control(r, "skip_w"), *mix = row_control(r, "mix");
-    if (r->d[2]) cpu_scaled_add_forward(x_in, HOST("x"), HOST("skip"), skip_w, N, C);
+    if (r->d[2] && r->d[5]) gated_skip_ref(r, x_in, HOST("x"), HOST("skip"), skip_w, N, C);
+    else if (r->d[2]) cpu_scaled_add_forward(x_in, HOST("x"), HOST("skip"), skip_w, N, C);
     else memcpy(x_in, HOST("x"), n * sizeof(float));
     row_round(r, x_in, n);
     if (r->d[2]) memcpy(HOST("x_in"), x_in, n * sizeof(float));
@@ -227,9 +250,9 @@ static void mix_norm_fwd_cpu(OpRun *r) {
     free(x_in), free(skip_w), free(mix);
 }
 static int mix_norm_fwd_gpu(OpRun *r) {
-    const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), DEV("x"), DEV_OPT("skip"),
-                           DEV("skip_w"), DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r),
-                           row_dtype(r)};
+    const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"),   DEV("rstd"),         DEV("a"),        DEV("x"),
+                           DEV_OPT("skip"), DEV("skip_w"), DEV_OPT("skip_gate"), DEV("x0"),       DEV("mix"),
+                           r->d[0],         r->d[1],       FLT_EPSILON,          row_ln_scale(r), row_dtype(r)};
     return cuda_mix_norm_forward(&a, 0);
 }
 
@@ -247,6 +270,7 @@ static void out_mix_norm_fwd_tensors(OpRun *r) {
     if (mode == 1) op_in(r, "skip", row_stream(r), n, -2, 2);
     op_in(r, "x0", row_stream(r), n, -1, 1);
     if (mode) op_in(r, "skip_w", OP_F32, C, 0.5, 1.5);
+    if (mode && r->d[5]) op_in(r, "skip_gate", OP_F32, C, -3, 3);
     op_in(r, "mix", OP_F32, 2 * (size_t)C, -1, 1.5);
     stream_out(r, "x_out", n, F32_TOL, ELEMENTWISE);
     if (mode) stream_out(r, "x_in", n, F32_TOL, ELEMENTWISE);
@@ -265,7 +289,8 @@ static void out_mix_norm_fwd_cpu(OpRun *r) {
     row_round(r, mid, n);
     cpu_scaled_add_forward(HOST("x_out"), mid, HOST("mo"), mlp_scale, N, C);
     row_round(r, HOST("x_out"), n);
-    if (mode) cpu_scaled_add_forward(x_in, HOST("x_out"), mode == 1 ? HOST("skip") : HOST("x_out"), skip_w, N, C);
+    if (mode && r->d[5]) gated_skip_ref(r, x_in, HOST("x_out"), mode == 1 ? HOST("skip") : HOST("x_out"), skip_w, N, C);
+    else if (mode) cpu_scaled_add_forward(x_in, HOST("x_out"), mode == 1 ? HOST("skip") : HOST("x_out"), skip_w, N, C);
     else memcpy(x_in, HOST("x_out"), n * sizeof(float));
     row_round(r, x_in, n);
     if (mode) memcpy(HOST("x_in"), x_in, n * sizeof(float));
@@ -279,8 +304,10 @@ static int out_mix_norm_fwd_gpu(OpRun *r) {
     const int mode = r->d[2];
     const CudaBlockOutput prev = {DEV("x_out"), DEV("xm"), DEV("ao"), DEV("mo"), DEV("attn_scale"), DEV("mlp_scale")};
     const void *skip = mode == 0 ? NULL : mode == 1 ? DEV("skip") : DEV("x_out");
-    const CudaMixNorm a = {DEV_OPT("x_in"), DEV("xm"), DEV("rstd"), DEV("a"), NULL, skip, DEV_OPT("skip_w"),
-                           DEV("x0"), DEV("mix"), r->d[0], r->d[1], FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
+    const CudaMixNorm a = {DEV_OPT("x_in"),      DEV("xm"), DEV("rstd"), DEV("a"),    NULL,
+                           skip,                 DEV_OPT("skip_w"), DEV_OPT("skip_gate"), DEV("x0"),
+                           DEV("mix"),           r->d[0],   r->d[1],     FLT_EPSILON, row_ln_scale(r),
+                           row_dtype(r)};
     return cuda_out_mix_norm_forward(&prev, &a, 0);
 }
 /* bitwise cuda_scaled_add_forward then cuda_mix_norm_forward (on the row's stream); a block
@@ -294,8 +321,8 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     const void *sk = mode == 0 ? NULL : mode == 1 ? DEV("skip") : d_out;
     CHECK_CUDA_OK(cuda_scaled_add_forward(d_out, d_xm, DEV("ao"), DEV("attn_scale"), DEV("mo"), DEV("mlp_scale"), N,
                                           C, row_dtype(r), 0));
-    const CudaMixNorm two = {mode ? d_xin : NULL, d_xm,      d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV("x0"),
-                             DEV("mix"),          N,         C,   FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
+    const CudaMixNorm two = {mode ? d_xin : NULL, d_xm, d_r, d_a, d_out, sk, DEV_OPT("skip_w"), DEV_OPT("skip_gate"),
+                             DEV("x0"), DEV("mix"), N, C, FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
     CHECK_CUDA_OK(cuda_mix_norm_forward(&two, 0));
     check_same_stream(r, d_out, "x_out", "out_mix_norm vs the two ops");
     check_same_stream(r, d_xm, "xm", "out_mix_norm vs the two ops");
@@ -306,7 +333,7 @@ static void out_mix_norm_fwd_extra(OpRun *r) {
     free(t_r), free(t_a);
     dev_free(d_xm), dev_free(d_out), dev_free(d_xin), dev_free(d_r), dev_free(d_a);
     const CudaBlockOutput half = {DEV("x0"), DEV("x0"), DEV("ao"), NULL, DEV("attn_scale"), DEV("mlp_scale")};
-    const CudaMixNorm some = {NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
+    const CudaMixNorm some = {NULL, DEV("x0"), DEV("rstd"), NULL, NULL, NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
                               FLT_EPSILON, 1.0f, row_dtype(r)};
     CHECK(cuda_out_mix_norm_forward(&half, &some, 0) != 0 &&
               strstr(ct_error(), "needs x_out, xm, ao, mo") != NULL,
@@ -385,7 +412,7 @@ static int add_norm_forwards(OpRun *r, void *xm, void *x1, float *rstd, float *r
     const int N = r->d[0], C = r->d[1];
     const size_t n = (size_t)N * C;
     ct_bf16 *m = dev_alloc(n * sizeof(ct_bf16));
-    const CudaMixNorm input = {NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), N, C,
+    const CudaMixNorm input = {NULL, xm, renorm_rstd, a, DEV("x_in"), NULL, NULL, NULL, DEV("x0"), DEV("mix"), N, C,
                                FLT_EPSILON, row_ln_scale(r), row_dtype(r)};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0)
@@ -517,7 +544,7 @@ static void norm_mix_bwd_tensors(OpRun *r) {
 static int norm_mix_forward(OpRun *r, void *xm) {
     const size_t n = (size_t)r->d[0] * r->d[1];
     ct_bf16 *a = dev_alloc(n * sizeof(ct_bf16));
-    const CudaMixNorm input = {NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
+    const CudaMixNorm input = {NULL, xm, DEV("rstd"), a, DEV("x_in"), NULL, NULL, NULL, DEV("x0"), DEV("mix"), r->d[0],
                                r->d[1], FLT_EPSILON, 1.0f, row_dtype(r)};
     int rc = cuda_mix_norm_forward(&input, 0);
     if (rc == 0 && !dev_sync_ok()) rc = -1;
@@ -789,7 +816,83 @@ static void add_inplace_cpu(OpRun *r) {
 }
 static int add_inplace_gpu(OpRun *r) { return cuda_add_inplace(DEV("y"), DEV("x"), (size_t)r->d[0], row_dtype(r), 0); }
 
-/* ---- relu^2 on bf16: d = {n elements, offset, in place} ----
+/* ---- gated skip backward (cuda_skip_gate.cu): d = {N, C, in place (dx = dout), -, BF16S} ----
+ * fp32: cpu_skip_gate_backward on zeroed dx and dskip (the op writes them). bf16 stream: its
+ * steps with cuda_skip_gate.h's rounding points (w, gate, sigmoid, (1 - g) * dout, w * skip
+ * rounded; dx, dskip rounded as stored), so dx and dskip are OP_EXACT; dw and dgate GRAD_TOL. */
+static void skip_gate_bwd_tensors(OpRun *r) {
+    const int N = r->d[0], C = r->d[1];
+    const size_t n = (size_t)N * C;
+    op_in(r, "x", row_stream(r), n, -2, 2);
+    op_in(r, "skip", row_stream(r), n, -2, 2);
+    op_in(r, "dout", row_stream(r), n, -1, 1);
+    op_in(r, "w", OP_F32, C, 0.5, 1.5);
+    op_in(r, "gate", OP_F32, C, -3, 3);
+    stream_out(r, "dx", n, F32_TOL, ELEMENTWISE);
+    stream_out(r, "dskip", n, F32_TOL, ELEMENTWISE);
+    op_acc(r, "dw", OP_F32, C, -1, 1, GRAD_TOL);
+    op_acc(r, "dgate", OP_F32, C, -1, 1, GRAD_TOL);
+    op_scratch(r, "partials", OP_F64, cuda_colsum_doubles(N, C, 2));
+}
+static void skip_gate_bwd_cpu(OpRun *r) {
+    const int N = r->d[0], C = r->d[1];
+    const size_t n = (size_t)N * C;
+    float *w = row_control(r, "w"), *g = row_control(r, "gate");
+    float *dx = HOST("dx"), *dskip = HOST("dskip"), *dw = HOST("dw"), *dgate = HOST("dgate");
+    const float *x = HOST("x"), *skip = HOST("skip"), *d = HOST("dout");
+    memset(dx, 0, n * sizeof(float));
+    memset(dskip, 0, n * sizeof(float));
+    if (!r->d[4]) {
+        cpu_skip_gate_backward(dx, dskip, dw, dgate, d, x, skip, w, g, N, C);
+    } else {
+        for (int c = 0; c < C; c++) g[c] = host_sigmoid(g[c]);
+        host_round_bf16(g, (size_t)C);
+        for (int c = 0; c < C; c++) {
+            const float om = 1.0f - g[c], sg = g[c] * om;
+            double sum_w = 0, sum_g = 0;
+            for (int k = 0; k < N; k++) {
+                const size_t i = (size_t)k * C + c;
+                float t = om * d[i], start = w[c] * skip[i];
+                host_round_bf16(&t, 1);
+                host_round_bf16(&start, 1);
+                dx[i] = g[c] * d[i];
+                dskip[i] = w[c] * t;
+                sum_w += (double)t * skip[i];
+                sum_g += (double)(sg * d[i]) * (double)(x[i] - start);
+            }
+            dw[c] += (float)sum_w;
+            dgate[c] += (float)sum_g;
+        }
+        row_round(r, dx, n);
+        row_round(r, dskip, n);
+    }
+    free(w), free(g);
+}
+static int skip_gate_bwd_gpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    const void *dout = DEV("dout");
+    if (r->d[2]) { /* in place: dx holds dout */
+        if (!dev_sync_ok() || cudaMemcpy(DEV("dx"), DEV("dout"), n * stream_bytes(r), cudaMemcpyDeviceToDevice) != cudaSuccess)
+            return -1;
+        dout = DEV("dx");
+    }
+    const CudaSkipGateBackward a = {DEV("dx"), DEV("dskip"), DEV("dw"),   DEV("dgate"),    dout,    DEV("x"),
+                                    DEV("skip"), DEV("w"),   DEV("gate"), DEV("partials"), r->d[0], r->d[1],
+                                    row_dtype(r)};
+    return cuda_skip_gate_backward(&a, 0);
+}
+/* dskip aliasing dout refused */
+static void skip_gate_bwd_extra(OpRun *r) {
+    const CudaSkipGateBackward a = {DEV("dx"), DEV("dout"), DEV("dw"),   DEV("dgate"),    DEV("dout"), DEV("x"),
+                                    DEV("skip"), DEV("w"),  DEV("gate"), DEV("partials"), r->d[0],     r->d[1],
+                                    row_dtype(r)};
+    CHECK(cuda_skip_gate_backward(&a, 0) != 0 && strstr(ct_error(), "must not alias") != NULL,
+          "skip_gate backward: dskip aliasing dout accepted (%s)", ct_error());
+    ct_error_clear();
+}
+
+/* ---- relu^2 on bf16: d = {n elements, offset, in place, slope in thousandths} ----
+ * (d[3] > 0: leaky relu^2, mlp_negative_slope = d[3] / 1000; 0: relu^2, its own kernels.)
  * The CPU op on the same (bf16-valued) inputs, rounded once to bf16, must be matched exactly
  * (one fp32 product each, then the rounding). Lengths cover the 8-wide vector path with and
  * without a tail, offset 1 starts every buffer one element (2 bytes) past a 16-byte boundary
@@ -804,24 +907,26 @@ static void relu2_tensors(OpRun *r) {
     if (r->c->op->variant) op_out(r, "h", OP_BF16, n, OP_EXACT);
     for (int i = 0; i < r->n_t; i++) r->t[i].offset = r->d[1];
 }
+static float relu2_slope(const OpRun *r) { return (float)r->d[3] / 1000.0f; }
 static void relu2_cpu(OpRun *r) {
     const size_t n = (size_t)r->d[0];
     if (op_find(r, "du")) {
-        cpu_relu2_backward(HOST("du"), HOST("dh"), HOST("u"), 1, (int)n);
+        cpu_relu2_backward(HOST("du"), HOST("dh"), HOST("u"), 1, (int)n, relu2_slope(r));
         host_round_bf16(HOST("du"), n);
     }
     if (op_find(r, "h")) {
-        cpu_relu2_forward(HOST("h"), HOST("u"), 1, (int)n);
+        cpu_relu2_forward(HOST("h"), HOST("u"), 1, (int)n, relu2_slope(r));
         host_round_bf16(HOST("h"), n);
     }
 }
 static int relu2_gpu(OpRun *r) {
     const size_t n = (size_t)r->d[0];
-    if (r->c->op->variant < 0) return cuda_relu2_forward(DEV("h"), DEV("u"), n, 0);
-    if (!r->d[2]) return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("dh"), DEV("u"), n, 0);
+    const float s = relu2_slope(r);
+    if (r->c->op->variant < 0) return cuda_relu2_forward(DEV("h"), DEV("u"), n, s, 0);
+    if (!r->d[2]) return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("dh"), DEV("u"), n, s, 0);
     /* in place: du holds dh */
     if (!dev_sync_ok() || cudaMemcpy(DEV("du"), DEV("dh"), n * 2, cudaMemcpyDeviceToDevice) != cudaSuccess) return -1;
-    return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("du"), DEV("u"), n, 0);
+    return cuda_relu2_backward(DEV("du"), DEV_OPT("h"), DEV("du"), DEV("u"), n, s, 0);
 }
 /* h remade by the backward: bitwise the forward's, du bitwise the plain backward's; h aliasing
  * du refused */
@@ -831,13 +936,13 @@ static void relu2_bwd_h_extra(OpRun *r) {
     ct_bf16 *h = b_h + off, *du = b_du + off;
     dev_poison_bf16(h, n);
     dev_poison_bf16(du, n);
-    CHECK_CUDA_OK(cuda_relu2_forward(h, DEV("u"), n, 0));
-    CHECK_CUDA_OK(cuda_relu2_backward(du, NULL, DEV("dh"), DEV("u"), n, 0));
+    CHECK_CUDA_OK(cuda_relu2_forward(h, DEV("u"), n, relu2_slope(r), 0));
+    CHECK_CUDA_OK(cuda_relu2_backward(du, NULL, DEV("dh"), DEV("u"), n, relu2_slope(r), 0));
     float *g_h = host_from_dev_bf16(h, n), *g_du = host_from_dev_bf16(du, n);
     CHECK(memcmp(g_h, GOT("h"), n * sizeof(float)) == 0 && memcmp(g_du, GOT("du"), n * sizeof(float)) == 0,
           "relu2 backward with h (n %zu, offset %zu): h or du differs from the forward's / the plain backward's", n,
           off);
-    CHECK(cuda_relu2_backward(DEV("du"), DEV("du"), DEV("du"), DEV("u"), n, 0) != 0,
+    CHECK(cuda_relu2_backward(DEV("du"), DEV("du"), DEV("du"), DEV("u"), n, relu2_slope(r), 0) != 0,
           "relu2 backward: h aliasing du accepted");
     ct_error_clear();
     free(g_h), free(g_du);
@@ -970,6 +1075,8 @@ static const OpDef op_scaled_add_bwd_bf16 = {"scaled_add_bwd_bf16", 1, scaled_ad
                                              scaled_add_bwd_gpu, NULL, NULL, 0};
 static const OpDef op_residual_mix_bwd = {"residual_mix_bwd", 0, residual_mix_bwd_tensors, NULL, residual_mix_bwd_cpu,
                                           residual_mix_bwd_gpu, residual_mix_bwd_extra, NULL, 0};
+static const OpDef op_skip_gate_bwd = {"skip_gate_bwd", 0, skip_gate_bwd_tensors, NULL, skip_gate_bwd_cpu,
+                                       skip_gate_bwd_gpu, skip_gate_bwd_extra, NULL, 0};
 static const OpDef op_relu2_fwd = {"relu2_fwd", -1, relu2_tensors, NULL, relu2_cpu, relu2_gpu, NULL, NULL, 0};
 static const OpDef op_relu2_bwd = {"relu2_bwd", 0, relu2_tensors, NULL, relu2_cpu, relu2_gpu, NULL, NULL, 0};
 static const OpDef op_relu2_bwd_h = {"relu2_bwd_h", 1, relu2_tensors, NULL, relu2_cpu, relu2_gpu, relu2_bwd_h_extra,

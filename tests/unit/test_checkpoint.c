@@ -621,6 +621,56 @@ static void load_refuses_changed_shape_key(void) {
     CHECK(info.device == NULL && info.num_extras == 0, "info filled on failure");
 }
 
+/* A checkpoint an older ctrain wrote, before a SHAPE key existed (issue 56's mlp_negative_slope
+ * and skip_gates_enabled): the attributes absent from /config (and the content checksum made
+ * again, as that ctrain made it without them). It verifies, resumes as the keys' defaults (relu^2,
+ * no skip gates: the model it trained), and refuses a configuration that sets them. */
+static void load_takes_absent_keys_as_default(void) {
+    char *old = test_path("before_keys.h5");
+    CHECK(copy_file(good_checkpoint(), old) == 0, "copy failed");
+    hid_t f = open_rw(old);
+    ct_hdf5_lock();
+    hid_t g = H5Gopen2(f, "/config", H5P_DEFAULT);
+    herr_t e = H5Adelete(g, "mlp_negative_slope");
+    if (e >= 0) e = H5Adelete(g, "skip_gates_enabled");
+    H5Gclose(g);
+    ct_hdf5_unlock();
+    CkptObjects objs;
+    uint32_t crc = 0;
+    int rc = e >= 0 ? ckpt_list_objects(f, old, &objs) : -1;
+    if (rc == 0) {
+        rc = ckpt_content_crc(f, old, &objs, &crc);
+        ckpt_objects_free(&objs);
+    }
+    ct_hdf5_lock();
+    if (rc == 0) rc = H5Adelete(f, "content_crc32") < 0 ? -1 : ct_h5_attr_write_u32(f, "content_crc32", crc);
+    H5Fclose(f);
+    ct_hdf5_unlock();
+    CHECK(rc == 0, "rewrite failed: %.400s", ct_error());
+    CHECK(checkpoint_verify(old, NULL) == 0, "the older checkpoint does not verify: %.400s", ct_error());
+    for (int set_keys = 0; set_keys < 2; set_keys++) {
+        Config cfg;
+        make_config(&cfg, data_glob(), 1, 2);
+        if (set_keys) config_set(&cfg, "skip_gates_enabled", "1", CT_SOURCE_COMMAND_LINE, "test");
+        TokenSet set;
+        TrainState st;
+        rc = open_set(cfg.train_files, &set);
+        if (rc == 0) rc = train_state_init(&st, &cfg);
+        CHECK(rc == 0, "%.400s", ct_error());
+        CheckpointInfo info;
+        memset(&info, 0, sizeof info);
+        rc = checkpoint_load(old, 0, &cfg, &st, &set, &info, NULL);
+        if (rc == 0) checkpoint_info_free(&info);
+        train_state_free(&st);
+        data_free_set(&set);
+        config_free(&cfg);
+        if (!set_keys) CHECK(rc == 0, "the older checkpoint does not resume with the defaults: %.400s", ct_error());
+        else
+            CHECK(rc != 0 && error_has("skip_gates_enabled: checkpoint 0, configured 1"),
+                  "resumed with skip gates the checkpoint's model lacks (rc %d): %.400s", rc, ct_error());
+    }
+}
+
 /* dir/a.h5 and dir/b.h5 with the shared set's lengths; salts 0 and 1 give its very tokens. */
 static void make_data_dir(const char *name, int salt_a, int salt_b, char *pattern, size_t cap) {
     char dir[700], path[800];
@@ -1083,6 +1133,7 @@ int main(int argc, char **argv) {
     RUN(verify_rejects_non_checkpoints);
     RUN(load_refuses_changed_shape_key);
     RUN(load_without_newer_free_keys);
+    RUN(load_takes_absent_keys_as_default);
     RUN(load_refuses_different_data);
     RUN(load_checks_data_identity);
     RUN(save_needs_data_identity);

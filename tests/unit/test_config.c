@@ -364,6 +364,24 @@ static void frontier_schedule_and_optimizer_keys(void) {
               good[i].b ? good[i].b : "", good[i].c ? good[i].c : "", ct_error());
 }
 
+/* The 1.0611 record's MLP slope and skip gates (issue 56): bad values refused naming the key. */
+static void frontier_mlp_keys(void) {
+    static const struct {
+        const char *arg, *expect;
+    } bad[] = {
+        {"mlp_negative_slope=-0.5", "mlp_negative_slope = -0.5"}, /* leaky(h, -s)^2 = leaky(h, s)^2: one sign */
+        {"mlp_negative_slope=1", "mlp_negative_slope = 1"},       /* 1 = plain h^2, no longer an activation */
+        {"mlp_negative_slope=2.5", "mlp_negative_slope = 2.5"},
+        {"skip_gates_enabled=2", "skip_gates_enabled"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_with(bad[i].arg, 1) != 0 && strstr(ct_error(), bad[i].expect), "%s: %s", bad[i].arg, ct_error());
+    static const char *const good[] = {"mlp_negative_slope=0", "mlp_negative_slope=0.5", "mlp_negative_slope=0.999",
+                                       "skip_gates_enabled=1"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(validate_with(good[i], 1) == 0, "%s refused: %s", good[i], ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -404,6 +422,7 @@ int main(void) {
     RUN(nccl_settings);
     RUN(record_keys_rejected);
     RUN(frontier_schedule_and_optimizer_keys);
+    RUN(frontier_mlp_keys);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

@@ -354,22 +354,22 @@ static void test_relu2(void) {
         if (fabsf(u[i]) < 0.01f) u[i] = u[i] < 0 ? -0.02f : 0.02f;
     float *h = ref_new_floats(n), *du = zeros(n);
     ref_poison(h, n);
-    cpu_relu2_forward(h, u, N, C);
+    cpu_relu2_forward(h, u, N, C, 0.0f);
 
     double *u_d = ref_doubles_of(u, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *num = ref_new_doubles(n);
     for (size_t i = 0; i < n; i++) ref[i] = u_d[i] > 0 ? u_d[i] * u_d[i] : 0;
     CHECK_ERR("relu2 forward", ref_rel_err(h, ref, n), FORWARD_TOL);
     float *inplace = ref_copy_floats(u, n);
-    cpu_relu2_forward(inplace, inplace, N, C);
+    cpu_relu2_forward(inplace, inplace, N, C, 0.0f);
     CHECK(memcmp(inplace, h, n * sizeof(float)) == 0, "in-place forward differs");
 
-    cpu_relu2_backward(du, R, u, N, C);
+    cpu_relu2_backward(du, R, u, N, C, 0.0f);
     Relu2Ref p = {n, u_d, R_d};
     ref_numgrad(relu2_loss, u_d, n, &p, FD_STEP, num);
     CHECK_ERR("relu2 du vs FD", ref_rel_err(du, num, n), GRADIENT_TOL);
 
     float *once = ref_copy_floats(du, n);
-    cpu_relu2_backward(du, R, u, N, C);
+    cpu_relu2_backward(du, R, u, N, C, 0.0f);
     CHECK_ERR("relu2 du accumulates", ref_doubling_err(once, du, n), ACCUMULATE_TOL);
     free(u), free(R), free(h), free(du), free(inplace), free(once);
     free(u_d), free(R_d), free(ref), free(num);
@@ -380,8 +380,8 @@ static void test_relu2(void) {
     const float su[6] = {NAN, -0.0f, -INFINITY, INFINITY, 3.0f, -2.0f};
     const float sdh[6] = {1.0f, NAN, INFINITY, 1.0f, 0.5f, NAN};
     float sh[6], sdu[6] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
-    cpu_relu2_forward(sh, su, 1, 6);
-    cpu_relu2_backward(sdu, sdh, su, 1, 6);
+    cpu_relu2_forward(sh, su, 1, 6, 0.0f);
+    cpu_relu2_backward(sdu, sdh, su, 1, 6, 0.0f);
     /* du starts at -0: adding the +0 of an inactive unit gives +0, as `du += 0` always did */
     const float want_h[6] = {0.0f, 0.0f, 0.0f, INFINITY, 9.0f, 0.0f}, want_du[6] = {0, 0, 0, INFINITY, 3.0f, 0};
     CHECK(memcmp(sh, want_h, sizeof sh) == 0, "relu2 forward of NaN/-0/-Inf/Inf/3/-2 = %g %g %g %g %g %g", (double)sh[0],
@@ -713,8 +713,8 @@ static void run_linear(void *p) {
 static void run_relu2(void *p) {
     BigCtx *k = p;
     memcpy(k->g1, k->c, (size_t)k->N * k->C * sizeof(float));
-    cpu_relu2_forward(k->y, k->a, k->N, k->C);
-    cpu_relu2_backward(k->g1, k->R, k->a, k->N, k->C);
+    cpu_relu2_forward(k->y, k->a, k->N, k->C, 0.0f);
+    cpu_relu2_backward(k->g1, k->R, k->a, k->N, k->C, 0.0f);
 }
 
 static void run_residual_mix(void *p) {

@@ -1,10 +1,15 @@
 /* test_cpu_record_ops.c — reference tests of the CPU ops the record stack adds (issue 36):
  * SmearGate, the bigram hash and its scalar-scaled branch, XSA, partial RoPE and its tables,
- * ln_scale's factor, late QAT's int6 fake quantization, and the orthogonal initialisation, as
+ * ln_scale's factor, late QAT's int6 fake quantization, the orthogonal initialisation, and the
+ * 1.0611 record's leaky relu^2 (mlp_negative_slope) and gated U-Net skip (skip_gates), as
  * tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32 forward vs a double reference
  * or hand-computed values, backward vs central finite differences of L = sum(out * R), the +=
  * semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
- * CT_TEST_VERBOSE=1 prints every measured error. */
+ * CT_TEST_VERBOSE=1 prints every measured error.
+ *
+ * Contents (the sections below, in order): SmearGate; bigram hash and its scaled branch; XSA;
+ * partial RoPE; ln_scale; late QAT's int6 fake quantization; leaky relu^2; gated U-Net skip;
+ * thread count; orthogonal initialisation; main. */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -364,6 +369,155 @@ static void test_fake_quant_int6(void) {
         }
 }
 
+/* ---- leaky relu^2 (mlp_negative_slope) ------------------------------------------------------ */
+
+typedef struct {
+    size_t n;
+    double slope;
+    const double *u, *R;
+} LeakyRef;
+
+static double leaky_value(double u, double s) { return u > 0 ? u * u : (s * u) * (s * u); }
+
+static double leaky_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const LeakyRef *p = ctx;
+    double L = 0;
+    for (size_t i = 0; i < p->n; i++) L += leaky_value(p->u[i], p->slope) * p->R[i];
+    return L;
+}
+
+static void test_leaky_relu2(void) {
+    uint64_t rng = 421;
+    const int N = 7, C = 29;
+    const size_t n = (size_t)N * C;
+    const float slopes[] = {0.5f, 0.3f, 0.99f};
+    float *u = ref_random_floats(n, -1, 1, &rng), *R = ref_random_floats(n, -1, 1, &rng);
+    for (size_t i = 0; i < n; i++) /* off the kink, so the finite differences never straddle it */
+        if (fabsf(u[i]) < 0.01f) u[i] = u[i] < 0 ? -0.02f : 0.02f;
+    double *u_d = ref_doubles_of(u, n), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n), *num = ref_new_doubles(n);
+    for (size_t k = 0; k < sizeof slopes / sizeof slopes[0]; k++) {
+        const float sl = slopes[k];
+        float *h = ref_new_floats(n), *du = zeros(n);
+        ref_poison(h, n);
+        cpu_relu2_forward(h, u, N, C, sl);
+        for (size_t i = 0; i < n; i++) ref[i] = leaky_value(u_d[i], sl);
+        CHECK_ERR("leaky relu2 forward", ref_rel_err(h, ref, n), FORWARD_TOL);
+        float *inplace = ref_copy_floats(u, n);
+        cpu_relu2_forward(inplace, inplace, N, C, sl);
+        CHECK(memcmp(inplace, h, n * sizeof(float)) == 0, "slope %g: in-place forward differs", (double)sl);
+        cpu_relu2_backward(du, R, u, N, C, sl);
+        LeakyRef p = {n, sl, u_d, R_d};
+        ref_numgrad(leaky_loss, u_d, n, &p, FD_STEP, num);
+        CHECK_ERR("leaky relu2 du vs FD", ref_rel_err(du, num, n), GRADIENT_TOL);
+        float *once = ref_copy_floats(du, n);
+        cpu_relu2_backward(du, R, u, N, C, sl);
+        CHECK_ERR("leaky relu2 du accumulates", ref_doubling_err(once, du, n), ACCUMULATE_TOL);
+        free(h), free(du), free(inplace), free(once);
+    }
+    /* slope 0.5, hand-computed: (-2 * 0.5)^2 = 1, d/du at -2: 2 * 0.25 * -2 * dh = -dh; u > 0 as relu^2 */
+    const float su[3] = {-2.0f, 3.0f, -0.5f}, sdh[3] = {1.5f, 0.5f, 2.0f};
+    float sh[3], sdu[3] = {0};
+    cpu_relu2_forward(sh, su, 1, 3, 0.5f);
+    cpu_relu2_backward(sdu, sdh, su, 1, 3, 0.5f);
+    CHECK(sh[0] == 1.0f && sh[1] == 9.0f && sh[2] == 0.0625f, "leaky forward %g %g %g", (double)sh[0], (double)sh[1],
+          (double)sh[2]);
+    CHECK(sdu[0] == -1.5f && sdu[1] == 3.0f && sdu[2] == -0.5f, "leaky backward %g %g %g", (double)sdu[0],
+          (double)sdu[1], (double)sdu[2]);
+    free(u), free(R), free(u_d), free(R_d), free(ref), free(num);
+}
+
+/* ---- gated U-Net skip (skip_gates) ----------------------------------------------------------- */
+
+typedef struct {
+    int N, C;
+    const double *x, *skip, *w, *gate, *R;
+} SkipGateRef;
+
+static void skip_gate_ref(const SkipGateRef *p, double *out) {
+    for (int n = 0; n < p->N; n++)
+        for (int c = 0; c < p->C; c++) {
+            const size_t i = (size_t)n * p->C + c;
+            const double s = 1.0 / (1.0 + exp(-p->gate[c]));
+            out[i] = s * p->x[i] + (1 - s) * p->w[c] * p->skip[i];
+        }
+}
+
+static double skip_gate_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const SkipGateRef *p = ctx;
+    const size_t n = (size_t)p->N * p->C;
+    double *out = ref_new_doubles(n);
+    skip_gate_ref(p, out);
+    const double L = dot(out, p->R, n);
+    free(out);
+    return L;
+}
+
+static void test_skip_gate(void) {
+    uint64_t rng = 431;
+    const int N = 11, C = 21; /* two channel blocks, the second ragged */
+    const size_t n = (size_t)N * C;
+    float *x = ref_random_floats(n, -1, 1, &rng), *skip = ref_random_floats(n, -1, 1, &rng);
+    float *w = ref_random_floats(C, 0.5, 1.5, &rng), *gate = ref_random_floats(C, -3, 3, &rng);
+    float *R = ref_random_floats(n, -1, 1, &rng), *out = ref_new_floats(n);
+    gate[0] = 0.0f; /* the init: sigmoid = 0.5, lerp's second branch */
+    ref_poison(out, n);
+    cpu_skip_gate_forward(out, x, skip, w, gate, N, C);
+    double *x_d = ref_doubles_of(x, n), *s_d = ref_doubles_of(skip, n), *w_d = ref_doubles_of(w, C);
+    double *g_d = ref_doubles_of(gate, C), *R_d = ref_doubles_of(R, n), *ref = ref_new_doubles(n);
+    SkipGateRef p = {N, C, x_d, s_d, w_d, g_d, R_d};
+    skip_gate_ref(&p, ref);
+    CHECK_ERR("skip gate forward", ref_rel_err(out, ref, n), FORWARD_TOL);
+    float *inplace = ref_copy_floats(x, n);
+    cpu_skip_gate_forward(inplace, inplace, skip, w, gate, N, C);
+    CHECK(memcmp(inplace, out, n * sizeof(float)) == 0, "in-place forward differs");
+
+    float *dx = zeros(n), *dskip = zeros(n), *dw = zeros(C), *dgate = zeros(C);
+    cpu_skip_gate_backward(dx, dskip, dw, dgate, R, x, skip, w, gate, N, C);
+    double *num = ref_new_doubles(n);
+    ref_numgrad(skip_gate_loss, x_d, n, &p, FD_STEP, num);
+    CHECK_ERR("skip gate dx vs FD", ref_rel_err(dx, num, n), GRADIENT_TOL);
+    ref_numgrad(skip_gate_loss, s_d, n, &p, FD_STEP, num);
+    CHECK_ERR("skip gate dskip vs FD", ref_rel_err(dskip, num, n), GRADIENT_TOL);
+    ref_numgrad(skip_gate_loss, w_d, C, &p, FD_STEP, num);
+    CHECK_ERR("skip gate dw vs FD", ref_rel_err(dw, num, C), GRADIENT_TOL);
+    ref_numgrad(skip_gate_loss, g_d, C, &p, FD_STEP, num);
+    CHECK_ERR("skip gate dgate vs FD", ref_rel_err(dgate, num, C), GRADIENT_TOL);
+
+    float *once[4] = {ref_copy_floats(dx, n), ref_copy_floats(dskip, n), ref_copy_floats(dw, C),
+                      ref_copy_floats(dgate, C)};
+    cpu_skip_gate_backward(dx, dskip, dw, dgate, R, x, skip, w, gate, N, C);
+    CHECK_ERR("skip gate dx accumulates", ref_doubling_err(once[0], dx, n), ACCUMULATE_TOL);
+    CHECK_ERR("skip gate dskip accumulates", ref_doubling_err(once[1], dskip, n), ACCUMULATE_TOL);
+    CHECK_ERR("skip gate dw accumulates", ref_doubling_err(once[2], dw, C), ACCUMULATE_TOL);
+    CHECK_ERR("skip gate dgate accumulates", ref_doubling_err(once[3], dgate, C), ACCUMULATE_TOL);
+
+    /* torch.lerp's two branches and their exact ends: weight 0 gives start, 1 gives end */
+    CHECK(cpu_lerp(3.0f, 7.0f, 0.0f) == 3.0f && cpu_lerp(3.0f, 7.0f, 1.0f) == 7.0f && cpu_lerp(3.0f, 7.0f, 0.5f) == 5.0f &&
+              cpu_lerp(3.0f, 7.0f, 0.25f) == 4.0f,
+          "lerp ends/branches: %g %g %g %g", (double)cpu_lerp(3.0f, 7.0f, 0.0f), (double)cpu_lerp(3.0f, 7.0f, 1.0f),
+          (double)cpu_lerp(3.0f, 7.0f, 0.5f), (double)cpu_lerp(3.0f, 7.0f, 0.25f));
+
+    /* the same bits with 1 and 3 threads */
+    float *res[2][4];
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k ? 3 : 1);
+        res[k][0] = zeros(n), res[k][1] = zeros(n), res[k][2] = zeros(C), res[k][3] = zeros(C);
+        cpu_skip_gate_backward(res[k][0], res[k][1], res[k][2], res[k][3], R, x, skip, w, gate, N, C);
+    }
+    omp_set_num_threads(2);
+    for (int j = 0; j < 4; j++)
+        CHECK(memcmp(res[0][j], res[1][j], (j < 2 ? n : (size_t)C) * sizeof(float)) == 0,
+              "skip gate backward output %d differs between 1 and 3 threads", j);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++) free(res[k][j]);
+    for (int j = 0; j < 4; j++) free(once[j]);
+    free(x), free(skip), free(w), free(gate), free(R), free(out), free(inplace);
+    free(dx), free(dskip), free(dw), free(dgate);
+    free(x_d), free(s_d), free(w_d), free(g_d), free(R_d), free(ref), free(num);
+}
+
 /* ---- thread count ---------------------------------------------------------------------------- */
 
 static void test_thread_count_gives_same_bits(void) {
@@ -455,5 +609,7 @@ int main(void) {
     RUN(test_fake_quant_int6);
     RUN(test_thread_count_gives_same_bits);
     RUN(test_orthogonal_init);
+    RUN(test_leaky_relu2);
+    RUN(test_skip_gate);
     TEST_EXIT();
 }

@@ -28,6 +28,7 @@ static void category_by_name(void) {
         {"bigram.scale", GOLF_CAT_OTHER},
         {"smear.gate", GOLF_CAT_OTHER},
         {"skip_weights", GOLF_CAT_OTHER},
+        {"skip_gates", GOLF_CAT_OTHER},
         {"blocks.0.attn_scale", GOLF_CAT_OTHER}, /* "attn_", not ".attn." */
         {"blocks.0.attn.q_gain", GOLF_CAT_ATTN},
         {"proj.weight", GOLF_CAT_OTHER}, /* no dot before "proj" */
@@ -37,7 +38,7 @@ static void category_by_name(void) {
               (int)golf_category(cases[i].name), (int)cases[i].want);
     CHECK(golf_is_control("blocks.0.attn_scale") && golf_is_control("blocks.1.mlp_scale") &&
               golf_is_control("blocks.2.resid_mix") && golf_is_control("blocks.0.attn.q_gain") &&
-              golf_is_control("skip_weights") && golf_is_control("smear.gate"),
+              golf_is_control("skip_weights") && golf_is_control("smear.gate") && golf_is_control("skip_gates"),
           "control patterns");
     CHECK(!golf_is_control("tok_emb.weight") && !golf_is_control("bigram.scale"), "not control");
 }
@@ -57,6 +58,7 @@ static void kind_by_rule(void) {
         /* small control tensors: float16 in the record's rule (size is tested first), float32 in the baseline's */
         {"blocks.0.attn_scale", 1, 512, GOLF_KEEP_F16, GOLF_KEEP_F32},
         {"skip_weights", 2, 65536, GOLF_KEEP_F16, GOLF_KEEP_F32},
+        {"skip_gates", 2, 4096, GOLF_KEEP_F16, GOLF_KEEP_F32}, /* the 1.0611 record's [8, 512] */
         /* large control tensors: float32 in the record's rule, quantized in the baseline's */
         {"smear.gate", 1, 65537, GOLF_KEEP_F32, GOLF_INT8_TENSOR},
         {"blocks.0.attn.q_gain", 2, 65537, GOLF_KEEP_F32, GOLF_INT8_ROWS},

@@ -11,8 +11,9 @@
  * the first step. The record-stack cases (issue 36) add its model keys to the same shape
  * (record_keys below), and its optimizer additions (weight decay, the EMA, SWA, QAT:
  * record_optim_keys, record_swa_keys), the multi-token-prediction heads (mtp_keys) and the
- * 1.0611 record's Muon options and embedding decay (frontier_optim_keys, issue 56), under
- * the same bounds; late QAT's shadows and the
+ * 1.0611 record's Muon options and embedding decay (frontier_optim_keys, issue 56), its MLP
+ * slope and skip gates (frontier_mlp_keys, fp32 and bf16 streams), under the same bounds; late
+ * QAT's shadows and the
  * run-end upload of the averaged weights are checked bitwise. The bf16 residual stream
  * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
  * the same bounds (with --exact-bf16 in the emulator to fp32 rounding, as every case), bitwise
@@ -105,6 +106,11 @@ static const char *const bf16_stream_keys[][2] = {{"residual_dtype", "bf16"}, {N
 static const char *const record_bf16_stream_keys[][2] = {RECORD_MODEL_KEYS, {"residual_dtype", "bf16"}, {NULL, NULL}};
 static const char *const mtp_keys[][2] = {{"mtp_num_heads", "2"}, {"mtp_loss_weight", "0.5"},
                                           {"qat_enabled", "1"},   {NULL, NULL}};
+/* The 1.0611 record's MLP and skip gates (issue 56): leaky relu^2 at its slope 0.5, sigmoid gates
+ * on both U-Net skips (randomised around 0 by make_states: both of torch.lerp's branches), with
+ * ln_scale; and the same on the bf16 residual stream. */
+static const char *const frontier_mlp_keys[][2] = {{"mlp_negative_slope", "0.5"}, {"skip_gates_enabled", "1"},
+                                                   {"ln_scale", "1"},             {NULL, NULL}};
 
 static void set_keys(Config *cfg, const char *const (*keys)[2]) {
     for (; keys && keys[0][0]; keys++)
@@ -142,7 +148,7 @@ static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
     for (int i = 0; i < s->num_params; i++) {
         const ParamInfo *p = &s->params[i];
         int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head || i == s->bigram_embed || i == s->smear ||
-                   model_is_mtp_head(s, i);
+                   i == s->skip_gates || model_is_mtp_head(s, i);
         if (!zero) continue;
         ref_fill(a->params + p->offset, p->count, -0.02, 0.02, &rng);
     }
@@ -386,6 +392,16 @@ static void bf16_stream_matches_cpu(void) {
 static void bf16_stream_record_keys_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(1, 0.0, record_keys, 1.0, bf16_stream_keys);
+}
+
+static void frontier_mlp_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, frontier_mlp_keys, 1.0, NULL);
+}
+
+static void bf16_stream_frontier_mlp_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, frontier_mlp_keys, 1.0, bf16_stream_keys);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -1246,6 +1262,8 @@ int main(void) {
     RUN(bf16_stream_graph_matches_launches);
     RUN(bf16_stream_resume_bitwise);
     RUN(bf16_stream_halves_stream_buffers);
+    RUN(frontier_mlp_match_cpu);
+    RUN(bf16_stream_frontier_mlp_match_cpu);
     TEST_EXIT();
 }
 
