@@ -12,9 +12,11 @@
 
 /* ---- which rule a tensor gets ---- */
 
+/* the records' CONTROL_TENSOR_NAME_PATTERNS; attn_gate_w (the sparse attention gate, which no
+ * older record has) is a control tensor as the 1.0611 record keeps it: float32 in int8-zlib */
 static const char *const CONTROL_PATTERNS[] = {"attn_scale", "attn_scales", "mlp_scale",   "mlp_scales",
                                                "resid_mix",  "resid_mixes", "q_gain",      "skip_weight",
-                                               "skip_weights", "smear"};
+                                               "skip_weights", "smear",     "attn_gate_w"};
 
 int golf_is_control(const char *name) {
     for (size_t i = 0; i < sizeof CONTROL_PATTERNS / sizeof CONTROL_PATTERNS[0]; i++)
