@@ -621,6 +621,56 @@ static void load_refuses_changed_shape_key(void) {
     CHECK(info.device == NULL && info.num_extras == 0, "info filled on failure");
 }
 
+/* A checkpoint from before a SHAPE key existed (here the sparse attention gate's four, issue 56:
+ * deleted from /config) resumes as the key's default, and is refused naming the key when the
+ * configuration turns it on. */
+static void load_older_file_without_new_keys(void) {
+    char *copy = test_path("older_keys.h5");
+    CHECK(copy_file(good_checkpoint(), copy) == 0, "copy failed");
+    hid_t f = open_rw(copy);
+    ct_hdf5_lock();
+    hid_t g = H5Gopen2(f, "/config", H5P_DEFAULT);
+    const char *keys[] = {"sparse_attn_gate_enabled", "sparse_attn_gate_scale", "sparse_attn_gate_init_std",
+                          "gate_window"};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) rc |= H5Adelete(g, keys[i]) < 0;
+    H5Gclose(g);
+    /* the file as the older version wrote it: its content checksum without those keys */
+    CkptObjects objs;
+    uint32_t crc = 0;
+    if (rc == 0) rc = ckpt_list_objects(f, copy, &objs);
+    if (rc == 0) {
+        rc = ckpt_content_crc(f, copy, &objs, &crc);
+        ckpt_objects_free(&objs);
+    }
+    if (rc == 0) rc = H5Adelete(f, "content_crc32") < 0 || ct_h5_attr_write_u32(f, "content_crc32", crc) != 0;
+    H5Fclose(f);
+    ct_hdf5_unlock();
+    CHECK(rc == 0, "deleting the keys failed: %.400s", ct_error());
+    CHECK(checkpoint_verify(copy, NULL) == 0, "the older file does not verify: %.400s", ct_error());
+    for (int gate = 0; gate < 2; gate++) {
+        Config cfg;
+        make_config(&cfg, data_glob(), 1, 2);
+        if (gate) config_set(&cfg, "sparse_attn_gate_enabled", "1", CT_SOURCE_COMMAND_LINE, "test");
+        TokenSet set;
+        TrainState st;
+        rc = open_set(cfg.train_files, &set);
+        if (rc == 0) rc = train_state_init(&st, &cfg);
+        CHECK(rc == 0, "%.400s", ct_error());
+        CheckpointInfo info;
+        rc = checkpoint_load(copy, 0, &cfg, &st, &set, &info, NULL);
+        if (gate)
+            CHECK(rc != 0 && error_has("sparse_attn_gate_enabled: checkpoint 0, configured 1"), "gate on: %.400s",
+                  ct_error());
+        else
+            CHECK(rc == 0, "an older file without the gate's keys: %.400s", ct_error());
+        if (rc == 0) checkpoint_info_free(&info);
+        train_state_free(&st);
+        data_free_set(&set);
+        config_free(&cfg);
+    }
+}
+
 /* dir/a.h5 and dir/b.h5 with the shared set's lengths; salts 0 and 1 give its very tokens. */
 static void make_data_dir(const char *name, int salt_a, int salt_b, char *pattern, size_t cap) {
     char dir[700], path[800];
@@ -1041,6 +1091,7 @@ int main(int argc, char **argv) {
     RUN(verify_detects_unexpected_object);
     RUN(verify_rejects_non_checkpoints);
     RUN(load_refuses_changed_shape_key);
+    RUN(load_older_file_without_new_keys);
     RUN(load_refuses_different_data);
     RUN(load_checks_data_identity);
     RUN(save_needs_data_identity);
