@@ -103,11 +103,16 @@ static const char *const mtp_keys[][2] = {{"mtp_num_heads", "2"}, {"mtp_loss_wei
 
 /* The 1.0611 record's sparse attention head-output gate (issue 56) in every block, reading 12 of
  * the 128 channels, XSA before it in the last 2 blocks only (both backward paths: in place over
- * XSA's fp32 input, and straight to the attention's bf16 dy), qk_gain_init 5 and LN scale as the
- * record; a random gate init so that the gates differ from 0.5 from the start. */
+ * XSA's fp32 input, and straight to the attention's bf16 dy), LN scale as the record; a random
+ * gate init so that the gates differ from 0.5 from the start. Not the record's qk_gain_init 5
+ * (test_parity.sh's sparse_gate case has it): with it, blocks.0.attn.q_gain (2 elements, a sum
+ * with much cancellation) moved 1.64 times its own change the other way by step 3 in the
+ * emulator (bound 0.5), while every gradient from identical weights was within its bound (2.3e-3
+ * over all tensors, q_gain 6.5e-2) and all weights 9.5e-2 of their change: Adam sign steps on
+ * gradients below the bf16 noise, the drift record_keys_match_cpu's comments describe. */
 static const char *const sparse_gate_keys[][2] = {{"sparse_attn_gate_enabled", "1"}, {"gate_window", "12"},
                                                   {"sparse_attn_gate_init_std", "0.5"}, {"xsa_last_n", "2"},
-                                                  {"qk_gain_init", "5"}, {"ln_scale", "1"}, {NULL, NULL}};
+                                                  {"ln_scale", "1"}, {NULL, NULL}};
 
 static void set_keys(Config *cfg, const char *const (*keys)[2]) {
     for (; keys && keys[0][0]; keys++)
