@@ -65,6 +65,19 @@ void cpu_xsa_forward(float *out, const float *y, const float *v, int N, int n_he
 void cpu_xsa_backward(float *dy, float *dv, const float *dout, const float *y, const float *v, int N, int n_heads,
                       int n_kv_heads, int head_dim);
 
+/* ---- sparse attention head-output gate (cpu_head_gate.c) -------------------------------------
+ * g[t,h] = sigmoid(scale * sum_{k<window} w[h,k] n[t,k]), out[t,h,:] = g[t,h] y[t,h,:]; y, out, n
+ * [N, n_heads*hd] (out may equal y), g [N, n_heads], w [n_heads, window]. Backward: dy = g dout
+ * (written, may equal dout), dz = scale g (1-g) (y . dout) [N, n_heads] (written), dw += dz^T n
+ * (double, token order); the input's share dn[:, :window] += dz w comes apart
+ * (cpu_head_gate_input_backward), when the caller's d n is ready for it. */
+void cpu_head_gate_forward(float *out, float *g, const float *y, const float *n, const float *w, int N, int n_heads,
+                           int head_dim, int window, float scale);
+void cpu_head_gate_backward(float *dy, float *dz, float *dw, const float *dout, const float *y, const float *g,
+                            const float *n, int N, int n_heads, int head_dim, int window, float scale);
+void cpu_head_gate_input_backward(float *dn, const float *dz, const float *w, int N, int n_heads, int head_dim,
+                                  int window);
+
 /* ---- Causal grouped-query attention ---------------------------------------------------------
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],
  * g = h / (n_heads / n_kv_heads).

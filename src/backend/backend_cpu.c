@@ -45,6 +45,8 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->k = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
         y->y = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->y_xsa = l >= s->xsa_first_layer ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
+        y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)s->num_heads, NULL) : NULL;
+        y->y_gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
         y->stats = BACKEND_TAKE_FLOATS(a, stats, NULL);
         y->ao = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->x1 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
@@ -77,6 +79,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
     cb->dk = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
     cb->dv = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
     cb->dk_raw = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
+    cb->gate_dz = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)s->num_heads, NULL) : NULL;
     for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = BACKEND_TAKE_FLOATS(a, N * D, NULL);
     cb->attn_scratch = BACKEND_TAKE_FLOATS(a, cb->attn_scratch_floats, NULL);
     cb->rope_scratch = BACKEND_TAKE_FLOATS(a, cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), NULL);
@@ -183,6 +186,9 @@ static float *G(CpuBackend *cb, int layer, int which) {
     return st->grads + model_block_param(&st->spec, layer, which)->offset;
 }
 
+/* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
+static const float *proj_input(const CpuLayerActs *a) { return a->y_gate ? a->y_gate : a->y_xsa ? a->y_xsa : a->y; }
+
 /* Forward through embeddings and blocks for B sequences; leaves the final normed x in cb->xf. */
 static int forward_blocks(CpuBackend *cb, int B) {
     TrainState *st = cb->base.state;
@@ -237,7 +243,11 @@ static int forward_blocks(CpuBackend *cb, int B) {
         cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
         if (a->y_xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
-        cpu_linear_forward(a->ao, a->y_xsa ? a->y_xsa : a->y, P(cb, l, BLK_PROJ), N, D, D);
+        if (a->y_gate) /* the sparse gate on each head's output (after XSA), from a_in's first channels */
+            cpu_head_gate_forward(a->y_gate, a->gate, a->y_xsa ? a->y_xsa : a->y, a->a_in,
+                                  weights_of(cb, model_attn_gate(s, l)), N, s->num_heads, s->head_dim, s->gate_window,
+                                  s->gate_scale);
+        cpu_linear_forward(a->ao, proj_input(a), P(cb, l, BLK_PROJ), N, D, D);
         cpu_scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
         if (s->ln_scale) cpu_scale(a->m_in, ln, (size_t)N * D);
@@ -388,8 +398,12 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         cpu_zero(cb->dD1, ND);
         cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_zero(cb->dD2, ND);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, a->y_xsa ? a->y_xsa : a->y, P(cb, l, BLK_PROJ), N, D,
-                            D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, proj_input(a), P(cb, l, BLK_PROJ), N, D, D);
+        const ParamInfo *gate_w = model_attn_gate(s, l);
+        if (gate_w) /* through the sparse gate, in place: dD2 becomes dL/d(its input); dz kept for d a_in */
+            cpu_head_gate_backward(cb->dD2, cb->gate_dz, st->grads + gate_w->offset, cb->dD2,
+                                   a->y_xsa ? a->y_xsa : a->y, a->gate, a->a_in, N, s->num_heads, s->head_dim,
+                                   s->gate_window, s->gate_scale);
         cpu_zero(cb->dq, ND);
         cpu_zero(cb->dk, (size_t)N * KV);
         cpu_zero(cb->dv, (size_t)N * KV);
@@ -411,6 +425,9 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
         cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
+        if (gate_w) /* the gate read a_in's first gate_window channels */
+            cpu_head_gate_input_backward(cb->dD2, cb->gate_dz, weights_of(cb, gate_w), N, s->num_heads, s->head_dim,
+                                         s->gate_window);
         if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
         cpu_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
         /* xm = mix[0] * x_in + mix[1] * x0 */

@@ -19,6 +19,8 @@ typedef struct {
     float *q, *k; /* after QK-norm + RoPE (+ q_gain) */
     float *y;     /* attention output */
     float *y_xsa; /* y minus its self-value component (XSA blocks; NULL elsewhere): attn.proj's input */
+    float *gate;  /* sparse attention gate g [N, heads] (NULL without the gate) */
+    float *y_gate; /* the gated attention output (after XSA): attn.proj's input with the gate */
     float *stats; /* softmax row statistics */
     float *ao;    /* attn.proj output */
     float *x1;    /* xm + attn_scale * ao */
@@ -45,6 +47,7 @@ typedef struct {
     float *rope_cos, *rope_sin;
     /* backward work buffers */
     float *dx, *dx_alt, *dx0, *dD1, *dD2, *dH1, *dH2, *dq, *dk, *dv, *dk_raw;
+    float *gate_dz; /* the sparse attention gate's logit gradient [N, heads] (NULL without the gate) */
     float **dskip;
     float *attn_scratch, *rope_scratch, *logits_scratch;
     size_t attn_scratch_floats;

@@ -90,6 +90,8 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->k16 = BACKEND_TAKE_BF16S(a, N * KV, act);
         y->y16 = BACKEND_TAKE_BF16S(a, N * D, act);
         y->y_xsa16 = l >= s->xsa_first_layer ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
+        y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act) : NULL;
+        y->y_gate16 = s->attn_gate ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->lse = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act);
         y->ao = BACKEND_TAKE_BF16S(a, N * D, act);
         y->rstd_mlp = BACKEND_TAKE_FLOATS(a, N, act);
@@ -131,6 +133,10 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         BACKEND_TAKE_FLOATS(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
     size_t colsum = max_size(cuda_colsum_doubles(cb->num_tokens, cb->dim, 2),
                              cuda_qk_norm_rope_backward_partials_doubles(cb->B, cb->T, cb->num_heads));
+    if (s->attn_gate) {
+        cb->gate_dz = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, wk);
+        colsum = max_size(colsum, cuda_head_gate_backward_partials_doubles(cb->num_tokens, cb->num_heads, s->gate_window));
+    }
     cb->partials = BACKEND_TAKE_DOUBLES(a, colsum, wk);
     cb->z = BACKEND_TAKE_FLOATS(a, cuda_logits_z_floats(cb->logits_chunk, cb->vocab), wk);
     cb->dz = BACKEND_TAKE_BF16S(a, cuda_logits_dz_elems(cb->logits_chunk, cb->vocab), wk);

@@ -50,6 +50,10 @@ typedef struct {
     ct_bf16 *q16, *k16; /* attention inputs: normed, rotated q and k */
     ct_bf16 *y16;             /* attention output */
     ct_bf16 *y_xsa16;         /* y minus its self-value component (XSA blocks; NULL elsewhere): attn.proj's input */
+    /* the sparse attention gate (NULL without it): g [N, heads], and the gated output (after
+     * XSA), attn.proj's input */
+    float *gate;
+    ct_bf16 *y_gate16;
     float *lse;
     ct_bf16 *ao; /* attention projection output */
     float *rstd_mlp;
@@ -154,6 +158,7 @@ typedef struct {
     ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
     void **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch; /* attention backward's row sums, QK-norm/RoPE backward's scratch */
+    float *gate_dz;       /* the sparse attention gate's logit gradient [N, heads] (NULL without it) */
     double *partials;     /* column reductions */
     double *red_partials; /* whole-buffer reductions (loss sum, norms) */
     float *z;    /* a logits chunk, [logits_chunk, V] */

@@ -27,6 +27,18 @@ static const ct_bf16 *block_weight_bf16(const CudaBackend *cb, int layer, int wh
     const ModelSpec *s = &cb->base.state->spec;
     return cb->w16[s->first_block + layer * BLK_NUM_PARAMS + which];
 }
+/* The sparse attention gate of block `layer` (model_attn_gate: NULL without the gate) and its
+ * call's shape; attn.proj's input, the attention output after XSA and the gate where the block
+ * has them, and the gate's, after XSA. */
+static const ParamInfo *attn_gate(const CudaBackend *cb, int layer) {
+    return model_attn_gate(&cb->base.state->spec, layer);
+}
+static CudaHeadGateShape gate_shape(const CudaBackend *cb, int N) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return (CudaHeadGateShape){N, cb->num_heads, cb->head_dim, s->gate_window, s->gate_scale};
+}
+static const ct_bf16 *gate_input(const CudaLayer *a) { return a->y_xsa16 ? a->y_xsa16 : a->y16; }
+static const ct_bf16 *proj_input(const CudaLayer *a) { return a->y_gate16 ? a->y_gate16 : gate_input(a); }
 /* The QK-norm/RoPE call's shape for q (heads = num_heads) or k (num_kv_heads) of B sequences:
  * a column block of the [c_q | c_k | c_v] rows, the backend's tables. */
 static CudaRopeShape rope_shape(const CudaBackend *cb, int B, int heads) {
@@ -173,8 +185,13 @@ static int forward_blocks(CudaBackend *cb, int B) {
             RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV,
                                                &(CudaXsaShape){N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV},
                                                st));
-        RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, a->ao, CT_BF16, a->y_xsa16 ? a->y_xsa16 : a->y16,
-                                              block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        if (a->y_gate16) { /* the sparse gate on each head's output, from a_in's first channels */
+            const CudaHeadGateShape gs = gate_shape(cb, N);
+            RETURN_ON_FAILURE(cuda_head_gate_forward(a->gate, a->y_gate16, gate_input(a), cb->a_in,
+                                                     cb->d_params + attn_gate(cb, l)->offset, &gs, st));
+        }
+        RETURN_ON_FAILURE(
+            cuda_linear_forward(cb->blas, a->ao, CT_BF16, proj_input(a), block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
                                                 block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
@@ -323,7 +340,21 @@ static int backward_blocks(CudaBackend *cb) {
             .renorm = cb->a_in, .renorm_rstd = a->rstd_attn, .renorm_scale = ln, .dbranch = cb->gD16,
             .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
         RETURN_ON_FAILURE(cuda_add_norm_backward(&mlp_norm, st));
-        if (a->y_xsa16) {
+        const ParamInfo *gate_w = attn_gate(cb, l);
+        const CudaHeadGateShape gs = gate_shape(cb, N);
+        if (gate_w) {
+            /* the gate: dL/d(gated y) in fp32 (dD2 is free until d a_in below); through the gate
+             * in place where XSA follows (its input is fp32), else straight to the attention's
+             * bf16 dy; the gate's logit gradient waits in gate_dz for d a_in */
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
+                                                   cb->gD16, a->y_gate16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+            RETURN_ON_FAILURE(cuda_head_gate_backward(a->y_xsa16 ? cb->dD2 : NULL, a->y_xsa16 ? NULL : cb->dy16,
+                                                      cb->gate_dz, cb->d_grads + gate_w->offset, cb->dD2,
+                                                      gate_input(a), a->gate, cb->a_in, &gs, cb->partials, st));
+            if (a->y_xsa16)
+                RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV,
+                                                    &xsa_shape, st));
+        } else if (a->y_xsa16) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
              * attention output's dy (bf16, the attention backward's input) */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
@@ -354,6 +385,9 @@ static int backward_blocks(CudaBackend *cb) {
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
                                                cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        if (gate_w) /* the gate read a_in's first gate_window channels */
+            RETURN_ON_FAILURE(
+                cuda_head_gate_input_backward(cb->dD2, cb->gate_dz, cb->d_params + gate_w->offset, &gs, st));
         if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
         /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
          * dL/dx_in (written), dx is spent */

@@ -328,6 +328,15 @@ int config_validate(const Config *c, int world_size) {
             "xsa_last_n = %lld: expected in [0, num_layers = %lld]", (long long)c->xsa_last_n, (long long)c->num_layers);
     REQUIRE(c->xsa_last_n == 0 || head_dim <= 1024, "xsa_last_n = %lld with head_dim = %lld: XSA supports head_dim <= 1024",
             (long long)c->xsa_last_n, (long long)head_dim);
+    /* (the parser already refuses non-finite numbers) */
+    REQUIRE(c->sparse_attn_gate_scale > 0, "sparse_attn_gate_scale = %g: expected > 0", c->sparse_attn_gate_scale);
+    REQUIRE(c->sparse_attn_gate_init_std >= 0, "sparse_attn_gate_init_std = %g: expected >= 0 (0 = zero init)",
+            c->sparse_attn_gate_init_std);
+    REQUIRE(c->gate_window >= 1, "gate_window = %lld: expected >= 1", (long long)c->gate_window);
+    REQUIRE(!c->sparse_attn_gate_enabled || c->gate_window <= c->model_dim,
+            "gate_window = %lld with sparse_attn_gate_enabled: expected in [1, model_dim = %lld] (the gate reads "
+            "the attention input's first gate_window channels)",
+            (long long)c->gate_window, (long long)c->model_dim);
     REQUIRE(c->bigram_vocab_size == 0 || (c->bigram_vocab_size >= 2 && c->bigram_vocab_size <= 2147483647LL),
             "bigram_vocab_size = %lld: expected 0 (off) or at least 2 (the hash is taken modulo bigram_vocab_size - 1)",
             (long long)c->bigram_vocab_size);

@@ -40,6 +40,13 @@
     X(bigram_dim, INT, "128", "model", SHAPE, "bigram embedding width (projected to model_dim when different)") \
     X(ortho_init, BOOL, "0", "model", SHAPE,                                                       \
       "orthogonal init of the random-init matrices with both sides >= 64 (the record's rule; docs/model.md)") \
+    X(sparse_attn_gate_enabled, BOOL, "0", "model", SHAPE,                                         \
+      "sparse attention gate: each head's output times sigmoid(scale * attn_gate_w[h] . the attention input's first gate_window channels), after XSA (docs/model.md)") \
+    X(sparse_attn_gate_scale, FLOAT, "0.5", "model", SHAPE, "sparse attention gate: the scale of its logit; > 0") \
+    X(sparse_attn_gate_init_std, FLOAT, "0", "model", SHAPE,                                       \
+      "sparse attention gate: attn_gate_w ~ N(0, this) at init; 0 = zeros (gate 0.5)")          \
+    X(gate_window, INT, "12", "model", SHAPE,                                                      \
+      "input channels of the sparse attention gate (and the frontier SmearGate); in [1, model_dim]") \
     X(mtp_num_heads, INT, "0", "model", SHAPE,                                                     \
       "multi-token prediction: extra output heads trained beside lm_head; head k predicts the token k+2 ahead (never evaluated; left out of the golf artifact); 0 = off") \
     X(mlp_negative_slope, FLOAT, "0", "model", SHAPE,                                              \

@@ -59,7 +59,11 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->ortho_init = c->ortho_init != 0;
     s->mtp_heads = (int)c->mtp_num_heads;
     s->mlp_negative_slope = (float)c->mlp_negative_slope;
-    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->skip_gates = s->first_mtp = -1;
+    s->attn_gate = c->sparse_attn_gate_enabled != 0;
+    s->gate_window = (int)c->gate_window;
+    s->gate_scale = (float)c->sparse_attn_gate_scale;
+    s->gate_init_std = (float)c->sparse_attn_gate_init_std;
+    s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->skip_gates = s->first_attn_gate = s->first_mtp = -1;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -113,6 +117,13 @@ int model_spec_init(ModelSpec *s, const Config *c) {
         s->skip_gates = s->num_params;
         add_param(s, &cap, "skip_gates", 2, s->num_skip, D, PARAM_SCALAR);
     }
+    if (s->attn_gate) { /* the 1.0611 record's scalar group (its name matches attn_gate_w) */
+        s->first_attn_gate = s->num_params;
+        for (int l = 0; l < s->num_layers; l++) {
+            snprintf(name, sizeof name, "blocks.%d.attn.attn_gate_w", l);
+            add_param(s, &cap, name, 2, s->num_heads, s->gate_window, PARAM_SCALAR);
+        }
+    }
     /* the record's matrix_params take the heads: Muon, matrix_lr, muon_wd */
     if (s->mtp_heads > 0) s->first_mtp = s->num_params;
     for (int k = 0; k < s->mtp_heads; k++) {
@@ -142,6 +153,8 @@ int model_grad_ready_stage(const ModelSpec *s, int param) {
     if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
     if (param == s->skip_weights || param == s->skip_gates) return model_grad_stage_of_block(s, s->num_encoder);
+    if (s->first_attn_gate >= 0 && param >= s->first_attn_gate && param < s->first_attn_gate + s->num_layers)
+        return model_grad_stage_of_block(s, param - s->first_attn_gate);
     return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);
 }
 
@@ -227,6 +240,9 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
                 const float f = (float)(1.0 / sqrt(2.0 * s->num_layers));
                 for (size_t i = 0; i < p->count; i++) w[i] *= f;
             }
+        } else if (s->first_attn_gate >= 0 && pi >= s->first_attn_gate && pi < s->first_attn_gate + s->num_layers) {
+            for (size_t i = 0; i < p->count; i++)
+                w[i] = s->gate_init_std > 0 ? (float)(s->gate_init_std * normal01(seed, (uint64_t)pi, i)) : 0.0f;
         } else if (pi == s->bigram_scale) {
             w[0] = 0.05f;
         } else if (pi == s->tok_emb) {

@@ -48,6 +48,9 @@ typedef struct {
     int ortho_init;
     int mtp_heads; /* multi-token-prediction heads (training only) */
     float mlp_negative_slope; /* MLP activation leaky_relu(h, s)^2; 0 = relu^2 */
+    /* the sparse attention gate (docs/model.md): per block attn_gate_w [num_heads, gate_window] */
+    int attn_gate, gate_window;
+    float gate_scale, gate_init_std;
 
     int num_params;
     ParamInfo *params;   /* state_dict order */
@@ -60,6 +63,9 @@ typedef struct {
     /* skip_gates [num_skip, D] (skip_gates_enabled), after smear.gate; -1 when absent. Its rows,
      * as skip_weights', are num_skip: the one place that count is set (model_spec_init) */
     int skip_gates;
+    /* blocks.l.attn.attn_gate_w is parameter first_attn_gate + l (after the record-stack ones
+     * above, so BLK_NUM_PARAMS's per-block layout is unchanged); -1 when the gate is off */
+    int first_attn_gate;
     /* mtp_heads.k.weight is parameter first_mtp + k (k < mtp_heads), the last ones; -1 when none */
     int first_mtp;
 } ModelSpec;
@@ -90,6 +96,10 @@ static inline int model_artifact_params(const ModelSpec *s) { return s->num_para
 static inline const ParamInfo *model_block_param(const ModelSpec *s, int layer, int which) {
     return &s->params[s->first_block + layer * BLK_NUM_PARAMS + which];
 }
+/* Block `layer`'s sparse attention gate weights attn_gate_w, NULL when the gate is off. */
+static inline const ParamInfo *model_attn_gate(const ModelSpec *s, int layer) {
+    return s->first_attn_gate >= 0 ? &s->params[s->first_attn_gate + layer] : NULL;
+}
 const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
 
 /* The number of dimensions train_gpt.py gives parameter p: its ndim, except 0 for the tensors
@@ -105,7 +115,8 @@ int model_param_torch_ndim(const ParamInfo *p);
  *                              multi-token-prediction heads
  *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
  *                              and skip_gates after the last decoder block that uses them, block
- *                              num_encoder)
+ *                              num_encoder; its sparse attention gate, which is not among the ten,
+ *                              with it)
  *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share),
  *                              and the bigram embedding and smear gate when the model has them
  * model_grad_ready_stage gives the stage after which parameter `param`'s gradient is final. */
@@ -118,7 +129,8 @@ int model_grad_ready_stage(const ModelSpec *spec, int param);
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
  * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
  * skip_weights 1; resid_mix = [1; 0]. Record stack (docs/model.md): bigram.embed zero,
- * bigram.scale 0.05, smear.gate zero, skip_gates zero, bigram.proj and mtp_heads zero (nn.init.zeros_, the
+ * bigram.scale 0.05, smear.gate zero, skip_gates zero, attn_gate_w zero (N(0,
+ * sparse_attn_gate_init_std) when that is > 0), bigram.proj and mtp_heads zero (nn.init.zeros_, the
  * record's _zero_init); with ortho_init, the
  * record's _init_weights: every matrix that is not zero-initialised and has both sides >= 64
  * gets an orthogonal init (gain 1; that includes bigram.proj, whose zeros the record overwrites)

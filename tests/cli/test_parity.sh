@@ -115,6 +115,20 @@ parity mtp 8e-7 6.7e-5 num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 mtp_
 parity --per-step mtp_untied_qat 1.7e-6 7.3e-5 num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 tie_embeddings=0 mtp_num_heads=3 \
     iterations=5 warmdown_iters=3 muon_momentum_warmup_steps=2 qat_enabled=1 muon_wd=0.5 adam_wd=0 ema_enabled=1 \
     ema_decay=0.9
+# the sparse attention head-output gate (issue 56, the 1.0611 record's SparseGate): zero init (every
+# gate 0.5 at step 0), scale 0.5, XSA in every block before it, qk_gain_init 5, LN scale, GQA,
+# the gate reading 12 of 64 channels of the attention input
+# (the gate's weights are the worst tensor: zero at step 0, where c_proj's zeros give them no
+# gradient, then small gradients that Adam normalises)
+# measured: losses 6.33e-8, tensors 3.21e-5
+parity sparse_gate 6.4e-7 3.3e-4 num_layers=3 model_dim=64 num_heads=4 num_kv_heads=2 xsa_last_n=3 qk_gain_init=5 ln_scale=1 \
+    sparse_attn_gate_enabled=1 gate_window=12 iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4 adam_wd=0.02
+# untied, MQA, no XSA (the gate on the attention output itself), a random init (std 0.5), scale
+# 2 and the gate reading every channel (gate_window = model_dim)
+# measured: losses 1.72e-7, tensors 6.93e-6
+parity sparse_gate_untied 1.8e-6 7e-5 num_layers=2 model_dim=48 num_heads=4 num_kv_heads=1 tie_embeddings=0 \
+    sparse_attn_gate_enabled=1 sparse_attn_gate_scale=2 sparse_attn_gate_init_std=0.5 gate_window=48 iterations=4 \
+    warmdown_iters=2 muon_momentum_warmup_steps=2 grad_clip_norm=0.3
 
 # The 1.0611 record's schedule (issue 56): warmdown_frac 0.85 over 20 steps, so step 3 (progress
 # 3/20 = 0.15, below 1 - 0.85 = 0.15000000000000002 in double) trains at 1 and step 4 starts the

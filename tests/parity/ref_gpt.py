@@ -107,6 +107,9 @@ class RefGPT:
         self.bigram = cfg.get("bigram_vocab_size", 0)
         self.slope = cfg.get("mlp_negative_slope", 0.0)  # the 1.0611 record's MLP and skip gates
         self.skip_gates = bool(cfg.get("skip_gates_enabled", 0))
+        self.attn_gate = bool(cfg.get("sparse_attn_gate_enabled", 0))  # the 1.0611 record's sparse gate
+        self.gate_window = cfg.get("gate_window", 12)
+        self.gate_scale = cfg.get("sparse_attn_gate_scale", 0.5)
 
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
@@ -130,6 +133,9 @@ class RefGPT:
         y = causal_attention(q, k, v)
         if i >= self.xsa_from:
             y = xsa(y, v)
+        if self.attn_gate:  # each head's output times sigmoid(scale * W[h] . h[t, :gate_window])
+            g = torch.sigmoid(self.gate_scale * (h[..., :self.gate_window] @ p("attn.attn_gate_w").T))
+            y = y * g.transpose(1, 2).unsqueeze(-1)
         y = y.transpose(1, 2).reshape(B, T, D)
         x = x + p("attn_scale") * (y @ self.w(f"blocks.{i}.attn.proj.weight").T)
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)

@@ -13,6 +13,7 @@
 #include "gpu_ops_bigram.h"
 #include "gpu_ops_embedding.h"
 #include "gpu_ops_gemm.h"
+#include "gpu_ops_head_gate.h"
 #include "gpu_ops_logits.h"
 #include "gpu_ops_optim.h"
 #include "gpu_ops_rope.h"
@@ -332,6 +333,18 @@ static const OpCase gpu_op_cases[] = {
     {&op_xsa_bwd, "gqa2_clamped", {64, 4, 2, 64, 0, 1}, CASE_TEST, 0},
     {&op_xsa_bwd_bf16, "gqa2_hd64", {301, 4, 2, 64, 640, 0}, CASE_TEST, 0},
     {&op_xsa_bwd_bf16, "record", {REC_TOKENS, 8, 4, 64, REC_V_EXTRA, 0}, CASE_BENCH, REC_T},
+    /* ---- sparse attention gate (gpu_ops_head_gate.h): d = {N, heads, head_dim, window, 4 * scale} ---- */
+    {&op_head_gate_fwd, "hd64_w12", {611, 4, 64, 12, 2}, CASE_TEST, 0},
+    {&op_head_gate_fwd, "hd24_all_channels", {77, 3, 24, 72, 8}, CASE_TEST, 0},
+    {&op_head_gate_fwd, "hd128", {50, 2, 128, 5, 2}, CASE_TEST, 0},
+    {&op_head_gate_fwd, "frontier", {REC_TOKENS, 8, 64, 12, 2}, CASE_BENCH, REC_T},
+    {&op_head_gate_bwd, "hd64_w12", {611, 4, 64, 12, 2}, CASE_TEST, 0},
+    {&op_head_gate_bwd, "hd24_all_channels", {77, 3, 24, 72, 8}, CASE_TEST, 0},
+    {&op_head_gate_bwd, "hd128", {50, 2, 128, 5, 2}, CASE_TEST, 0},
+    {&op_head_gate_bwd_bf16, "hd64_w12", {611, 4, 64, 12, 2}, CASE_TEST, 0},
+    {&op_head_gate_bwd_bf16, "frontier", {REC_TOKENS, 8, 64, 12, 2}, CASE_BENCH, REC_T},
+    {&op_head_gate_dn, "hd64_w12", {611, 4, 64, 12, 2}, CASE_TEST, 0},
+    {&op_head_gate_dn, "hd24_all_channels", {77, 3, 24, 72, 8}, CASE_TEST, 0},
 
     /* ---- optimizers, bench only (gpu_ops_optim.h; checked by test_gpu_optim) ---- */
     {&op_adam, "1024x512", {B_VOCAB * B_MODEL}, CASE_BENCH, 0},

@@ -169,9 +169,14 @@ static uint32_t lcg(uint64_t *x) {
     return (uint32_t)(*x >> 33);
 }
 
-static void ready_stages_hold(int layers, int tied) {
+static void ready_stages_hold(int layers, int tied, int gate) {
     Config cfg;
     make_config(&cfg, layers, tied, 16);
+    if (gate) /* the sparse attention gate (its weights follow every block's), after XSA */
+        CHECK(config_set(&cfg, "sparse_attn_gate_enabled", "1", CT_SOURCE_COMMAND_LINE, "test") == 0 &&
+                  config_set(&cfg, "gate_window", "5", CT_SOURCE_COMMAND_LINE, "test") == 0 &&
+                  config_set(&cfg, "xsa_last_n", "2", CT_SOURCE_COMMAND_LINE, "test") == 0,
+              "%s", ct_error());
     TrainState st;
     CHECK(train_state_init(&st, &cfg) == 0, "%s", ct_error());
     /* every weight nonzero, so that no gradient is zero by construction (the zero-initialised
@@ -219,8 +224,9 @@ static void ready_stages_hold(int layers, int tied) {
     config_free(&cfg);
 }
 
-static void cpu_backward_stages_tied(void) { ready_stages_hold(4, 1); }
-static void cpu_backward_stages_untied_odd(void) { ready_stages_hold(5, 0); }
+static void cpu_backward_stages_tied(void) { ready_stages_hold(4, 1, 0); }
+static void cpu_backward_stages_untied_odd(void) { ready_stages_hold(5, 0, 0); }
+static void cpu_backward_stages_attn_gate(void) { ready_stages_hold(4, 1, 1); }
 
 int main(void) {
     RUN(baseline_plan);
@@ -228,5 +234,6 @@ int main(void) {
     RUN(bad_segments);
     RUN(cpu_backward_stages_tied);
     RUN(cpu_backward_stages_untied_odd);
+    RUN(cpu_backward_stages_attn_gate);
     TEST_EXIT();
 }

@@ -621,18 +621,23 @@ static void load_refuses_changed_shape_key(void) {
     CHECK(info.device == NULL && info.num_extras == 0, "info filled on failure");
 }
 
-/* A checkpoint an older ctrain wrote, before a SHAPE key existed (issue 56's mlp_negative_slope
- * and skip_gates_enabled): the attributes absent from /config (and the content checksum made
- * again, as that ctrain made it without them). It verifies, resumes as the keys' defaults (relu^2,
- * no skip gates: the model it trained), and refuses a configuration that sets them. */
+/* A checkpoint an older ctrain wrote, before a SHAPE key existed (issue 56's model keys: the MLP
+ * slope, the skip gates, the sparse attention gate's four): the attributes absent from /config
+ * (and the content checksum made again, as that ctrain made it without them). It verifies,
+ * resumes as the keys' defaults (the model it trained), and refuses a configuration that turns
+ * one of the features on, naming its key. */
 static void load_takes_absent_keys_as_default(void) {
+    static const char *const absent[] = {"mlp_negative_slope",       "skip_gates_enabled",
+                                         "sparse_attn_gate_enabled", "sparse_attn_gate_scale",
+                                         "sparse_attn_gate_init_std", "gate_window"};
+    static const char *const turned_on[] = {NULL, "skip_gates_enabled", "sparse_attn_gate_enabled"};
     char *old = test_path("before_keys.h5");
     CHECK(copy_file(good_checkpoint(), old) == 0, "copy failed");
     hid_t f = open_rw(old);
     ct_hdf5_lock();
     hid_t g = H5Gopen2(f, "/config", H5P_DEFAULT);
-    herr_t e = H5Adelete(g, "mlp_negative_slope");
-    if (e >= 0) e = H5Adelete(g, "skip_gates_enabled");
+    herr_t e = 0;
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0] && e >= 0; i++) e = H5Adelete(g, absent[i]);
     H5Gclose(g);
     ct_hdf5_unlock();
     CkptObjects objs;
@@ -648,10 +653,10 @@ static void load_takes_absent_keys_as_default(void) {
     ct_hdf5_unlock();
     CHECK(rc == 0, "rewrite failed: %.400s", ct_error());
     CHECK(checkpoint_verify(old, NULL) == 0, "the older checkpoint does not verify: %.400s", ct_error());
-    for (int set_keys = 0; set_keys < 2; set_keys++) {
+    for (size_t k = 0; k < sizeof turned_on / sizeof turned_on[0]; k++) {
         Config cfg;
         make_config(&cfg, data_glob(), 1, 2);
-        if (set_keys) config_set(&cfg, "skip_gates_enabled", "1", CT_SOURCE_COMMAND_LINE, "test");
+        if (turned_on[k]) config_set(&cfg, turned_on[k], "1", CT_SOURCE_COMMAND_LINE, "test");
         TokenSet set;
         TrainState st;
         rc = open_set(cfg.train_files, &set);
@@ -664,10 +669,14 @@ static void load_takes_absent_keys_as_default(void) {
         train_state_free(&st);
         data_free_set(&set);
         config_free(&cfg);
-        if (!set_keys) CHECK(rc == 0, "the older checkpoint does not resume with the defaults: %.400s", ct_error());
-        else
-            CHECK(rc != 0 && error_has("skip_gates_enabled: checkpoint 0, configured 1"),
-                  "resumed with skip gates the checkpoint's model lacks (rc %d): %.400s", rc, ct_error());
+        if (!turned_on[k]) {
+            CHECK(rc == 0, "the older checkpoint does not resume with the defaults: %.400s", ct_error());
+        } else {
+            char want[96];
+            snprintf(want, sizeof want, "%s: checkpoint 0, configured 1", turned_on[k]);
+            CHECK(rc != 0 && error_has(want), "resumed with %s on, which the checkpoint's model lacks (rc %d): %.400s",
+                  turned_on[k], rc, ct_error());
+        }
     }
 }
 

@@ -382,6 +382,28 @@ static void frontier_mlp_keys(void) {
         CHECK(validate_with(good[i], 1) == 0, "%s refused: %s", good[i], ct_error());
 }
 
+/* The sparse attention gate's keys (issue 56): bad values refused naming the key and the value;
+ * gate_window is held to model_dim only when the gate is on (a small model without it is fine). */
+static void sparse_attn_gate_keys_rejected(void) {
+    static const struct {
+        const char *arg, *expect;
+    } bad[] = {
+        {"sparse_attn_gate_scale=0", "sparse_attn_gate_scale = 0: expected > 0"},
+        {"sparse_attn_gate_scale=-0.5", "sparse_attn_gate_scale = -0.5"},
+        {"sparse_attn_gate_init_std=-0.01", "sparse_attn_gate_init_std = -0.01: expected >= 0"},
+        {"gate_window=0", "gate_window = 0: expected >= 1"},
+        {"gate_window=-3", "gate_window = -3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_with(bad[i].arg, 1) != 0 && strstr(ct_error(), bad[i].expect), "%s: %s", bad[i].arg, ct_error());
+    CHECK(validate_pair("sparse_attn_gate_enabled=1", "gate_window=513", 1) != 0 &&
+              strstr(ct_error(), "gate_window = 513") && strstr(ct_error(), "model_dim = 512"),
+          "%s", ct_error());
+    CHECK(validate_pair("sparse_attn_gate_enabled=1", "gate_window=512", 1) == 0, "%s", ct_error());
+    CHECK(validate_pair("sparse_attn_gate_enabled=0", "gate_window=513", 1) == 0, "gate off: %s", ct_error());
+    CHECK(validate_pair("sparse_attn_gate_enabled=1", "sparse_attn_gate_init_std=0.02", 1) == 0, "%s", ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -423,6 +445,7 @@ int main(void) {
     RUN(record_keys_rejected);
     RUN(frontier_schedule_and_optimizer_keys);
     RUN(frontier_mlp_keys);
+    RUN(sparse_attn_gate_keys_rejected);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

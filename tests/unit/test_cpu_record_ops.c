@@ -1,7 +1,8 @@
 /* test_cpu_record_ops.c — reference tests of the CPU ops the record stack adds (issue 36):
- * SmearGate, the bigram hash and its scalar-scaled branch, XSA, partial RoPE and its tables,
- * ln_scale's factor, late QAT's int6 fake quantization, the orthogonal initialisation, and the
- * 1.0611 record's leaky relu^2 (mlp_negative_slope) and gated U-Net skip (skip_gates), as
+ * SmearGate, the bigram hash and its scalar-scaled branch, XSA, the sparse attention head gate
+ * (issue 56), partial RoPE and its tables, ln_scale's factor, late QAT's int6 fake quantization,
+ * the orthogonal initialisation, and the 1.0611 record's leaky relu^2 (mlp_negative_slope) and
+ * gated U-Net skip (skip_gates), as
  * tests/refcheck.h describes (and test_cpu_ops.c's bounds): fp32 forward vs a double reference
  * or hand-computed values, backward vs central finite differences of L = sum(out * R), the +=
  * semantics of every backward, and the same bits with 1 and 3 OpenMP threads.
@@ -222,6 +223,94 @@ static void test_xsa(void) {
     for (size_t i = 0; i < nv; i++) CHECK(isfinite(dv[i]), "dv[%zu] not finite with a zero value vector", i);
     free(y), free(v), free(R), free(out), free(dy), free(dv), free(dy_once), free(dv_once);
     free(y_d), free(v_d), free(R_d), free(ref), free(num_y), free(num_v);
+}
+
+/* ---- sparse attention head-output gate --------------------------------------------------------- */
+
+typedef struct {
+    int N, H, hd, W;
+    double scale;
+    const double *y, *n, *w, *R;
+} GateRef;
+
+/* out[t,h,:] = sigmoid(scale * w[h] . n[t,:W]) y[t,h,:], n rows of H*hd */
+static void gate_ref(const GateRef *p, double *out) {
+    const size_t D = (size_t)p->H * p->hd;
+    for (int t = 0; t < p->N; t++)
+        for (int h = 0; h < p->H; h++) {
+            double z = 0;
+            for (int k = 0; k < p->W; k++) z += p->w[(size_t)h * p->W + k] * p->n[(size_t)t * D + k];
+            const double g = 1.0 / (1.0 + exp(-p->scale * z));
+            for (int d = 0; d < p->hd; d++) {
+                const size_t i = (size_t)t * D + (size_t)h * p->hd + d;
+                out[i] = g * p->y[i];
+            }
+        }
+}
+
+static double gate_loss(const double *unused, void *ctx) {
+    (void)unused;
+    const GateRef *p = ctx;
+    const size_t n = (size_t)p->N * p->H * p->hd;
+    double *out = ref_new_doubles(n);
+    gate_ref(p, out);
+    double L = dot(out, p->R, n);
+    free(out);
+    return L;
+}
+
+static void test_head_gate(void) {
+    uint64_t rng = 391;
+    const int N = 9, H = 4, hd = 6, W = 5; /* W < head_dim: n's channels past W get no gradient */
+    const float scale = 0.5f;
+    const size_t ny = (size_t)N * H * hd, nw = (size_t)H * W;
+    float *y = ref_random_floats(ny, -1, 1, &rng), *n = ref_random_floats(ny, -2, 2, &rng);
+    float *w = ref_random_floats(nw, -1, 1, &rng), *R = ref_random_floats(ny, -1, 1, &rng);
+    float *out = ref_new_floats(ny), *g = ref_new_floats((size_t)N * H), *dz = ref_new_floats((size_t)N * H);
+    float *dy = ref_new_floats(ny), *dw = zeros(nw), *dn = zeros(ny);
+    ref_poison(out, ny);
+    ref_poison(g, (size_t)N * H);
+    cpu_head_gate_forward(out, g, y, n, w, N, H, hd, W, scale);
+    double *y_d = ref_doubles_of(y, ny), *n_d = ref_doubles_of(n, ny), *w_d = ref_doubles_of(w, nw);
+    double *R_d = ref_doubles_of(R, ny), *ref = ref_new_doubles(ny);
+    double *num_y = ref_new_doubles(ny), *num_n = ref_new_doubles(ny), *num_w = ref_new_doubles(nw);
+    GateRef p = {N, H, hd, W, scale, y_d, n_d, w_d, R_d};
+    gate_ref(&p, ref);
+    CHECK_ERR("head gate forward", ref_rel_err(out, ref, ny), FORWARD_TOL);
+    ref_poison(dy, ny);
+    ref_poison(dz, (size_t)N * H);
+    cpu_head_gate_backward(dy, dz, dw, R, y, g, n, N, H, hd, W, scale);
+    cpu_head_gate_input_backward(dn, dz, w, N, H, hd, W);
+    ref_numgrad(gate_loss, y_d, ny, &p, FD_STEP, num_y);
+    ref_numgrad(gate_loss, n_d, ny, &p, FD_STEP, num_n);
+    ref_numgrad(gate_loss, w_d, nw, &p, FD_STEP, num_w);
+    CHECK_ERR("head gate dy vs FD", ref_rel_err(dy, num_y, ny), GRADIENT_TOL);
+    CHECK_ERR("head gate dn vs FD", ref_rel_err(dn, num_n, ny), GRADIENT_TOL);
+    CHECK_ERR("head gate dw vs FD", ref_rel_err(dw, num_w, nw), GRADIENT_TOL);
+    /* dw and dn accumulate; dy and dz are written (also in place, dy = dout) */
+    float *dw_once = ref_copy_floats(dw, nw), *dn_once = ref_copy_floats(dn, ny), *dy_once = ref_copy_floats(dy, ny);
+    float *inplace = ref_copy_floats(R, ny);
+    cpu_head_gate_backward(inplace, dz, dw, inplace, y, g, n, N, H, hd, W, scale);
+    cpu_head_gate_input_backward(dn, dz, w, N, H, hd, W);
+    CHECK(memcmp(inplace, dy_once, ny * sizeof(float)) == 0, "in-place dy differs");
+    CHECK_ERR("head gate dw accumulates", ref_doubling_err(dw_once, dw, nw), ACCUMULATE_TOL);
+    CHECK_ERR("head gate dn accumulates", ref_doubling_err(dn_once, dn, ny), ACCUMULATE_TOL);
+    /* the same bits with 1 and 3 threads (dw sums tokens in order) */
+    float *dw1 = zeros(nw), *dw3 = zeros(nw);
+    omp_set_num_threads(1);
+    cpu_head_gate_backward(dy, dz, dw1, R, y, g, n, N, H, hd, W, scale);
+    omp_set_num_threads(3);
+    cpu_head_gate_backward(dy, dz, dw3, R, y, g, n, N, H, hd, W, scale);
+    omp_set_num_threads(2);
+    CHECK(memcmp(dw1, dw3, nw * sizeof(float)) == 0, "head gate dw differs between 1 and 3 threads");
+    free(dw1), free(dw3);
+    /* zero weights (the record's init): every gate is exactly 0.5 */
+    memset(w, 0, nw * sizeof(float));
+    cpu_head_gate_forward(out, g, y, n, w, N, H, hd, W, scale);
+    for (size_t i = 0; i < (size_t)N * H; i++) CHECK(g[i] == 0.5f, "g[%zu] = %g with zero weights", i, (double)g[i]);
+    free(y), free(n), free(w), free(R), free(out), free(g), free(dz), free(dy), free(dw), free(dn);
+    free(dw_once), free(dn_once), free(dy_once), free(inplace);
+    free(y_d), free(n_d), free(w_d), free(R_d), free(ref), free(num_y), free(num_n), free(num_w);
 }
 
 /* ---- partial RoPE -------------------------------------------------------------------------- */
@@ -604,6 +693,7 @@ int main(void) {
     RUN(test_bigram_hash);
     RUN(test_scalar_scaled_add);
     RUN(test_xsa);
+    RUN(test_head_gate);
     RUN(test_partial_rope);
     RUN(test_ln_scale);
     RUN(test_fake_quant_int6);

@@ -38,7 +38,8 @@ static void category_by_name(void) {
               (int)golf_category(cases[i].name), (int)cases[i].want);
     CHECK(golf_is_control("blocks.0.attn_scale") && golf_is_control("blocks.1.mlp_scale") &&
               golf_is_control("blocks.2.resid_mix") && golf_is_control("blocks.0.attn.q_gain") &&
-              golf_is_control("skip_weights") && golf_is_control("smear.gate") && golf_is_control("skip_gates"),
+              golf_is_control("skip_weights") && golf_is_control("smear.gate") && golf_is_control("skip_gates") &&
+              golf_is_control("blocks.3.attn.attn_gate_w"),
           "control patterns");
     CHECK(!golf_is_control("tok_emb.weight") && !golf_is_control("bigram.scale"), "not control");
 }
@@ -62,6 +63,8 @@ static void kind_by_rule(void) {
         /* large control tensors: float32 in the record's rule, quantized in the baseline's */
         {"smear.gate", 1, 65537, GOLF_KEEP_F32, GOLF_INT8_TENSOR},
         {"blocks.0.attn.q_gain", 2, 65537, GOLF_KEEP_F32, GOLF_INT8_ROWS},
+        /* the sparse attention gate [heads, gate_window]: a small control tensor */
+        {"blocks.0.attn.attn_gate_w", 2, 8 * 12, GOLF_KEEP_F16, GOLF_KEEP_F32},
         /* embeddings and the rest: int8 in both */
         {"tok_emb.weight", 2, 1024 * 512, GOLF_INT8_ROWS, GOLF_INT8_ROWS},
         {"lm_head.weight", 2, 1024 * 512, GOLF_INT8_ROWS, GOLF_INT8_ROWS},

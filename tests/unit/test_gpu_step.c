@@ -17,7 +17,8 @@
  * run-end upload of the averaged weights are checked bitwise. The bf16 residual stream
  * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
  * the same bounds (with --exact-bf16 in the emulator to fp32 rounding, as every case), bitwise
- * from run to run, with the CUDA graph and across a resume, and its memory report.
+ * from run to run, with the CUDA graph and across a resume, and its memory report. The sparse
+ * attention gate (issue 56: sparse_gate_keys) with either stream.
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
@@ -111,6 +112,19 @@ static const char *const mtp_keys[][2] = {{"mtp_num_heads", "2"}, {"mtp_loss_wei
  * ln_scale; and the same on the bf16 residual stream. */
 static const char *const frontier_mlp_keys[][2] = {{"mlp_negative_slope", "0.5"}, {"skip_gates_enabled", "1"},
                                                    {"ln_scale", "1"},             {NULL, NULL}};
+
+/* The 1.0611 record's sparse attention head-output gate (issue 56) in every block, reading 12 of
+ * the 128 channels, XSA before it in the last 2 blocks only (both backward paths: in place over
+ * XSA's fp32 input, and straight to the attention's bf16 dy), LN scale as the record; a random
+ * gate init so that the gates differ from 0.5 from the start. Not the record's qk_gain_init 5
+ * (test_parity.sh's sparse_gate case has it): with it, blocks.0.attn.q_gain (2 elements, a sum
+ * with much cancellation) moved 1.64 times its own change the other way by step 3 in the
+ * emulator (bound 0.5), while every gradient from identical weights was within its bound (2.3e-3
+ * over all tensors, q_gain 6.5e-2) and all weights 9.5e-2 of their change: Adam sign steps on
+ * gradients below the bf16 noise, the drift record_keys_match_cpu's comments describe. */
+static const char *const sparse_gate_keys[][2] = {{"sparse_attn_gate_enabled", "1"}, {"gate_window", "12"},
+                                                  {"sparse_attn_gate_init_std", "0.5"}, {"xsa_last_n", "2"},
+                                                  {"ln_scale", "1"}, {NULL, NULL}};
 
 static void set_keys(Config *cfg, const char *const (*keys)[2]) {
     for (; keys && keys[0][0]; keys++)
@@ -402,6 +416,18 @@ static void frontier_mlp_match_cpu(void) {
 static void bf16_stream_frontier_mlp_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(1, 0.0, frontier_mlp_keys, 1.0, bf16_stream_keys);
+}
+
+/* The sparse attention gate (issue 56) against the CPU backend, under the same bounds, with the
+ * fp32 and the bf16 residual stream. */
+static void sparse_gate_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, sparse_gate_keys, 1.0, NULL);
+}
+
+static void bf16_stream_sparse_gate_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, sparse_gate_keys, 1.0, bf16_stream_keys);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -1264,6 +1290,8 @@ int main(void) {
     RUN(bf16_stream_halves_stream_buffers);
     RUN(frontier_mlp_match_cpu);
     RUN(bf16_stream_frontier_mlp_match_cpu);
+    RUN(sparse_gate_match_cpu);
+    RUN(bf16_stream_sparse_gate_match_cpu);
     TEST_EXIT();
 }
 
