@@ -5,8 +5,10 @@ llm.c format (256 int32 header: magic 20240520, version 1, token count; then uin
 encoded text repeated until each shard has its token count. With --held-out, the files after it
 make the validation shard alone (text the model never trains on, for the convergence comparison;
 the tokenizer is trained on the training text only); without it, train and val are consecutive
-spans of the one repeated stream.
-Usage: golf_shards.py OUT_DIR TRAIN_TOKENS VAL_TOKENS TEXT_FILE... [--held-out TEXT_FILE...]
+spans of the one repeated stream. With --bos (before the text files), each text file is a
+document that starts with the model's BOS id (1), as parameter-golf's shards start each document:
+what document packing and the BOS-masked SmearGate need.
+Usage: golf_shards.py OUT_DIR TRAIN_TOKENS VAL_TOKENS [--bos] TEXT_FILE... [--held-out TEXT_FILE...]
 """
 import os
 import sys
@@ -33,6 +35,8 @@ def read_texts(paths):
 
 def main():
     out, train_tokens, val_tokens, texts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    bos = texts[:1] == ["--bos"]
+    texts = texts[1:] if bos else texts
     held_out = []
     if "--held-out" in texts:
         at = texts.index("--held-out")
@@ -47,10 +51,15 @@ def main():
     spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=1024, model_type="bpe",
                                    character_coverage=1.0, byte_fallback=True, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
-    with open(corpus, encoding="utf-8") as f:
-        ids = np.asarray(sp.encode(f.read()), dtype=np.uint16)
+
+    def encode(paths):  # one stream; with --bos a BOS before each file's tokens
+        if not bos:
+            return np.asarray(sp.encode(read_texts(paths)), dtype=np.uint16)
+        return np.asarray([t for p in paths for t in [sp.bos_id()] + sp.encode(read_texts([p]))], dtype=np.uint16)
+
+    ids = encode(texts)
     if held_out:
-        val_ids = np.asarray(sp.encode(read_texts(held_out)), dtype=np.uint16)
+        val_ids = encode(held_out)
         write_shard(os.path.join(out, "fineweb_train_000000.bin"), np.tile(ids, train_tokens // len(ids) + 1)[:train_tokens])
         write_shard(os.path.join(out, "fineweb_val_000000.bin"), np.tile(val_ids, val_tokens // len(val_ids) + 1)[:val_tokens])
     else:

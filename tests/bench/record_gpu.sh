@@ -25,7 +25,6 @@ python3 "$root/tests/bench/golf_shards.py" "$work/data" $(((steps + 4) * 786432)
 record=(--config "$root/slurm/golf-record-8xh100.conf" train_files="$work/h5/fineweb_train_*.h5"
         val_files="$work/h5/fineweb_val_*.h5" val_loss_every=0 golf_artifact=0 max_wallclock_seconds=0
         eval_stride=0 device=cuda)
-losses() { grep -o '"train_loss": [^,}]*' "$1/metrics.jsonl" | cut -d' ' -f2; }
 
 # BENCH names: record_gpu_* for fp32 (the names of the runs before residual_dtype), record_gpu_bf16s_* for bf16
 for dtype in fp32 bf16; do
@@ -42,32 +41,12 @@ for dtype in fp32 bf16; do
     echo "BENCH record_gpu_${tag}alloc_gib ${gib:-0}"
 done
 
+source "$root/tests/bench/bitwise_resume.sh"
 ok=1
 for dtype in fp32 bf16; do
     tag=$([ $dtype = fp32 ] && echo "" || echo "bf16s_")
     echo "== exact resume with the record's keys, residual_dtype=$dtype: SIGTERM in step 3, started again, against uninterrupted"
-    small=(iterations=6 checkpoint_every=2 train_batch_tokens=98304 residual_dtype=$dtype)
-    "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/full-$dtype" >"$work/full.log" 2>&1 ||
-        { tail -20 "$work/full.log"; exit 1; }
-    rc=0
-    CTRAIN_FAULT=TERM@3.5 "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part-$dtype" >"$work/part.log" 2>&1 || rc=$?
-    [ $rc -eq 75 ] || { echo "the interrupted run exited $rc, expected 75 (stopped, requeue)"; tail -20 "$work/part.log"; exit 1; }
-    "$ctrain" train "${record[@]}" "${small[@]}" out_dir="$work/part-$dtype" >>"$work/part.log" 2>&1 ||
-        { tail -20 "$work/part.log"; exit 1; }
-    grep -E '^(stopped at|resumed from)' "$work/part.log" | sed 's/^/  /'
-    one=1
-    if [ "$(losses "$work/full-$dtype")" = "$(losses "$work/part-$dtype")" ] && [ -n "$(losses "$work/part-$dtype")" ]; then
-        echo "  losses of all 6 steps: bitwise equal"
-    else
-        one=0; echo "  losses differ:"; paste <(losses "$work/full-$dtype") <(losses "$work/part-$dtype") | sed 's/^/    /'
-    fi
-    if "$ctrain" ckpt diff --exact "$work/full-$dtype/checkpoints/step_00000006.h5" \
-        "$work/part-$dtype/checkpoints/step_00000006.h5" >"$work/diff.txt" 2>&1; then
-        echo "  step-6 checkpoints: $(grep -m1 'bitwise equal' "$work/diff.txt" | sed 's/^ *//')"
-    else
-        one=0; echo "  step-6 checkpoints differ:"; tail -8 "$work/diff.txt" | sed 's/^/    /'
-    fi
-    echo "BENCH record_gpu_${tag}resume_bitwise $one"
-    [ $one -eq 1 ] || ok=0
+    bitwise_resume "$ctrain" "$work" "record_gpu_${tag}resume_bitwise" 3.5 6 -- "${record[@]}" iterations=6 \
+        checkpoint_every=2 train_batch_tokens=98304 residual_dtype=$dtype || ok=0
 done
 [ $ok -eq 1 ]
