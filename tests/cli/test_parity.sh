@@ -227,5 +227,11 @@ elif grep -q "smear_gate_enabled = 1: the training data '.*train.h5' records no 
 else
     fail smear_bos_needs_bos "$(tail -2 smear_none.log)"
 fi
+# device=cuda has no kernel for it yet: refused at the backend's creation, before any GPU is
+# looked for
+expect_fail smear_bos_cuda_refused 1 "smear_gate_enabled = 1 is not implemented on device=cuda yet; use device=cpu" \
+    "$CTRAIN" train train_files="$WORK/bos.h5" vocab_size=256 train_seq_len=32 train_batch_tokens=512 grad_accum_slots=8 \
+    val_loss_every=0 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 smear_gate_enabled=1 iterations=1 device=cuda \
+    out_dir=smear_cuda
 
 finish
