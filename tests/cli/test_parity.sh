@@ -227,6 +227,17 @@ elif grep -q "smear_gate_enabled = 1: the training data '.*train.h5' records no 
 else
     fail smear_bos_needs_bos "$(tail -2 smear_none.log)"
 fi
+# the other paths that run the forward get the data's bos_id: sampling (from the checkpoint's
+# training files) and the golf round trip with its sliding window (from the validation files;
+# validation data without a bos_id is refused)
+if "$CTRAIN" sample smear_bos-run --tokens 8 >smear_sample.out 2>&1; then pass smear_bos_sample
+else fail smear_bos_sample "$(tail -2 smear_sample.out)"; fi
+smear_final=$(ls smear_bos-run/checkpoints/step_*.h5 | tail -1)
+if "$CTRAIN" ckpt golf "$smear_final" --val-files "$WORK/bos.h5" --eval-stride 16 --out smear.stz >smear_golf.out 2>&1 &&
+    grep -q "_sliding_window_exact val_loss" smear_golf.out; then pass smear_bos_round_trip
+else fail smear_bos_round_trip "$(tail -2 smear_golf.out)"; fi
+expect_fail smear_bos_round_trip_needs_bos 1 "smear_gate_enabled = 1: the validation data '.*train.h5' records no bos_id" \
+    "$CTRAIN" ckpt golf "$smear_final" --val-files "$WORK/train.h5" --out smear2.stz
 # device=cuda has no kernel for it yet: refused at the backend's creation, before any GPU is
 # looked for
 expect_fail smear_bos_cuda_refused 1 "smear_gate_enabled = 1 is not implemented on device=cuda yet; use device=cpu" \
