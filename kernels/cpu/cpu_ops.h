@@ -147,6 +147,19 @@ void cpu_smear_forward(float *out, const float *x, const float *gate, int B, int
 void cpu_smear_backward(float *dx, float *dgate, const float *dout, const float *x, const float *gate, int B, int T,
                         int C);
 
+/* ---- SmearGate with the BOS mask (cpu_smear_bos.c), the 1.0611 record's ------------------- */
+
+/* out_t = e_t + m_t lambda sigmoid(w . e_t[:window]) e_{t-1} for t >= 1 of each of B sequences of
+ * T positions, m_t = [ids[t] != bos_id]; out_0 = e_0. e, out [B*T, C] (out must not alias e);
+ * w [window], lambda [1]. */
+void cpu_smear_bos_forward(float *out, const float *e, const int32_t *ids, const float *w, const float *lambda,
+                           int B, int T, int C, int window, int64_t bos_id);
+/* de [B*T, C] += d/de (de must not alias dout); dw [window], dlambda [1] += their sums over
+ * tokens (double, token order). Needs the forward's input e. */
+void cpu_smear_bos_backward(float *de, float *dw, float *dlambda, const float *dout, const float *e,
+                            const int32_t *ids, const float *w, const float *lambda, int B, int T, int C, int window,
+                            int64_t bos_id);
+
 /* ---- bigram hash embedding (cpu_bigram.c) ------------------------------------------------- */
 
 /* The buckets of each position's token pair: cpu_bigram_hash in bigram_hash.h (included above),

@@ -28,7 +28,11 @@ int backend_choose_gpu(const Config *cfg, BackendGpu *gpu) {
 
 int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
-    if (!strcmp(cfg->device, "cuda")) return backend_cuda_create(out, cfg, st);
+    if (!strcmp(cfg->device, "cuda")) {
+        if (cfg->smear_gate_enabled) /* before any device is touched: the refusal needs no GPU */
+            return ct_fail("smear_gate_enabled = 1 is not implemented on device=cuda yet; use device=cpu");
+        return backend_cuda_create(out, cfg, st);
+    }
     if (!strcmp(cfg->device, "auto"))
         return ct_fail("device = auto: not resolved before the backend was created (backend_resolve_device)");
     return ct_fail("device = '%s': expected auto, cpu or cuda", cfg->device);

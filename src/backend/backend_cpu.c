@@ -66,6 +66,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         cb->dbigram_h = s->bigram_proj >= 0 ? BACKEND_TAKE_FLOATS(a, N * BD, NULL) : NULL;
     }
     if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    if (s->smear_bos) cb->emb_smeared = BACKEND_TAKE_FLOATS(a, N * D, NULL);
 
     /* backward work buffers (one set, reused by every layer) */
     cb->dx = BACKEND_TAKE_FLOATS(a, N * D, NULL);
@@ -98,6 +99,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.state = st;
     cb->base.micro_batch_seqs = B;
     cb->base.seq_len = T;
+    cb->base.bos_id = -1;
     cb->B = B;
     cb->T = T;
     cb->mtp_loss_weight = cfg->mtp_loss_weight;
@@ -206,7 +208,14 @@ static int forward_blocks(CpuBackend *cb, int B) {
         cpu_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_p, st->params + s->params[s->bigram_scale].offset,
                                       (size_t)N * D);
     }
-    if (s->smear_gate) {
+    if (s->smear_bos) { /* the 1.0611 SmearGate: on the embedding (with the bigram's share), before the norm */
+        if (cb->base.bos_id < 0)
+            return ct_fail("smear_gate_enabled = 1 needs the data's bos_id, and this forward was given none");
+        cpu_smear_bos_forward(cb->emb_smeared, cb->emb, cb->ids, st->params + s->params[s->smear_gate_w].offset,
+                              st->params + s->params[s->smear_lambda].offset, B, T, D, s->gate_window,
+                              cb->base.bos_id);
+        cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb_smeared, N, D, FLT_EPSILON);
+    } else if (s->smear_gate) {
         cpu_rmsnorm_forward(cb->x_normed, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
         cpu_smear_forward(cb->x0, cb->x_normed, st->params + s->params[s->smear].offset, B, T, D);
     } else {
@@ -465,12 +474,22 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         dx = dx_alt;
     }
     cpu_zero(cb->dD1, ND);
-    cpu_rmsnorm_backward(cb->dD1, dx, cb->emb, cb->rstd0, N, D);
-    cpu_embedding_backward(st->grads + s->params[s->tok_emb].offset, cb->dD1, cb->ids, N, D);
+    cpu_rmsnorm_backward(cb->dD1, dx, s->smear_bos ? cb->emb_smeared : cb->emb, cb->rstd0, N, D);
+    float *demb = cb->dD1; /* d(loss)/d(emb): tok_emb's and the bigram's */
+    if (s->smear_bos) {
+        cpu_zero(dx_alt, ND);
+        cpu_smear_bos_backward(dx_alt, st->grads + s->params[s->smear_gate_w].offset,
+                               st->grads + s->params[s->smear_lambda].offset, cb->dD1, cb->emb, cb->ids,
+                               st->params + s->params[s->smear_gate_w].offset,
+                               st->params + s->params[s->smear_lambda].offset, B, T, D, s->gate_window,
+                               cb->base.bos_id);
+        demb = dx_alt;
+    }
+    cpu_embedding_backward(st->grads + s->params[s->tok_emb].offset, demb, cb->ids, N, D);
     if (s->bigram_vocab) { /* emb = tok_emb[ids] + scale * bigram_p */
         float *dbigram_p = cb->dD2, *dbigram_h = s->bigram_proj >= 0 ? cb->dbigram_h : cb->dD2;
         cpu_zero(dbigram_p, ND);
-        cpu_add_scalar_scaled_backward(dbigram_p, st->grads + s->params[s->bigram_scale].offset, cb->dD1, cb->bigram_p,
+        cpu_add_scalar_scaled_backward(dbigram_p, st->grads + s->params[s->bigram_scale].offset, demb, cb->bigram_p,
                                        st->params + s->params[s->bigram_scale].offset, ND);
         if (s->bigram_proj >= 0) {
             cpu_zero(dbigram_h, (size_t)N * s->bigram_dim);

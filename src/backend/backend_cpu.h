@@ -41,6 +41,7 @@ typedef struct {
     /* record stack (NULL when the model has no such part) */
     int32_t *bigram_ids;         /* [N] bucket of each position's token pair */
     float *bigram_h, *bigram_p;  /* [N, bigram_dim] table rows; [N, D] projected (= bigram_h without proj) */
+    float *emb_smeared;          /* [N, D] emb after the 1.0611 SmearGate, its norm's input */
     float *x_normed;             /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
     float *dbigram_h;            /* [N, bigram_dim] backward through the projection */
     CpuLayerActs *layers;

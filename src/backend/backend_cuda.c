@@ -266,6 +266,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->base.state = st;
     cb->base.micro_batch_seqs = B;
     cb->base.seq_len = T;
+    cb->base.bos_id = -1; /* none until the caller sets the data's (backend.h) */
     cb->base.forward_backward = cuda_forward_backward;
     cb->base.evaluate = cuda_evaluate;
     cb->base.evaluate_positions = cuda_evaluate_positions;

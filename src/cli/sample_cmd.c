@@ -303,7 +303,13 @@ int sample_main(int argc, char **argv) {
         ids = with;
         n++;
     }
+    if (cfg.smear_gate_enabled && tok.bos_id < 0) { /* the mask cannot be applied without it */
+        ct_fail("smear_gate_enabled = 1: the checkpoint's training data '%s' cannot be read or records no bos_id, "
+                "and the SmearGate's mask needs its BOS token", cfg.train_files);
+        goto done;
+    }
     if (backend_create(&b, &cfg, &st) != 0) goto done;
+    b->bos_id = tok.bos_id; /* the SmearGate's mask: the training data's BOS */
     printer.mode = as_ids ? PRINT_IDS : bytes ? PRINT_BYTES : tok.has_pieces ? PRINT_PIECES : PRINT_IDS;
     if (printer.mode == PRINT_PIECES) printer.decoder = piece_decoder_create(&tok.pieces);
     if (printer.mode == PRINT_PIECES && caseops_pieces(&tok.pieces)) {

@@ -337,6 +337,13 @@ int config_validate(const Config *c, int world_size) {
             "gate_window = %lld with sparse_attn_gate_enabled: expected in [1, model_dim = %lld] (the gate reads "
             "the attention input's first gate_window channels)",
             (long long)c->gate_window, (long long)c->model_dim);
+    REQUIRE(!c->smear_gate_enabled || c->gate_window <= c->model_dim,
+            "gate_window = %lld with smear_gate_enabled: expected in [1, model_dim = %lld] (the SmearGate reads the "
+            "embedding's first gate_window channels)",
+            (long long)c->gate_window, (long long)c->model_dim);
+    REQUIRE(!(c->smear_gate && c->smear_gate_enabled),
+            "smear_gate = 1 and smear_gate_enabled = 1: expected at most one (smear_gate is the 1.1248 record's "
+            "per-channel gate after the embedding norm, smear_gate_enabled the 1.0611 record's before it)");
     REQUIRE(c->bigram_vocab_size == 0 || (c->bigram_vocab_size >= 2 && c->bigram_vocab_size <= 2147483647LL),
             "bigram_vocab_size = %lld: expected 0 (off) or at least 2 (the hash is taken modulo bigram_vocab_size - 1)",
             (long long)c->bigram_vocab_size);

@@ -47,6 +47,8 @@
       "sparse attention gate: attn_gate_w ~ N(0, this) at init; 0 = zeros (gate 0.5)")          \
     X(gate_window, INT, "12", "model", SHAPE,                                                      \
       "input channels of the sparse attention gate (and the frontier SmearGate); in [1, model_dim]") \
+    X(smear_gate_enabled, BOOL, "0", "model", SHAPE,                                               \
+      "the 1.0611 record's SmearGate: e_t += lambda*sigmoid(smear_gate.weight . e_t[:gate_window])*e_(t-1) on the raw embedding, before its norm, not at the data's BOS tokens (docs/model.md)") \
     X(mtp_num_heads, INT, "0", "model", SHAPE,                                                     \
       "multi-token prediction: extra output heads trained beside lm_head; head k predicts the token k+2 ahead (never evaluated; left out of the golf artifact); 0 = off") \
     X(mlp_negative_slope, FLOAT, "0", "model", SHAPE,                                              \

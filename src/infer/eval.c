@@ -164,7 +164,12 @@ static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
     if (e->T != cfg->train_seq_len)
         printf("round trip on sequences of eval_seq_len = %lld tokens (trained on %lld; RoPE base %g)\n",
                (long long)e->T, (long long)cfg->train_seq_len, (double)model_rope_base(&st->spec, (int)e->T));
-    return backend_create(&e->b, &at_t, st);
+    if (cfg->smear_gate_enabled && e->set.files[0].bos_id < 0)
+        return ct_fail("smear_gate_enabled = 1: the validation data '%s' records no bos_id (-1), and the SmearGate's "
+                       "mask needs its BOS token", e->set.files[0].path);
+    if (backend_create(&e->b, &at_t, st) != 0) return -1;
+    e->b->bos_id = e->set.files[0].bos_id; /* the SmearGate's mask: the data's BOS, as in training */
+    return 0;
 }
 
 static void eval_close(WeightsEval *e) {

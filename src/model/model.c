@@ -54,6 +54,7 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->ln_scale = c->ln_scale != 0;
     s->xsa_first_layer = s->num_layers - (int)c->xsa_last_n;
     s->smear_gate = c->smear_gate != 0;
+    s->smear_bos = c->smear_gate_enabled != 0;
     s->bigram_vocab = (int)c->bigram_vocab_size;
     s->bigram_dim = (int)c->bigram_dim;
     s->ortho_init = c->ortho_init != 0;
@@ -64,6 +65,7 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->gate_scale = (float)c->sparse_attn_gate_scale;
     s->gate_init_std = (float)c->sparse_attn_gate_init_std;
     s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->skip_gates = s->first_attn_gate = s->first_mtp = -1;
+    s->smear_gate_w = s->smear_lambda = -1;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -124,6 +126,12 @@ int model_spec_init(ModelSpec *s, const Config *c) {
             add_param(s, &cap, name, 2, s->num_heads, s->gate_window, PARAM_SCALAR);
         }
     }
+    if (s->smear_bos) { /* the 1.0611 record's SmearGate: its names, the scalar AdamW group, zero init */
+        s->smear_gate_w = s->num_params;
+        add_param(s, &cap, "smear_gate.weight", 2, 1, s->gate_window, PARAM_SCALAR);
+        s->smear_lambda = s->num_params;
+        add_param(s, &cap, "smear_lambda", 1, 1, 1, PARAM_SCALAR);
+    }
     /* the record's matrix_params take the heads: Muon, matrix_lr, muon_wd */
     if (s->mtp_heads > 0) s->first_mtp = s->num_params;
     for (int k = 0; k < s->mtp_heads; k++) {
@@ -148,7 +156,7 @@ const ParamInfo *model_find_param(const ModelSpec *s, const char *name) {
 
 int model_grad_ready_stage(const ModelSpec *s, int param) {
     if (param == s->tok_emb || param == s->bigram_scale || param == s->bigram_embed || param == s->bigram_proj ||
-        param == s->smear)
+        param == s->smear || param == s->smear_gate_w || param == s->smear_lambda)
         return model_grad_num_stages(s) - 1;
     if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
@@ -232,6 +240,7 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
         const char *leaf = dot ? dot + 1 : p->name;
         int is_zero_init = strstr(p->name, "attn.proj.") || strstr(p->name, "mlp.proj.") || pi == s->lm_head ||
                            pi == s->bigram_embed || pi == s->smear || pi == s->skip_gates ||
+                           pi == s->smear_gate_w || pi == s->smear_lambda ||
                            model_is_mtp_head(s, pi);
         if (pi == s->bigram_proj && !s->ortho_init) is_zero_init = 1; /* nn.init.zeros_ in the record's module */
         if (s->ortho_init && !is_zero_init && p->group == PARAM_MATRIX && p->shape[0] >= 64 && p->shape[1] >= 64) {

@@ -44,6 +44,8 @@ typedef struct {
     int ln_scale;           /* block l's norm outputs times 1/sqrt(l+1) */
     int xsa_first_layer;    /* XSA in blocks [xsa_first_layer, num_layers); num_layers = none */
     int smear_gate;
+    /* the 1.0611 record's SmearGate (smear_gate_enabled): on the raw embedding, masked at BOS */
+    int smear_bos;
     int bigram_vocab, bigram_dim; /* bigram_vocab 0 = no bigram embedding */
     int ortho_init;
     int mtp_heads; /* multi-token-prediction heads (training only) */
@@ -66,6 +68,9 @@ typedef struct {
     /* blocks.l.attn.attn_gate_w is parameter first_attn_gate + l (after the record-stack ones
      * above, so BLK_NUM_PARAMS's per-block layout is unchanged); -1 when the gate is off */
     int first_attn_gate;
+    /* smear_gate.weight [1, gate_window] and smear_lambda [1] (smear_gate_enabled), after the
+     * attention gates; -1 when off */
+    int smear_gate_w, smear_lambda;
     /* mtp_heads.k.weight is parameter first_mtp + k (k < mtp_heads), the last ones; -1 when none */
     int first_mtp;
 } ModelSpec;

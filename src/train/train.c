@@ -522,6 +522,7 @@ int train_run(Config *cfg) {
         goto fail;
     }
     if (backend_create(&t.backend, cfg, &t.st) != 0) goto fail;
+    t.backend->bos_id = t.train_set.files[0].bos_id; /* the SmearGate's mask (train_data.c checked it) */
     printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
            "%d x %d sequences of %lld\n",
            (long long)t.st.spec.total_floats, t.st.spec.num_layers, t.st.spec.dim, t.st.spec.num_heads,

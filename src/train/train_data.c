@@ -20,6 +20,26 @@
  * take seconds; only an HDF5 loop on damaged metadata takes this long. */
 #define DATA_CHECK_TIMEOUT_S 600.0
 
+/* smear_gate_enabled's mask needs the data's BOS token: every training and validation file must
+ * record one, the same (the backend is given the first training file's). */
+static int check_smear_bos(const TokenSet *train, const TokenSet *val) {
+    const TokenFileInfo *first = &train->files[0];
+    if (first->bos_id < 0)
+        return ct_fail("smear_gate_enabled = 1: the training data '%s' records no bos_id (-1), and the SmearGate's "
+                       "mask needs its BOS token (import it with a bos_id, or set smear_gate_enabled = 0)",
+                       first->path);
+    for (int k = 0; k < 2; k++) {
+        const TokenSet *set = k ? val : train;
+        for (int i = 0; i < set->num_files; i++)
+            if (set->files[i].bos_id != first->bos_id)
+                return ct_fail("smear_gate_enabled = 1: '%s' has bos_id %lld but '%s' has %lld; the SmearGate's "
+                               "mask needs one BOS token for all of the data",
+                               set->files[i].path, (long long)set->files[i].bos_id, first->path,
+                               (long long)first->bos_id);
+    }
+    return 0;
+}
+
 static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
@@ -57,6 +77,11 @@ static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
             data_free_set(val);
             return -1;
         }
+    }
+    if (cfg->smear_gate_enabled && check_smear_bos(train, val) != 0) {
+        data_free_set(train);
+        data_free_set(val);
+        return -1;
     }
     /* what identifies the training files in checkpoints (data.h) */
     if (data_fingerprint(train) != 0) {

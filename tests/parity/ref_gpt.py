@@ -110,6 +110,10 @@ class RefGPT:
         self.attn_gate = bool(cfg.get("sparse_attn_gate_enabled", 0))  # the 1.0611 record's sparse gate
         self.gate_window = cfg.get("gate_window", 12)
         self.gate_scale = cfg.get("sparse_attn_gate_scale", 0.5)
+        self.smear_bos = bool(cfg.get("smear_gate_enabled", 0))  # the 1.0611 record's SmearGate
+        if self.smear_bos:  # its mask: the training data's bos_id attribute
+            with h5py.File(sorted(glob.glob(cfg["train_files"]))[0], "r") as h:
+                self.bos_id = int(h["tokens"].attrs["bos_id"])
 
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
@@ -149,6 +153,10 @@ class RefGPT:
             if "bigram.proj.weight" in self.p:
                 h = h @ self.w("bigram.proj.weight").T
             x = x + h * self.p["bigram.scale"]
+        if self.smear_bos:  # e_t + lambda sigmoid(w . e_t[:W]) e_{t-1}, not at BOS nor a row's first position
+            g = self.p["smear_lambda"] * torch.sigmoid(x[..., :self.gate_window] @ self.p["smear_gate.weight"].T)
+            mask = (inputs[:, 1:] != self.bos_id).unsqueeze(-1).to(x.dtype)
+            x = torch.cat([x[:, :1], x[:, 1:] + g[:, 1:] * mask * x[:, :-1]], dim=1)
         x = rms_norm(x)
         if self.smear:  # SmearGate: blend in the previous position (zeros before the first)
             g = torch.sigmoid(self.p["smear.gate"])

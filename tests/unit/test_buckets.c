@@ -177,6 +177,10 @@ static void ready_stages_hold(int layers, int tied, int gate) {
                   config_set(&cfg, "gate_window", "5", CT_SOURCE_COMMAND_LINE, "test") == 0 &&
                   config_set(&cfg, "xsa_last_n", "2", CT_SOURCE_COMMAND_LINE, "test") == 0,
               "%s", ct_error());
+    if (gate == 2) /* the 1.0611 SmearGate: its two parameters' gradients come with tok_emb's */
+        CHECK(config_set(&cfg, "smear_gate_enabled", "1", CT_SOURCE_COMMAND_LINE, "test") == 0 &&
+                  config_set(&cfg, "gate_window", "5", CT_SOURCE_COMMAND_LINE, "test") == 0,
+              "%s", ct_error());
     TrainState st;
     CHECK(train_state_init(&st, &cfg) == 0, "%s", ct_error());
     /* every weight nonzero, so that no gradient is zero by construction (the zero-initialised
@@ -187,6 +191,14 @@ static void ready_stages_hold(int layers, int tied, int gate) {
     CHECK(backend_create(&b, &cfg, &st) == 0, "%s", ct_error());
     const int S = model_grad_num_stages(&st.spec), N = b->micro_batch_seqs * b->seq_len;
     uint32_t *tok = malloc(sizeof *tok * (size_t)(N + 1));
+    if (gate == 2) { /* its forward refuses to run without the data's BOS; token 3 is BOS here */
+        for (int i = 0; i <= N; i++) tok[i] = lcg(&x) % 64;
+        double unused;
+        CHECK(b->bos_id == -1 && b->forward_backward(b, tok, 0.5f, &unused) != 0 && strstr(ct_error(), "bos_id"),
+              "a SmearGate forward without a bos_id ran (bos_id %lld): %s", (long long)b->bos_id, ct_error());
+        memset(st.grads, 0, st.spec.total_floats * sizeof(float));
+        b->bos_id = 3;
+    }
     Snapshots snaps = {.st = &st, .num_stages = S, .last_stage = -1};
     snaps.snap = calloc((size_t)S, sizeof *snaps.snap);
     for (int s = 0; s < S; s++) snaps.snap[s] = calloc(st.spec.total_floats, sizeof(float));
@@ -227,6 +239,7 @@ static void ready_stages_hold(int layers, int tied, int gate) {
 static void cpu_backward_stages_tied(void) { ready_stages_hold(4, 1, 0); }
 static void cpu_backward_stages_untied_odd(void) { ready_stages_hold(5, 0, 0); }
 static void cpu_backward_stages_attn_gate(void) { ready_stages_hold(4, 1, 1); }
+static void cpu_backward_stages_smear_bos(void) { ready_stages_hold(4, 0, 2); }
 
 int main(void) {
     RUN(baseline_plan);
@@ -235,5 +248,6 @@ int main(void) {
     RUN(cpu_backward_stages_tied);
     RUN(cpu_backward_stages_untied_odd);
     RUN(cpu_backward_stages_attn_gate);
+    RUN(cpu_backward_stages_smear_bos);
     TEST_EXIT();
 }

@@ -404,6 +404,20 @@ static void sparse_attn_gate_keys_rejected(void) {
     CHECK(validate_pair("sparse_attn_gate_enabled=1", "sparse_attn_gate_init_std=0.02", 1) == 0, "%s", ct_error());
 }
 
+/* The 1.0611 SmearGate (issue 56): gate_window held to model_dim when it is on; with the 1.1248
+ * record's smear_gate both on is refused naming both keys. */
+static void smear_gate_enabled_rejected(void) {
+    CHECK(validate_pair("smear_gate_enabled=1", "gate_window=513", 1) != 0 && strstr(ct_error(), "gate_window = 513") &&
+              strstr(ct_error(), "smear_gate_enabled") && strstr(ct_error(), "model_dim = 512"),
+          "%s", ct_error());
+    CHECK(validate_pair("smear_gate_enabled=1", "gate_window=512", 1) == 0, "%s", ct_error());
+    CHECK(validate_pair("smear_gate_enabled=0", "gate_window=513", 1) == 0, "gate off: %s", ct_error());
+    CHECK(validate_pair("smear_gate_enabled=1", "smear_gate=1", 1) != 0 && strstr(ct_error(), "smear_gate = 1") &&
+              strstr(ct_error(), "smear_gate_enabled = 1"),
+          "%s", ct_error());
+    CHECK(validate_pair("smear_gate_enabled=0", "smear_gate=1", 1) == 0, "%s", ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -446,6 +460,7 @@ int main(void) {
     RUN(frontier_schedule_and_optimizer_keys);
     RUN(frontier_mlp_keys);
     RUN(sparse_attn_gate_keys_rejected);
+    RUN(smear_gate_enabled_rejected);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();

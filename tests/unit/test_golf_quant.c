@@ -27,6 +27,8 @@ static void category_by_name(void) {
         {"bigram.embed.weight", GOLF_CAT_OTHER},
         {"bigram.scale", GOLF_CAT_OTHER},
         {"smear.gate", GOLF_CAT_OTHER},
+        {"smear_gate.weight", GOLF_CAT_OTHER},
+        {"smear_lambda", GOLF_CAT_OTHER},
         {"skip_weights", GOLF_CAT_OTHER},
         {"skip_gates", GOLF_CAT_OTHER},
         {"blocks.0.attn_scale", GOLF_CAT_OTHER}, /* "attn_", not ".attn." */
@@ -39,7 +41,8 @@ static void category_by_name(void) {
     CHECK(golf_is_control("blocks.0.attn_scale") && golf_is_control("blocks.1.mlp_scale") &&
               golf_is_control("blocks.2.resid_mix") && golf_is_control("blocks.0.attn.q_gain") &&
               golf_is_control("skip_weights") && golf_is_control("smear.gate") && golf_is_control("skip_gates") &&
-              golf_is_control("blocks.3.attn.attn_gate_w"),
+              golf_is_control("blocks.3.attn.attn_gate_w") && golf_is_control("smear_gate.weight") &&
+              golf_is_control("smear_lambda"),
           "control patterns");
     CHECK(!golf_is_control("tok_emb.weight") && !golf_is_control("bigram.scale"), "not control");
 }
@@ -65,6 +68,9 @@ static void kind_by_rule(void) {
         {"blocks.0.attn.q_gain", 2, 65537, GOLF_KEEP_F32, GOLF_INT8_ROWS},
         /* the sparse attention gate [heads, gate_window]: a small control tensor */
         {"blocks.0.attn.attn_gate_w", 2, 8 * 12, GOLF_KEEP_F16, GOLF_KEEP_F32},
+        /* the 1.0611 SmearGate's [1, gate_window] and [1]: control tensors ("smear") */
+        {"smear_gate.weight", 2, 12, GOLF_KEEP_F16, GOLF_KEEP_F32},
+        {"smear_lambda", 1, 1, GOLF_KEEP_F16, GOLF_KEEP_F32},
         /* embeddings and the rest: int8 in both */
         {"tok_emb.weight", 2, 1024 * 512, GOLF_INT8_ROWS, GOLF_INT8_ROWS},
         {"lm_head.weight", 2, 1024 * 512, GOLF_INT8_ROWS, GOLF_INT8_ROWS},
