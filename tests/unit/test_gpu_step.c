@@ -121,7 +121,10 @@ static const char *const frontier_mlp_keys[][2] = {{"mlp_negative_slope", "0.5"}
  * with much cancellation) moved 1.64 times its own change the other way by step 3 in the
  * emulator (bound 0.5), while every gradient from identical weights was within its bound (2.3e-3
  * over all tensors, q_gain 6.5e-2) and all weights 9.5e-2 of their change: Adam sign steps on
- * gradients below the bf16 noise, the drift record_keys_match_cpu's comments describe. */
+ * gradients below the bf16 noise, the drift record_keys_match_cpu's comments describe. Without
+ * it, at lr_scale 1, blocks.2.attn.q_gain still ended 0.512 of its change away (all weights 9.1e-2,
+ * gradients 2e-3 over all tensors, q_gain 5.5e-2; with --exact-bf16 1.7e-6 and 1.4e-7: the wiring
+ * is exact), so the cases run at lr_scale 0.4, as mtp_heads_match_cpu does for the same reason. */
 static const char *const sparse_gate_keys[][2] = {{"sparse_attn_gate_enabled", "1"}, {"gate_window", "12"},
                                                   {"sparse_attn_gate_init_std", "0.5"}, {"xsa_last_n", "2"},
                                                   {"ln_scale", "1"}, {NULL, NULL}};
@@ -422,12 +425,12 @@ static void bf16_stream_frontier_mlp_match_cpu(void) {
  * fp32 and the bf16 residual stream. */
 static void sparse_gate_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, sparse_gate_keys, 1.0, NULL);
+    compare_with_cpu(1, 0.0, sparse_gate_keys, 0.4, NULL);
 }
 
 static void bf16_stream_sparse_gate_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, sparse_gate_keys, 1.0, bf16_stream_keys);
+    compare_with_cpu(1, 0.0, sparse_gate_keys, 0.4, bf16_stream_keys);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
