@@ -6,7 +6,16 @@
  * backward vs central finite differences (step FD_EPS) of the double reference of
  * L = sum(out * R), rel norm error <= BWD_TOL. The double FD is accurate to ~1e-9, so BWD_TOL
  * bounds the fp32 backward's own error (observed 6e-8..6e-7). Plus: accumulate semantics,
- * and bitwise equality of every output and gradient across OpenMP thread counts. */
+ * and bitwise equality of every output and gradient across OpenMP thread counts.
+ *
+ * Contents, in order:
+ *   double references        ref_qk_norm_rope, ref_attention (causal or block-diagonal), losses
+ *   RoPE tables              test_rope_tables
+ *   QK-norm + RoPE + gain    test_qk_norm_rope_forward/_backward/_backward_accumulates
+ *   causal GQA attention     test_attention_forward/_backward/_backward_accumulates
+ *   the ops chained          test_attention_chain_matches_reference
+ *   thread counts            test_thread_count_invariance
+ *   within segments          test_segmented_attention_forward/_backward, test_segment_zero_equals_null */
 #include "cpu_attention.h"
 #include "harness.h"
 #include "refcheck.h"
