@@ -125,7 +125,7 @@ static int attention_fwd_gpu(OpRun *r) {
 static void attention_fwd_extra(OpRun *r) {
     const size_t nq = (size_t)r->d[0] * r->d[1] * r->d[2] * r->d[4];
     const CudaAttentionShape shape = attention_shape(r);
-    ct_bf16 *y2 = dev_alloc(nq * 2);
+    ct_bf16 *y2 = dev_alloc(nq * sizeof(ct_bf16));
     dev_poison_bf16(y2, nq);
     CHECK_CUDA_OK(cuda_attention_forward(y2, NULL, DEV("q"), DEV("k"), DEV("v"), &shape, 0));
     float *g_y2 = host_from_dev_bf16(y2, nq);
@@ -197,7 +197,8 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     float *v = malloc(nkv * sizeof(float));
     for (size_t i = 0; i < rows; i++) memcpy(v + i * KV * hd, w + i * ld + col, (size_t)KV * hd * sizeof(float));
     ct_bf16 *d_q = dev_bf16(q, nq), *d_k = dev_bf16(k, nkv), *d_v = dev_bf16(v, nkv), *d_w = dev_bf16(w, wide);
-    ct_bf16 *d_dy = dev_bf16(dy, nq), *d_y = dev_alloc(nq * 2), *d_y_w = dev_alloc(nq * 2);
+    ct_bf16 *d_dy = dev_bf16(dy, nq), *d_y = dev_alloc(nq * sizeof(ct_bf16));
+    ct_bf16 *d_y_w = dev_alloc(nq * sizeof(ct_bf16));
     float *d_lse = dev_nan(ns), *d_lse_w = dev_nan(ns);
     const CudaAttentionShape whole = {B, T, H, KV, hd, KV * hd, NULL}, in_rows = {B, T, H, KV, hd, ld, NULL};
     CHECK_CUDA_OK(cuda_attention_forward(d_y, d_lse, d_q, d_k, d_v, &whole, 0));
@@ -207,7 +208,7 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     CHECK(memcmp(y, y_w, nq * sizeof(float)) == 0 && memcmp(lse, lse_w, ns * sizeof(float)) == 0,
           "forward with v in wider rows differs from the whole tensor's");
     float *d_dq = dev_nan(nq), *d_dk = dev_nan(nkv), *d_dq_w = dev_nan(nq), *d_dk_w = dev_nan(nkv);
-    ct_bf16 *d_dv = dev_alloc(nkv * 2), *d_dv_w = dev_alloc(wide * 2);
+    ct_bf16 *d_dv = dev_alloc(nkv * sizeof(ct_bf16)), *d_dv_w = dev_alloc(wide * sizeof(ct_bf16));
     dev_poison_bf16(d_dv_w, wide);
     float *d_scr = dev_nan(cuda_attention_backward_scratch_floats(B, T, H));
     const CudaAttentionBackward grads = {d_dq, d_dk, d_dv, d_dy, d_q, d_k, d_v, d_y, d_lse, d_scr};
