@@ -246,16 +246,16 @@ gpu-pack:
 	@bash scripts/gpu-pack.sh $(BUILD) $(BUILD)/ctrain-gpu-pack.tar.gz $(GPU_PACK_NCCL)
 
 # bench_gpu_attention with the one-tile attention forward (-DCT_ATT_FWD_MT=1, sm_90), timed beside
-# the default two-tile one by the GPU check's attention stage: only cuda_attention.cu is compiled
-# again; its object comes before the library, so the library's copy is not linked.
-$(BUILD)/obj/fwd1/cuda_attention.o: kernels/cuda/cuda_attention.cu | check-deps
+# the default two-tile one by the GPU check's attention stage: only cuda_attention_fwd.cu is
+# compiled again; its object comes before the library, so the library's copy is not linked.
+$(BUILD)/obj/fwd1/cuda_attention_fwd.o: kernels/cuda/cuda_attention_fwd.cu | check-deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter-out -gencode arch=%,$(NVCCFLAGS)) -gencode arch=compute_90,code=sm_90 -DCT_ATT_FWD_MT=1 \
 	    $(call layer_inc,kernels/cuda) $(NVCC_DEFS) -c $< -o $@
-$(BUILD)/bench/bench_gpu_attention_fwd1: tests/bench/bench_gpu_attention.c $(BUILD)/obj/fwd1/cuda_attention.o $(BUILD)/libctrain.a
+$(BUILD)/bench/bench_gpu_attention_fwd1: tests/bench/bench_gpu_attention.c $(BUILD)/obj/fwd1/cuda_attention_fwd.o $(BUILD)/libctrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ALL_INC) -Itests $< $(BUILD)/obj/fwd1/cuda_attention.o $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
--include $(BUILD)/obj/fwd1/cuda_attention.d
+	$(CC) $(CFLAGS) $(ALL_INC) -Itests $< $(BUILD)/obj/fwd1/cuda_attention_fwd.o $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+-include $(BUILD)/obj/fwd1/cuda_attention_fwd.d
 
 clean:
 	rm -rf $(BUILD)

@@ -163,7 +163,8 @@ body_cuda-graph() {
 }
 
 body_attention() {
-    local shapes=(64,8,4,1024,64 16,12,4,2048,64 16,8,4,2048,128)
+    # the last: the 1.0611 record's packed slot, one row of 98,304 tokens in documents of 2,048
+    local shapes=(64,8,4,1024,64 16,12,4,2048,64 16,8,4,2048,128 1,8,4,98304,64,2048)
     bash "$root/tests/bench/attention_vs_sdpa.sh" "$build" 30 "${shapes[@]}" || return 1
     if [ -x "$build/bench/bench_gpu_attention_fwd1" ]; then
         echo "== the one-tile attention forward (-DCT_ATT_FWD_MT=1), same shapes, same run"

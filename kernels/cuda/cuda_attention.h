@@ -1,5 +1,6 @@
-/* cuda_attention.h — causal GQA flash attention on tensor cores (cuda_attention.cu), the pair of
- * cpu_attention.c.
+/* cuda_attention.h — causal GQA flash attention on tensor cores, optionally within segments
+ * (packed documents), the pair of cpu_attention.c: cuda_attention_fwd.cu, cuda_attention_bwd.cu
+ * and their shared cuda_attention_common.cuh.
  * C-callable; the conventions of every CUDA op are in cuda_ops.h.
  *
  * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:].k[b,s,g,:] / sqrt(hd)) v[b,s,g,:], g = h/(H/KV),
@@ -22,11 +23,18 @@ extern "C" {
 
 int cuda_attention_supported(int head_dim); /* 1 for head_dim 32, 64 and 128 */
 /* One call's shape: B sequences of T tokens, n_heads query heads sharing n_kv_heads key/value
- * heads of head_dim; ld_v the elements per token of v's rows (and dv's): KV*hd when whole. */
+ * heads of head_dim; ld_v the elements per token of v's rows (and dv's): KV*hd when whole.
+ * seg_start: NULL for causal attention over each whole row, or a device int32 [B*T] with, for
+ * token n = b*T + t, the first position (0 .. t) of t's segment within row b: t then attends to
+ * keys seg_start[n] .. t only (cpu_attention.h's meaning; segments contiguous: seg_start[n] is t
+ * or seg_start[n-1]). Key tiles wholly before a query tile's first segment, and query tiles wholly
+ * after a key tile's last segment, are skipped, so a row of short segments costs what its
+ * segments cost. Masked keys contribute exactly zero. */
 typedef struct {
     int B, T;
     int n_heads, n_kv_heads, head_dim;
     int ld_v;
+    const int32_t *seg_start;
 } CudaAttentionShape;
 
 /* y (bf16) written; lse (may be NULL for forward only) written. */

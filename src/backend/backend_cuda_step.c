@@ -179,7 +179,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, &k_shape, st));
         RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV,
                                                  &(CudaAttentionShape){B, cb->T, cb->num_heads, cb->num_kv_heads,
-                                                                       cb->head_dim, QKV},
+                                                                       cb->head_dim, QKV, NULL},
                                                  st));
         if (a->y_xsa16) /* XSA: y minus its component along the unit self value */
             RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV,
@@ -371,7 +371,7 @@ static int backward_blocks(CudaBackend *cb) {
                                              .q = a->q16, .k = a->k16, .v = a->qkv + D + KV, .y = a->y16,
                                              .lse = a->lse, .scratch = cb->attn_D};
         RETURN_ON_FAILURE(cuda_attention_backward(
-            &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV}, st));
+            &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV, NULL}, st));
         if (a->y_xsa16) /* XSA's share of dv (through the unit value), added to the attention's */
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, NULL, NULL, cb->dqkv16 + D + KV, cb->dD2, a->y16,
                                                 a->qkv + D + KV, &xsa_shape, st));

@@ -4,7 +4,16 @@
  * they equal the MPI path's bits), the device sum for the Muon updates, and the gradient
  * reducer. The communicator is non-blocking (ncclConfig_t.blocking = 0): only that way can
  * creation be given a timeout and aborted, and every NCCL call then returns ncclInProgress until
- * NCCL's own thread has queued it, which `settle` waits for. */
+ * NCCL's own thread has queued it, which `settle` waits for.
+ *
+ * Contents, in order (with NCCL; without it, the same entry points failing or doing nothing):
+ *   pause_briefly .. not_up                 errors, timeouts and the polled waits
+ *   nccl_log_to_stderr, pin_determinism     NCCL's environment before the communicator exists
+ *   dist_nccl_init, dist_nccl_stack         the communicator (with a timeout) and its version line
+ *   run_collective, host_allgather, dist_nccl_sum/_max_i32/_bcast/_barrier   host-value collectives
+ *   dist_nccl_allreduce_device, dist_nccl_check_device_broadcast/_sum        device sums and checks
+ *   DistGradReducer, dist_grad_reducer_*    the gradient reducer (buckets started as stages end)
+ *   dist_nccl_finalize                      teardown */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

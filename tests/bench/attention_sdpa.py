@@ -4,7 +4,10 @@ as B,H,KV,T,HD, timed as bench_gpu_attention times ctrain (median of CUDA-event 
 warm-up, inputs rotated over 2 random sets). Backward = (forward + backward) - forward, the
 figure the issue quotes. GQA: enable_gqa=True where the backend takes it, else K/V repeated per
 query head (outside the timed region). Prints "BENCH attn_<backend>_<shape>_{fwd,bwd}_ms X".
-Usage: python3 attention_sdpa.py [repeats] B,H,KV,T,HD ..."""
+A shape B,H,KV,T,HD,SEG (T a multiple of SEG) is ctrain's segmented case, rows cut into
+documents of SEG tokens: attention within segments (block-diagonal causal, flash_attn_varlen's
+result) is exactly causal attention over B*T/SEG sequences of SEG, which is what runs here.
+Usage: python3 attention_sdpa.py [repeats] B,H,KV,T,HD[,SEG] ..."""
 import sys
 
 import torch
@@ -28,7 +31,10 @@ def median_ms(fn, repeats):
     return times[len(times) // 2]
 
 
-def bench(backend, name, B, H, KV, T, HD, repeats):
+def bench(backend, name, B, H, KV, T, HD, repeats, SEG=0):
+    shape = f"B{B}_H{H}_KV{KV}_T{T}_D{HD}" + (f"_S{SEG}" if SEG else "")
+    if SEG:  # uniform segments: the same work as B*T/SEG causal sequences of SEG
+        B, T = B * (T // SEG), SEG
     sets = []
     for _ in range(2):
         q = (torch.rand(B, H, T, HD, device="cuda") * 3 - 1.5).bfloat16().requires_grad_()
@@ -65,7 +71,6 @@ def bench(backend, name, B, H, KV, T, HD, repeats):
         fb = median_ms(fwd_bwd, repeats)
     pairs = B * H * T * (T + 1) / 2
     b = fb - f
-    shape = f"B{B}_H{H}_KV{KV}_T{T}_D{HD}"
     print(f"  {name:6s} {shape:26s} fwd {f:8.3f} ms {4 * HD * pairs / f * 1e-9:7.1f} TFLOP/s   "
           f"bwd {b:8.3f} ms {8 * HD * pairs / b * 1e-9:7.1f} TFLOP/s{'' if gqa or KV == H else '  (K/V repeated)'}")
     print(f"BENCH attn_{name}_{shape}_fwd_ms {f:.4f}\nBENCH attn_{name}_{shape}_bwd_ms {b:.4f}", flush=True)
@@ -80,10 +85,13 @@ def main():
     shapes = args or ["64,8,4,1024,64", "16,12,4,2048,64", "16,8,4,2048,128"]
     print(f"== PyTorch {torch.__version__} SDPA on {torch.cuda.get_device_name()}, causal bf16, median of {repeats}")
     for spec in shapes:
-        B, H, KV, T, HD = (int(x) for x in spec.split(","))
+        B, H, KV, T, HD, *seg = (int(x) for x in spec.split(","))
+        SEG = seg[0] if seg else 0
+        if SEG and T % SEG:
+            sys.exit(f"attention_sdpa.py: shape {spec}: T must be a multiple of SEG")
         for backend, name in ((SDPBackend.FLASH_ATTENTION, "flash"), (SDPBackend.CUDNN_ATTENTION, "cudnn")):
             try:
-                bench(backend, name, B, H, KV, T, HD, repeats)
+                bench(backend, name, B, H, KV, T, HD, repeats, SEG)
             except RuntimeError as e:
                 print(f"  {name:6s} B{B}_H{H}_KV{KV}_T{T}_D{HD}: not available ({str(e).splitlines()[0][:100]})")
 

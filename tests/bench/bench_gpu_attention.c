@@ -1,8 +1,11 @@
 /* bench_gpu_attention.c — times ctrain's tensor-core attention (cuda_attention_forward/backward)
  * on the shapes given, for tests/bench/attention_vs_sdpa.sh, which runs PyTorch's SDPA backends
  * on the same shapes in the same call and prints the ratios.
- * Usage: bench_gpu_attention [repeats] B,H,KV,T,HD ...   (default 20 B64,H8,KV4,T1024,HD64 etc.)
- * FLOPs as in bench_gpu_ops: forward 4*hd*P, backward 8*hd*P, P = B*H*T(T+1)/2 visible pairs
+ * Usage: bench_gpu_attention [repeats] B,H,KV,T,HD[,SEG] ...   (default 20 B64,H8,KV4,T1024,HD64 etc.)
+ * SEG > 0: every row cut into segments of SEG tokens (packed documents, seg_start; the last one
+ * shorter), e.g. the 1.0611 record's slot 1,8,4,98304,64,2048; 0 or absent: causal whole rows.
+ * FLOPs as in bench_gpu_ops: forward 4*hd*P, backward 8*hd*P, P = the visible pairs (B*H*T(T+1)/2
+ * causal; the sum of S(S+1)/2 over the segments within segments)
  * (the backward's recomputation of Q K^T is not counted). Median of `repeats` runs timed with
  * CUDA events, after a warm-up; inputs are random (not zeros), rotated over 2 sets so repeats do
  * not run from L2. Lines "BENCH name value" are machine-readable. Without a device: SKIP, exit 0. */
@@ -24,14 +27,15 @@ int main(void) {
 enum { SETS = 2 };
 
 typedef struct {
-    int B, H, KV, T, HD;
+    int B, H, KV, T, HD, SEG;
+    int32_t *seg_start; /* device [B*T], NULL when SEG is 0 */
     ct_bf16 *q[SETS], *k[SETS], *v[SETS], *y[SETS], *dy[SETS];
     float *lse[SETS], *dq, *dk, *scratch;
     ct_bf16 *dv;
 } Shape;
 
 static int run(Shape *s, int set, int backward) {
-    const CudaAttentionShape shape = {s->B, s->T, s->H, s->KV, s->HD, s->KV * s->HD};
+    const CudaAttentionShape shape = {s->B, s->T, s->H, s->KV, s->HD, s->KV * s->HD, s->seg_start};
     if (!backward) return cuda_attention_forward(s->y[set], s->lse[set], s->q[set], s->k[set], s->v[set], &shape, 0);
     const CudaAttentionBackward grads = {s->dq, s->dk, s->dv, s->dy[set], s->q[set], s->k[set], s->v[set], s->y[set],
                                          s->lse[set], s->scratch};
@@ -67,6 +71,20 @@ static double median_ms(Shape *s, int backward, int repeats) {
 
 static void bench_shape(Shape *s, int repeats, uint64_t *rng) {
     const size_t nq = (size_t)s->B * s->T * s->H * s->HD, nkv = (size_t)s->B * s->T * s->KV * s->HD;
+    double pairs = (double)s->B * s->H * s->T * (s->T + 1) / 2.0;
+    if (s->SEG > 0) {
+        const size_t n = (size_t)s->B * s->T;
+        int32_t *h = malloc(n * sizeof(int32_t));
+        pairs = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int t = (int)(i % (size_t)s->T);
+            h[i] = t - t % s->SEG;
+            pairs += (double)s->H * (t - h[i] + 1);
+        }
+        s->seg_start = dalloc(n * sizeof(int32_t));
+        cudaMemcpy(s->seg_start, h, n * sizeof(int32_t), cudaMemcpyHostToDevice);
+        free(h);
+    }
     for (int i = 0; i < SETS; i++) {
         s->q[i] = drandom_bf16(nq, -1.5, 1.5, rng);
         s->k[i] = drandom_bf16(nkv, -1.5, 1.5, rng);
@@ -83,10 +101,10 @@ static void bench_shape(Shape *s, int repeats, uint64_t *rng) {
     cudaMemset(s->dk, 0, nkv * sizeof(float));
     cudaMemset(s->dv, 0, nkv * sizeof(ct_bf16));
     s->scratch = dalloc(cuda_attention_backward_scratch_floats(s->B, s->T, s->H) * sizeof(float));
-    const double pairs = (double)s->B * s->H * s->T * (s->T + 1) / 2.0;
     const double fwd = median_ms(s, 0, repeats), bwd = median_ms(s, 1, repeats);
     char name[96];
-    snprintf(name, sizeof name, "B%d_H%d_KV%d_T%d_D%d", s->B, s->H, s->KV, s->T, s->HD);
+    int at = snprintf(name, sizeof name, "B%d_H%d_KV%d_T%d_D%d", s->B, s->H, s->KV, s->T, s->HD);
+    if (s->SEG > 0) snprintf(name + at, sizeof name - (size_t)at, "_S%d", s->SEG);
     printf("  ctrain %-26s fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s\n", name, fwd,
            4.0 * s->HD * pairs / fwd * 1e-9, bwd, 8.0 * s->HD * pairs / bwd * 1e-9);
     printf("BENCH attn_ctrain_%s_fwd_ms %.4f\nBENCH attn_ctrain_%s_bwd_ms %.4f\n", name, fwd, name, bwd);
@@ -94,7 +112,7 @@ static void bench_shape(Shape *s, int repeats, uint64_t *rng) {
         cudaFree(s->q[i]), cudaFree(s->k[i]), cudaFree(s->v[i]), cudaFree(s->dy[i]), cudaFree(s->y[i]);
         cudaFree(s->lse[i]);
     }
-    cudaFree(s->dq), cudaFree(s->dk), cudaFree(s->dv), cudaFree(s->scratch);
+    cudaFree(s->dq), cudaFree(s->dk), cudaFree(s->dv), cudaFree(s->scratch), cudaFree(s->seg_start);
 }
 
 int main(int argc, char **argv) {
@@ -117,10 +135,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_shapes; i++) {
         const char *spec = argc > first ? argv[first + i] : defaults[i];
         Shape s = {0};
-        if (sscanf(spec, "%d,%d,%d,%d,%d", &s.B, &s.H, &s.KV, &s.T, &s.HD) != 5 || s.B <= 0 || s.H <= 0 || s.KV <= 0 ||
-            s.T <= 0 || !cuda_attention_supported(s.HD) || s.H % s.KV != 0) {
-            fprintf(stderr, "bench_gpu_attention: shape '%s': expected B,H,KV,T,HD with H a multiple of KV and HD "
-                            "32, 64 or 128\n", spec);
+        const int n_read = sscanf(spec, "%d,%d,%d,%d,%d,%d", &s.B, &s.H, &s.KV, &s.T, &s.HD, &s.SEG);
+        if (n_read < 5 || s.B <= 0 || s.H <= 0 || s.KV <= 0 || s.T <= 0 || s.SEG < 0 ||
+            !cuda_attention_supported(s.HD) || s.H % s.KV != 0) {
+            fprintf(stderr, "bench_gpu_attention: shape '%s': expected B,H,KV,T,HD[,SEG] with H a multiple of KV, HD "
+                            "32, 64 or 128 and SEG >= 0\n", spec);
             return 2;
         }
         bench_shape(&s, repeats, &rng);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test_cuda_tensor_cores.sh — without a GPU: the attention kernels (kernels/cuda/cuda_attention.cu)
-# really run on tensor cores and keep their working set in registers. From nvcc's PTX, every
+# test_cuda_tensor_cores.sh — without a GPU: the attention kernels (kernels/cuda/cuda_attention_fwd.cu
+# and cuda_attention_bwd.cu) really run on tensor cores and keep their working set in registers. From nvcc's PTX, every
 # attention kernel entry holds mma.sync m16n8k16 (bf16), ldmatrix and cp.async; from ptxas -v,
 # no entry of the file spills or has a stack frame, for sm_90 and sm_80; where cuobjdump is
 # installed, the SASS holds HMMA. The checker is also run on a small kernel without mma and on
@@ -56,13 +56,21 @@ check_ptxas() {
     done
 }
 
-src="$CT_ROOT/kernels/cuda/cuda_attention.cu"
-if out=$(check_ptx "$src" attention); then pass attention_ptx_uses_mma_ldmatrix_cp_async
-else fail attention_ptx_uses_mma_ldmatrix_cp_async "$out"; fi
-if out=$(check_ptxas "$src" attention); then pass attention_kernels_do_not_spill
-else fail attention_kernels_do_not_spill "$out"; fi
+# both files of the attention (forward, backward): every check holds for each
+srcs=(fwd bwd)
+ptx_out="" ptxas_out=""
+for part in "${srcs[@]}"; do
+    src="$CT_ROOT/kernels/cuda/cuda_attention_$part.cu"
+    out=$(check_ptx "$src" "attention_$part") || ptx_out+="$part: $out "
+    out=$(check_ptxas "$src" "attention_$part") || ptxas_out+="$part: $out "
+done
+if [ -z "$ptx_out" ]; then pass attention_ptx_uses_mma_ldmatrix_cp_async
+else fail attention_ptx_uses_mma_ldmatrix_cp_async "$ptx_out"; fi
+if [ -z "$ptxas_out" ]; then pass attention_kernels_do_not_spill
+else fail attention_kernels_do_not_spill "$ptxas_out"; fi
 if command -v cuobjdump >/dev/null; then
-    n_hmma=$(cuobjdump -sass attention.90.o | grep -c HMMA)
+    n_hmma=$(( $(cuobjdump -sass attention_fwd.90.o | grep -c HMMA) ))
+    (( $(cuobjdump -sass attention_bwd.90.o | grep -c HMMA) > 0 )) || n_hmma=0
     if [ "$n_hmma" -gt 0 ]; then pass attention_sass_has_hmma; else fail attention_sass_has_hmma "no HMMA in the SASS"; fi
 else
     skip attention_sass_has_hmma "cuobjdump is not installed (the PTX check above stands in)"

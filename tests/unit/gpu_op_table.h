@@ -295,7 +295,7 @@ static const OpCase gpu_op_cases[] = {
     {&op_logits_ce, "one_chunk_bigger_than_N", {77, 32, 300, 4096}, CASE_TEST, 0},
     {&op_logits_ce, "baseline", {TOKENS, B_MODEL, B_VOCAB, TOKENS}, CASE_BENCH, T_SEQ},
 
-    /* ---- attention (gpu_ops_attention.h): d = {B, T, heads, kv heads, head_dim} ---- */
+    /* ---- attention (gpu_ops_attention.h): d = {B, T, heads, kv heads, head_dim, segments} ---- */
     /* CASE_SLOW: minutes each in the host emulator (one OS thread per CUDA thread) */
     {&op_attention_v_wide, "v_in_wider_rows", {2, 70, 4, 2, 64}, CASE_TEST | CASE_SLOW, 0},
 #define ATTENTION_SHAPE(name, flags, ...)                                                                              \
@@ -310,9 +310,22 @@ static const OpCase gpu_op_cases[] = {
     ATTENTION_SHAPE("hd128_mha_ragged", CASE_TEST, 2, 77, 2, 2, 128),
     ATTENTION_SHAPE("hd128_gqa4_long", CASE_TEST | CASE_SLOW, 1, 515, 8, 2, 128),
     ATTENTION_SHAPE("hd32_tiny_T", CASE_TEST, 3, 5, 4, 1, 32),
+    /* within segments (d[5]: segment length, or ATT_SEG_MIXED): every token alone; segments of
+     * 63, 64 (tile-aligned), 65 and 2048; row 0 cut 1/63/64/65/long with other rows of many short
+     * ones (key tiles skipped before a block's segments, query tiles after a key tile's) */
+    ATTENTION_SHAPE("seg_1", CASE_TEST, 2, 70, 2, 1, 64, 1),
+    ATTENTION_SHAPE("seg_short_rows_gqa", CASE_TEST, 3, 40, 4, 2, 64, ATT_SEG_MIXED),
+    ATTENTION_SHAPE("seg_63_hd32", CASE_TEST | CASE_SLOW, 1, 200, 2, 1, 32, 63),
+    ATTENTION_SHAPE("seg_64_hd128", CASE_TEST | CASE_SLOW, 1, 192, 2, 2, 128, 64),
+    ATTENTION_SHAPE("seg_65_gqa", CASE_TEST | CASE_SLOW, 1, 200, 4, 2, 64, 65),
+    ATTENTION_SHAPE("seg_mixed_gqa", CASE_TEST | CASE_SLOW, 2, 320, 4, 2, 64, ATT_SEG_MIXED),
+    ATTENTION_SHAPE("seg_2048", CASE_TEST | CASE_SLOW, 1, 2048, 1, 1, 64, 2048),
 #undef ATTENTION_SHAPE
     {&op_attention_fwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
     {&op_attention_bwd, "baseline", {8, T_SEQ, 8, 4, 64}, CASE_BENCH, 1},
+    /* the 1.0611 record's packed slot: one row of 98,304 tokens in segments of 2,048 */
+    {&op_attention_fwd, "record_packed", {1, 98304, 8, 4, 64, 2048}, CASE_BENCH, 0},
+    {&op_attention_bwd, "record_packed", {1, 98304, 8, 4, 64, 2048}, CASE_BENCH, 0},
 
     /* ---- XSA (gpu_ops_xsa.h): d = {N, heads, kv heads, head_dim, v's extra columns, clamped} ---- */
     {&op_xsa_fwd, "mha_hd64", {301, 4, 4, 64, 0, 0}, CASE_TEST, 0},

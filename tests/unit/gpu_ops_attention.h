@@ -1,11 +1,17 @@
-/* gpu_ops_attention.h — the tensor-core causal GQA flash attention (cuda_attention.cu) as ops of
+/* gpu_ops_attention.h — the tensor-core causal GQA flash attention (cuda_attention_fwd.cu,
+ * cuda_attention_bwd.cu), whole rows or within segments (packed documents), as ops of
  * the table-driven test (gpu_ops.h, gpu_op_table.h), against cpu_attention_forward/backward:
  * output and log-sum-exp (the forward without lse: the same y), the three gradients (written
  * over NaN: dq and dk fp32, dv bf16; y and lse from the CUDA forward), the D scratch bitwise its
  * fixed-order sum, on shapes that stress the tiling (T not a multiple of the tiles, T < 16,
  * T = 1, several sequences, GQA groups of 1, 2, 4 and 8, head_dim 32, 64 and 128); v and dv as a
  * column block of wider rows (the backend's [q | k | v] layout), bitwise the whole-tensor run.
- * d = {B, T, heads, kv heads, head_dim}.
+ * d = {B, T, heads, kv heads, head_dim, segments}: segments 0 is causal over each whole row
+ * (seg_start NULL); L > 0 cuts every row into segments of L tokens (the last one shorter);
+ * ATT_SEG_MIXED cuts row 0 into segments of 1, 63, 64, 65 and the rest (a long one) and every
+ * other row into many short ones (1, 2, 3, 5, 8 repeated). The CPU reference takes the same
+ * seg_start, whose result is itself checked against a block-diagonal double reference
+ * (test_cpu_attention).
  *
  * The reference runs in fp32 on the bf16-rounded q, k, v and dy the GPU reads, so what remains
  * is the kernels' own rounding: P and dS enter their products as bf16 (relative 2^-9 each), y is
@@ -28,6 +34,28 @@
 #define LSE_TOL 1e-5
 #define Y_TOL 1e-2
 #define ATT_GRAD_TOL 2e-2
+#define ATT_SEG_MIXED (-1)
+
+/* The segment start of position t of row b for the pattern `mode` (d[5], above). */
+static int attention_seg_start(int mode, int b, int t) {
+    if (mode > 0) return t - t % mode;
+    if (b == 0) { /* 1, 63, 64, 65, then one segment to the row's end */
+        static const int starts[] = {193, 128, 64, 1, 0};
+        for (int i = 0;; i++)
+            if (t >= starts[i]) return starts[i];
+    }
+    static const int cycle_starts[] = {11, 6, 3, 1, 0}; /* lengths 1, 2, 3, 5, 8: 19 per cycle */
+    const int base = t - t % 19;
+    for (int i = 0;; i++)
+        if (t % 19 >= cycle_starts[i]) return base + cycle_starts[i];
+}
+/* seg_start of the case, host copy (NULL without segments) and device copy. */
+static const int32_t *attention_seg_host(OpRun *r) { return r->d[5] ? op_find(r, "seg")->ids : NULL; }
+static const int32_t *attention_seg_dev(OpRun *r) { return r->d[5] ? (const int32_t *)DEV("seg") : NULL; }
+static CudaAttentionShape attention_shape(OpRun *r) {
+    const int kv = r->d[3], hd = r->d[4];
+    return (CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd, attention_seg_dev(r)};
+}
 
 /* The backward's scratch contract: D[b,h,t] = sum_d dy * y in its fixed order — each run of 8
  * elements an fma chain from 0, then the runs summed pairwise as a butterfly (lane l adds lane
@@ -54,6 +82,11 @@ static void attention_inputs(OpRun *r, int with_dy) {
     op_in(r, "k", OP_BF16, nkv, -1.5, 1.5);
     op_in(r, "v", OP_BF16, nkv, -1, 1);
     if (with_dy) op_in(r, "dy", OP_BF16, nq, -1, 1);
+    if (r->d[5]) {
+        OpTensor *seg = op_ids(r, "seg", (size_t)B * T, 0, 0);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) seg->ids[(size_t)b * T + t] = attention_seg_start(r->d[5], b, t);
+    }
 }
 /* The CPU forward: y and the softmax stats [B,H,T,2] (max, sum) the CPU backward takes. */
 static float *attention_cpu_forward(OpRun *r, float *y, float **scratch, size_t *scratch_floats) {
@@ -65,7 +98,8 @@ static float *attention_cpu_forward(OpRun *r, float *y, float **scratch, size_t 
     *scratch = malloc(sf * sizeof(float));
     *scratch_floats = sf;
     float *stats = malloc(cpu_attention_stats_floats(B, T, heads) * sizeof(float));
-    cpu_attention_forward(y, stats, HOST("q"), HOST("k"), HOST("v"), B, T, heads, kv, hd, *scratch, sf);
+    cpu_attention_forward(y, stats, HOST("q"), HOST("k"), HOST("v"), attention_seg_host(r), B, T, heads, kv, hd, *scratch,
+                          sf);
     return stats;
 }
 
@@ -84,18 +118,16 @@ static void attention_fwd_cpu(OpRun *r) {
     free(stats), free(scratch);
 }
 static int attention_fwd_gpu(OpRun *r) {
-    const int kv = r->d[3], hd = r->d[4];
-    return cuda_attention_forward(DEV("y"), DEV("lse"), DEV("q"), DEV("k"), DEV("v"),
-                                  &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0);
+    const CudaAttentionShape shape = attention_shape(r);
+    return cuda_attention_forward(DEV("y"), DEV("lse"), DEV("q"), DEV("k"), DEV("v"), &shape, 0);
 }
 /* forward again, without lse: the same y bits */
 static void attention_fwd_extra(OpRun *r) {
-    const int kv = r->d[3], hd = r->d[4];
-    const size_t nq = (size_t)r->d[0] * r->d[1] * r->d[2] * hd;
-    ct_bf16 *y2 = dev_alloc(nq * 2);
+    const size_t nq = (size_t)r->d[0] * r->d[1] * r->d[2] * r->d[4];
+    const CudaAttentionShape shape = attention_shape(r);
+    ct_bf16 *y2 = dev_alloc(nq * sizeof(ct_bf16));
     dev_poison_bf16(y2, nq);
-    CHECK_CUDA_OK(cuda_attention_forward(y2, NULL, DEV("q"), DEV("k"), DEV("v"),
-                                         &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0));
+    CHECK_CUDA_OK(cuda_attention_forward(y2, NULL, DEV("q"), DEV("k"), DEV("v"), &shape, 0));
     float *g_y2 = host_from_dev_bf16(y2, nq);
     CHECK(memcmp(g_y2, GOT("y"), nq * sizeof(float)) == 0, "forward-only y differs");
     free(g_y2);
@@ -124,15 +156,15 @@ static void attention_bwd_cpu(OpRun *r) {
     float *scratch, *y = malloc((size_t)B * T * heads * hd * sizeof(float));
     size_t sf;
     float *stats = attention_cpu_forward(r, y, &scratch, &sf);
-    cpu_attention_backward(HOST("dq"), HOST("dk"), HOST("dv"), HOST("dy"), HOST("q"), HOST("k"), HOST("v"), stats, B, T,
-                           heads, kv, hd, scratch, sf);
+    cpu_attention_backward(HOST("dq"), HOST("dk"), HOST("dv"), HOST("dy"), HOST("q"), HOST("k"), HOST("v"), attention_seg_host(r),
+                           stats, B, T, heads, kv, hd, scratch, sf);
     free(stats), free(scratch), free(y);
 }
 static int attention_bwd_gpu(OpRun *r) {
-    const int kv = r->d[3], hd = r->d[4];
     const CudaAttentionBackward grads = {DEV("dq"), DEV("dk"), DEV("dv"), DEV("dy"), DEV("q"),
                                          DEV("k"),  DEV("v"),  DEV("y"),  DEV("lse"), DEV("D")};
-    return cuda_attention_backward(&grads, &(CudaAttentionShape){r->d[0], r->d[1], r->d[2], kv, hd, kv * hd}, 0);
+    const CudaAttentionShape shape = attention_shape(r);
+    return cuda_attention_backward(&grads, &shape, 0);
 }
 /* D = rowsum(dy * y), left in the scratch, bitwise its fixed-order sum */
 static void attention_bwd_extra(OpRun *r) {
@@ -165,9 +197,10 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     float *v = malloc(nkv * sizeof(float));
     for (size_t i = 0; i < rows; i++) memcpy(v + i * KV * hd, w + i * ld + col, (size_t)KV * hd * sizeof(float));
     ct_bf16 *d_q = dev_bf16(q, nq), *d_k = dev_bf16(k, nkv), *d_v = dev_bf16(v, nkv), *d_w = dev_bf16(w, wide);
-    ct_bf16 *d_dy = dev_bf16(dy, nq), *d_y = dev_alloc(nq * 2), *d_y_w = dev_alloc(nq * 2);
+    ct_bf16 *d_dy = dev_bf16(dy, nq), *d_y = dev_alloc(nq * sizeof(ct_bf16));
+    ct_bf16 *d_y_w = dev_alloc(nq * sizeof(ct_bf16));
     float *d_lse = dev_nan(ns), *d_lse_w = dev_nan(ns);
-    const CudaAttentionShape whole = {B, T, H, KV, hd, KV * hd}, in_rows = {B, T, H, KV, hd, ld};
+    const CudaAttentionShape whole = {B, T, H, KV, hd, KV * hd, NULL}, in_rows = {B, T, H, KV, hd, ld, NULL};
     CHECK_CUDA_OK(cuda_attention_forward(d_y, d_lse, d_q, d_k, d_v, &whole, 0));
     CHECK_CUDA_OK(cuda_attention_forward(d_y_w, d_lse_w, d_q, d_k, d_w + col, &in_rows, 0));
     float *y = host_from_dev_bf16(d_y, nq), *y_w = host_from_dev_bf16(d_y_w, nq);
@@ -175,7 +208,7 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     CHECK(memcmp(y, y_w, nq * sizeof(float)) == 0 && memcmp(lse, lse_w, ns * sizeof(float)) == 0,
           "forward with v in wider rows differs from the whole tensor's");
     float *d_dq = dev_nan(nq), *d_dk = dev_nan(nkv), *d_dq_w = dev_nan(nq), *d_dk_w = dev_nan(nkv);
-    ct_bf16 *d_dv = dev_alloc(nkv * 2), *d_dv_w = dev_alloc(wide * 2);
+    ct_bf16 *d_dv = dev_alloc(nkv * sizeof(ct_bf16)), *d_dv_w = dev_alloc(wide * sizeof(ct_bf16));
     dev_poison_bf16(d_dv_w, wide);
     float *d_scr = dev_nan(cuda_attention_backward_scratch_floats(B, T, H));
     const CudaAttentionBackward grads = {d_dq, d_dk, d_dv, d_dy, d_q, d_k, d_v, d_y, d_lse, d_scr};
@@ -196,7 +229,7 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
             else
                 CHECK(isnan(g), "row %zu column %d, outside dv's block, was written", i, c);
         }
-    CHECK(cuda_attention_forward(d_y_w, NULL, d_q, d_k, d_w + col, &(CudaAttentionShape){B, T, H, KV, hd, KV * hd + 4},
+    CHECK(cuda_attention_forward(d_y_w, NULL, d_q, d_k, d_w + col, &(CudaAttentionShape){B, T, H, KV, hd, KV * hd + 4, NULL},
                                  0) != 0 &&
               strstr(ct_error(), "row stride 132 must be a multiple of 8") != NULL,
           "a stride of 132: got '%s'", ct_error());
@@ -208,9 +241,16 @@ static void attention_v_in_wider_rows_check(OpRun *r) {
     free(dq), free(dq_w), free(dk), free(dk_w), free(dv), free(dv_w);
 }
 
-/* FLOPs as bench_cpu_attention counts them: forward 4*hd*P, backward 8*hd*P with P =
- * B*H*T(T+1)/2 visible pairs (the recomputation of Q K^T in both backward kernels not counted) */
-static double attention_pairs(const int *d) { return (double)d[0] * d[2] * d[1] * (d[1] + 1) / 2.0; }
+/* FLOPs as bench_cpu_attention counts them: forward 4*hd*P, backward 8*hd*P with P the visible
+ * (query, key) pairs: B*H*T(T+1)/2 causal, fewer within segments (the recomputation of Q K^T in
+ * both backward kernels not counted) */
+static double attention_pairs(const int *d) {
+    if (!d[5]) return (double)d[0] * d[2] * d[1] * (d[1] + 1) / 2.0;
+    double pairs = 0;
+    for (int b = 0; b < d[0]; b++)
+        for (int t = 0; t < d[1]; t++) pairs += t - attention_seg_start(d[5], b, t) + 1;
+    return pairs * d[2];
+}
 static double attention_fwd_flops(const int *d) { return 4.0 * d[4] * attention_pairs(d); }
 static double attention_bwd_flops(const int *d) { return 8.0 * d[4] * attention_pairs(d); }
 
