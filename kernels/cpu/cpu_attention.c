@@ -1,7 +1,8 @@
 /* cpu_attention.c — causal grouped-query attention (forward and backward) for the CPU backend:
  * per-(batch, head) cblas_sgemm on strided views of the token-major q/k/v, a row-blocked causal
- * mask, fp32 softmax, and P recomputed in the backward from saved row statistics. See
- * cpu_attention.h for the layouts, the memory trade-off and the determinism guarantees. */
+ * (optionally segment, i.e. document) mask, fp32 softmax, and P recomputed in the backward from
+ * saved row statistics. See cpu_attention.h for the layouts, the memory trade-off and the
+ * determinism guarantees. */
 #include "cpu_attention.h"
 #include "cpu_vecmath.h"
 
@@ -76,27 +77,64 @@ static int threads_fitting(size_t available, size_t per_thread) {
  * bits) in every case. The setting ends with the parallel region. */
 static void keep_blas_single_threaded(void) { omp_set_num_threads(1); }
 
-/* scores[rows, n_keys] = scale * Q[t0 : t0+rows] . K[0 : n_keys]^T for one (b, h). The forward
- * and the backward call this with identical arguments, so both see the same bits. */
-static void block_scores(float *scores, const float *q_bh, const float *k_bg, int t0, int rows,
-                         int n_keys, const AttnDims *d) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, d->head_dim, d->scale,
-                q_bh + (size_t)t0 * d->q_stride, (int)d->q_stride, k_bg, (int)d->kv_stride, 0.0f,
-                scores, n_keys);
+/* One query block's view of the keys: the block is rows t0 .. t0+rows-1 of sequence b and
+ * multiplies against keys k0 .. t0+rows-1 only (n_keys of them). k0 is 0 for plain causal
+ * attention, and the block's smallest segment start otherwise (segments are contiguous, so it
+ * is the first row's): keys before it are masked for every row of the block, and skipping them
+ * is what makes a long row of short documents cost about what its documents cost. */
+typedef struct {
+    const int32_t *seg; /* seg_start of sequence b ([T]), or NULL: causal over the whole row */
+    int t0, rows, k0, n_keys;
+} AttnBlock;
+
+static AttnBlock attn_block(const int32_t *seg_start, int b, int t0, const AttnDims *d) {
+    AttnBlock blk;
+    blk.seg = seg_start ? seg_start + (size_t)b * d->T : NULL;
+    blk.t0 = t0;
+    blk.rows = d->T - t0 < d->rows ? d->T - t0 : d->rows;
+    blk.k0 = blk.seg ? blk.seg[t0] : 0;
+    assert(blk.k0 >= 0 && blk.k0 <= t0);
+    blk.n_keys = t0 + blk.rows - blk.k0;
+    return blk;
 }
 
-/* In-place causal softmax of a score tile (row r is position t0 + r and sees keys 0..t0+r);
- * masked entries become exactly 0 so that the following P V product can use the whole tile.
- * Writes (row max, 1/row sum) per row to stats when non-NULL. */
-static void block_softmax(float *tile, float *stats, int t0, int rows, int n_keys) {
-    for (int r = 0; r < rows; r++) {
+/* Row r of the block sees tile columns lo .. hi-1 (keys k0+lo .. t0+r). */
+static int block_row_lo(const AttnBlock *blk, int r) {
+    if (!blk->seg) return 0;
+    int t = blk->t0 + r, start = blk->seg[t];
+    assert(start >= blk->k0 && start <= t);
+    return start - blk->k0;
+}
+static int block_row_hi(const AttnBlock *blk, int r) { return blk->t0 + r + 1 - blk->k0; }
+
+/* Zero a row's masked columns [0, lo) and [hi, n_keys), so products may use the whole tile. */
+static void zero_masked(float *p, int lo, int hi, int n_keys) {
+    if (lo > 0) memset(p, 0, (size_t)lo * sizeof(float));
+    memset(p + hi, 0, (size_t)(n_keys - hi) * sizeof(float));
+}
+
+/* scores[rows, n_keys] = scale * Q[t0 : t0+rows] . K[k0 : k0+n_keys]^T for one (b, h). The
+ * forward and the backward call this with identical arguments, so both see the same bits. */
+static void block_scores(float *scores, const float *q_bh, const float *k_bg, const AttnBlock *blk,
+                         const AttnDims *d) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blk->rows, blk->n_keys, d->head_dim, d->scale,
+                q_bh + (size_t)blk->t0 * d->q_stride, (int)d->q_stride, k_bg + (size_t)blk->k0 * d->kv_stride,
+                (int)d->kv_stride, 0.0f, scores, blk->n_keys);
+}
+
+/* In-place masked softmax of a score tile (row r is position t0 + r and sees tile columns
+ * lo .. hi-1); masked entries become exactly 0 so that the following P V product can use the
+ * whole tile. Writes (row max, 1/row sum) per row to stats when non-NULL. */
+static void block_softmax(float *tile, float *stats, const AttnBlock *blk) {
+    const int t0 = blk->t0, n_keys = blk->n_keys;
+    for (int r = 0; r < blk->rows; r++) {
         float *p = tile + (size_t)r * n_keys;
-        int visible = t0 + r + 1;
-        float row_max = cpu_attn_max(p, visible);
-        for (int s = 0; s < visible; s++) p[s] = vec_expf(p[s] - row_max);
-        float inv_sum = 1.0f / cpu_attn_sum(p, visible);
-        for (int s = 0; s < visible; s++) p[s] *= inv_sum;
-        memset(p + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
+        int lo = block_row_lo(blk, r), hi = block_row_hi(blk, r);
+        float row_max = cpu_attn_max(p + lo, hi - lo);
+        for (int s = lo; s < hi; s++) p[s] = vec_expf(p[s] - row_max);
+        float inv_sum = 1.0f / cpu_attn_sum(p + lo, hi - lo);
+        for (int s = lo; s < hi; s++) p[s] *= inv_sum;
+        zero_masked(p, lo, hi, n_keys);
         if (stats) {
             stats[2 * (size_t)(t0 + r)] = row_max;
             stats[2 * (size_t)(t0 + r) + 1] = inv_sum;
@@ -106,31 +144,33 @@ static void block_softmax(float *tile, float *stats, int t0, int rows, int n_key
 
 /* The backward's P from recomputed scores: exp(s - max) * inv_sum is evaluated with the same
  * fp32 operations as block_softmax, so it equals the forward's P bit for bit. */
-static void block_probs_from_stats(float *tile, const float *stats, int t0, int rows, int n_keys) {
-    for (int r = 0; r < rows; r++) {
+static void block_probs_from_stats(float *tile, const float *stats, const AttnBlock *blk) {
+    const int t0 = blk->t0, n_keys = blk->n_keys;
+    for (int r = 0; r < blk->rows; r++) {
         float *p = tile + (size_t)r * n_keys;
-        int visible = t0 + r + 1;
+        int lo = block_row_lo(blk, r), hi = block_row_hi(blk, r);
         float row_max = stats[2 * (size_t)(t0 + r)], inv_sum = stats[2 * (size_t)(t0 + r) + 1];
-        for (int s = 0; s < visible; s++) p[s] = vec_expf(p[s] - row_max) * inv_sum;
-        memset(p + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
+        for (int s = lo; s < hi; s++) p[s] = vec_expf(p[s] - row_max) * inv_sum;
+        zero_masked(p, lo, hi, n_keys);
     }
 }
 
 /* Softmax backward in place of dP: dS = P * (dP - sum_s P dP), masked entries exactly 0.
  * (The 1/sqrt(hd) of the scores is applied later, as the alpha of the dQ and dK products.) */
-static void block_softmax_backward(float *dprobs, const float *probs, int t0, int rows, int n_keys) {
-    for (int r = 0; r < rows; r++) {
+static void block_softmax_backward(float *dprobs, const float *probs, const AttnBlock *blk) {
+    const int n_keys = blk->n_keys;
+    for (int r = 0; r < blk->rows; r++) {
         const float *p = probs + (size_t)r * n_keys;
         float *dp = dprobs + (size_t)r * n_keys;
-        int visible = t0 + r + 1;
-        float p_dot_dp = cpu_attn_dot(p, dp, visible);
-        for (int s = 0; s < visible; s++) dp[s] = p[s] * (dp[s] - p_dot_dp);
-        memset(dp + visible, 0, (size_t)(n_keys - visible) * sizeof(float));
+        int lo = block_row_lo(blk, r), hi = block_row_hi(blk, r);
+        float p_dot_dp = cpu_attn_dot(p + lo, dp + lo, hi - lo);
+        for (int s = lo; s < hi; s++) dp[s] = p[s] * (dp[s] - p_dot_dp);
+        zero_masked(dp, lo, hi, n_keys);
     }
 }
 
 void cpu_attention_forward(float *y, float *stats, const float *q, const float *k, const float *v,
-                           int B, int T, int n_heads, int n_kv_heads, int head_dim,
+                           const int32_t *seg_start, int B, int T, int n_heads, int n_kv_heads, int head_dim,
                            float *scratch, size_t scratch_floats) {
     const AttnDims d = attn_dims(B, T, n_heads, n_kv_heads, head_dim);
     const size_t tile = tile_floats(&d);
@@ -148,20 +188,18 @@ void cpu_attention_forward(float *y, float *stats, const float *q, const float *
             int h = (int)(task / d.n_blocks % n_heads);
             int b = (int)(task / d.n_blocks / n_heads);
             int kv_head = h / d.group;
-            int t0 = block * d.rows;
-            int rows = T - t0 < d.rows ? T - t0 : d.rows;
-            int n_keys = t0 + rows;
+            const AttnBlock blk = attn_block(seg_start, b, block * d.rows, &d);
             const float *q_bh = q + (size_t)b * T * d.q_stride + (size_t)h * head_dim;
             const float *k_bg = k + (size_t)b * T * d.kv_stride + (size_t)kv_head * head_dim;
             const float *v_bg = v + (size_t)b * T * d.kv_stride + (size_t)kv_head * head_dim;
             float *y_bh = y + (size_t)b * T * d.q_stride + (size_t)h * head_dim;
             float *stats_bh = stats ? stats + 2 * ((size_t)b * n_heads + h) * T : NULL;
 
-            block_scores(scores, q_bh, k_bg, t0, rows, n_keys, &d);
-            block_softmax(scores, stats_bh, t0, rows, n_keys);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, head_dim, n_keys, 1.0f,
-                        scores, n_keys, v_bg, (int)d.kv_stride, 0.0f,
-                        y_bh + (size_t)t0 * d.q_stride, (int)d.q_stride);
+            block_scores(scores, q_bh, k_bg, &blk, &d);
+            block_softmax(scores, stats_bh, &blk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk.rows, head_dim, blk.n_keys, 1.0f,
+                        scores, blk.n_keys, v_bg + (size_t)blk.k0 * d.kv_stride, (int)d.kv_stride, 0.0f,
+                        y_bh + (size_t)blk.t0 * d.q_stride, (int)d.q_stride);
         }
     }
 }
@@ -193,7 +231,8 @@ static void reduce_gqa_partials(float *dk, float *dv, const float *dk_partial,
 }
 
 void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *q,
-                            const float *k, const float *v, const float *stats, int B, int T,
+                            const float *k, const float *v, const int32_t *seg_start,
+                            const float *stats, int B, int T,
                             int n_heads, int n_kv_heads, int head_dim, float *scratch,
                             size_t scratch_floats) {
     const AttnDims d = attn_dims(B, T, n_heads, n_kv_heads, head_dim);
@@ -238,25 +277,29 @@ void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, co
                 memset(dv_target, 0, (size_t)T * head_dim * sizeof(float));
             }
             for (int t0 = 0; t0 < T; t0 += d.rows) {
-                int rows = T - t0 < d.rows ? T - t0 : d.rows;
-                int n_keys = t0 + rows;
+                const AttnBlock blk = attn_block(seg_start, b, t0, &d);
+                const int rows = blk.rows, n_keys = blk.n_keys;
                 const float *q_blk = q_bh + (size_t)t0 * d.q_stride;
                 const float *dy_blk = dy_bh + (size_t)t0 * d.q_stride;
+                const float *k_blk = k_bg + (size_t)blk.k0 * d.kv_stride;
+                const float *v_blk = v_bg + (size_t)blk.k0 * d.kv_stride;
+                float *dk_blk = dk_target + (size_t)blk.k0 * target_ld;
+                float *dv_blk = dv_target + (size_t)blk.k0 * target_ld;
 
-                block_scores(probs, q_bh, k_bg, t0, rows, n_keys, &d);
-                block_probs_from_stats(probs, stats_bh, t0, rows, n_keys);
+                block_scores(probs, q_bh, k_bg, &blk, &d);
+                block_probs_from_stats(probs, stats_bh, &blk);
                 /* dP = dY V^T;  dV += P^T dY */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, head_dim, 1.0f,
-                            dy_blk, (int)d.q_stride, v_bg, (int)d.kv_stride, 0.0f, dprobs, n_keys);
+                            dy_blk, (int)d.q_stride, v_blk, (int)d.kv_stride, 0.0f, dprobs, n_keys);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_keys, head_dim, rows, 1.0f,
-                            probs, n_keys, dy_blk, (int)d.q_stride, 1.0f, dv_target, target_ld);
-                block_softmax_backward(dprobs, probs, t0, rows, n_keys);
+                            probs, n_keys, dy_blk, (int)d.q_stride, 1.0f, dv_blk, target_ld);
+                block_softmax_backward(dprobs, probs, &blk);
                 /* dQ += scale dS K;  dK += scale dS^T Q */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, head_dim, n_keys,
-                            d.scale, dprobs, n_keys, k_bg, (int)d.kv_stride, 1.0f,
+                            d.scale, dprobs, n_keys, k_blk, (int)d.kv_stride, 1.0f,
                             dq_bh + (size_t)t0 * d.q_stride, (int)d.q_stride);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_keys, head_dim, rows,
-                            d.scale, dprobs, n_keys, q_blk, (int)d.q_stride, 1.0f, dk_target,
+                            d.scale, dprobs, n_keys, q_blk, (int)d.q_stride, 1.0f, dk_blk,
                             target_ld);
             }
         }

@@ -26,6 +26,7 @@
 #define CT_CPU_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rope_tables.h" /* the RoPE tables (cpu_rope_tables_init), shared with the CUDA backend */
 
@@ -78,9 +79,17 @@ void cpu_head_gate_backward(float *dy, float *dz, float *dw, const float *dout, 
 void cpu_head_gate_input_backward(float *dn, const float *dz, const float *w, int N, int n_heads, int head_dim,
                                   int window);
 
-/* ---- Causal grouped-query attention ---------------------------------------------------------
- * y[b,t,h,:] = sum_{s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],
- * g = h / (n_heads / n_kv_heads).
+/* ---- Causal grouped-query attention, optionally within segments (documents) -------------------
+ * y[b,t,h,:] = sum_{s0<=s<=t} softmax_s(q[b,t,h,:] . k[b,s,g,:] / sqrt(hd)) v[b,s,g,:],
+ * g = h / (n_heads / n_kv_heads), s0 = seg_start[b*T + t], or 0 when seg_start is NULL.
+ *
+ * Segments (packed documents, the record's flash_attn_varlen with cu_seqlens): seg_start is
+ * [B*T] int32; for token n = b*T + t it holds the first position (0 .. t) of t's segment within
+ * row b, and t attends to keys seg_start[n] .. t only. Segments are contiguous: seg_start[n] is
+ * t (a segment starts) or seg_start[n-1]. NULL is causal attention over the whole row, bit for
+ * bit what an all-zero seg_start gives. A query block multiplies only against keys from its
+ * first row's segment start, so a row of T tokens cut into segments of <= S costs about
+ * T * (S + CPU_ATTENTION_ROW_BLOCK) products per head, not T^2 / 2.
  *
  * Algorithm: OpenMP tasks over (b, h) — over (b, h, query block) in the forward, whose blocks
  * are independent — with cblas_sgemm single-threaded inside. The per-(b,h) Q/K/V/Y matrices
@@ -119,13 +128,15 @@ size_t cpu_attention_backward_scratch_floats(int B, int T, int n_heads, int n_kv
 /* y: [B*T, H*hd] (written). stats: [B, H, T, 2] for the backward, or NULL for a forward-only
  * (validation / inference) pass; y is bitwise the same either way. */
 void cpu_attention_forward(float *y, float *stats, const float *q, const float *k, const float *v,
-                           int B, int T, int n_heads, int n_kv_heads, int head_dim,
+                           const int32_t *seg_start, int B, int T, int n_heads, int n_kv_heads, int head_dim,
                            float *scratch, size_t scratch_floats);
 
 /* dq += dL/dq, dk += dL/dk, dv += dL/dv given dy = dL/dy. stats from cpu_attention_forward
- * on the same q, k, v. dk/dv of a kv head accumulate the contributions of its query heads. */
+ * on the same q, k, v and seg_start. dk/dv of a kv head accumulate the contributions of its
+ * query heads. */
 void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *q,
-                            const float *k, const float *v, const float *stats, int B, int T,
+                            const float *k, const float *v, const int32_t *seg_start,
+                            const float *stats, int B, int T,
                             int n_heads, int n_kv_heads, int head_dim, float *scratch,
                             size_t scratch_floats);
 

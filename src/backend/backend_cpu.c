@@ -240,7 +240,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
                                  s->head_dim, s->rope_dims);
         cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim,
                                  s->rope_dims);
-        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
+        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, NULL, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
         if (a->y_xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
         if (a->y_gate) /* the sparse gate on each head's output (after XSA), from a_in's first channels */
@@ -413,7 +413,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
             cpu_xsa_backward(cb->dD1, cb->dv, cb->dD2, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
             dy = cb->dD1;
         }
-        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, a->stats, B, T, s->num_heads,
+        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, NULL, a->stats, B, T, s->num_heads,
                                s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
         cpu_zero(cb->dD1, ND); /* dq_raw */
         cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,

@@ -95,9 +95,9 @@ int main(int argc, char **argv) {
         cpu_qk_norm_rope_forward(q, q_raw, gain, cos_t, sin_t, B, T, H, hd, hd);
         cpu_qk_norm_rope_forward(k, k_raw, NULL, cos_t, sin_t, B, T, KV, hd, hd);
         double t1 = now_ms();
-        cpu_attention_forward(y, stats, q, k, v, B, T, H, KV, hd, scratch, n_fwd);
+        cpu_attention_forward(y, stats, q, k, v, NULL, B, T, H, KV, hd, scratch, n_fwd);
         double t2 = now_ms();
-        cpu_attention_backward(dq, dk, dv, dy, q, k, v, stats, B, T, H, KV, hd, scratch, n_bwd);
+        cpu_attention_backward(dq, dk, dv, dy, q, k, v, NULL, stats, B, T, H, KV, hd, scratch, n_bwd);
         double t3 = now_ms();
         cpu_qk_norm_rope_backward(dq_raw, dgain, dq, q_raw, gain, cos_t, sin_t, B, T, H, hd, hd, scratch);
         double t4 = now_ms();

@@ -65,7 +65,7 @@ static float *attention_cpu_forward(OpRun *r, float *y, float **scratch, size_t 
     *scratch = malloc(sf * sizeof(float));
     *scratch_floats = sf;
     float *stats = malloc(cpu_attention_stats_floats(B, T, heads) * sizeof(float));
-    cpu_attention_forward(y, stats, HOST("q"), HOST("k"), HOST("v"), B, T, heads, kv, hd, *scratch, sf);
+    cpu_attention_forward(y, stats, HOST("q"), HOST("k"), HOST("v"), NULL, B, T, heads, kv, hd, *scratch, sf);
     return stats;
 }
 
@@ -124,7 +124,7 @@ static void attention_bwd_cpu(OpRun *r) {
     float *scratch, *y = malloc((size_t)B * T * heads * hd * sizeof(float));
     size_t sf;
     float *stats = attention_cpu_forward(r, y, &scratch, &sf);
-    cpu_attention_backward(HOST("dq"), HOST("dk"), HOST("dv"), HOST("dy"), HOST("q"), HOST("k"), HOST("v"), stats, B, T,
+    cpu_attention_backward(HOST("dq"), HOST("dk"), HOST("dv"), HOST("dy"), HOST("q"), HOST("k"), HOST("v"), NULL, stats, B, T,
                            heads, kv, hd, scratch, sf);
     free(stats), free(scratch), free(y);
 }

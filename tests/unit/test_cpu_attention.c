@@ -1,6 +1,6 @@
 /* test_cpu_attention.c — reference tests of the CPU attention ops (kernels/cpu/cpu_attention.h):
- * RoPE tables, QK-norm + RoPE + gain, causal GQA attention, and the two chained as in
- * train_gpt.py's CausalSelfAttention.
+ * RoPE tables, QK-norm + RoPE + gain, causal GQA attention (whole rows and within segments:
+ * packed documents), and the two chained as in train_gpt.py's CausalSelfAttention.
  *
  * Method (tests/refcheck.h): forward vs a plain double reference, rel norm error <= FWD_TOL;
  * backward vs central finite differences (step FD_EPS) of the double reference of
@@ -34,6 +34,7 @@ typedef struct {
     const double *cos_table, *sin_table; /* [T, hd/2], from the fp32 tables under test */
     const double *R;                     /* loss weights, shaped like the op's output */
     int has_gain;
+    const int32_t *seg;                  /* attention's seg_start [B*T], or NULL (causal) */
 } RefShape;
 
 /* QK-norm + RoPE + gain on [B*T, H*hd]; gain may be NULL. */
@@ -56,7 +57,8 @@ static void ref_qk_norm_rope(double *out, const double *in, const double *gain, 
     }
 }
 
-/* Causal GQA attention, straight from the definition. */
+/* Causal GQA attention, straight from the definition: a block-diagonal causal mask when s->seg
+ * is set (position t sees keys seg[b*T + t] .. t). */
 static void ref_attention(double *y, const double *q, const double *k, const double *v,
                           const RefShape *s) {
     int group = s->H / s->KV;
@@ -66,17 +68,18 @@ static void ref_attention(double *y, const double *q, const double *k, const dou
             for (int t = 0; t < s->T; t++) {
                 const double *qt = q + (((size_t)b * s->T + t) * s->H + h) * s->hd;
                 double max = -INFINITY, sum = 0;
-                for (int j = 0; j <= t; j++) {
+                int j0 = s->seg ? s->seg[(size_t)b * s->T + t] : 0;
+                for (int j = j0; j <= t; j++) {
                     const double *kj = k + (((size_t)b * s->T + j) * s->KV + h / group) * s->hd;
                     double dot = 0;
                     for (int d = 0; d < s->hd; d++) dot += qt[d] * kj[d];
                     scores[j] = dot * scale;
                     max = fmax(max, scores[j]);
                 }
-                for (int j = 0; j <= t; j++) sum += scores[j] = exp(scores[j] - max);
+                for (int j = j0; j <= t; j++) sum += scores[j] = exp(scores[j] - max);
                 double *yt = y + (((size_t)b * s->T + t) * s->H + h) * s->hd;
                 for (int d = 0; d < s->hd; d++) yt[d] = 0;
-                for (int j = 0; j <= t; j++) {
+                for (int j = j0; j <= t; j++) {
                     const double *vj = v + (((size_t)b * s->T + j) * s->KV + h / group) * s->hd;
                     for (int d = 0; d < s->hd; d++) yt[d] += scores[j] / sum * vj[d];
                 }
@@ -297,7 +300,7 @@ static void run_attention_forward(float *y, float *stats, const AttnCase *c) {
     float *scratch = ref_new_floats(n_scratch);
     ref_poison(y, q_count(s));
     if (stats) ref_poison(stats, cpu_attention_stats_floats(s->B, s->T, s->H));
-    cpu_attention_forward(y, stats, c->q, c->k, c->v, s->B, s->T, s->H, s->KV, s->hd, scratch,
+    cpu_attention_forward(y, stats, c->q, c->k, c->v, s->seg, s->B, s->T, s->H, s->KV, s->hd, scratch,
                           n_scratch);
     free(scratch);
 }
@@ -309,7 +312,7 @@ static void run_attention_backward(float *dq, float *dk, float *dv, const float 
                                                             omp_get_max_threads());
     float *scratch = ref_new_floats(n_scratch);
     ref_poison(scratch, n_scratch);
-    cpu_attention_backward(dq, dk, dv, dy, c->q, c->k, c->v, stats, s->B, s->T, s->H, s->KV,
+    cpu_attention_backward(dq, dk, dv, dy, c->q, c->k, c->v, s->seg, stats, s->B, s->T, s->H, s->KV,
                            s->hd, scratch, n_scratch);
     free(scratch);
 }
@@ -344,27 +347,33 @@ static void test_attention_forward(void) {
     TRY(check_attention_forward(2, 150, 4, 2, 16));
 }
 
-static void check_attention_backward(int B, int T, int H, int KV, int hd) {
-    AttnCase c = attn_case_new(B, T, H, KV, hd, 0x1357 + T * 7 + KV);
-    size_t nq = q_count(&c.s), nkv = kv_count(&c.s), n_x = nq + 2 * nkv;
-    float *y = ref_new_floats(nq), *stats = ref_new_floats(cpu_attention_stats_floats(B, T, H));
+/* The backward of case c (seg_start c->s.seg, or NULL) against finite differences. */
+static void check_backward_of(AttnCase *c) {
+    const RefShape *s = &c->s;
+    size_t nq = q_count(s), nkv = kv_count(s), n_x = nq + 2 * nkv;
+    float *y = ref_new_floats(nq), *stats = ref_new_floats(cpu_attention_stats_floats(s->B, s->T, s->H));
     float *grads = calloc(n_x, sizeof(float));
-    run_attention_forward(y, stats, &c);
-    run_attention_backward(grads, grads + nq, grads + nq + nkv, c.R, stats, &c);
+    run_attention_forward(y, stats, c);
+    run_attention_backward(grads, grads + nq, grads + nq + nkv, c->R, stats, c);
     double *x = ref_new_doubles(n_x), *num = ref_new_doubles(n_x);
-    ref_to_double(c.q, x, nq);
-    ref_to_double(c.k, x + nq, nkv);
-    ref_to_double(c.v, x + nq + nkv, nkv);
-    ref_numgrad(attention_loss, x, n_x, &c.s, FD_EPS, num);
+    ref_to_double(c->q, x, nq);
+    ref_to_double(c->k, x + nq, nkv);
+    ref_to_double(c->v, x + nq + nkv, nkv);
+    ref_numgrad(attention_loss, x, n_x, &c->s, FD_EPS, num);
     double err_q = ref_rel_err(grads, num, nq);
     double err_k = ref_rel_err(grads + nq, num + nq, nkv);
     double err_v = ref_rel_err(grads + nq + nkv, num + nq + nkv, nkv);
-    printf("  attention bwd B=%d T=%d H=%d KV=%d hd=%d: rel err dq %.2e dk %.2e dv %.2e\n", B, T,
-           H, KV, hd, err_q, err_k, err_v);
+    printf("  %sattention bwd B=%d T=%d H=%d KV=%d hd=%d: rel err dq %.2e dk %.2e dv %.2e\n",
+           s->seg ? "segmented " : "", s->B, s->T, s->H, s->KV, s->hd, err_q, err_k, err_v);
     CHECK(err_q <= BWD_TOL, "dq rel err %.3g > %g", err_q, BWD_TOL);
     CHECK(err_k <= BWD_TOL, "dk rel err %.3g > %g", err_k, BWD_TOL);
     CHECK(err_v <= BWD_TOL, "dv rel err %.3g > %g", err_v, BWD_TOL);
     free(y), free(stats), free(grads), free(x), free(num);
+}
+
+static void check_attention_backward(int B, int T, int H, int KV, int hd) {
+    AttnCase c = attn_case_new(B, T, H, KV, hd, 0x1357 + T * 7 + KV);
+    check_backward_of(&c);
     attn_case_free(&c);
 }
 
@@ -430,9 +439,9 @@ static ChainResult run_chain(const AttnCase *c, const float *gain, const float *
 
     cpu_qk_norm_rope_forward(r.q_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H, s->hd, s->hd);
     cpu_qk_norm_rope_forward(r.k_rot, c->k, NULL, cos_t, sin_t, s->B, s->T, s->KV, s->hd, s->hd);
-    cpu_attention_forward(r.y, r.stats, r.q_rot, r.k_rot, c->v, s->B, s->T, s->H, s->KV, s->hd,
+    cpu_attention_forward(r.y, r.stats, r.q_rot, r.k_rot, c->v, s->seg, s->B, s->T, s->H, s->KV, s->hd,
                           scratch, n_fwd);
-    cpu_attention_backward(dq_rot, dk_rot, dv, c->R, r.q_rot, r.k_rot, c->v, r.stats, s->B, s->T,
+    cpu_attention_backward(dq_rot, dk_rot, dv, c->R, r.q_rot, r.k_rot, c->v, s->seg, r.stats, s->B, s->T,
                            s->H, s->KV, s->hd, scratch, n_bwd);
     cpu_qk_norm_rope_backward(dq, dgain, dq_rot, c->q, gain, cos_t, sin_t, s->B, s->T, s->H,
                               s->hd, s->hd, scratch);
@@ -528,6 +537,119 @@ static void test_thread_count_invariance(void) {
     TRY(check_thread_invariance(4));
 }
 
+/* ---- attention within segments (packed documents) ---------------------------------------------- */
+
+/* seg_start [B*T] from each row's segment lengths (lens[b], n_lens[b] of them, summing to T). */
+static int32_t *seg_from_lengths(int B, int T, const int *const *lens, const int *n_lens) {
+    int32_t *seg = malloc((size_t)B * T * sizeof(int32_t));
+    if (!seg) abort();
+    for (int b = 0; b < B; b++) {
+        int t = 0;
+        for (int i = 0; i < n_lens[b]; i++)
+            for (int j = 0; j < lens[b][i]; j++, t++) seg[(size_t)b * T + t] = t - j;
+        if (t != T) abort(); /* a mistake in the test's table */
+    }
+    return seg;
+}
+
+/* T >= 194. Row 0: segments of 1, 63, 64, 65 and one long one (the rest); row 1: many short ones
+ * (lengths 1, 2, 3, 5, 8 repeated), so query blocks straddle several segment starts. */
+static int32_t *seg_test_rows(int T) {
+    int row0[5] = {1, 63, 64, 65, T - 193}, row1[256], n1 = 0, left = T;
+    const int cycle[5] = {1, 2, 3, 5, 8};
+    for (int i = 0; left > 0; i++) {
+        int len = cycle[i % 5] < left ? cycle[i % 5] : left;
+        row1[n1++] = len;
+        left -= len;
+    }
+    const int *lens[2] = {row0, row1}, n_lens[2] = {5, n1};
+    return seg_from_lengths(2, T, lens, n_lens);
+}
+
+static void test_segmented_attention_forward(void) {
+    /* GQA 4/2 and plain 4/4; T = 300 gives a long last segment of 107 in row 0. */
+    for (int KV = 2; KV <= 4; KV += 2) {
+        const int B = 2, T = 300, H = 4, hd = 16;
+        AttnCase c = attn_case_new(B, T, H, KV, hd, 0x5e9 + KV);
+        int32_t *seg = seg_test_rows(T);
+        c.s.seg = seg;
+        size_t nq = q_count(&c.s), nkv = kv_count(&c.s);
+        float *y = ref_new_floats(nq), *y_no_stats = ref_new_floats(nq);
+        float *stats = ref_new_floats(cpu_attention_stats_floats(B, T, H));
+        run_attention_forward(y, stats, &c);
+        run_attention_forward(y_no_stats, NULL, &c);
+        double *q = ref_doubles_of(c.q, nq), *k = ref_doubles_of(c.k, nkv), *v = ref_doubles_of(c.v, nkv);
+        double *ref = ref_new_doubles(nq), *ref_causal = ref_new_doubles(nq);
+        ref_attention(ref, q, k, v, &c.s);
+        RefShape causal = c.s;
+        causal.seg = NULL;
+        ref_attention(ref_causal, q, k, v, &causal);
+        double err = ref_rel_err(y, ref, nq), err_causal = ref_rel_err(y, ref_causal, nq);
+        printf("  segmented attention fwd B=%d T=%d H=%d KV=%d hd=%d: rel err %.2e (vs causal %.2e)\n", B, T,
+               H, KV, hd, err, err_causal);
+        CHECK(err <= FWD_TOL, "KV=%d: segmented forward rel err %.3g > %g", KV, err, FWD_TOL);
+        /* the mask must matter: the whole-row causal answer is far from it */
+        CHECK(err_causal > 1e-2, "KV=%d: segmented forward equals the causal one (rel diff %.3g)", KV,
+              err_causal);
+        CHECK(memcmp(y, y_no_stats, nq * sizeof(float)) == 0, "KV=%d: stats=NULL changes y", KV);
+        free(y), free(y_no_stats), free(stats), free(q), free(k), free(v), free(ref), free(ref_causal);
+        free(seg);
+        attn_case_free(&c);
+        if (harness_case_failed) return;
+    }
+}
+
+static void check_segmented_backward(int KV) {
+    AttnCase c = attn_case_new(2, 200, 2, KV, 4, 0xb5e9 + KV);
+    int32_t *seg = seg_test_rows(200);
+    c.s.seg = seg;
+    check_backward_of(&c);
+    free(seg);
+    attn_case_free(&c);
+}
+
+static void test_segmented_attention_backward(void) {
+    TRY(check_segmented_backward(1));
+    TRY(check_segmented_backward(2));
+}
+
+/* seg_start all zero is one segment per row: the same bits as NULL, forward and backward, and
+ * the same bits whatever the thread count with real segments. */
+static void check_segment_bitwise(int KV) {
+    const int B = 2, T = 200, H = 4, hd = 16, half = hd / 2;
+    AttnCase c = attn_case_new(B, T, H, KV, hd, 0xabc + KV);
+    uint64_t rng = 11;
+    float *gain = ref_random_floats(H, 0.5, 2.0, &rng);
+    float *cos_t = ref_new_floats(T * half), *sin_t = ref_new_floats(T * half);
+    cpu_rope_tables_init(cos_t, sin_t, T, hd, ROPE_BASE);
+    int32_t *zeros = calloc((size_t)B * T, sizeof(int32_t)), *seg = seg_test_rows(T);
+    int saved_threads = omp_get_max_threads();
+
+    ChainResult plain = run_chain(&c, gain, cos_t, sin_t, saved_threads);
+    c.s.seg = zeros;
+    ChainResult zero = run_chain(&c, gain, cos_t, sin_t, saved_threads);
+    c.s.seg = seg;
+    omp_set_num_threads(1);
+    ChainResult one = run_chain(&c, gain, cos_t, sin_t, 1);
+    omp_set_num_threads(3);
+    ChainResult three = run_chain(&c, gain, cos_t, sin_t, 3);
+    omp_set_num_threads(saved_threads);
+
+    int same_zero = chains_equal(&plain, &zero, &c.s), same_threads = chains_equal(&one, &three, &c.s);
+    int differs = !chains_equal(&plain, &one, &c.s);
+    chain_free(&plain), chain_free(&zero), chain_free(&one), chain_free(&three);
+    free(gain), free(cos_t), free(sin_t), free(zeros), free(seg);
+    attn_case_free(&c);
+    CHECK(same_zero, "KV=%d: seg_start all zero differs from NULL", KV);
+    CHECK(same_threads, "KV=%d: segmented, 1 thread vs 3 threads differ", KV);
+    CHECK(differs, "KV=%d: segments change nothing", KV);
+}
+
+static void test_segment_zero_equals_null(void) {
+    TRY(check_segment_bitwise(1));
+    TRY(check_segment_bitwise(2));
+}
+
 int main(void) {
     RUN(test_rope_tables);
     RUN(test_qk_norm_rope_forward);
@@ -538,5 +660,8 @@ int main(void) {
     RUN(test_attention_backward_accumulates);
     RUN(test_attention_chain_matches_reference);
     RUN(test_thread_count_invariance);
+    RUN(test_segmented_attention_forward);
+    RUN(test_segmented_attention_backward);
+    RUN(test_segment_zero_equals_null);
     TEST_EXIT();
 }
