@@ -116,6 +116,10 @@ struct Backend {
     int (*grad_ready)(void *ctx, int stage);
     void *grad_ready_ctx;
     int micro_batch_seqs, seq_len; /* B and T of forward_backward */
+    /* The data's bos_id for doc_packing's segments (a BOS token starts a document); -1 (set by
+     * backend_create) = none, then only max_doc_len cuts a packed row. The caller sets it from
+     * the training data before the first micro-batch. */
+    int64_t packing_bos_id;
 };
 
 /* Report stage `stage` of the backward to b->grad_ready when one is set (backends call it). */

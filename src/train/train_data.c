@@ -20,6 +20,32 @@
  * take seconds; only an HDF5 loop on damaged metadata takes this long. */
 #define DATA_CHECK_TIMEOUT_S 600.0
 
+/* doc_packing cuts rows at the data's BOS token: every file of both splits must record the same
+ * bos_id (a file with -1 would make every row one document, silently), and validation rows are
+ * packed rows of the training row's length. */
+static int packing_bos_check(const Config *cfg, const TokenSet *train, const TokenSet *val) {
+    const int64_t bos = train->files[0].bos_id;
+    const TokenSet *sets[2] = {train, val};
+    const char *keys[2] = {"train_files", "val_files"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sets[k]->num_files; i++) {
+            const TokenFileInfo *f = &sets[k]->files[i];
+            if (f->bos_id < 0)
+                return ct_fail("doc_packing = 1: %s: '%s' records no bos_id (bos_id -1), but packing cuts rows into "
+                               "documents at the BOS token; import the data with its bos_id or set doc_packing = 0",
+                               keys[k], f->path);
+            if (f->bos_id != bos)
+                return ct_fail("doc_packing = 1: %s: '%s' records bos_id %lld but '%s' records %lld; expected one bos_id",
+                               keys[k], f->path, (long long)f->bos_id, train->files[0].path, (long long)bos);
+        }
+    const int64_t row = config_seq_len(cfg);
+    if (val->num_files && val->total_tokens < row + 1)
+        return ct_fail("doc_packing = 1: val_files '%s' hold %lld tokens, fewer than one packed row of "
+                       "train_batch_tokens / grad_accum_slots + 1 = %lld",
+                       cfg->val_files, (long long)val->total_tokens, (long long)row + 1);
+    return 0;
+}
+
 static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
@@ -57,6 +83,11 @@ static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
             data_free_set(val);
             return -1;
         }
+    }
+    if (cfg->doc_packing && packing_bos_check(cfg, train, val) != 0) {
+        data_free_set(train);
+        data_free_set(val);
+        return -1;
     }
     /* what identifies the training files in checkpoints (data.h) */
     if (data_fingerprint(train) != 0) {
