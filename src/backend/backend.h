@@ -116,10 +116,11 @@ struct Backend {
     int (*grad_ready)(void *ctx, int stage);
     void *grad_ready_ctx;
     int micro_batch_seqs, seq_len; /* B and T of forward_backward */
-    /* The data's BOS token (its bos_id attribute), -1 (set at creation) for none. Only the 1.0611
-     * SmearGate (smear_gate_enabled) reads it: the gate does not mix into a BOS position. Whoever
-     * runs the forward sets it from the training data before the first call (train, the round
-     * trip, sample); that model's forward fails while it is -1. */
+    /* The data's BOS token (its bos_id attribute), -1 (set at creation) for none. The 1.0611
+     * SmearGate (smear_gate_enabled: no mixing into a BOS position) and document packing
+     * (doc_packing: a BOS starts a document) read it. Whoever runs the forward sets it from the
+     * data before the first call (train, the round trip, sample); the SmearGate's forward fails
+     * while it is -1, packing then cuts rows by max_doc_len only. */
     int64_t bos_id;
 };
 

@@ -17,6 +17,7 @@
 #include "blas_core.h"
 #include "omp_wait.h"
 #include "cpu_ops.h"
+#include "packing.h"
 
 enum { LOGITS_CHUNK = 256 };
 
@@ -92,8 +93,9 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cpu_blas_prepare();
     CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
     const ModelSpec *s = &st->spec;
-    int T = (int)cfg->train_seq_len;
-    int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
+    /* doc_packing: one row of the micro-batch's tokens (config_seq_len), cut into documents */
+    int T = (int)config_seq_len(cfg);
+    int B = (int)(config_local_tokens(cfg) / T);
     size_t N = (size_t)B * T;
     cb->base.name = "cpu";
     cb->base.state = st;
@@ -105,6 +107,10 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->mtp_loss_weight = cfg->mtp_loss_weight;
     cb->ids = ct_calloc(N, sizeof(int32_t), "token ids");
     cb->targets = ct_calloc(N, sizeof(int32_t), "targets");
+    if (cfg->doc_packing) {
+        cb->seg_start = ct_calloc(N, sizeof(int32_t), "segment starts");
+        cb->max_doc_len = config_max_doc_len(cfg);
+    }
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
     int threads = omp_get_max_threads();
@@ -125,7 +131,10 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->arena = ct_calloc(plan.used, 1, "activations");
     BackendArena real = {cb->arena, 0};
     layout(cb, &real);
-    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->rope_dims, model_rope_base(s, T));
+    /* packed rows take row-absolute positions 0 .. T-1 (docs/model.md); the base is the one
+     * for train_seq_len, the longest segment, not NTK-scaled for the row */
+    cpu_rope_tables_init(cb->rope_cos, cb->rope_sin, T, s->rope_dims,
+                         model_rope_base(s, (int)(cfg->doc_packing ? cfg->train_seq_len : T)));
     if (s->bigram_vocab) cb->bigram_ids = ct_calloc(N, sizeof(int32_t), "bigram buckets");
     cpu_optimizer_init(cb);
     if (cfg->qat_enabled || cfg->late_qat) cb->qat_params = ct_calloc(s->total_floats, sizeof(float), "QAT weights");
@@ -196,6 +205,10 @@ static int forward_blocks(CpuBackend *cb, int B) {
     TrainState *st = cb->base.state;
     const ModelSpec *s = &st->spec;
     int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
+    if (cb->seg_start) /* each row's documents, from its ids (the backward reuses them) */
+        for (int b = 0; b < B; b++)
+            packing_segments(cb->ids + (size_t)b * T, T, cb->base.bos_id, cb->max_doc_len,
+                             cb->seg_start + (size_t)b * T);
     if (cpu_embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
     if (s->bigram_vocab) { /* emb += scale * proj(bigram_embed[hash(prev, token)]) */
         cpu_bigram_hash(cb->bigram_ids, cb->ids, B, T, s->bigram_vocab);
@@ -249,7 +262,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
                                  s->head_dim, s->rope_dims);
         cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim,
                                  s->rope_dims);
-        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, NULL, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
+        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, cb->seg_start, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
         if (a->y_xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
         if (a->y_gate) /* the sparse gate on each head's output (after XSA), from a_in's first channels */
@@ -422,7 +435,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
             cpu_xsa_backward(cb->dD1, cb->dv, cb->dD2, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
             dy = cb->dD1;
         }
-        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, NULL, a->stats, B, T, s->num_heads,
+        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, cb->seg_start, a->stats, B, T, s->num_heads,
                                s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
         cpu_zero(cb->dD1, ND); /* dq_raw */
         cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,
@@ -519,6 +532,7 @@ void cpu_destroy(Backend *b) {
     free(cb->layers);
     free(cb->ids);
     free(cb->targets);
+    free(cb->seg_start);
     free(cb->bigram_ids);
     free(cb);
 }

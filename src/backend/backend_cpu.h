@@ -37,6 +37,10 @@ typedef struct {
     int B, T;
     void *arena; /* every buffer below (but the optimizer's) is carved from it */
     int32_t *ids, *targets;
+    /* doc_packing (NULL when off): [N] each token's segment start within its row (packing.h),
+     * computed from ids by forward_blocks; max_doc_len cuts long documents */
+    int32_t *seg_start;
+    int64_t max_doc_len;
     float *emb, *x0, *rstd0, *xf, *rstdf, *losses;
     /* record stack (NULL when the model has no such part) */
     int32_t *bigram_ids;         /* [N] bucket of each position's token pair */

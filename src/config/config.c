@@ -426,6 +426,13 @@ int config_validate(const Config *c, int world_size) {
             "eval_stride = %lld: expected 0 (non-overlapping validation) or a stride with 0 < eval_stride < "
             "train_seq_len = %lld",
             (long long)c->eval_stride, (long long)c->train_seq_len);
+    REQUIRE(c->max_doc_len >= 0 && c->max_doc_len <= c->train_seq_len,
+            "max_doc_len = %lld: expected 0 (train_seq_len) or a segment length in [1, train_seq_len = %lld]",
+            (long long)c->max_doc_len, (long long)c->train_seq_len);
+    REQUIRE(!c->doc_packing || c->eval_stride == 0,
+            "eval_stride = %lld with doc_packing = 1: sliding-window validation of packed rows is not implemented; "
+            "expected eval_stride = 0 (packed validation scores whole rows)",
+            (long long)c->eval_stride);
     REQUIRE(c->eval_seq_len >= 0 && c->eval_seq_len <= (1LL << 24),
             "eval_seq_len = %lld: expected 0 (train_seq_len) or a sequence length in [1, 2^24]",
             (long long)c->eval_seq_len);
@@ -489,6 +496,10 @@ int config_uses_nccl(const Config *cfg, int world_size) {
 
 int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }
 int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens / cfg->grad_accum_slots; }
+
+int64_t config_seq_len(const Config *cfg) { return cfg->doc_packing ? config_local_tokens(cfg) : cfg->train_seq_len; }
+
+int64_t config_max_doc_len(const Config *cfg) { return cfg->max_doc_len > 0 ? cfg->max_doc_len : cfg->train_seq_len; }
 
 int64_t config_step_stream_tokens(const Config *cfg) { return cfg->grad_accum_slots * (config_local_tokens(cfg) + 1); }
 

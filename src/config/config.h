@@ -115,6 +115,12 @@ int config_uses_nccl(const Config *cfg, int world_size);
 /* Derived geometry, valid after config_validate. */
 int64_t config_head_dim(const Config *cfg);
 int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-step */
+/* The sequence length the backends run on: train_seq_len, or with doc_packing the whole
+ * micro-batch row (config_local_tokens; one sequence per micro-batch, cut into documents by the
+ * backend: docs/model.md, "Document packing"). Validation rows have the same length. */
+int64_t config_seq_len(const Config *cfg);
+/* The longest packed segment: max_doc_len, or train_seq_len when it is 0. */
+int64_t config_max_doc_len(const Config *cfg);
 /* Tokens the global stream advances per optimizer step: grad_accum_slots micro-batches of
  * config_local_tokens + 1 (the last target) each, whatever the world size. */
 int64_t config_step_stream_tokens(const Config *cfg);

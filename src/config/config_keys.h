@@ -60,6 +60,10 @@
     X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \
     X(grad_accum_slots, INT, "8", "batch", SHAPE,                                                  \
       "micro-batches per step; world size must divide it; accumulation steps = slots / world")    \
+    X(doc_packing, BOOL, "0", "batch", SHAPE,                                                      \
+      "document packing: each micro-batch is one row of train_batch_tokens / grad_accum_slots tokens, attention causal within its documents (cut at every bos_id token and into max_doc_len chunks); the data must record a bos_id") \
+    X(max_doc_len, INT, "0", "batch", SHAPE,                                                       \
+      "with doc_packing: the longest segment a document is cut into from its start (0 = train_seq_len)") \
     /* schedule */                                                                                 \
     X(iterations, INT, "20000", "schedule", FREE, "optimizer steps to train")                       \
     X(warmdown_iters, INT, "1200", "schedule", FREE, "linear LR warmdown over the last N steps")     \

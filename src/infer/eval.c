@@ -16,7 +16,7 @@
 
 int val_load(const Config *cfg, const TokenSet *set, ValData *v) {
     memset(v, 0, sizeof *v);
-    int64_t T = cfg->train_seq_len;
+    int64_t T = config_seq_len(cfg); /* with doc_packing, packed rows of the training row's length */
     v->num_seqs = (set->total_tokens - 1) / T;
     int64_t n = v->num_seqs * T + 1;
     v->tokens = ct_malloc((size_t)n * sizeof(uint32_t), "validation tokens");
@@ -142,13 +142,13 @@ typedef struct {
 static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
     memset(e, 0, sizeof *e);
     e->single.world_size = 1;
-    e->T = cfg->eval_seq_len > 0 ? cfg->eval_seq_len : cfg->train_seq_len;
+    e->T = cfg->doc_packing ? config_seq_len(cfg) : cfg->eval_seq_len > 0 ? cfg->eval_seq_len : cfg->train_seq_len;
     if (!cfg->val_files[0]) return ct_fail("val_files is empty: there is no validation data to evaluate on");
     if (data_open_set(cfg->val_files, &e->set) != 0) return ct_fail_prefix("val_files");
     if (e->set.vocab_size != cfg->vocab_size)
         return ct_fail("val_files: the data's vocab_size is %lld (%s) but the model's is %lld",
                        (long long)e->set.vocab_size, e->set.files[0].path, (long long)cfg->vocab_size);
-    const char *which = cfg->eval_seq_len > 0 ? "eval_seq_len" : "train_seq_len";
+    const char *which = cfg->doc_packing ? "packed row" : cfg->eval_seq_len > 0 ? "eval_seq_len" : "train_seq_len";
     if (e->set.total_tokens < e->T + 1)
         return ct_fail("val_files '%s' hold %lld tokens, fewer than one sequence of %s + 1 = %lld", cfg->val_files,
                        (long long)e->set.total_tokens, which, (long long)e->T + 1);
@@ -157,6 +157,12 @@ static int eval_open(const Config *cfg, TrainState *st, WeightsEval *e) {
      * holds tokens (one at least). A shallow copy: it shares cfg's strings and is not freed. The
      * RoPE tables follow T, NTK-scaled above rope_train_seq_len (model_rope_base). */
     Config at_t = *cfg;
+    if (cfg->doc_packing) { /* the run's packed rows, documents of at most eval_seq_len (else max_doc_len) */
+        if (cfg->eval_seq_len > 0) at_t.max_doc_len = cfg->eval_seq_len;
+        if (val_load(&at_t, &e->set, &e->v) != 0 || backend_create(&e->b, &at_t, st) != 0) return -1;
+        e->b->bos_id = e->set.files[0].bos_id; /* packing's cuts and the SmearGate's mask, as in training */
+        return 0;
+    }
     const int64_t whole = config_local_tokens(cfg) / e->T, seqs = whole > 0 ? whole : 1;
     at_t.train_seq_len = e->T;
     at_t.train_batch_tokens = seqs * e->T * cfg->grad_accum_slots;

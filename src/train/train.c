@@ -82,7 +82,7 @@ static int metrics_written(Trainer *t) {
 static int validate_once(Trainer *t, int64_t stride) {
     const Config *cfg = t->cfg;
     double vl, vb, start = ct_now_ms();
-    if (val_evaluate_with_stride(t->backend, &t->val, t->dist, cfg->train_seq_len, stride, &vl, &vb) != 0) return -1;
+    if (val_evaluate_with_stride(t->backend, &t->val, t->dist, config_seq_len(cfg), stride, &vl, &vb) != 0) return -1;
     const double eval_ms = ct_now_ms() - start;
     /* val_bpb is NaN by design when the data has no tokenizer tables */
     const int bad_loss = !isfinite(vl), bad_bpb = isinf(vb);
@@ -376,7 +376,7 @@ static int use_averaged_weights(Trainer *t, int validate) {
     }
     double vl, vb;
     fault_point_stage("ema_val", t->step);
-    if (val_evaluate(t->backend, &t->val, t->dist, cfg->train_seq_len, &vl, &vb) != 0)
+    if (val_evaluate(t->backend, &t->val, t->dist, config_seq_len(cfg), &vl, &vb) != 0)
         return ct_fail_prefix("validating the %s", used);
     printf("final val_loss %.4f", vl);
     if (!isnan(vb)) printf("  val_bpb %.4f", vb);
@@ -486,7 +486,7 @@ int train_run(Config *cfg) {
         if (val_load(cfg, &t.val_set, &t.val) != 0) goto fail;
         const char *bytes = val_bytes_source(&t.val);
         printf("val data:   %d file(s), %lld sequences of %lld%s%s (%s)\n", t.val_set.num_files,
-               (long long)t.val.num_seqs, (long long)cfg->train_seq_len, bytes ? ", val_bpb from its " : "",
+               (long long)t.val.num_seqs, (long long)config_seq_len(cfg), bytes ? ", val_bpb from its " : "",
                bytes ? bytes : "", cfg->val_files);
     }
     /* what the run's end needs is checked now, not after the last step (every rank alike) */
@@ -522,12 +522,12 @@ int train_run(Config *cfg) {
         goto fail;
     }
     if (backend_create(&t.backend, cfg, &t.st) != 0) goto fail;
-    t.backend->bos_id = t.train_set.files[0].bos_id; /* the SmearGate's mask (train_data.c checked it) */
+    t.backend->bos_id = t.train_set.files[0].bos_id; /* the SmearGate's mask, packing's cuts (train_data.c checked it) */
     printf("model: %lld parameters, %d layers, dim %d, %d heads / %d kv heads; device %s; world %d, accumulation "
            "%d x %d sequences of %lld\n",
            (long long)t.st.spec.total_floats, t.st.spec.num_layers, t.st.spec.dim, t.st.spec.num_heads,
            t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
-           (long long)cfg->train_seq_len);
+           (long long)config_seq_len(cfg));
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
     trainer_note_stack(&t);
     /* config.txt is written only once the run is known to go ahead, so a refused resume leaves

@@ -20,23 +20,35 @@
  * take seconds; only an HDF5 loop on damaged metadata takes this long. */
 #define DATA_CHECK_TIMEOUT_S 600.0
 
-/* smear_gate_enabled's mask needs the data's BOS token: every training and validation file must
- * record one, the same (the backend is given the first training file's). */
-static int check_smear_bos(const TokenSet *train, const TokenSet *val) {
-    const TokenFileInfo *first = &train->files[0];
-    if (first->bos_id < 0)
-        return ct_fail("smear_gate_enabled = 1: the training data '%s' records no bos_id (-1), and the SmearGate's "
-                       "mask needs its BOS token (import it with a bos_id, or set smear_gate_enabled = 0)",
-                       first->path);
-    for (int k = 0; k < 2; k++) {
-        const TokenSet *set = k ? val : train;
-        for (int i = 0; i < set->num_files; i++)
-            if (set->files[i].bos_id != first->bos_id)
-                return ct_fail("smear_gate_enabled = 1: '%s' has bos_id %lld but '%s' has %lld; the SmearGate's "
-                               "mask needs one BOS token for all of the data",
-                               set->files[i].path, (long long)set->files[i].bos_id, first->path,
-                               (long long)first->bos_id);
-    }
+/* The data's BOS token, which smear_gate_enabled's mask and doc_packing's cuts need: every file
+ * of both splits must record the same bos_id (the backend is given the first training file's; a
+ * file with -1 would silently make every row one document, or mix across documents). `key` is
+ * the setting that needs it, for the message. */
+static int check_data_bos(const char *key, const TokenSet *train, const TokenSet *val) {
+    const int64_t bos = train->files[0].bos_id;
+    const TokenSet *sets[2] = {train, val};
+    const char *names[2] = {"train_files", "val_files"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sets[k]->num_files; i++) {
+            const TokenFileInfo *f = &sets[k]->files[i];
+            if (f->bos_id < 0)
+                return ct_fail("%s: %s: '%s' records no bos_id (bos_id -1), but it needs the data's BOS token; import "
+                               "the data with its bos_id (`ctrain data import-bin --bos-id N`) or turn %s off",
+                               key, names[k], f->path, key);
+            if (f->bos_id != bos)
+                return ct_fail("%s: %s: '%s' records bos_id %lld but '%s' records %lld; expected one bos_id", key,
+                               names[k], f->path, (long long)f->bos_id, train->files[0].path, (long long)bos);
+        }
+    return 0;
+}
+
+/* Validation rows are packed rows of the training row's length: the split must hold one. */
+static int check_packed_val(const Config *cfg, const TokenSet *val) {
+    const int64_t row = config_seq_len(cfg);
+    if (val->num_files && val->total_tokens < row + 1)
+        return ct_fail("doc_packing = 1: val_files '%s' hold %lld tokens, fewer than one packed row of "
+                       "train_batch_tokens / grad_accum_slots + 1 = %lld",
+                       cfg->val_files, (long long)val->total_tokens, (long long)row + 1);
     return 0;
 }
 
@@ -78,7 +90,8 @@ static int open_data_here(const Config *cfg, TokenSet *train, TokenSet *val) {
             return -1;
         }
     }
-    if (cfg->smear_gate_enabled && check_smear_bos(train, val) != 0) {
+    if ((cfg->smear_gate_enabled && check_data_bos("smear_gate_enabled = 1", train, val) != 0) ||
+        (cfg->doc_packing && (check_data_bos("doc_packing = 1", train, val) != 0 || check_packed_val(cfg, val) != 0))) {
         data_free_set(train);
         data_free_set(val);
         return -1;

@@ -55,16 +55,43 @@ def xsa(y, v):
     return y - (y * vn).sum(dim=-1, keepdim=True) * vn
 
 
-def causal_attention(q, k, v):
-    # q: [B, H, T, hd]; k, v: [B, KV, T, hd]; query head h reads kv head h // (H / KV)
+def causal_attention(q, k, v, allowed=None):
+    # q: [B, H, T, hd]; k, v: [B, KV, T, hd]; query head h reads kv head h // (H / KV);
+    # allowed: [B, T, T] (query, key) for packed documents, None = causal over the row
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)
     T = q.shape[2]
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.ones(T, T, dtype=torch.bool).tril() if allowed is None else allowed[:, None]
     scores = scores.masked_fill(~mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
+
+
+def document_mask(inputs, bos, max_doc_len):
+    """docs/model.md, "Document packing": a row's documents start at its first token and at
+    every BOS; each is cut into chunks of max_doc_len tokens from its start. A query attends to
+    the keys at or before it in its own chunk: [B, T, T] block-diagonal causal."""
+    B, T = inputs.shape
+    pos = torch.arange(T)
+    starts = (inputs == bos) | (pos == 0)
+    doc = torch.cumsum(starts.long(), dim=1)  # document number of each position
+    doc_first = torch.zeros(B, T, dtype=torch.long)
+    for b in range(B):  # each position's document start
+        first = 0
+        for t in range(T):
+            if starts[b, t]:
+                first = t
+            doc_first[b, t] = first
+    chunk = (pos - doc_first) // max_doc_len
+    same = (doc[:, :, None] == doc[:, None, :]) & (chunk[:, :, None] == chunk[:, None, :])
+    return same & torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def data_bos_id(pattern):
+    """The training files' bos_id (the /tokens attribute; -1 when absent)."""
+    with h5py.File(sorted(glob.glob(pattern))[0], "r") as h:
+        return int(h["tokens"].attrs.get("bos_id", -1))
 
 
 # ---- late QAT (the record's CastedLinear with its QAT switch on) ----
@@ -100,7 +127,14 @@ class RefGPT:
         T, base, rtl = cfg["train_seq_len"], cfg["rope_base"], cfg.get("rope_train_seq_len", 0)
         if rtl > 0 and T > rtl:  # NTK-aware base scaling, as the record's Rotary
             base = base * ((T / rtl) ** (self.rd / (self.rd - 2)))
-        self.cos, self.sin = rope_tables(T, self.rd, base)
+        # document packing: one row per micro-batch, row-absolute RoPE positions 0 .. row-1 at
+        # train_seq_len's base; attention within documents (document_mask)
+        self.packing = bool(cfg.get("doc_packing", 0))
+        self.max_doc_len = cfg.get("max_doc_len", 0) or T
+        self.bos = data_bos_id(cfg["train_files"]) if self.packing else -1
+        self.row = cfg["train_batch_tokens"] // cfg["grad_accum_slots"] if self.packing else T
+        self.allowed = None
+        self.cos, self.sin = rope_tables(self.row, self.rd, base)
         self.ln_scale = bool(cfg.get("ln_scale", 0))
         self.xsa_from = self.L - cfg.get("xsa_last_n", 0)
         self.smear = bool(cfg.get("smear_gate", 0))
@@ -134,7 +168,7 @@ class RefGPT:
         v = (h @ self.w(f"blocks.{i}.attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         q = rope(rms_norm(q), self.cos, self.sin) * p("attn.q_gain").view(1, -1, 1, 1)
         k = rope(rms_norm(k), self.cos, self.sin)
-        y = causal_attention(q, k, v)
+        y = causal_attention(q, k, v, self.allowed)
         if i >= self.xsa_from:
             y = xsa(y, v)
         if self.attn_gate:  # each head's output times sigmoid(scale * W[h] . h[t, :gate_window])
@@ -168,6 +202,7 @@ class RefGPT:
         """The mean cross-entropy; training adds the multi-token-prediction heads' share: head k
         scores positions t < T-k-1 against targets[:, t+k+1], and the loss is main +
         mtp_loss_weight * (mean over heads of each head's mean cross-entropy)."""
+        self.allowed = document_mask(inputs, self.bos, self.max_doc_len) if self.packing else None
         x = self.embed(inputs)
         x0 = x
         skips = []
@@ -319,7 +354,7 @@ def train(cfg, params, stream, steps, start=0, state=None):
         if swa_count > 0:
             swa = {k: v.clone() for k, v in state["swa"].items()}
         model.qat = state["qat"]
-    slots, T = cfg["grad_accum_slots"], cfg["train_seq_len"]
+    slots, T = cfg["grad_accum_slots"], model.row  # a packed micro-batch is one row
     local = cfg["train_batch_tokens"] // slots
     span = local + 1
     losses = []

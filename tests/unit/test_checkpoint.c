@@ -622,16 +622,18 @@ static void load_refuses_changed_shape_key(void) {
 }
 
 /* A checkpoint an older ctrain wrote, before a SHAPE key existed (issue 56's model keys: the MLP
- * slope, the skip gates, the sparse attention gate's four, the 1.0611 SmearGate): the attributes absent from /config
- * (and the content checksum made again, as that ctrain made it without them). It verifies,
+ * slope, the skip gates, the sparse attention gate's four, the 1.0611 SmearGate, document
+ * packing's two): the attributes absent from /config (and the content checksum made again, as
+ * that ctrain made it without them). It verifies,
  * resumes as the keys' defaults (the model it trained), and refuses a configuration that turns
  * one of the features on, naming its key. */
 static void load_takes_absent_keys_as_default(void) {
     static const char *const absent[] = {"mlp_negative_slope",       "skip_gates_enabled",
                                          "sparse_attn_gate_enabled", "sparse_attn_gate_scale",
-                                         "sparse_attn_gate_init_std", "gate_window", "smear_gate_enabled"};
+                                         "sparse_attn_gate_init_std", "gate_window", "smear_gate_enabled",
+                                         "doc_packing",              "max_doc_len"};
     static const char *const turned_on[] = {NULL, "skip_gates_enabled", "sparse_attn_gate_enabled",
-                                            "smear_gate_enabled"};
+                                            "smear_gate_enabled", "doc_packing"};
     char *old = test_path("before_keys.h5");
     CHECK(copy_file(good_checkpoint(), old) == 0, "copy failed");
     hid_t f = open_rw(old);

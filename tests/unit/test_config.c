@@ -418,6 +418,35 @@ static void smear_gate_enabled_rejected(void) {
     CHECK(validate_pair("smear_gate_enabled=0", "smear_gate=1", 1) == 0, "%s", ct_error());
 }
 
+/* Document packing's keys (issue 56): max_doc_len held to [0, train_seq_len]; sliding-window
+ * validation refused with packing; the packed row is the micro-batch (config_seq_len). */
+static void doc_packing_keys(void) {
+    static const struct {
+        const char *a, *b, *expect;
+    } bad[] = {
+        {"max_doc_len=-1", NULL, "max_doc_len = -1: expected 0 (train_seq_len) or a segment length in [1, "},
+        {"max_doc_len=1025", "doc_packing=1", "max_doc_len = 1025"},
+        {"max_doc_len=1025", NULL, "train_seq_len = 1024"},
+        {"doc_packing=1", "eval_stride=64", "eval_stride = 64 with doc_packing = 1"},
+        {"doc_packing=2", NULL, "doc_packing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK((bad[i].b ? validate_pair(bad[i].a, bad[i].b, 1) : validate_with(bad[i].a, 1)) != 0 &&
+                  strstr(ct_error(), bad[i].expect),
+              "%s %s: %s", bad[i].a, bad[i].b ? bad[i].b : "", ct_error());
+    CHECK(validate_pair("doc_packing=1", "max_doc_len=1024", 1) == 0, "%s", ct_error());
+    CHECK(validate_pair("doc_packing=1", "max_doc_len=1", 1) == 0, "%s", ct_error());
+    Config c;
+    config_init(&c);
+    char *args[] = {"doc_packing=1", "train_batch_tokens=16384", "grad_accum_slots=4", "train_seq_len=512"};
+    CHECK(config_apply_args(&c, 4, args) == 0, "%s", ct_error());
+    CHECK(config_seq_len(&c) == 4096 && config_max_doc_len(&c) == 512, "seq %lld, max_doc_len %lld",
+          (long long)config_seq_len(&c), (long long)config_max_doc_len(&c));
+    c.doc_packing = 0;
+    CHECK(config_seq_len(&c) == 512, "unpacked seq %lld", (long long)config_seq_len(&c));
+    config_free(&c);
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -461,6 +490,7 @@ int main(void) {
     RUN(frontier_mlp_keys);
     RUN(sparse_attn_gate_keys_rejected);
     RUN(smear_gate_enabled_rejected);
+    RUN(doc_packing_keys);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();
