@@ -177,6 +177,7 @@ static int diff_position(const CkptMeta *a, const CkptMeta *b) {
         {"loader stream_tokens", a->cursor.stream_tokens, b->cursor.stream_tokens},
         {"swa count", a->swa_count, b->swa_count},
         {"qat active", a->qat_active, b->qat_active},
+        {"loop active", a->loop_active, b->loop_active},
     };
     int differ = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)

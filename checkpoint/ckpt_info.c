@@ -71,6 +71,10 @@ static void print_summary(const char *path, const CkptMeta *m) {
         printf("qat:            %s (qat_enabled %lld, late_qat %lld, qat_threshold %g)\n",
                m->qat_active ? "active" : "not active yet", (long long)c->qat_enabled, (long long)c->late_qat,
                c->qat_threshold);
+    if (m->optional.loop)
+        printf("layer_loop:     %s (num_loops %lld, blocks %lld..%lld, enable_looping_at %g)\n",
+               m->loop_active ? "active" : "not active yet", (long long)c->num_loops, (long long)c->loop_start,
+               (long long)c->loop_end, c->enable_looping_at);
     printf("metrics:       ");
     if (!m->num_extras) printf(" (none)");
     for (int i = 0; i < m->num_extras; i++) printf(" %s = %.9g%s", m->extra_names[i], m->extra_values[i],

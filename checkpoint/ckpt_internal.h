@@ -40,9 +40,10 @@ typedef enum {
 
 /* The optional state a checkpoint holds, decided by its configuration (the run's when writing,
  * the file's own /config when reading): /ema with ema_enabled, /swa with SWA
- * (train_state_has_swa), /qat with qat_enabled or late_qat. Files without them are as before. */
+ * (train_state_has_swa), /qat with qat_enabled or late_qat, /loop with num_loops > 0 (depth
+ * recurrence's switch). Files without them are as before. */
 typedef struct {
-    int ema, swa, qat;
+    int ema, swa, qat, loop;
 } CkptOptional;
 CkptOptional ckpt_optional(const Config *cfg);
 
@@ -120,6 +121,7 @@ typedef struct {
     CkptOptional optional; /* the optional state /config says the file holds */
     int64_t swa_count;     /* /swa attribute count (0 without /swa) */
     int64_t qat_active;    /* /qat attribute active (0 without /qat) */
+    int64_t loop_active;   /* /loop attribute active (0 without /loop) */
     LoaderCursor cursor;
     int num_files;
     char **files;

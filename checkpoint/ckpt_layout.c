@@ -9,7 +9,8 @@
 #include "common.h"
 
 CkptOptional ckpt_optional(const Config *cfg) {
-    CkptOptional opt = {cfg->ema_enabled != 0, train_state_has_swa(cfg), cfg->qat_enabled || cfg->late_qat};
+    CkptOptional opt = {cfg->ema_enabled != 0, train_state_has_swa(cfg), cfg->qat_enabled || cfg->late_qat,
+                        cfg->num_loops > 0};
     return opt;
 }
 

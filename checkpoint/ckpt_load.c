@@ -143,6 +143,7 @@ static int read_tensors(hid_t file, const char *path, const CkptMeta *m, TrainSt
     memset(st->momentum, 0, total * sizeof(float));
     st->swa_count = m->swa_count;
     st->qat_active = (int)m->qat_active;
+    st->loop_active = (int)m->loop_active;
     CkptTensor *list;
     int n, rc = 0;
     ckpt_tensor_list(spec, m->optional, &list, &n);

@@ -327,7 +327,9 @@ int ckpt_meta_read(hid_t file, const char *path, CkptMeta *m) {
     if ((m->optional.swa &&
          read_optional_attr(file, path, "/swa", "swa_enabled = 1", "count", INT64_MAX, &m->swa_count) != 0) ||
         (m->optional.qat &&
-         read_optional_attr(file, path, "/qat", "qat_enabled or late_qat = 1", "active", 1, &m->qat_active) != 0))
+         read_optional_attr(file, path, "/qat", "qat_enabled or late_qat = 1", "active", 1, &m->qat_active) != 0) ||
+        (m->optional.loop &&
+         read_optional_attr(file, path, "/loop", "num_loops > 0", "active", 1, &m->loop_active) != 0))
         return -1;
     hid_t optim = open_group(file, path, "/optimizer");
     if (optim < 0) return -1;

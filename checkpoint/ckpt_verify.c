@@ -139,6 +139,7 @@ int ckpt_check_structure(hid_t file, const char *path, const CkptMeta *m, const 
     if (m->optional.ema) add_expected(&expected, &cap, "/ema", 0);
     if (m->optional.swa) add_expected(&expected, &cap, "/swa", 0);
     if (m->optional.qat) add_expected(&expected, &cap, "/qat", 0);
+    if (m->optional.loop) add_expected(&expected, &cap, "/loop", 0);
     CkptTensor *list;
     int n;
     ckpt_tensor_list(&m->spec, m->optional, &list, &n);

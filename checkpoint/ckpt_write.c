@@ -135,6 +135,11 @@ static int write_optional(hid_t file, const TrainState *st, CkptOptional opt, co
         if (qat < 0 || ct_h5_attr_write_i64(qat, "active", st->qat_active) != 0) rc = -1;
         if (qat >= 0) H5Gclose(qat);
     }
+    if (rc == 0 && opt.loop) {
+        hid_t loop = create_group(file, "loop");
+        if (loop < 0 || ct_h5_attr_write_i64(loop, "active", st->loop_active) != 0) rc = -1;
+        if (loop >= 0) H5Gclose(loop);
+    }
     return rc;
 }
 
@@ -330,6 +335,8 @@ static int check_request(const Config *cfg, const TrainState *st, const Checkpoi
         return ct_fail("swa_count %lld: expected a count >= 0 (0 without SWA)", (long long)st->swa_count);
     if (st->qat_active != 0 && (st->qat_active != 1 || !opt.qat))
         return ct_fail("qat_active %d: expected 0 or 1, and 0 unless qat_enabled or late_qat is set", st->qat_active);
+    if (st->loop_active != 0 && (st->loop_active != 1 || !opt.loop))
+        return ct_fail("loop_active %d: expected 0 or 1, and 0 unless num_loops > 0", st->loop_active);
     return check_finite(st, opt, info);
 }
 

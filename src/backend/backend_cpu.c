@@ -21,6 +21,11 @@
 
 enum { LOGITS_CHUNK = 256 };
 
+/* Whether run `run` of `plan` is of a block with XSA. */
+static int run_xsa(const ModelSpec *s, const BlockPlan *plan, int run) {
+    return plan->runs[run].block >= s->xsa_first_layer;
+}
+
 /* Every activation and work buffer, in one list (backend_common.h: sized, then carved). */
 static void layout(CpuBackend *cb, BackendArena *a) {
     const ModelSpec *s = &cb->base.state->spec;
@@ -33,7 +38,9 @@ static void layout(CpuBackend *cb, BackendArena *a) {
     cb->rstdf = BACKEND_TAKE_FLOATS(a, N, NULL);
     cb->losses = BACKEND_TAKE_FLOATS(a, N, NULL);
     const size_t stats = cpu_attention_stats_floats(B, T, s->num_heads);
-    for (int l = 0; l < s->num_layers; l++) {
+    /* one set per run of the longer (looped) plan: a block that runs again keeps each run's
+     * tensors for the backward; XSA's output where either plan runs an XSA block there */
+    for (int l = 0; l < model_max_runs(s); l++) {
         CpuLayerActs *y = &cb->layers[l];
         y->x_in = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->xm = BACKEND_TAKE_FLOATS(a, N * D, NULL);
@@ -45,7 +52,9 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->q = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->k = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
         y->y = BACKEND_TAKE_FLOATS(a, N * D, NULL);
-        y->y_xsa = l >= s->xsa_first_layer ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
+        y->y_xsa = run_xsa(s, &s->plan_looped, l) || (l < s->plan_plain.num_runs && run_xsa(s, &s->plan_plain, l))
+                       ? BACKEND_TAKE_FLOATS(a, N * D, NULL)
+                       : NULL;
         y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)s->num_heads, NULL) : NULL;
         y->y_gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
         y->stats = BACKEND_TAKE_FLOATS(a, stats, NULL);
@@ -91,8 +100,11 @@ static void layout(CpuBackend *cb, BackendArena *a) {
 int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     if (cfg->threads > 0) omp_set_num_threads((int)cfg->threads);
     cpu_blas_prepare();
-    CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
     const ModelSpec *s = &st->spec;
+    if (cfg->parallel_start_layer > 0)
+        return ct_fail("parallel_start_layer = %lld: parallel residual lanes are not implemented on the CPU backend "
+                       "yet; use parallel_start_layer = 0", (long long)cfg->parallel_start_layer);
+    CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
     /* doc_packing: one row of the micro-batch's tokens (config_seq_len), cut into documents */
     int T = (int)config_seq_len(cfg);
     int B = (int)(config_local_tokens(cfg) / T);
@@ -111,7 +123,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
         cb->seg_start = ct_calloc(N, sizeof(int32_t), "segment starts");
         cb->max_doc_len = config_max_doc_len(cfg);
     }
-    cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CpuLayerActs), "layer activations");
+    cb->layers = ct_calloc((size_t)model_max_runs(s), sizeof(CpuLayerActs), "layer activations");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(float *), "skip gradients");
     int threads = omp_get_max_threads();
     char core[200], wait[160];
@@ -198,7 +210,7 @@ static float *G(CpuBackend *cb, int layer, int which) {
 }
 
 /* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
-static const float *proj_input(const CpuLayerActs *a) { return a->y_gate ? a->y_gate : a->y_xsa ? a->y_xsa : a->y; }
+static const float *proj_input(const CpuLayerActs *a, int xsa) { return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y; }
 
 /* Forward through embeddings and blocks for B sequences; leaves the final normed x in cb->xf. */
 static int forward_blocks(CpuBackend *cb, int B) {
@@ -236,13 +248,15 @@ static int forward_blocks(CpuBackend *cb, int B) {
     }
     const float *x = cb->x0;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
-    for (int l = 0; l < s->num_layers; l++) {
-        CpuLayerActs *a = &cb->layers[l];
-        int dec = l - s->num_encoder; /* decoder index, < 0 for encoder blocks */
-        if (dec >= 0 && dec < s->num_skip) {
-            /* U-Net skip: x + skip_weights[dec] * output of encoder block (num_encoder-1-dec);
+    const BlockPlan *plan = model_plan(s, st->loop_active);
+    for (int run = 0; run < plan->num_runs; run++) {
+        CpuLayerActs *a = &cb->layers[run];
+        const int l = plan->runs[run].block, xsa = run_xsa(s, plan, run);
+        const int dec = plan->runs[run].skip_row; /* skip row, < 0 for none */
+        if (dec >= 0) {
+            /* U-Net skip: x + skip_weights[dec] * output of the run the plan pairs it with;
              * with skip gates lerp(skip_weights[dec] * skip, x, sigmoid(skip_gates[dec])) */
-            const float *skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+            const float *skip = cb->layers[plan->runs[run].skip_source].x_out;
             if (s->skip_gates >= 0)
                 cpu_skip_gate_forward(a->x_in, x, skip, skip_w + (size_t)dec * D,
                                       st->params + s->params[s->skip_gates].offset + (size_t)dec * D, N, D);
@@ -264,12 +278,12 @@ static int forward_blocks(CpuBackend *cb, int B) {
                                  s->rope_dims);
         cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, cb->seg_start, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
                               cb->attn_scratch, cb->attn_scratch_floats);
-        if (a->y_xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
+        if (xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
         if (a->y_gate) /* the sparse gate on each head's output (after XSA), from a_in's first channels */
-            cpu_head_gate_forward(a->y_gate, a->gate, a->y_xsa ? a->y_xsa : a->y, a->a_in,
+            cpu_head_gate_forward(a->y_gate, a->gate, xsa ? a->y_xsa : a->y, a->a_in,
                                   weights_of(cb, model_attn_gate(s, l)), N, s->num_heads, s->head_dim, s->gate_window,
                                   s->gate_scale);
-        cpu_linear_forward(a->ao, proj_input(a), P(cb, l, BLK_PROJ), N, D, D);
+        cpu_linear_forward(a->ao, proj_input(a, xsa), P(cb, l, BLK_PROJ), N, D, D);
         cpu_scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
         if (s->ln_scale) cpu_scale(a->m_in, ln, (size_t)N * D);
@@ -392,19 +406,20 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     cpu_zero(dx, ND);
-    cpu_rmsnorm_backward(dx, cb->dD1, cb->layers[s->num_layers - 1].x_out, cb->rstdf, N, D);
+    const BlockPlan *plan = model_plan(s, st->loop_active);
+    cpu_rmsnorm_backward(dx, cb->dD1, cb->layers[plan->num_runs - 1].x_out, cb->rstdf, N, D);
     cpu_zero(cb->dx0, ND);
     for (int j = 0; j < s->num_skip; j++) cpu_zero(cb->dskip[j], ND);
     float *dskip_w = st->grads + s->params[s->skip_weights].offset;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
 
-    for (int l = s->num_layers - 1; l >= 0; l--) {
-        CpuLayerActs *a = &cb->layers[l];
-        /* dx holds dL/d(x_out). An encoder block whose output fed a skip also gets that path. */
-        int skip_user = s->num_encoder - 1 - l; /* decoder index that popped this block's output */
-        if (l < s->num_encoder && skip_user < s->num_skip) {
-            cpu_add_into(dx, cb->dskip[skip_user], ND);
-        }
+    for (int run = plan->num_runs - 1; run >= 0; run--) {
+        CpuLayerActs *a = &cb->layers[run];
+        const int l = plan->runs[run].block, xsa = run_xsa(s, plan, run);
+        /* dx holds dL/d(x_out). An encoder run whose output fed a skip also gets that path (its
+         * decoder run, later in the plan, has been through already). */
+        for (int j = plan->num_encoder; j < plan->num_runs; j++)
+            if (plan->runs[j].skip_source == run) cpu_add_into(dx, cb->dskip[plan->runs[j].skip_row], ND);
         /* x_out = x1 + mlp_scale * mo; dx keeps being dL/d(x1) for the residual path */
         cpu_zero(cb->dD1, ND);
         cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
@@ -420,17 +435,17 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         cpu_zero(cb->dD1, ND);
         cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
         cpu_zero(cb->dD2, ND);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, proj_input(a), P(cb, l, BLK_PROJ), N, D, D);
+        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, proj_input(a, xsa), P(cb, l, BLK_PROJ), N, D, D);
         const ParamInfo *gate_w = model_attn_gate(s, l);
         if (gate_w) /* through the sparse gate, in place: dD2 becomes dL/d(its input); dz kept for d a_in */
             cpu_head_gate_backward(cb->dD2, cb->gate_dz, st->grads + gate_w->offset, cb->dD2,
-                                   a->y_xsa ? a->y_xsa : a->y, a->gate, a->a_in, N, s->num_heads, s->head_dim,
+                                   xsa ? a->y_xsa : a->y, a->gate, a->a_in, N, s->num_heads, s->head_dim,
                                    s->gate_window, s->gate_scale);
         cpu_zero(cb->dq, ND);
         cpu_zero(cb->dk, (size_t)N * KV);
         cpu_zero(cb->dv, (size_t)N * KV);
         float *dy = cb->dD2; /* dL/d(attention output) */
-        if (a->y_xsa) {      /* through XSA: to y, and to v via its unit vector */
+        if (xsa) {           /* through XSA: to y, and to v via its unit vector */
             cpu_zero(cb->dD1, ND);
             cpu_xsa_backward(cb->dD1, cb->dv, cb->dD2, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
             dy = cb->dD1;
@@ -459,23 +474,24 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         float *t = dx;
         dx = dx_alt;
         dx_alt = t;
-        /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip (gated: the
+        /* x_in = x_prev + skip_weights[dec] * skip for decoder runs with a skip (gated: the
          * lerp, whose x_prev gradient is a new buffer) */
-        int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip && s->skip_gates >= 0) {
+        const int dec = plan->runs[run].skip_row;
+        const float *skip = dec >= 0 ? cb->layers[plan->runs[run].skip_source].x_out : NULL;
+        if (dec >= 0 && s->skip_gates >= 0) {
             const size_t row = (size_t)dec * D, gates = s->params[s->skip_gates].offset;
             cpu_zero(dx_alt, ND);
             cpu_skip_gate_backward(dx_alt, cb->dskip[dec], dskip_w + row, st->grads + gates + row, dx,
-                                   l > 0 ? cb->layers[l - 1].x_out : cb->x0, cb->layers[s->num_encoder - 1 - dec].x_out,
-                                   skip_w + row, st->params + gates + row, N, D);
+                                   run > 0 ? cb->layers[run - 1].x_out : cb->x0, skip, skip_w + row, st->params + gates + row, N, D);
             t = dx;
             dx = dx_alt;
             dx_alt = t;
-        } else if (dec >= 0 && dec < s->num_skip) {
-            cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx,
-                                cb->layers[s->num_encoder - 1 - dec].x_out, skip_w + (size_t)dec * D, N, D);
+        } else if (dec >= 0) {
+            cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx, skip, skip_w + (size_t)dec * D,
+                                    N, D);
         }
-        if (backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
+        /* a block's gradients are final once its first run is through (model.h) */
+        if (model_plan_first_run(plan, run) && backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
     }
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
      * resid_mix (dx0) */

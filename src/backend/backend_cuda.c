@@ -220,6 +220,11 @@ static void cuda_destroy(Backend *b) {
 
 /* The model shapes the kernels cover, with the message for the first that is not. */
 static int check_model(const ModelSpec *s, const Config *cfg) {
+    /* (config_validate refuses device=cuda with these; device=auto that found a GPU lands here) */
+    if (s->num_loops > 0 || cfg->parallel_start_layer > 0)
+        return ct_fail("%s = %lld: not implemented on device=cuda yet; use device=cpu",
+                       s->num_loops > 0 ? "num_loops" : "parallel_start_layer",
+                       (long long)(s->num_loops > 0 ? cfg->num_loops : cfg->parallel_start_layer));
     for (int i = 0; cfg->muon_row_normalize && i < s->num_params; i++)
         if (s->params[i].group == PARAM_MATRIX && s->params[i].shape[1] > CUDA_MUON_ROW_NORM_MAX_COLS)
             return ct_fail("device = cuda: muon_row_normalize = 1 with %s's rows of %lld elements: the CUDA kernel "

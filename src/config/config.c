@@ -356,6 +356,33 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->mlp_negative_slope >= 0 && c->mlp_negative_slope < 1,
             "mlp_negative_slope = %.15g: expected in [0, 1) (0 = relu^2; the 1.0611 record uses 0.5)",
             c->mlp_negative_slope);
+    /* (bounded before the plan's int arithmetic sees them) */
+    REQUIRE(c->num_loops >= 0 && c->num_loops <= 1024, "num_loops = %lld: expected in [0, 1024] (0 = no depth recurrence)",
+            (long long)c->num_loops);
+    REQUIRE(c->loop_start >= 0 && c->loop_end >= 0 && c->loop_start < c->num_layers && c->loop_end < c->num_layers,
+            "loop_start = %lld, loop_end = %lld: expected block indices in [0, num_layers = %lld)",
+            (long long)c->loop_start, (long long)c->loop_end, (long long)c->num_layers);
+    REQUIRE(c->parallel_start_layer >= 0 && c->parallel_start_layer < c->num_layers,
+            "parallel_start_layer = %lld: expected 0 (off) or a block index below num_layers = %lld",
+            (long long)c->parallel_start_layer, (long long)c->num_layers);
+    {
+        const BlockPlanSettings plan = config_block_plan_settings(c);
+        if (block_plan_check(&plan) != 0) return -1;
+    }
+    /* the CUDA step walks the plain U-Net only so far (issue 56: the CPU backend walks the plans);
+     * refused here, before a GPU is looked for */
+    REQUIRE(strcmp(c->device, "cuda") || c->num_loops == 0,
+            "num_loops = %lld: depth recurrence is not implemented on device=cuda yet; use device=cpu",
+            (long long)c->num_loops);
+    REQUIRE(strcmp(c->device, "cuda") || c->parallel_start_layer == 0,
+            "parallel_start_layer = %lld: parallel residual lanes are not implemented on device=cuda yet; use "
+            "device=cpu", (long long)c->parallel_start_layer);
+    REQUIRE(c->enable_looping_at >= 0 && c->enable_looping_at <= 1,
+            "enable_looping_at = %.15g: expected in [0, 1] (the training progress at which depth recurrence "
+            "switches on)", c->enable_looping_at);
+    REQUIRE(!strcmp(c->parallel_final_lane, "mean") || !strcmp(c->parallel_final_lane, "attn") ||
+                !strcmp(c->parallel_final_lane, "mlp"),
+            "parallel_final_lane = '%s': expected mean, attn or mlp", c->parallel_final_lane);
     REQUIRE(c->mtp_loss_weight >= 0, "mtp_loss_weight = %g: expected >= 0 (0 = the heads get no gradient)",
             c->mtp_loss_weight);
     REQUIRE(c->rope_base > 0, "rope_base = %g: expected > 0", c->rope_base);
@@ -495,6 +522,12 @@ int config_uses_nccl(const Config *cfg, int world_size) {
 }
 
 int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }
+
+BlockPlanSettings config_block_plan_settings(const Config *c) {
+    BlockPlanSettings s = {(int)c->num_layers, (int)c->num_loops, (int)c->loop_start, (int)c->loop_end,
+                           (int)c->parallel_start_layer};
+    return s;
+}
 int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens / cfg->grad_accum_slots; }
 
 int64_t config_seq_len(const Config *cfg) { return cfg->doc_packing ? config_local_tokens(cfg) : cfg->train_seq_len; }

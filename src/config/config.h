@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "block_plan.h"
 #include "config_keys.h"
 
 typedef enum { CT_KEY_INT, CT_KEY_FLOAT, CT_KEY_BOOL, CT_KEY_STR } ConfigKeyType;
@@ -114,6 +115,8 @@ void config_print_markdown(FILE *out);
 int config_uses_nccl(const Config *cfg, int world_size);
 /* Derived geometry, valid after config_validate. */
 int64_t config_head_dim(const Config *cfg);
+/* The block plan's settings (block_plan.h) from the keys of the same names. */
+BlockPlanSettings config_block_plan_settings(const Config *cfg);
 int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-step */
 /* The sequence length the backends run on: train_seq_len, or with doc_packing the whole
  * micro-batch row (config_local_tokens; one sequence per micro-batch, cut into documents by the

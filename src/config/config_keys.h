@@ -55,6 +55,16 @@
       "MLP activation leaky_relu(h, s)^2 with this negative slope s in [0, 1) (the 1.0611 record: 0.5); 0 = relu^2") \
     X(skip_gates_enabled, BOOL, "0", "model", SHAPE,                                               \
       "sigmoid gates on the U-Net skips: x = lerp(skip_weights*skip, x, sigmoid(skip_gates)) instead of x + skip_weights*skip") \
+    X(num_loops, INT, "0", "model", SHAPE,                                                         \
+      "depth recurrence: blocks loop_start..loop_end run num_loops more times once looping is on (docs/model.md, \"Depth recurrence\"); 0 = off") \
+    X(loop_start, INT, "0", "model", SHAPE, "depth recurrence: the first block that runs again (num_loops > 0)") \
+    X(loop_end, INT, "0", "model", SHAPE, "depth recurrence: the last block that runs again, included (num_loops > 0)") \
+    X(enable_looping_at, FLOAT, "0", "model", FREE,                                                \
+      "depth recurrence switches on for good at the first step whose training progress (progress_clock's) is >= this, in [0, 1]") \
+    X(parallel_start_layer, INT, "0", "model", SHAPE,                                              \
+      "parallel residual lanes: decoder runs of blocks >= this run as two lanes (docs/model.md); 0 = off") \
+    X(parallel_final_lane, STR, "mean", "model", SHAPE,                                            \
+      "parallel residual lanes: what leaves the last block: mean (of both lanes) | attn (lane 0) | mlp (lane 1)") \
     /* batch geometry */                                                                           \
     X(train_batch_tokens, INT, "524288", "batch", SHAPE, "tokens per optimizer step (all ranks)")   \
     X(train_seq_len, INT, "1024", "batch", SHAPE, "sequence length of training and validation")    \

@@ -43,7 +43,12 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->hidden = (int)(c->mlp_mult * (double)s->dim); /* the record's int(mlp_mult * dim) */
     s->num_encoder = s->num_layers / 2;
     s->num_decoder = s->num_layers - s->num_encoder;
-    s->num_skip = s->num_encoder < s->num_decoder ? s->num_encoder : s->num_decoder;
+    const BlockPlanSettings plan = config_block_plan_settings(c);
+    if (block_plan_check(&plan) != 0) return -1;
+    s->num_loops = (int)c->num_loops;
+    s->num_skip = block_plan_skip_rows(&plan); /* with num_loops = 0: min(num_encoder, num_decoder) */
+    block_plan_build(&s->plan_plain, &plan, 0);
+    block_plan_build(&s->plan_looped, &plan, s->num_loops > 0);
     s->tied = c->tie_embeddings != 0;
     s->softcap = (float)c->logit_softcap;
     s->rope_base = (float)c->rope_base;
@@ -143,6 +148,8 @@ int model_spec_init(ModelSpec *s, const Config *c) {
 
 void model_spec_free(ModelSpec *s) {
     free(s->params);
+    block_plan_free(&s->plan_plain);
+    block_plan_free(&s->plan_looped);
     memset(s, 0, sizeof *s);
 }
 
@@ -154,13 +161,33 @@ const ParamInfo *model_find_param(const ModelSpec *s, const char *name) {
     return NULL;
 }
 
+int model_plan_first_run(const BlockPlan *p, int run) {
+    for (int i = 0; i < run; i++)
+        if (p->runs[i].block == p->runs[run].block) return 0;
+    return 1;
+}
+
+/* The block of the last first run at or before the plan's first decoder run: the backward has
+ * passed every decoder run when it reports that block's stage. */
+static int skip_stage_block(const BlockPlan *p) {
+    int block = 0;
+    for (int i = 0; i <= p->num_encoder && i < p->num_runs; i++)
+        if (model_plan_first_run(p, i)) block = p->runs[i].block;
+    return block;
+}
+
+int model_skip_stage_block(const ModelSpec *s) {
+    const int plain = skip_stage_block(&s->plan_plain), looped = skip_stage_block(&s->plan_looped);
+    return plain < looped ? plain : looped; /* the lower block's stage comes later */
+}
+
 int model_grad_ready_stage(const ModelSpec *s, int param) {
     if (param == s->tok_emb || param == s->bigram_scale || param == s->bigram_embed || param == s->bigram_proj ||
         param == s->smear || param == s->smear_gate_w || param == s->smear_lambda)
         return model_grad_num_stages(s) - 1;
     if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
-    if (param == s->skip_weights || param == s->skip_gates) return model_grad_stage_of_block(s, s->num_encoder);
+    if (param == s->skip_weights || param == s->skip_gates) return model_grad_stage_of_block(s, model_skip_stage_block(s));
     if (s->first_attn_gate >= 0 && param >= s->first_attn_gate && param < s->first_attn_gate + s->num_layers)
         return model_grad_stage_of_block(s, param - s->first_attn_gate);
     return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);

@@ -35,7 +35,12 @@ enum { BLK_C_Q, BLK_C_K, BLK_C_V, BLK_PROJ, BLK_Q_GAIN, BLK_FC, BLK_MLP_PROJ, BL
 
 typedef struct {
     int vocab, num_layers, dim, num_heads, num_kv_heads, head_dim, kv_dim, hidden;
-    int num_encoder, num_decoder, num_skip;
+    int num_encoder, num_decoder, num_skip; /* of the plain plan; num_skip: block_plan_skip_rows */
+    /* the block run order (block_plan.h): plain (depth recurrence off, or not switched on yet)
+     * and looped (num_loops > 0; the same list as plain when num_loops = 0). A backend walks the
+     * one model_plan(spec, state->loop_active) gives. */
+    int num_loops;
+    BlockPlan plan_plain, plan_looped;
     int tied;
     float softcap, rope_base, qk_gain_init, tied_embed_init_std;
     /* the record stack (docs/model.md, "Record features"); each 0 when off */
@@ -78,6 +83,13 @@ typedef struct {
 int model_spec_init(ModelSpec *spec, const Config *cfg);
 void model_spec_free(ModelSpec *spec);
 
+/* The plan a pass walks: the looped one once depth recurrence is on (TrainState.loop_active). */
+static inline const BlockPlan *model_plan(const ModelSpec *s, int loop_active) {
+    return loop_active && s->num_loops > 0 ? &s->plan_looped : &s->plan_plain;
+}
+/* The most runs either plan has (what a backend sizes its per-run activations for). */
+static inline int model_max_runs(const ModelSpec *s) { return s->plan_looped.num_runs; }
+
 /* The factor block `layer`'s RMSNorm outputs are multiplied by (ln_scale), 1 when off. */
 static inline float model_ln_scale(const ModelSpec *s, int layer) {
     return s->ln_scale ? 1.0f / sqrtf((float)(layer + 1)) : 1.0f;
@@ -118,16 +130,25 @@ int model_param_torch_ndim(const ParamInfo *p);
  * GPU job can start reducing those gradients while the rest of the backward runs):
  *   stage 0                    the output layer (logits): lm_head when untied, and the
  *                              multi-token-prediction heads
- *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; skip_weights
- *                              and skip_gates after the last decoder block that uses them, block
- *                              num_encoder; its sparse attention gate, which is not among the ten,
- *                              with it)
+ *   stage 1 + (L - 1 - l)      block l, for l = L-1 down to 0 (its ten parameters; its sparse
+ *                              attention gate, which is not among the ten, with it). The backward
+ *                              walks the plan's runs in reverse and reports block l's stage when
+ *                              it has passed block l's FIRST run (with depth recurrence a block
+ *                              runs more than once, and its gradient sums over all its runs);
+ *                              first runs come in block order in both plans (block_plan.h), so the
+ *                              stages still come in this order. skip_weights and skip_gates: the
+ *                              stage reported after the first decoder run (the last to use them)
+ *                              in either plan, the later of the two (model_skip_stage_block)
  *   stage L + 1                the embedding: tok_emb (tied: also the output layer's share),
  *                              and the bigram embedding and smear gate when the model has them
  * model_grad_ready_stage gives the stage after which parameter `param`'s gradient is final. */
 static inline int model_grad_num_stages(const ModelSpec *s) { return s->num_layers + 2; }
 static inline int model_grad_stage_of_block(const ModelSpec *s, int layer) { return s->num_layers - layer; }
 int model_grad_ready_stage(const ModelSpec *spec, int param);
+/* Run `run` of `plan` is its block's first run (where the backward reports the block's stage). */
+int model_plan_first_run(const BlockPlan *plan, int run);
+/* The block whose stage makes skip_weights and skip_gates final (see above). */
+int model_skip_stage_block(const ModelSpec *spec);
 
 /* Deterministic initialisation as train_gpt.py's GPT.__init__ (distributions, not torch's
  * bits): tok_emb N(0, tied_embed_init_std) when tied (N(0, 1), nn.Embedding's default, when

@@ -25,6 +25,9 @@ typedef struct {
     /* Late QAT's switch: once on, the training forward fake-quantizes the linear layers' weights
      * (qat_enabled: on from step 0). Part of the state so that a resume continues exactly. */
     int qat_active;
+    /* Depth recurrence's switch (num_loops > 0): once on, the passes walk the looped block plan
+     * (model_plan). Checkpointed (/loop) as qat_active, so a resume continues exactly. */
+    int loop_active;
 } TrainState;
 
 /* Allocate every buffer (zeroed) and initialise the weights from cfg->seed; with ema_enabled

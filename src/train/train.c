@@ -314,6 +314,18 @@ static int train_loop(Trainer *t) {
             t->st.qat_active = 1;
             printf("late_qat:enabled step:%lld scale:%.4f\n", (long long)t->step, scale);
         }
+        /* depth recurrence switches on for good at the top of the first step whose progress
+         * reaches enable_looping_at (that step already loops), as the 1.0611 record */
+        if (cfg->num_loops > 0 && !t->st.loop_active) {
+            const double frac = wallclock_progress ? progress_wallclock(elapsed_ms, max_wallclock_ms)
+                                                   : progress_steps(t->step, cfg->iterations);
+            if (frac >= cfg->enable_looping_at) {
+                t->st.loop_active = 1;
+                char plan[1024];
+                block_plan_describe(&t->st.spec.plan_looped, plan, sizeof plan);
+                printf("layer_loop:enabled step:%lld frac:%.3f %s\n", (long long)t->step, frac, plan);
+            }
+        }
         double train_loss = 0, grad_norm = 0;
         const int continues = stop_continues();
         const int64_t swa_before = t->st.swa_count;
@@ -500,6 +512,7 @@ int train_run(Config *cfg) {
     /* QAT from the start, or late QAT's switch as the checkpoint left it (off when neither key
      * is set any more) */
     t.st.qat_active = cfg->qat_enabled || (cfg->late_qat && t.st.qat_active);
+    t.st.loop_active = cfg->num_loops > 0 && t.st.loop_active; /* depth recurrence's switch, likewise */
     unsigned end_left = trainer_end_asked(&t); /* the parts of the run's end still to do */
     if (t.step > 0 && t.step >= cfg->iterations) {
         /* a requeue or a rerun of a run whose steps are done: finished, or its end goes on */
@@ -529,6 +542,13 @@ int train_run(Config *cfg) {
            t.st.spec.num_kv_heads, t.backend->name, t.world, t.accum, t.backend->micro_batch_seqs,
            (long long)config_seq_len(cfg));
     if (t.backend->detail[0]) printf("%s backend: %s\n", t.backend->name, t.backend->detail);
+    if (cfg->num_loops > 0) { /* both block plans, in the record's format */
+        char plain[1024], looped[1024];
+        block_plan_describe(&t.st.spec.plan_plain, plain, sizeof plain);
+        block_plan_describe(&t.st.spec.plan_looped, looped, sizeof looped);
+        printf("layer_loop: %s from progress %g (before: %s)%s\n", looped, cfg->enable_looping_at, plain,
+               t.st.loop_active ? "; active" : "");
+    }
     trainer_note_stack(&t);
     /* config.txt is written only once the run is known to go ahead, so a refused resume leaves
      * the earlier run's files as they were; it ends with the stack the run's bits depend on */

@@ -148,6 +148,11 @@ class RefGPT:
         if self.smear_bos:  # its mask: the training data's bos_id attribute
             with h5py.File(sorted(glob.glob(cfg["train_files"]))[0], "r") as h:
                 self.bos_id = int(h["tokens"].attrs["bos_id"])
+        # depth recurrence (docs/model.md): blocks loop_start..loop_end run num_loops more times
+        # once self.loop is on (train() switches it at enable_looping_at)
+        n, a, b = cfg.get("num_loops", 0), cfg.get("loop_start", 0), cfg.get("loop_end", 0)
+        self.looped = list(range(a)) + list(range(a, b + 1)) * (n + 1) + list(range(b + 1, self.L))
+        self.loop = False
 
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
@@ -206,16 +211,21 @@ class RefGPT:
         x = self.embed(inputs)
         x0 = x
         skips = []
-        for i in range(self.enc):
+        runs = self.looped if self.loop else list(range(self.L))
+        enc = len(runs) // 2
+        rows = self.p["skip_weights"].shape[0]
+        for i in runs[:enc]:
             x = self.block(i, x, x0)
             skips.append(x)
-        for j in range(self.dec):
-            if skips and self.skip_gates:  # g weights the decoder stream, 1 - g the weighted skip
+        for j, i in enumerate(runs[enc:]):
+            if j >= rows:
+                pass
+            elif skips and self.skip_gates:  # g weights the decoder stream, 1 - g the weighted skip
                 g = torch.sigmoid(self.p["skip_gates"][j])
                 x = g * x + (1 - g) * (self.p["skip_weights"][j] * skips.pop())
             elif skips:
                 x = x + self.p["skip_weights"][j] * skips.pop()
-            x = self.block(self.enc + j, x, x0)
+            x = self.block(i, x, x0)
         x = rms_norm(x)
         head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]
@@ -363,6 +373,8 @@ def train(cfg, params, stream, steps, start=0, state=None):
                          cfg.get("min_lr", 0.0))
         if cfg.get("late_qat", 0) and scale < cfg.get("qat_threshold", 0.1):
             model.qat = True
+        if cfg.get("num_loops", 0) > 0 and step / max(cfg["iterations"], 1) >= cfg.get("enable_looping_at", 0.0):
+            model.loop = True  # for good, from the top of this step
         total = 0.0
         for slot in range(slots):
             tok = slot_tokens(stream, step, slot, slots, span)
