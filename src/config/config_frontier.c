@@ -28,10 +28,11 @@ int config_validate_schedule_optim(const Config *c) {
             "progress_clock = wallclock needs max_wallclock_seconds > 0 (got %g): the wall-clock progress is "
             "train_time over that budget",
             c->max_wallclock_seconds);
-    REQUIRE(strcmp(c->progress_clock, "wallclock") || c->warmdown_frac > 0,
-            "progress_clock = wallclock needs warmdown_frac > 0 (got %g): warmdown_iters' form keeps its own "
-            "time-based warmdown under max_wallclock_seconds",
-            c->warmdown_frac);
+    REQUIRE(strcmp(c->progress_clock, "wallclock") || c->warmdown_frac > 0 || c->num_loops > 0,
+            "progress_clock = wallclock needs warmdown_frac > 0 or num_loops > 0 (got %g and %lld): the progress "
+            "drives warmdown_frac's warmdown and the looping switch; warmdown_iters' form keeps its own time-based "
+            "warmdown under max_wallclock_seconds",
+            c->warmdown_frac, (long long)c->num_loops);
     REQUIRE(c->gptq_reserve_seconds >= 0, "gptq_reserve_seconds = %g: expected >= 0 (0 = none)",
             c->gptq_reserve_seconds);
     REQUIRE(c->gptq_reserve_seconds == 0 || c->gptq_reserve_seconds < c->max_wallclock_seconds,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# frontier_gpu.sh — the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: 11 x 512,
+# frontier_gpu.sh — (the GPU check's `frontier` stage once the CUDA backend runs every key of the
+# configuration: docs/testing.md) the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: 11 x 512,
 # 4x LeakyReLU(0.5)^2 MLP, skip gates, the sparse attention gate, the BOS-masked SmearGate, depth
 # recurrence of blocks 3..5, parallel lanes from block 8, document packing, Polar Express +
 # MuonEq-R, EMA) on the GPU (issue 56):

@@ -8,6 +8,8 @@
 #   4. the full baseline shape (9 x 512, seq 1024) with a reduced batch
 #   5. how OpenMP threads wait, on this machine idle and loaded (wait_policy.sh)
 #   6. the 1.1248 record's shape with and without its model features, reduced batch (record_step.sh)
+#   7. the 1.0611 record's shape before and after its looping, and without its features, reduced
+#      batch (frontier_step.sh)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -79,3 +81,6 @@ bash "$root/tests/bench/wait_policy.sh" "$build"
 
 echo "== 6. the record's shape (11 x 512, 3x MLP, T 2048), reduced batch: train_batch_tokens=16384"
 bash "$root/tests/bench/record_step.sh" "$build" "$work/data.h5" "$threads"
+
+echo "== 7. the 1.0611 record's shape (11 x 512, 4x MLP, packed rows of 2,048), reduced batch: train_batch_tokens=16384"
+bash "$root/tests/bench/frontier_step.sh" "$build" "$threads"

@@ -353,6 +353,7 @@ static void frontier_schedule_and_optimizer_keys(void) {
         {"warmdown_frac=0.85", "min_lr=0.1", "max_wallclock_seconds=600", "progress_clock=steps"},
         {"warmdown_frac=0.85", "progress_clock=wallclock", "max_wallclock_seconds=600", "gptq_reserve_seconds=0.5"},
         {"max_wallclock_seconds=600", "gptq_reserve_seconds=0.5", NULL, NULL},
+        {"progress_clock=wallclock", "max_wallclock_seconds=600", "num_loops=1", NULL},
         {"embed_wd=0.085", "adam_wd=0.02", NULL, NULL},
         {"embed_wd=0", NULL, NULL, NULL},
         {"muon_polar_express=1", "muon_backend_steps=5", "muon_row_normalize=1", NULL},
