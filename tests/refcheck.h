@@ -13,6 +13,22 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* The bounds of the op tests (test_cpu_ops.c's header says why each is what it is). */
+#define FORWARD_TOL 1e-5
+#define GRADIENT_TOL 1e-4
+#define ACCUMULATE_TOL 1e-6
+#define FD_STEP 1e-6
+
+/* Check a measured error against its bound, printing it when the test's `verbose` is set
+ * (CT_TEST_VERBOSE); for test programs that include harness.h (CHECK) and define
+ * `static int verbose`. */
+#define CHECK_ERR(label, err, tol)                                                                \
+    do {                                                                                          \
+        double err_ = (err);                                                                      \
+        if (verbose) fprintf(stderr, "#   %-34s %.2e  (bound %.0e)\n", label, err_, (double)(tol)); \
+        CHECK(err_ <= (tol), "%s: relative error %.3e exceeds %g", label, err_, (double)(tol));   \
+    } while (0)
+
 /* xorshift64* — deterministic test inputs, independent of libc. */
 static inline double ref_rand01(uint64_t *state) {
     uint64_t x = *state;

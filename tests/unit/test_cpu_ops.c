@@ -24,11 +24,6 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define FORWARD_TOL 1e-5
-#define GRADIENT_TOL 1e-4
-#define ACCUMULATE_TOL 1e-6
-#define FD_STEP 1e-6
-
 /* ---- helpers ----------------------------------------------------------------------------- */
 
 static float *zeros(size_t n) { return ct_calloc(n, sizeof(float), "test buffer"); }
@@ -47,13 +42,6 @@ static int all_finite(const float *x, size_t n) {
 
 static int verbose;
 
-/* Check a measured error against its bound, printing it when CT_TEST_VERBOSE is set. */
-#define CHECK_ERR(label, err, tol)                                                                \
-    do {                                                                                          \
-        double err_ = (err);                                                                      \
-        if (verbose) fprintf(stderr, "#   %-34s %.2e  (bound %.0e)\n", label, err_, (double)(tol)); \
-        CHECK(err_ <= (tol), "%s: relative error %.3e exceeds %g", label, err_, (double)(tol));   \
-    } while (0)
 
 static double dot(const double *a, const double *b, size_t n) {
     double s = 0;
