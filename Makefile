@@ -34,7 +34,7 @@ LAYER_src/data       := base
 LAYER_src/dist       := base
 LAYER_src/backend    := base kernels kernels/cpu kernels/cuda src/config src/model
 LAYER_checkpoint     := base src/config src/model src/data
-LAYER_src/infer      := base src/config src/model src/data src/dist src/backend
+LAYER_src/infer      := base kernels kernels/cpu src/config src/model src/data src/dist src/backend
 LAYER_src/train      := base src/config src/model src/data src/dist src/backend src/infer checkpoint
 LAYER_src/cli        := base kernels kernels/cpu src/config src/model src/data src/dist src/backend \
                         src/infer checkpoint src/train

@@ -11,4 +11,11 @@ char *openblas_get_corename(void);
 int openblas_get_parallel(void);
 void openblas_set_num_threads(int num_threads);
 
+/* LAPACK (OpenBLAS carries it; Fortran calling convention: arguments by address, matrices
+ * column-major). cpu_lapack.c is their one caller. */
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+void sgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, float *a, const int *lda, float *s,
+             float *u, const int *ldu, float *vt, const int *ldvt, float *work, const int *lwork, int *info);
+
 #endif
