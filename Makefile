@@ -7,7 +7,7 @@
 #   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
 #   make gpu-pack   the GPU check's package for a GPU machine (build/ctrain-gpu-pack.tar.gz)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
-#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, CUDA_HOME, NCCL_HOME
+#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, BROTLI_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
 
 BUILD ?= build
@@ -102,6 +102,16 @@ ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
 ZSTD_CFLAGS := $(if $(ZSTD_LIBS),$(shell pkg-config --cflags libzstd 2>/dev/null) -DCT_HAVE_ZSTD=1,)
 endif
 
+# ---- brotli (optional: the 1.0611 record's GPTQ golf artifact, golf_format = gptq-brotli) ----
+# Without it everything else builds and works; gptq-brotli then says what to install.
+ifdef BROTLI_HOME
+BROTLI_CFLAGS := -I$(BROTLI_HOME)/include -DCT_HAVE_BROTLI=1
+BROTLI_LIBS := -L$(BROTLI_HOME)/lib -Wl,-rpath,$(BROTLI_HOME)/lib -lbrotlienc -lbrotlidec
+else
+BROTLI_LIBS := $(shell pkg-config --libs libbrotlienc libbrotlidec 2>/dev/null)
+BROTLI_CFLAGS := $(if $(BROTLI_LIBS),$(shell pkg-config --cflags libbrotlienc libbrotlidec 2>/dev/null) -DCT_HAVE_BROTLI=1,)
+endif
+
 # ---- SentencePiece (optional: `ctrain data import-bin --tokenizer MODEL.model`, `ctrain data luts`) ----
 # Its interface is C++, so src/data/spm_shim.cc, the one C++ file, is compiled with $(CXX) when
 # the library and a C++ compiler are found; without them those commands say what to install.
@@ -139,8 +149,8 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif
 
-override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(ZSTD_CFLAGS) $(CUDA_CFLAGS)
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(ZSTD_LIBS) $(CUDA_LIBS) $(LDLIBS)
+override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(ZSTD_CFLAGS) $(BROTLI_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(ZSTD_LIBS) $(BROTLI_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 # ---- sources ----
 LIB_SRCS := $(filter-out src/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))

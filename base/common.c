@@ -80,6 +80,15 @@ char *ct_strdup(const char *s) {
     return p;
 }
 
+FILE *ct_open_memstream(char **text, size_t *size, const char *what) {
+    FILE *f = open_memstream(text, size);
+    if (!f) {
+        fprintf(stderr, "ctrain: error: out of memory building %s\n", what);
+        exit(CT_EXIT_FAILURE);
+    }
+    return f;
+}
+
 double ct_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

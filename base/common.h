@@ -38,6 +38,8 @@ void ct_print_error(void);
 void *ct_malloc(size_t bytes, const char *what);
 void *ct_calloc(size_t count, size_t size, const char *what);
 char *ct_strdup(const char *s);
+/* open_memstream(text, size) that cannot fail silently, as ct_malloc (what: for the message). */
+FILE *ct_open_memstream(char **text, size_t *size, const char *what);
 
 /* "NaN", "+Inf" or "-Inf" for a non-finite value (messages about diverged values); "finite"
  * otherwise. */

@@ -10,11 +10,7 @@
 unsigned char *ct_safetensors_header(const char *metadata, const CtSafetensor *t, int n, size_t *len) {
     char *json = NULL;
     size_t size = 0;
-    FILE *f = open_memstream(&json, &size);
-    if (!f) {
-        fprintf(stderr, "ctrain: error: out of memory building a safetensors header\n");
-        exit(CT_EXIT_FAILURE);
-    }
+    FILE *f = ct_open_memstream(&json, &size, "a safetensors header");
     fprintf(f, "{\"__metadata__\":{%s}", metadata);
     size_t offset = 0;
     for (int i = 0; i < n; i++) {

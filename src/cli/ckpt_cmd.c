@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "common.h"
 #include "config.h"
+#include "golf_hessians.h"
 #include "infer.h"
 #include "stop.h"
 
@@ -129,9 +130,10 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 }
 
 static const char GOLF_USAGE[] =
-    "usage: ctrain ckpt golf FILE [--format int8-zlib|int6-zstd] [--out ARTIFACT] [--code-bytes N|FILE]\n"
-    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--eval-seq-len N]\n"
-    "                        [--no-eval] [--dequantized OUT.safetensors] [--live]\n"
+    "usage: ctrain ckpt golf FILE [KEY=VALUE...] [--format int8-zlib|int6-zstd|gptq-brotli] [--out ARTIFACT]\n"
+    "                        [--hessians FILE] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
+    "                        [--eval-stride N] [--eval-seq-len N] [--no-eval] [--dequantized OUT.safetensors]\n"
+    "                        [--live]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
@@ -142,13 +144,20 @@ static const char GOLF_USAGE[] =
     "  int6-zstd   the 1.1248 record's: int6 per row for the attention and MLP matrices, int8 for the\n"
     "              embeddings and the rest, small tensors kept as float16, zstd level 22; a\n"
     "              zstd-compressed safetensors file (scripts/stz_to_ptz.py makes the record's .ptz)\n"
+    "  gptq-brotli the 1.0611 record's: GPTQ (int6 matrices, embed_bits for the embedding) with the\n"
+    "              Hessians of the weights' inputs, LQER on the worst lqer_top_k matrices, int8 gate\n"
+    "              rows with gated_attn_quant_gate, float16 for the rest, brotli quality 11; the\n"
+    "              checkpoint's GPTQ keys (docs/configuration.md, \"GPTQ artifact\")\n"
     "\n"
     "options:\n"
-    "  --format NAME     int8-zlib or int6-zstd (default: the checkpoint's golf_format, int8-zlib unless\n"
-    "                    the run set it)\n"
-    "  --out FILE        the artifact to write (default: final_model.int8.stz or\n"
-    "                    final_model.int6.safetensors.zst in the run's directory, beside checkpoints/, as\n"
-    "                    a run with golf_artifact=1 writes it; replaced atomically)\n"
+    "  --format NAME     int8-zlib, int6-zstd or gptq-brotli (default: the checkpoint's golf_format,\n"
+    "                    int8-zlib unless the run set it)\n"
+    "  --hessians FILE   gptq-brotli: the Hessians file (default: the checkpoint's path with .h5\n"
+    "                    replaced by .hessians.h5)\n"
+    "  --out FILE        the artifact to write (default: final_model.int8.stz,\n"
+    "                    final_model.int6.safetensors.zst or final_model.gptq.safetensors.br in the run's\n"
+    "                    directory, beside checkpoints/, as a run with golf_artifact=1 writes it; replaced\n"
+    "                    atomically)\n"
     "  --code-bytes N|FILE  the submission's code size, in bytes or as a file's (its train_gpt.py):\n"
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
@@ -164,6 +173,8 @@ static const char GOLF_USAGE[] =
     "  --live            a checkpoint with EMA (or SWA) weights: quantize the live training weights\n"
     "                    (/model) instead of the averaged ones its run ends with (the default, as\n"
     "                    train_gpt.py's artifact and a run's golf_artifact)\n"
+    "  KEY=VALUE         a GPTQ artifact key instead of the checkpoint's (docs/configuration.md, \"GPTQ\n"
+    "                    artifact\": matrix_bits, mlp_clip_sigmas, lqer_top_k, ...)\n"
     "  -h, --help        show this help\n";
 
 /* --code-bytes: a byte count, or a file (the submission's train_gpt.py) whose size counts. */
@@ -185,20 +196,35 @@ static int code_size(const char *arg, int64_t *bytes) {
 static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
-               *eval_stride = NULL, *eval_seq_len = NULL;
+               *eval_stride = NULL, *eval_seq_len = NULL, *hessians = NULL;
     int no_eval = 0, live = 0;
     const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
                                  {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},
-                                 {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 10, &pos, &npos);
-    if (rc != 0 || npos != 1) {
+                                 {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live},
+                                 {"--hessians", &hessians, NULL}};
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 11, &pos, &npos);
+    int nfiles = 0; /* positional arguments that are not KEY=VALUE */
+    for (int i = 0; rc == 0 && i < npos; i++) nfiles += strchr(pos[i], '=') == NULL;
+    if (rc != 0 || nfiles != 1 || strchr(pos[0], '=')) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
-        return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file (got %d)", npos);
+        return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file first (got %d), then any KEY=VALUE", nfiles);
     }
-    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized};
+    for (int i = 1; i < npos; i++) { /* only the artifact's keys: the weights are the checkpoint's */
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(strchr(pos[i], '=') - pos[i]), pos[i]);
+        const ConfigKey *k = config_find_key(key);
+        if (!k || strcmp(k->group, "artifact") != 0) {
+            int rc2 = cli_usage_error("ckpt", "golf", "'%s': %s; only the GPTQ artifact's keys may be given here "
+                                      "(docs/configuration.md, \"GPTQ artifact\")", pos[i],
+                                      k ? "not a GPTQ artifact key" : "no such configuration key");
+            free(pos);
+            return rc2;
+        }
+    }
+    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL};
     if (format && golf_format_from_name(format, &golf.format) != 0) {
         free(pos);
         return cli_usage_error("ckpt", "golf", "--format '%s': expected " GOLF_FORMAT_NAMES, format);
@@ -209,17 +235,36 @@ static int cmd_golf(int argc, char **argv) {
     }
     char path[4400];
     const char *ckpt = resolve_arg(pos[0], path, sizeof path);
-    free(pos);
-    if (!ckpt) return CT_EXIT_FAILURE;
+    if (!ckpt) {
+        free(pos);
+        return CT_EXIT_FAILURE;
+    }
     Config cfg;
     TrainState st;
     rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
     if (rc != 0) ct_print_error();
+    for (int i = 1; rc == 0 && i < npos; i++) {
+        char key[64];
+        const char *eq = strchr(pos[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - pos[i]), pos[i]);
+        if (config_set(&cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
+            ct_print_error();
+            rc = CT_EXIT_USAGE;
+        }
+    }
     /* without --format, the format the run chose for its own artifact (config_validate below
      * names a bad one) */
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
-    char default_out[4500];
+    char default_out[4500], default_hessians[4500];
     if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
+    if (!hessians && golf.format == GOLF_GPTQ_BROTLI) hessians = golf_hessians_path(ckpt, default_hessians, sizeof default_hessians);
+    if (hessians && golf.format != GOLF_GPTQ_BROTLI && rc == 0) {
+        config_free(&cfg);
+        train_state_free(&st);
+        free(pos);
+        return cli_usage_error("ckpt", "golf", "--hessians is for --format gptq-brotli (the format is %s)",
+                               golf_format_label(golf.format));
+    }
     if (rc == 0 &&
         ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files") != 0) ||
          (eval_stride && config_set(&cfg, "eval_stride", eval_stride, CT_SOURCE_COMMAND_LINE, "--eval-stride") != 0) ||
@@ -235,6 +280,7 @@ static int cmd_golf(int argc, char **argv) {
         ct_path_list_add(&outputs, "--out", "the artifact's path", out);
         if (dequantized) ct_path_list_add(&outputs, "--dequantized", "the dequantized weights' path", dequantized);
         ct_path_list_add(&inputs, "the checkpoint", "the weights quantized", ckpt);
+        if (hessians) ct_path_list_add(&inputs, "--hessians", "the GPTQ Hessians", hessians);
         ct_path_list_add_glob(&inputs, val_files ? "--val-files" : "val_files",
                               val_files ? "the validation data of the round trip" : "the checkpoint's validation data",
                               cfg.val_files);
@@ -252,6 +298,17 @@ static int cmd_golf(int argc, char **argv) {
         ct_print_error();
         rc = CT_EXIT_FAILURE;
     }
+    GolfHessians h = {0};
+    if (rc == 0 && hessians) {
+        if (golf_hessians_read(&st.spec, hessians, &h) != 0) {
+            ct_print_error();
+            rc = CT_EXIT_FAILURE;
+        } else {
+            golf.hessians = (const float *const *)h.h;
+            printf("hessians: %s (%lld calibration batches, %lld tokens)\n", hessians, (long long)h.batches,
+                   (long long)h.tokens);
+        }
+    }
     if (rc == 0) {
         printf("%s\n", ckpt);
         char averaged[96];
@@ -262,6 +319,8 @@ static int cmd_golf(int argc, char **argv) {
             rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
         }
     }
+    golf_hessians_free(&h);
+    free(pos);
     config_free(&cfg);
     train_state_free(&st);
     return rc;

@@ -24,6 +24,9 @@
 #ifdef CT_HAVE_ZSTD
 #include <zstd.h>
 #endif
+#ifdef CT_HAVE_BROTLI
+#include <brotli/encode.h>
+#endif
 
 
 void version_print(FILE *out) {
@@ -73,6 +76,15 @@ void version_print(FILE *out) {
     fprintf(out, "zstd: %s\n", ZSTD_versionString());
 #else
     fprintf(out, "zstd: no (install libzstd-dev or set ZSTD_HOME: golf_format = int6-zstd needs it)\n");
+#endif
+
+#ifdef CT_HAVE_BROTLI
+    {
+        const uint32_t v = BrotliEncoderVersion(); /* 0xMMMmmmppp */
+        fprintf(out, "brotli: %u.%u.%u\n", v >> 24, (v >> 12) & 0xfff, v & 0xfff);
+    }
+#else
+    fprintf(out, "brotli: no (install libbrotli-dev or set BROTLI_HOME: golf_format = gptq-brotli needs it)\n");
 #endif
 
 #ifdef CT_HAVE_CUDA

@@ -18,9 +18,9 @@ const int ct_config_num_keys = (int)(sizeof ct_config_keys / sizeof ct_config_ke
 _Static_assert(sizeof ct_config_keys / sizeof ct_config_keys[0] <= sizeof(((Config *)0)->source),
                "Config.source must have one entry per key");
 
-static const char *const group_order[] = {"model", "batch", "schedule", "optimizer", "data", "run"};
+static const char *const group_order[] = {"model", "batch", "schedule", "optimizer", "data", "artifact", "run"};
 static const char *const group_titles[] = {"Model shape", "Batch geometry", "Schedule", "Optimizer",
-                                           "Data and evaluation", "Run"};
+                                           "Data and evaluation", "GPTQ artifact", "Run"};
 
 const ConfigKey *config_find_key(const char *name) {
     for (int i = 0; i < ct_config_num_keys; i++)
@@ -473,8 +473,33 @@ int config_validate(const Config *c, int world_size) {
                 "fewer than one sequence of train_seq_len = %lld",
                 (long long)c->val_batch_size, (long long)val_local, (long long)c->train_seq_len);
     }
-    REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd"),
-            "golf_format = '%s': expected int8-zlib or int6-zstd", c->golf_format);
+    REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd") ||
+                !strcmp(c->golf_format, "gptq-brotli"),
+            "golf_format = '%s': expected int8-zlib, int6-zstd or gptq-brotli", c->golf_format);
+    /* the end of a run does not collect the Hessians yet (issue 58); `ckpt golf --hessians` takes them */
+    REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "gptq-brotli") != 0,
+            "golf_format = gptq-brotli with golf_artifact = 1: the end of a run does not collect the GPTQ Hessians "
+            "yet; write the artifact with `ctrain ckpt golf CHECKPOINT --format gptq-brotli --hessians FILE`");
+#ifndef CT_HAVE_BROTLI
+    REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "gptq-brotli") != 0,
+            "golf_format = gptq-brotli with golf_artifact = 1: this ctrain was built without libbrotli; install it "
+            "(Debian: apt-get install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make");
+#endif
+    REQUIRE(c->gptq_calibration_batches >= 1 && c->gptq_calibration_batches <= 1000000,
+            "gptq_calibration_batches = %lld: expected in [1, 10^6]", (long long)c->gptq_calibration_batches);
+    REQUIRE(c->matrix_bits >= 2 && c->matrix_bits <= 8, "matrix_bits = %lld: expected in [2, 8]",
+            (long long)c->matrix_bits);
+    REQUIRE(c->embed_bits >= 2 && c->embed_bits <= 8, "embed_bits = %lld: expected in [2, 8]", (long long)c->embed_bits);
+    REQUIRE(c->matrix_clip_sigmas > 0 && c->mlp_clip_sigmas > 0 && c->attn_clip_sigmas > 0 && c->embed_clip_sigmas > 0,
+            "matrix_clip_sigmas = %g, mlp_clip_sigmas = %g, attn_clip_sigmas = %g, embed_clip_sigmas = %g: expected "
+            "each > 0", c->matrix_clip_sigmas, c->mlp_clip_sigmas, c->attn_clip_sigmas, c->embed_clip_sigmas);
+    REQUIRE(c->lqer_rank >= 1 && c->lqer_rank <= 4096, "lqer_rank = %lld: expected in [1, 4096]", (long long)c->lqer_rank);
+    REQUIRE(c->lqer_top_k >= 0 && c->lqer_top_k <= 1000000, "lqer_top_k = %lld: expected in [0, 10^6] (0 = none)",
+            (long long)c->lqer_top_k);
+    REQUIRE(c->lqer_factor_bits >= 2 && c->lqer_factor_bits <= 8, "lqer_factor_bits = %lld: expected in [2, 8]",
+            (long long)c->lqer_factor_bits);
+    REQUIRE(c->lqer_asym_group >= 1 && c->lqer_asym_group <= 1048576, "lqer_asym_group = %lld: expected in [1, 2^20]",
+            (long long)c->lqer_asym_group);
 #ifndef CT_HAVE_ZSTD
     REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "int6-zstd") != 0,
             "golf_format = int6-zstd with golf_artifact = 1: this ctrain was built without libzstd; install it "

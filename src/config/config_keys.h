@@ -143,7 +143,28 @@
     X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
       "at the end: write the parameter-golf artifact (golf_format) into out_dir and validate its round trip") \
     X(golf_format, STR, "int8-zlib", "data", FREE,                                                  \
-      "the golf artifact's format: int8-zlib (the baseline's int8 + zlib level 9, final_model.int8.stz) | int6-zstd (the 1.1248 record's mixed int6 + zstd level 22, final_model.int6.safetensors.zst)") \
+      "the golf artifact's format: int8-zlib (the baseline's int8 + zlib level 9, final_model.int8.stz) | int6-zstd (the 1.1248 record's mixed int6 + zstd level 22, final_model.int6.safetensors.zst) | gptq-brotli (the 1.0611 record's GPTQ + LQER + brotli, final_model.gptq.safetensors.br; needs the Hessians, docs/model.md)") \
+    /* the GPTQ artifact (golf_format = gptq-brotli; docs/model.md, "The GPTQ quantizer") */      \
+    X(gptq_calibration_batches, INT, "16", "artifact", FREE,                                        \
+      "the Hessians' calibration: this many training batches (train_batch_tokens each) after the last step; training data only") \
+    X(matrix_bits, INT, "6", "artifact", FREE, "GPTQ bits of the block matrices, in [2, 8]")       \
+    X(embed_bits, INT, "8", "artifact", FREE, "GPTQ bits of the token embedding, in [2, 8] (the 1.0611 record ran 7)") \
+    X(matrix_clip_sigmas, FLOAT, "12.85", "artifact", FREE,                                         \
+      "GPTQ row scale = this * std(row) / (2^(bits-1) - 1) for matrices not in the classes below; > 0") \
+    X(mlp_clip_sigmas, FLOAT, "10.0", "artifact", FREE, "the same for the MLP matrices (the 1.0611 record ran 11.5)") \
+    X(attn_clip_sigmas, FLOAT, "13.0", "artifact", FREE, "the same for the attention matrices")   \
+    X(embed_clip_sigmas, FLOAT, "20.0", "artifact", FREE, "the same for the token embedding (the 1.0611 record ran 14)") \
+    X(gated_attn_quant_gate, BOOL, "0", "artifact", FREE,                                           \
+      "store the sparse attention gates (attn_gate_w) as int8 rows instead of float16 (the 1.0611 record ran 1)") \
+    X(lqer_enabled, BOOL, "1", "artifact", FREE,                                                    \
+      "LQER: a low-rank correction of the quantization error of the lqer_top_k matrices with the largest error") \
+    X(lqer_rank, INT, "4", "artifact", FREE, "LQER: the correction's rank, >= 1")                 \
+    X(lqer_top_k, INT, "3", "artifact", FREE, "LQER: how many matrices get a correction, >= 0")   \
+    X(lqer_factor_bits, INT, "4", "artifact", FREE,                                                 \
+      "LQER: bits of the symmetric factors (when the asymmetric form does not apply), in [2, 8]")  \
+    X(lqer_asym_enabled, BOOL, "1", "artifact", FREE,                                               \
+      "LQER: factors as int2 (A, one scale) and int4 in groups of lqer_asym_group (B) when B's size is a multiple of the group") \
+    X(lqer_asym_group, INT, "64", "artifact", FREE, "LQER: B's group size, >= 1")                 \
     /* run */                                                                                      \
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \

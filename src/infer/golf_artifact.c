@@ -1,22 +1,22 @@
 /* golf_artifact.c — the parameter-golf artifacts of a model (formats in golf_artifact.h, the
- * per-tensor rules in golf_quant.c): the layout of each format's safetensors container, the
- * tensors encoded into it and decoded from it, and the compressed file written and read. The
- * codecs are the libraries (zlib level 9 as train_gpt.py's zlib.compress; libzstd level 22 as
- * the record's zstandard.ZstdCompressor(level=22)), never our own. */
+ * per-tensor rules in golf_quant.c): the format table, the layout of the int8 and int6 formats'
+ * safetensors container, the tensors encoded into it and decoded from it, and the compressed
+ * file written and read (gptq-brotli's own layout is golf_gptq_artifact.c's; both use the
+ * file helpers of golf_artifact_file.c). The codecs are the libraries (zlib level
+ * 9 as train_gpt.py's zlib.compress; libzstd level 22 as the record's
+ * zstandard.ZstdCompressor(level=22)), never our own. */
 #include "golf_artifact.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 #ifdef CT_HAVE_ZSTD
 #include <zstd.h>
 #endif
 
 #include "common.h"
+#include "golf_artifact_internal.h"
 #include "safetensors.h"
 
 /* ---- the formats ---- */
@@ -28,6 +28,7 @@ static const struct {
 } FORMATS[] = {
     [GOLF_INT8_ZLIB] = {"int8-zlib", "int8+zlib", "final_model.int8.stz", "int8"},
     [GOLF_INT6_ZSTD] = {"int6-zstd", "int6+zstd", "final_model.int6.safetensors.zst", "int6"},
+    [GOLF_GPTQ_BROTLI] = {"gptq-brotli", "quantized+brotli", "final_model.gptq.safetensors.br", "gptq"},
 };
 
 int golf_format_from_name(const char *name, GolfFormat *format) {
@@ -55,6 +56,11 @@ int golf_format_available(GolfFormat format) {
     if (format == GOLF_INT6_ZSTD)
         return ct_fail("golf format int6-zstd: this ctrain was built without libzstd; install it (Debian: apt-get "
                        "install libzstd-dev, or run scripts/install-deps.sh) and rebuild with make");
+#endif
+#ifndef CT_HAVE_BROTLI
+    if (format == GOLF_GPTQ_BROTLI)
+        return ct_fail("golf format gptq-brotli: this ctrain was built without libbrotli; install it (Debian: apt-get "
+                       "install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make");
 #endif
     (void)format;
     return 0;
@@ -96,11 +102,7 @@ static char *int6_meta_json(const ModelSpec *spec, const ParamPlan *plans) {
     const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     char *text = NULL;
     size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    if (!f) {
-        fprintf(stderr, "ctrain: error: out of memory building the artifact's metadata\n");
-        exit(CT_EXIT_FAILURE);
-    }
+    FILE *f = ct_open_memstream(&text, &size, "the artifact's metadata");
     fprintf(f, "\"format\":\"mixed_int6_v1\",\"writer\":\"ctrain\",\"m\":\"{");
     for (int i = 0; i < n; i++) {
         GolfKind k = plans[i].kind;
@@ -227,46 +229,6 @@ static void decode_param(const ParamInfo *p, const ParamPlan *pp, const unsigned
     }
 }
 
-/* ---- files ---- */
-
-/* parts[0..n) written back to back into path through a temporary file renamed into place */
-static int write_atomically(const char *path, const void *const *parts, const size_t *lens, int n) {
-    if (ct_mkdir_parent(path) != 0) return -1;
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return ct_fail("cannot write '%s': %s", tmp, strerror(errno));
-    int bad = 0;
-    for (int i = 0; i < n && !bad; i++) bad = lens[i] && fwrite(parts[i], 1, lens[i], f) != lens[i];
-    bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int err = errno, rc = 0;
-    if (fclose(f) != 0 && !bad) bad = 1, err = errno;
-    if (bad) rc = ct_fail("cannot write '%s': %s", tmp, strerror(err));
-    else if (rename(tmp, path) != 0) rc = ct_fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-    if (rc != 0) unlink(tmp);
-    return rc;
-}
-
-static int read_whole_file(const char *path, unsigned char **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        int e = errno;
-        if (f) fclose(f);
-        return ct_fail("cannot open artifact '%s': %s", path, strerror(e));
-    }
-    *len = (size_t)st.st_size;
-    *buf = ct_malloc(*len + 1, "compressed artifact");
-    int bad = fread(*buf, 1, *len, f) != *len;
-    fclose(f);
-    if (bad) {
-        free(*buf);
-        *buf = NULL;
-        return ct_fail("cannot read '%s'", path);
-    }
-    return 0;
-}
-
 /* ---- the codecs ---- */
 
 static int compress_raw(GolfFormat format, const unsigned char *raw, size_t len, unsigned char **out,
@@ -335,10 +297,12 @@ static int decompress_raw(GolfFormat format, const unsigned char *packed, size_t
 
 /* ---- the artifact ---- */
 
-int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const char *path, GolfStats *stats) {
+int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const GolfGptqOptions *gptq,
+               const char *path, GolfStats *stats) {
     memset(stats, 0, sizeof *stats);
     const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     if (golf_format_available(format) != 0) return -1;
+    if (format == GOLF_GPTQ_BROTLI) return golf_gptq_write(spec, params, gptq, path, stats);
     Layout l;
     layout_for(spec, format, &l);
     size_t raw_len = l.header_len + l.data_bytes, largest = 0, most_rows = 0;
@@ -370,7 +334,7 @@ int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, co
     stats->file_bytes = (int64_t)packed_len;
     if (rc == 0) {
         const void *parts[] = {packed};
-        rc = write_atomically(path, parts, &packed_len, 1);
+        rc = golf_file_write_atomically(path, parts, &packed_len, 1);
     }
     free(packed);
     free(raw);
@@ -380,10 +344,11 @@ int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, co
 
 int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float *params) {
     if (golf_format_available(format) != 0) return -1;
+    if (format == GOLF_GPTQ_BROTLI) return golf_gptq_read(spec, path, params);
     const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     unsigned char *packed = NULL;
     size_t len = 0;
-    if (read_whole_file(path, &packed, &len) != 0) return -1;
+    if (golf_file_read(path, &packed, &len) != 0) return -1;
     Layout l;
     layout_for(spec, format, &l);
     size_t raw_len = l.header_len + l.data_bytes;
@@ -419,7 +384,7 @@ int golf_write_weights(const ModelSpec *spec, const float *params, const char *p
         parts[i + 1] = params + spec->params[i].offset;
         lens[i + 1] = spec->params[i].count * sizeof(float);
     }
-    int rc = write_atomically(path, parts, lens, n + 1);
+    int rc = golf_file_write_atomically(path, parts, lens, n + 1);
     free(parts);
     free(lens);
     free(header);

@@ -15,6 +15,15 @@
  *              "passthrough_ctrl", {"type": "int6"} or {"type": "int8"}); compressed as one zstd
  *              frame at level 22 with its content size and checksum (libzstd, not our own codec).
  *              Python: safetensors.torch.load(zstandard.ZstdDecompressor().decompress(...)).
+ *   gptq-brotli the 1.0611 record's quantization (golf_gptq.h: GPTQ int6/int7 with the Hessians
+ *              of the weights' inputs, LQER on the matrices with the largest error, int8 gate
+ *              rows, float16 for the rest) in a safetensors file holding the record's keys
+ *              ("NAME" float16, "NAME.q" I8 + "NAME.scale" F16 per row, "NAME.gq" + "NAME.gs",
+ *              "NAME.lqA_a", "NAME.lqAs_a", "NAME.lqB_a", "NAME.lqBs_a" or the symmetric
+ *              "NAME.lqA", ".lqAs", ".lqB", ".lqBs"); __metadata__ format "gptq_lqer_v1", "plan"
+ *              (two letters per tensor, golf_gptq_artifact.c), "bits", "lqer" and "m" (the
+ *              record's meta dict as JSON text); compressed with brotli at quality 11 (libbrotli).
+ *              Python: safetensors.torch.load(brotli.decompress(open(path, "rb").read())).
  *
  * Tensors are in state_dict order, values then scale; the multi-token-prediction heads, which
  * only train, are left out (as the record's export_sd drops mtp_heads). The bytes depend on the weights only:
@@ -27,19 +36,20 @@
 #include "golf_quant.h"
 #include "model.h"
 
-typedef enum { GOLF_INT8_ZLIB, GOLF_INT6_ZSTD } GolfFormat;
+typedef enum { GOLF_INT8_ZLIB, GOLF_INT6_ZSTD, GOLF_GPTQ_BROTLI } GolfFormat;
 
 /* the names --format and golf_format accept, for messages */
-#define GOLF_FORMAT_NAMES "int8-zlib or int6-zstd"
-/* "int8-zlib" or "int6-zstd" -> *format; -1 (no message) for anything else */
+#define GOLF_FORMAT_NAMES "int8-zlib, int6-zstd or gptq-brotli"
+/* "int8-zlib", "int6-zstd" or "gptq-brotli" -> *format; -1 (no message) for anything else */
 int golf_format_from_name(const char *name, GolfFormat *format);
 /* 0 when this build has the format's codec; else -1 with a message saying what to install
- * (int6-zstd needs libzstd, which the build finds with pkg-config or ZSTD_HOME) */
+ * (int6-zstd needs libzstd, gptq-brotli libbrotli; the build finds them with pkg-config or
+ * ZSTD_HOME / BROTLI_HOME) */
 int golf_format_available(GolfFormat format);
-/* as train_gpt.py prints it: "int8+zlib", "int6+zstd" */
+/* as train_gpt.py prints it: "int8+zlib", "int6+zstd", "quantized+brotli" */
 const char *golf_format_label(GolfFormat format);
 /* the file a run writes: final_model.int8.stz, final_model.int6.safetensors.zst (zstd -d gives
- * the safetensors file) */
+ * the safetensors file), final_model.gptq.safetensors.br (brotli -d gives it) */
 const char *golf_default_file(GolfFormat format);
 /* path = the artifact a run in out_dir writes with golf_format = format_name (out_dir/
  * golf_default_file); -1 with a message naming the format when it is not one */
@@ -48,15 +58,20 @@ int golf_run_artifact_path(const char *out_dir, const char *format_name, char *p
 typedef struct {
     int64_t param_count, num_tensors; /* elements; tensors */
     int64_t num_int8, num_int6;       /* tensors quantized to int8, to int6 (the rest kept as floats) */
+    int64_t num_gptq, num_lqer;       /* gptq-brotli: matrices by GPTQ (or rounding, without a Hessian); with LQER */
     int64_t baseline_bytes;           /* the float32 weights */
     int64_t payload_bytes;            /* quantized values + scales + kept floats */
     int64_t raw_bytes;                /* the uncompressed container */
     int64_t file_bytes;               /* the artifact */
 } GolfStats;
 
+typedef struct GolfGptqOptions GolfGptqOptions; /* golf_gptq.h */
+
 /* Quantize params (spec's layout, float32), write the artifact to path (atomically: a
- * temporary file renamed into place) and fill *stats. */
-int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const char *path, GolfStats *stats);
+ * temporary file renamed into place) and fill *stats. gptq: gptq-brotli's settings and
+ * Hessians (NULL for the other formats). */
+int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const GolfGptqOptions *gptq,
+               const char *path, GolfStats *stats);
 
 /* Read an artifact back and dequantize it as the format's train_gpt.py does (q * scale in
  * float32; kept floats widened) into params (spec->total_floats). Fails with a message naming

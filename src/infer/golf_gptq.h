@@ -31,6 +31,19 @@ typedef struct {
     float damp;        /* 0.01 */
 } GolfGptqSettings;
 
+/* The artifact's settings (the configuration keys of the same names, docs/configuration.md,
+ * "GPTQ artifact") and the Hessians of the weights' inputs. */
+struct GolfGptqOptions {
+    int matrix_bits, embed_bits;
+    float matrix_clip_sigmas, mlp_clip_sigmas, attn_clip_sigmas, embed_clip_sigmas;
+    int quant_gate; /* gated_attn_quant_gate */
+    int lqer_enabled, lqer_rank, lqer_top_k, lqer_factor_bits, lqer_asym, lqer_group;
+    /* per parameter of the model (ModelSpec.params): the mean X^T X of its input (cols x cols),
+     * or NULL where none was collected (that matrix is rounded to nearest at GPTQ's scales) */
+    const float *const *hessians;
+};
+typedef struct GolfGptqOptions GolfGptqOptions;
+
 /* Step 4 alone: the per-row float16 scales (bits) of w. */
 void golf_gptq_row_scales(uint16_t *scale, const float *w, int rows, int cols, float clip_sigmas, int clip_range);
 /* GPTQ of w with h (see above): q[rows * cols] in [-clip_range, clip_range], scale[rows] float16

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "fault.h"
 #include "golf_artifact.h"
+#include "golf_gptq.h"
 #include "infer.h"
 #include "stop.h"
 
@@ -22,6 +23,13 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
         printf("Serialized model %s: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n", label,
                (long long)g->file_bytes, (long long)g->payload_bytes, (long long)g->raw_bytes,
                (double)g->baseline_bytes / (double)(g->payload_bytes > 0 ? g->payload_bytes : 1), path);
+    } else if (format == GOLF_GPTQ_BROTLI) {
+        printf("gptq artifact: %lld parameters in %lld tensors: %lld matrices by GPTQ (%lld with LQER), %lld int8 "
+               "gate rows, %lld kept as float16 (payload:%lld raw:%lld) -> %s\n",
+               (long long)g->param_count, (long long)g->num_tensors, (long long)g->num_gptq, (long long)g->num_lqer,
+               (long long)g->num_int8, (long long)(g->num_tensors - g->num_gptq - g->num_int8),
+               (long long)g->payload_bytes, (long long)g->raw_bytes, path);
+        printf("Serialized model %s: %lld bytes\n", label, (long long)g->file_bytes);
     } else {
         /* the record's own line is the second, word for word; ours says what is inside and where */
         printf("int6 artifact: %lld parameters in %lld tensors: %lld int6, %lld int8, %lld kept as floats "
@@ -52,7 +60,13 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
      * parts, and within the evaluation at each batch */
     fault_point_stage("artifact", -1);
     if (stop_requested()) return stop_abandon("the golf artifact's write");
-    if (golf_write(&st->spec, st->params, o->format, path, &g) != 0) return -1;
+    const GolfGptqOptions gptq = {(int)cfg->matrix_bits, (int)cfg->embed_bits, (float)cfg->matrix_clip_sigmas,
+                                  (float)cfg->mlp_clip_sigmas, (float)cfg->attn_clip_sigmas,
+                                  (float)cfg->embed_clip_sigmas, (int)cfg->gated_attn_quant_gate,
+                                  (int)cfg->lqer_enabled, (int)cfg->lqer_rank, (int)cfg->lqer_top_k,
+                                  (int)cfg->lqer_factor_bits, (int)cfg->lqer_asym_enabled, (int)cfg->lqer_asym_group,
+                                  o->hessians};
+    if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
     print_sizes(&g, o->format, path, o->code_bytes);
     if (!o->evaluate && !o->dequantized) return 0;
     /* the weights as a reader of the artifact gets them */
@@ -66,7 +80,9 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
     fault_point_stage("round_trip", -1);
     if (stop_requested()) return stop_abandon("the golf artifact's round-trip evaluation");
     /* evaluated as train_gpt.py does, and with eval_stride, the record's sliding window too */
-    if (print_round_trip_evaluation(cfg, st, o->format == GOLF_INT8_ZLIB ? "final_int8_zlib" : "final_int6") != 0)
-        return -1;
+    const char *label = o->format == GOLF_INT8_ZLIB   ? "final_int8_zlib"
+                        : o->format == GOLF_INT6_ZSTD ? "final_int6"
+                                                      : "final_gptq";
+    if (print_round_trip_evaluation(cfg, st, label) != 0) return -1;
     return 0;
 }

@@ -91,6 +91,9 @@ typedef struct {
     int evaluate;
     int64_t code_bytes;
     const char *dequantized; /* NULL: none */
+    /* gptq-brotli: per parameter, the Hessian of its input (golf_gptq.h; NULL entries: none
+     * collected); the format's other settings are cfg's keys */
+    const float *const *hessians;
 } GolfOptions;
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o);
 

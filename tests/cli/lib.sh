@@ -100,6 +100,13 @@ expect_cuda_takes() {
     elif ! grep -qi 'cuda' "$WORK/err"; then fail "$name" "stderr does not name cuda: $(tail -c 400 "$WORK/err")"
     else pass "$name"; fi
 }
+# check NAME PYTHON_CODE ARGS... : the Python snippet (run by $PY, /usr/bin/python3 unless the
+# script set it) must exit 0; it prints its complaint otherwise, whose end is the failure's reason.
+check() {
+    local name=$1 code=$2
+    shift 2
+    if "${PY:-/usr/bin/python3}" -c "$code" "$@" >py.out 2>&1; then pass "$name"; else fail "$name" "$(tail -c 800 py.out)"; fi
+}
 # expect_grep NAME PATTERN FILE : FILE must contain PATTERN (grep -E).
 expect_grep() {
     if grep -qE -- "$2" "$3"; then pass "$1"; else fail "$1" "/$2/ not found in $3: $(head -c 400 "$3")"; fi

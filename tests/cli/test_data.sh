@@ -5,12 +5,6 @@
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
-# check NAME PYTHON_CODE : the Python snippet must exit 0 (it prints its complaint otherwise).
-check() {
-    local name=$1 code=$2
-    if "$PY" -c "$code" >py.out 2>&1; then pass "$name"; else fail "$name" "$(tail -c 600 py.out)"; fi
-}
-
 have_h5py=1
 "$PY" -c 'import h5py, numpy' 2>/dev/null || have_h5py=0
 need_h5py() { # NAME -> 0 if h5py is there, else skips the rest of the script

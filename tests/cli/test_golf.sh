@@ -13,12 +13,6 @@
 # errors.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
-check() { # NAME PYTHON_CODE ARGS...
-    local name=$1 code=$2
-    shift 2
-    if "$PY" -c "$code" "$@" >py.out 2>&1; then pass "$name"; else fail "$name" "$(tail -c 800 py.out)"; fi
-}
-
 # The round trip's val_loss by the project's PyTorch model (tests/parity/ref_gpt.py) on the
 # dequantized weights deq, over val.h5 as train_gpt.py's eval_val: the prelude of the checks below.
 REF_LOSS='
@@ -232,9 +226,9 @@ expect_ok golf_default_out "$CTRAIN" ckpt golf run --no-eval
 
 
 # ---- int6-zstd: the 1.1248 record's mixed int6 + zstd level 22 ----
-expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib or int6-zstd" \
+expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
     "$CTRAIN" ckpt golf run --format int4 --out x.zst
-expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib or int6-zstd" \
+expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
     "$CTRAIN" train "${run[@]}" golf_format=int4 out_dir=bad
 expect_fail golf6_dequantized_is_out 2 "--dequantized 'x.zst' is the artifact's path too" \
     "$CTRAIN" ckpt golf run --format int6-zstd --out x.zst --dequantized x.zst

@@ -10,12 +10,6 @@
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
-# check NAME PYTHON_CODE ARGS... : the Python snippet must exit 0 (it prints its complaint otherwise).
-check() {
-    local name=$1 code=$2; shift 2
-    if "$PY" -c "$code" "$@" >py.out 2>&1; then pass "$name"; else fail "$name" "$(tail -c 600 py.out)"; fi
-}
-
 expect_ok luts_help "$CTRAIN" data luts --help
 expect_grep luts_help_usage 'usage: ctrain data luts MODEL.model --out FILE.h5' out
 expect_ok data_help_lists_luts "$CTRAIN" data --help

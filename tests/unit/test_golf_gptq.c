@@ -3,7 +3,10 @@
  * holds only if the error feedback works), dead input columns, the same bits whatever the
  * thread count, the LQER factors reducing the error, the gates' int8 rule on a hand-computed
  * row, and everything against the independent PyTorch version tests/parity/gptq_ref.py (run
- * with /usr/bin/python3 from the repository root; skipped without it or without torch). */
+ * with /usr/bin/python3 from the repository root; skipped without it or without torch). Then the
+ * gptq-brotli artifact (golf_gptq_artifact.c) of a small model with a tensor of every rule,
+ * written and read back, and damaged; the Hessians file (golf_hessians.h) written and read back,
+ * and wrong. tests/cli/test_golf_gptq.sh checks a trained model's artifact against PyTorch. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -12,8 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "common.h"
+#include "golf_artifact.h"
 #include "golf_gptq.h"
+#include "golf_hessians.h"
 #include "golf_quant.h"
 #include "harness.h"
 
@@ -264,6 +271,215 @@ static void matches_pytorch(void) {
     free_problem(&p);
 }
 
+/* ---- the gptq-brotli artifact and the Hessians file ---- */
+
+/* A model with a tensor of each rule: GPTQ'd matrices (the embedding at embed_bits; c_k sharing
+ * c_q's input), one without a Hessian (rounded), an attention gate (int8 rows), a small vector
+ * (float16). */
+enum { NP = 8 };
+static ParamInfo gparams[NP];
+static ModelSpec gspec;
+static float *gweights;
+
+static void make_gptq_spec(int fc_cols) {
+    const struct {
+        const char *name;
+        int ndim;
+        int64_t d0, d1;
+    } t[NP] = {{"tok_emb.weight", 2, 300, 256},           {"blocks.0.attn.c_q.weight", 2, 288, 256},
+               {"blocks.0.attn.c_k.weight", 2, 288, 256}, {"blocks.0.attn.attn_gate_w", 2, 4, 12},
+               {"blocks.0.attn_scale", 1, 256, 1},        {"blocks.0.mlp.fc.weight", 2, 512, fc_cols},
+               {"blocks.0.mlp.proj.weight", 2, 256, 512}, {"bigram.embed.weight", 2, 300, 256}};
+    memset(&gspec, 0, sizeof gspec);
+    size_t offset = 0;
+    for (int i = 0; i < NP; i++) {
+        memset(&gparams[i], 0, sizeof gparams[i]);
+        snprintf(gparams[i].name, sizeof gparams[i].name, "%s", t[i].name);
+        gparams[i].ndim = t[i].ndim;
+        gparams[i].shape[0] = t[i].d0;
+        gparams[i].shape[1] = t[i].d1;
+        gparams[i].count = (size_t)(t[i].d0 * t[i].d1);
+        gparams[i].offset = offset;
+        offset += gparams[i].count;
+    }
+    gspec.num_params = NP;
+    gspec.params = gparams;
+    gspec.total_floats = offset;
+    free(gweights);
+    gweights = malloc(offset * sizeof(float));
+    rng_state = 99;
+    for (size_t i = 0; i < offset; i++) gweights[i] = 0.05f * gaussian();
+}
+
+/* Hessians of correlated inputs for every wanted parameter except the bigram table's. */
+static void make_gptq_hessians(GolfHessians *h) {
+    golf_hessians_alloc(&gspec, h);
+    free(h->h[7]);
+    h->h[7] = NULL;
+    for (int i = 0; i < NP; i++) {
+        int shares;
+        if (!h->h[i] || (golf_hessian_wanted(&gspec, i, &shares) && shares >= 0)) continue;
+        Problem p = make_problem(1, (int)gparams[i].shape[1], 300, 1000 + (uint64_t)i, -1);
+        memcpy(h->h[i], p.h, (size_t)p.cols * p.cols * sizeof(float));
+        free_problem(&p);
+    }
+    h->batches = 2, h->tokens = 600;
+}
+
+static GolfGptqOptions gptq_options(const GolfHessians *h) {
+    return (GolfGptqOptions){6, 7, 12.85f, 11.5f, 13.0f, 14.0f, 1, 1, 4, 3, 4, 1, 64, (const float *const *)h->h};
+}
+
+static void gptq_artifact_round_trip(void) {
+    if (golf_format_available(GOLF_GPTQ_BROTLI) != 0) SKIP("built without libbrotli");
+    make_gptq_spec(256);
+    GolfHessians h;
+    make_gptq_hessians(&h);
+    CHECK(h.h[2] == h.h[1], "c_k does not share c_q's Hessian");
+    const GolfGptqOptions o = gptq_options(&h);
+    const char *path = test_path("a.br"), *again = test_path("b.br");
+    GolfStats g;
+    CHECK(golf_write(&gspec, gweights, GOLF_GPTQ_BROTLI, &o, path, &g) == 0, "%s", ct_error());
+    CHECK(g.num_tensors == NP && g.num_gptq == 6 && g.num_lqer == 3 && g.num_int8 == 1,
+          "counts: %lld tensors, %lld GPTQ, %lld LQER, %lld int8", (long long)g.num_tensors, (long long)g.num_gptq,
+          (long long)g.num_lqer, (long long)g.num_int8);
+    float *back = malloc(gspec.total_floats * sizeof(float));
+    CHECK(golf_read(&gspec, GOLF_GPTQ_BROTLI, path, back) == 0, "%s", ct_error());
+    /* the gate: int8 rows; the vector: float16 */
+    int8_t *q = malloc(512 * 256);
+    uint16_t s[512];
+    const ParamInfo *gate = &gparams[3], *vec = &gparams[4];
+    golf_int8_rows_absmax(q, s, gweights + gate->offset, 4, 12);
+    for (int i = 0; i < 48; i++)
+        CHECK(back[gate->offset + i] == (float)q[i] * golf_half_to_float(s[i / 12]), "gate[%d]", i);
+    for (int i = 0; i < 256; i++)
+        CHECK(back[vec->offset + i] == golf_half_to_float(golf_half_from_float(gweights[vec->offset + i])), "vector[%d]", i);
+    /* every matrix: GPTQ's (or rounding's) levels exactly where it has no LQER; with LQER, closer to
+     * the weights than those levels alone */
+    int with_lqer = 0;
+    for (int i = 0; i < NP; i++) {
+        const ParamInfo *p = &gparams[i];
+        if (p->ndim != 2 || p->count <= 65536) continue;
+        const int rows = (int)p->shape[0], cols = (int)p->shape[1], bits = i == 0 ? 7 : 6;
+        const float sig = i == 0 ? 14.0f : strstr(p->name, ".mlp.") ? 11.5f : strstr(p->name, ".attn.") ? 13.0f : 12.85f;
+        const GolfGptqSettings gs = {sig, (1 << (bits - 1)) - 1, 128, 0.01f};
+        if (h.h[i]) CHECK(golf_gptq_quantize(q, s, gweights + p->offset, h.h[i], rows, cols, &gs, p->name) == 0, "%s", ct_error());
+        else golf_gptq_row_scales(s, gweights + p->offset, rows, cols, sig, gs.clip_range),
+             golf_round_nearest(q, gweights + p->offset, s, rows, cols, gs.clip_range);
+        double plain = 0, got = 0;
+        int exact = 1;
+        for (size_t k = 0; k < p->count; k++) {
+            const float d = (float)q[k] * golf_half_to_float(s[k / (size_t)cols]), w = gweights[p->offset + k];
+            exact = exact && back[p->offset + k] == d;
+            plain += ((double)w - d) * ((double)w - d);
+            got += ((double)w - back[p->offset + k]) * ((double)w - back[p->offset + k]);
+        }
+        if (exact) continue;
+        with_lqer++;
+        CHECK(got < plain, "%s: with its LQER correction |W - W'|^2 = %g, not below the levels' %g", p->name, got, plain);
+    }
+    CHECK(with_lqer == 3, "%d matrices read back with a correction, expected 3", with_lqer);
+    /* the same weights and Hessians give the same bytes */
+    CHECK(golf_write(&gspec, gweights, GOLF_GPTQ_BROTLI, &o, again, &g) == 0, "%s", ct_error());
+    size_t la = 0, lb = 0;
+    unsigned char *a = NULL, *b = NULL;
+    FILE *fa = fopen(path, "rb"), *fb = fopen(again, "rb");
+    if (fa && fb) {
+        fseek(fa, 0, SEEK_END), fseek(fb, 0, SEEK_END);
+        la = (size_t)ftell(fa), lb = (size_t)ftell(fb);
+        rewind(fa), rewind(fb);
+        a = malloc(la), b = malloc(lb);
+        if (fread(a, 1, la, fa) != la || fread(b, 1, lb, fb) != lb) la = 0;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    CHECK(la > 0 && la == lb && !memcmp(a, b, la), "two artifacts of the same weights differ");
+    free(a), free(b), free(q), free(back);
+    golf_hessians_free(&h);
+}
+
+/* golf_read of path fails naming it and `want`; the weights are untouched. */
+static int gptq_read_fails(const ModelSpec *spec, const char *path, const char *want) {
+    float *back = malloc(spec->total_floats * sizeof(float));
+    for (size_t i = 0; i < spec->total_floats; i++) back[i] = 7.0f;
+    int failed = golf_read(spec, GOLF_GPTQ_BROTLI, path, back) != 0 && strstr(ct_error(), path) && strstr(ct_error(), want);
+    for (size_t i = 0; i < spec->total_floats; i++) failed = failed && back[i] == 7.0f;
+    free(back);
+    return failed;
+}
+
+static void gptq_damaged_artifacts(void) {
+    if (golf_format_available(GOLF_GPTQ_BROTLI) != 0) SKIP("built without libbrotli");
+    make_gptq_spec(256);
+    GolfHessians h;
+    make_gptq_hessians(&h);
+    const GolfGptqOptions o = gptq_options(&h);
+    const char *good = test_path("good.br"), *bad = test_path("bad.br");
+    GolfStats g;
+    CHECK(golf_write(&gspec, gweights, GOLF_GPTQ_BROTLI, &o, good, &g) == 0, "%s", ct_error());
+    FILE *f = fopen(good, "rb");
+    unsigned char *b = malloc((size_t)g.file_bytes);
+    CHECK(f && fread(b, 1, (size_t)g.file_bytes, f) == (size_t)g.file_bytes, "reading %s", good);
+    if (f) fclose(f);
+    const size_t len = (size_t)g.file_bytes;
+    CHECK(write_file(bad, b, len / 2) == 0 && gptq_read_fails(&gspec, bad, "truncated"), "truncated: %s", ct_error());
+    CHECK(write_file(bad, "hello", 5) == 0 && gptq_read_fails(&gspec, bad, "not a brotli stream"), "5 bytes: %s",
+          ct_error());
+    /* a flipped bit anywhere: the stream, the header or the tensors' checksum catches it */
+    int caught = 0, tried = 0;
+    for (size_t at = 1; at < len; at += len / 23 + 1, tried++) {
+        b[at] ^= 0x10;
+        caught += write_file(bad, b, len) == 0 && gptq_read_fails(&gspec, bad, bad);
+        b[at] ^= 0x10;
+    }
+    CHECK(caught == tried, "%d of %d flipped bits read back without an error", tried - caught, tried);
+    unsigned char *longer = malloc(len + 5);
+    memcpy(longer, b, len);
+    memcpy(longer + len, "extra", 5);
+    CHECK(write_file(bad, longer, len + 5) == 0 && gptq_read_fails(&gspec, bad, "after its brotli stream"),
+          "trailing bytes: %s", ct_error());
+    free(longer);
+    /* another model's: the same names, mlp.fc of another width */
+    make_gptq_spec(320);
+    CHECK(gptq_read_fails(&gspec, good, "not the gptq artifact of this model"), "other model: %s", ct_error());
+    free(b);
+    golf_hessians_free(&h);
+}
+
+static void hessians_file_round_trip(void) {
+    make_gptq_spec(256);
+    GolfHessians h, back;
+    make_gptq_hessians(&h);
+    const char *path = test_path("h.h5");
+    CHECK(golf_hessians_write(&gspec, &h, 12, path) == 0, "%s", ct_error());
+    CHECK(golf_hessians_read(&gspec, path, &back) == 0, "%s", ct_error());
+    CHECK(back.batches == 2 && back.tokens == 600, "counts %lld %lld", (long long)back.batches, (long long)back.tokens);
+    for (int i = 0; i < NP; i++) {
+        CHECK(!h.h[i] == !back.h[i], "%s: present %d, read back %d", gparams[i].name, !!h.h[i], !!back.h[i]);
+        if (h.h[i] && back.h[i])
+            CHECK(!memcmp(h.h[i], back.h[i], (size_t)(gparams[i].shape[1] * gparams[i].shape[1]) * sizeof(float)),
+                  "%s differs", gparams[i].name);
+    }
+    golf_hessians_free(&back);
+    /* another model's (mlp.fc of another width): an error naming the file and the dataset */
+    make_gptq_spec(320);
+    CHECK(golf_hessians_read(&gspec, path, &back) != 0 && strstr(ct_error(), path) &&
+              strstr(ct_error(), "/hessians/blocks.0.mlp.fc.weight has shape [256, 256]"),
+          "another model: %s", ct_error());
+    /* not a Hessians file; no file */
+    const char *other = test_path("other.h5");
+    hid_t file = H5Fcreate(other, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    H5Fclose(file);
+    CHECK(golf_hessians_read(&gspec, other, &back) != 0 && strstr(ct_error(), "is not a Hessians file"), "empty: %s",
+          ct_error());
+    CHECK(golf_hessians_read(&gspec, test_path("missing.h5"), &back) != 0 && strstr(ct_error(), "missing.h5"),
+          "missing: %s", ct_error());
+    CHECK(golf_write(&gspec, gweights, GOLF_GPTQ_BROTLI, NULL, test_path("x.br"), &(GolfStats){0}) != 0 &&
+              strstr(ct_error(), "needs the Hessians"),
+          "no Hessians: %s", ct_error());
+    golf_hessians_free(&h);
+}
+
 int main(void) {
     RUN(gptq_beats_round_nearest);
     RUN(gptq_dead_column);
@@ -272,5 +488,8 @@ int main(void) {
     RUN(lqer_reduces_error);
     RUN(gate_int8_rows_by_hand);
     RUN(matches_pytorch);
+    RUN(gptq_artifact_round_trip);
+    RUN(gptq_damaged_artifacts);
+    RUN(hessians_file_round_trip);
     TEST_EXIT();
 }

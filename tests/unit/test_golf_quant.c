@@ -244,7 +244,7 @@ static void int6_artifact_round_trip(void) {
     make_spec("blocks.0.attn_scale");
     const char *path = test_path("a.int6.safetensors.zst"), *again = test_path("b.int6.safetensors.zst");
     GolfStats g;
-    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, path, &g) == 0, "%s", ct_error());
+    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, NULL, path, &g) == 0, "%s", ct_error());
     CHECK(g.num_tensors == 6 && g.num_int6 == 2 && g.num_int8 == 1, "counts %lld %lld %lld", (long long)g.num_tensors,
           (long long)g.num_int6, (long long)g.num_int8);
     /* int8 values + 2 float16 row scales; float16 x 8; float16 x 65536; int6 + 1 row scale; int6 + a float16
@@ -282,7 +282,7 @@ static void int6_artifact_round_trip(void) {
     free(back);
 
     /* the same weights give the same bytes */
-    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, again, &g) == 0, "%s", ct_error());
+    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, NULL, again, &g) == 0, "%s", ct_error());
     size_t la = 0, lb = 0;
     unsigned char *a = file_bytes(path, &la), *b = file_bytes(again, &lb);
     int same = a && b && la == lb && !memcmp(a, b, la);
@@ -295,7 +295,7 @@ static void int8_artifact_round_trip(void) {
     make_spec("blocks.0.attn_scale");
     const char *path = test_path("a.int8.stz");
     GolfStats g;
-    CHECK(golf_write(&spec, weights, GOLF_INT8_ZLIB, path, &g) == 0, "%s", ct_error());
+    CHECK(golf_write(&spec, weights, GOLF_INT8_ZLIB, NULL, path, &g) == 0, "%s", ct_error());
     /* the baseline's rule: the small control tensor is float32, the large vectors int8 per tensor */
     CHECK(g.num_int8 == 4 && g.num_int6 == 0, "counts %lld %lld", (long long)g.num_int8, (long long)g.num_int6);
     float *back = ct_malloc(spec.total_floats * sizeof(float), "read back");
@@ -320,8 +320,8 @@ static void damaged_artifacts(void) {
     make_spec("blocks.0.attn_scale");
     const char *good = test_path("good.zst"), *bad = test_path("bad.zst"), *z8 = test_path("good.stz");
     GolfStats g;
-    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, good, &g) == 0 &&
-              golf_write(&spec, weights, GOLF_INT8_ZLIB, z8, &g) == 0,
+    CHECK(golf_write(&spec, weights, GOLF_INT6_ZSTD, NULL, good, &g) == 0 &&
+              golf_write(&spec, weights, GOLF_INT8_ZLIB, NULL, z8, &g) == 0,
           "%s", ct_error());
     size_t len = 0;
     unsigned char *b = file_bytes(good, &len);

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# test_golf_gptq.sh — `ctrain ckpt golf --format gptq-brotli`, the 1.0611 record's artifact, on a
+# trained model with Hessians given in a file: its tensors equal an independent PyTorch version of
+# the record's rules (tests/parity/gptq_ref.py: GPTQ levels and scales, the LQER choice and its
+# factors, float16 for the rest), the weights ctrain reads back equal the record's dequantization
+# in Python, the printed round-trip val_loss equals the project's PyTorch model on them; the
+# artifact is the same bytes twice, KEY=VALUE changes its settings, and bad input (no Hessians,
+# Hessians of another model, a key that is not the artifact's) is a clear error that writes
+# nothing.
+source "$CT_ROOT/tests/cli/lib.sh"
+PY=/usr/bin/python3
+"$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
+    >/dev/null 2>&1 || { fail make_data "from-text failed"; exit 1; }
+# model_dim 320, 4 KV heads: tok_emb (256 x 320) and every block matrix exceed 65,536 elements
+# (GPTQ), c_k and c_v share c_q's Hessian; the gains, q_gain, resid_mix and skip_weights stay
+# float16. Large weights (a Muon lr of 8, tok_emb with std 1), as test_golf.sh says why.
+run=(train_files=train.h5 val_files=val.h5 vocab_size=256 num_layers=3 model_dim=320 num_heads=4 num_kv_heads=4
+     train_seq_len=32 train_batch_tokens=512 grad_accum_slots=2 val_batch_size=512 iterations=6 val_loss_every=0
+     checkpoint_every=0 threads=2 warmdown_iters=0 matrix_lr=8 tied_embed_init_std=1 embed_bits=7
+     mlp_clip_sigmas=11.5 embed_clip_sigmas=14)
+expect_ok gptq_train "$CTRAIN" train "${run[@]}" out_dir=run
+CK=run/checkpoints/step_00000006.h5
+
+if ! "$PY" -c 'import h5py, numpy, torch, brotli' 2>/dev/null; then
+    skip_rest_python "h5py/numpy/torch/brotli not importable by $PY"
+fi
+
+# Hessians of correlated inputs (the collection during a run is not built yet): one per input,
+# c_k and c_v hard links to c_q's dataset as ctrain writes them
+make_hessians() { # FILE FC_COLS
+    "$PY" - "$CK" "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+ck, out, fc_cols = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = np.random.default_rng(5)
+with h5py.File(ck, "r") as f:
+    shapes = {k: f["model"][k].shape for k in f["model"]}
+with h5py.File(out, "w") as g:
+    g.attrs["format"] = "ctrain-gptq-hessians-v1"
+    g.attrs["calibration_batches"] = np.int64(4)
+    g.attrs["calibration_tokens"] = np.int64(2048)
+    grp = g.create_group("hessians")
+    for k, s in shapes.items():
+        if len(s) != 2 or s[0] * s[1] <= 65536 or ".c_k." in k or ".c_v." in k:
+            continue
+        cols = fc_cols if k.endswith("mlp.fc.weight") else s[1]
+        x = rng.standard_normal((600, cols)).astype(np.float32)
+        x[:, 1:] += 0.7 * x[:, :-1]
+        x[:, ::9] *= 3
+        grp[k] = (x.T @ x / 600).astype(np.float32)
+        if k.endswith("attn.c_q.weight"):
+            grp[k.replace("c_q", "c_k")] = grp[k]
+            grp[k.replace("c_q", "c_v")] = grp[k]
+PY
+}
+make_hessians h.h5 320 && pass gptq_hessians_made || fail gptq_hessians_made "h5py failed"
+
+expect_ok gptq_golf_runs "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 --out art.br \
+    --dequantized deq.safetensors
+cp out golf.out
+expect_grep gptq_hessians_line '^hessians: h.h5 \(4 calibration batches, 2048 tokens\)$' golf.out
+expect_grep gptq_counts '^gptq artifact: [0-9]+ parameters in 32 tensors: 19 matrices by GPTQ \(3 with LQER\), 0 int8 gate rows, 13 kept as float16 \(payload:[0-9]+ raw:[0-9]+\) -> art.br$' golf.out
+expect_grep gptq_size_line '^Serialized model quantized\+brotli: [0-9]+ bytes$' golf.out
+expect_grep gptq_roundtrip_line '^final_gptq_roundtrip val_loss:[0-9.]+ val_bpb:[0-9.]+ eval_time:[0-9]+ms$' golf.out
+
+check gptq_matches_pytorch '
+import sys, json, re, struct, brotli, h5py, numpy as np, torch
+sys.path.insert(0, sys.argv[4])
+import gptq_ref
+from ref_gpt import RefGPT
+ck, art, out = sys.argv[1], sys.argv[2], sys.argv[3]
+raw = brotli.decompress(open(art, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header.pop("__metadata__")
+data = raw[8 + n:]
+assert meta["format"] == "gptq_lqer_v1", meta["format"]
+np_type = {"I8": "<i1", "F16": "<f2"}
+got = {k: torch.from_numpy(np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], np_type[v["dtype"]])
+                           .reshape(v["shape"]).copy()) for k, v in header.items()}
+# the model order (state_dict order): the header lists the entries of every tensor in it
+names = []
+for k in header:
+    base = re.sub(r"\.(q|scale|gq|gs|lqA_a|lqAs_a|lqB_a|lqBs_a|lqA|lqAs|lqB|lqBs)$", "", k)
+    if base not in names:
+        names.append(base)
+with h5py.File(ck, "r") as f:
+    assert sorted(names) == sorted(f["model"]), (names, list(f["model"]))
+    weights = {k: torch.from_numpy(f["model"][k][()]) for k in names}
+    cfg = {k: f["config"].attrs[k] for k in f["config"].attrs}
+with h5py.File("h.h5", "r") as f:
+    hess = {k: torch.from_numpy(f["hessians"][k][()]) for k in f["hessians"]}
+o = {k: (float(cfg[k]) if "sigmas" in k else int(cfg[k])) for k in
+     ("matrix_bits", "embed_bits", "matrix_clip_sigmas", "mlp_clip_sigmas", "attn_clip_sigmas", "embed_clip_sigmas",
+      "gated_attn_quant_gate", "lqer_enabled", "lqer_rank", "lqer_top_k", "lqer_factor_bits", "lqer_asym_enabled",
+      "lqer_asym_group")}
+assert o["embed_bits"] == 7 and abs(o["mlp_clip_sigmas"] - 11.5) < 1e-9, o
+want, plan = gptq_ref.quantize_model(weights, hess, o)
+assert meta["plan"] == "".join(plan[k] for k in names), (meta["plan"], plan)
+assert set(got) == set(want), sorted(set(got) ^ set(want))
+# float32 sums in another order (LAPACK, the block products, the SVD) can put a value on the
+# other side of a rounding boundary: levels may differ by one, in at most 0.2% of a tensor
+levels = differ = 0
+for k, t in want.items():
+    g = got[k]
+    assert g.dtype == t.dtype and tuple(g.shape) == tuple(t.shape), (k, g.dtype, t.dtype, g.shape, t.shape)
+    if t.dtype == torch.int8:
+        d = (g.int() - t.int()).abs()
+        assert int(d.max()) <= 1 and int((d > 0).sum()) <= max(2, t.numel() // 500), (k, int((d > 0).sum()))
+        levels += t.numel(); differ += int((d > 0).sum())
+    elif ".lq" in k:  # a factor scale may round the other way with the SVD
+        assert int((g != t).sum()) <= 1, (k, int((g != t).sum()))
+    else:
+        assert torch.equal(g, t), ("differs", k)
+print("levels differing from PyTorch: %d of %d" % (differ, levels))
+# the weights read back: the record dequantization of the file equals ctrain (--dequantized)
+raw2 = open("deq.safetensors", "rb").read()
+n2 = struct.unpack("<Q", raw2[:8])[0]
+h2 = json.loads(raw2[8:8 + n2]); h2.pop("__metadata__")
+back = {k: torch.from_numpy(np.frombuffer(raw2[8 + n2 + v["data_offsets"][0]:8 + n2 + v["data_offsets"][1]], "<f4")
+                            .reshape(v["shape"]).copy()) for k, v in h2.items()}
+deq = {}
+for k in names:
+    deq[k] = gptq_ref.dequantize(got, plan, k)
+    tol = 1e-6 * float(deq[k].abs().max()) if meta["plan"][2 * names.index(k) + 1] != "-" else 0.0
+    assert float((deq[k] - back[k]).abs().max()) <= tol, (k, float((deq[k] - back[k]).abs().max()))
+# the round trip: the project model on the record dequantization, as eval_val
+c = {k: (int(cfg[k]) if k not in ("rope_base", "logit_softcap") else float(cfg[k]))
+     for k in ("num_layers", "num_heads", "num_kv_heads", "model_dim", "rope_base", "logit_softcap", "tie_embeddings",
+               "train_seq_len")}
+T = c["train_seq_len"]
+with h5py.File("val.h5", "r") as f:
+    v = torch.from_numpy(f["tokens"][()].astype(np.int64))
+nseq = (len(v) - 1) // T
+with torch.no_grad():
+    loss = RefGPT(c, deq).loss(v[:nseq * T].view(nseq, T), v[1:nseq * T + 1].view(nseq, T)).item()
+printed = float(re.search(r"roundtrip_exact val_loss:([0-9.]+)", open(out).read()).group(1))
+assert abs(printed - loss) <= 2e-6 * abs(loss) + 1e-8, (printed, loss)
+print("round trip val_loss", printed, "PyTorch", loss)
+' "$CK" art.br golf.out "$CT_ROOT/tests/parity"
+
+expect_ok gptq_again "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 --out again.br --no-eval
+cmp -s art.br again.br && pass gptq_deterministic || fail gptq_deterministic "two artifacts of one checkpoint differ"
+# KEY=VALUE: B's 4 x 320 elements are no multiple of 96: the symmetric factors
+expect_ok gptq_key_value "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 --out sym.br --no-eval \
+    lqer_asym_group=96 lqer_top_k=2
+check gptq_key_value_applies '
+import sys, json, struct, brotli
+raw = brotli.decompress(open(sys.argv[1], "rb").read())
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+assert meta["plan"].count("s") == 2 and "a" not in meta["plan"] and meta["lqer"] == "4,96", meta
+' sym.br
+# the Hessians file beside the checkpoint is the default
+cp h.h5 run/checkpoints/step_00000006.hessians.h5
+expect_ok gptq_default_hessians "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out beside.br --no-eval
+expect_grep gptq_default_hessians_named '^hessians: run/checkpoints/step_00000006.hessians.h5 ' out
+rm run/checkpoints/step_00000006.hessians.h5
+
+# bad input: a clear error, nothing written
+expect_fail gptq_no_hessians 1 "step_00000006.hessians.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out none.br
+make_hessians wrong.h5 160
+expect_fail gptq_other_model_hessians 1 "wrong.h5.*/hessians/blocks.0.mlp.fc.weight has shape \[160, 160\]" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians wrong.h5 --out none.br
+[ ! -e none.br ] && pass gptq_nothing_written || fail gptq_nothing_written "none.br exists"
+expect_fail gptq_hessians_other_format 2 "hessians is for --format gptq-brotli" \
+    "$CTRAIN" ckpt golf "$CK" --format int8-zlib --hessians h.h5 --out none.stz
+expect_fail gptq_not_artifact_key 2 "num_layers=4.*not a GPTQ artifact key" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 num_layers=4
+expect_fail gptq_bad_value 2 "matrix_bits = 9: expected in \[2, 8\]" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 matrix_bits=9
+cp h.h5 keep.h5
+expect_fail gptq_out_is_input 2 "h.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 --out h.h5
+cmp -s h.h5 keep.h5 && pass gptq_input_kept || fail gptq_input_kept "the Hessians file changed"
+finish
