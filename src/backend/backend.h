@@ -87,6 +87,14 @@ struct Backend {
      * entries) at position pos of one sequence of seq_len tokens; positions after pos do not
      * matter (attention is causal). For sampling. */
     int (*position_logits)(Backend *b, const uint32_t *tokens, int pos, float *logits);
+    /* (optional, NULL where not implemented) GPTQ's calibration (the golf artifact,
+     * golf_hessians.h): a forward over num_seqs sequences (tokens: num_seqs*T + 1, as evaluate)
+     * that adds X^T X of each matrix's input into grams[i] (cols x cols fp32, i the parameter's
+     * index) where grams[i] is not NULL: c_q's input (the normed attention input; c_k and c_v
+     * read the same), attn.proj's, mlp.fc's, mlp.proj's (the activation), the final norm's
+     * output for the tied embedding or lm_head, bigram.proj's. A block that runs more than once
+     * (depth recurrence) adds each run's input. Sums in a fixed order: the same bits every time. */
+    int (*accumulate_input_grams)(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
     /* Gradients as a host fp32 buffer for the collective (the CPU backend's are the state's). */
     float *(*grad_buffer)(Backend *b);
     /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.

@@ -31,8 +31,9 @@ static const char CKPT_USAGE[] =
     "  verify FILE...         check checksums, completeness and shapes; exit 1 if invalid\n"
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
     "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
-    "  golf FILE              the parameter-golf artifact (int8 + zlib or int6 + zstd), its size and\n"
-    "                         round-trip val_bpb\n"
+    "  golf FILE              the parameter-golf artifact (int8 + zlib, int6 + zstd or GPTQ + brotli),\n"
+    "                         its size and round-trip val_bpb\n"
+    "  hessians FILE          GPTQ's calibration: the Hessians file the gptq-brotli artifact reads\n"
     "\n"
     "FILE may also be a run directory (out_dir), its checkpoints/ directory or a `latest` file:\n"
     "the checkpoint `latest` names (or the newest step_*.h5) is used.\n"
@@ -152,8 +153,9 @@ static const char GOLF_USAGE[] =
     "options:\n"
     "  --format NAME     int8-zlib, int6-zstd or gptq-brotli (default: the checkpoint's golf_format,\n"
     "                    int8-zlib unless the run set it)\n"
-    "  --hessians FILE   gptq-brotli: the Hessians file (default: the checkpoint's path with .h5\n"
-    "                    replaced by .hessians.h5)\n"
+    "  --hessians FILE   gptq-brotli: the Hessians file (default: final_model.hessians.h5 in the run's\n"
+    "                    directory, as `ctrain ckpt hessians` writes it, which must then be of this\n"
+    "                    checkpoint's step)\n"
     "  --out FILE        the artifact to write (default: final_model.int8.stz,\n"
     "                    final_model.int6.safetensors.zst or final_model.gptq.safetensors.br in the run's\n"
     "                    directory, beside checkpoints/, as a run with golf_artifact=1 writes it; replaced\n"
@@ -193,6 +195,41 @@ static int code_size(const char *arg, int64_t *bytes) {
     return 0;
 }
 
+/* KEY=VALUE arguments after the checkpoint (pos[1..npos)) of `ckpt golf` and `ckpt hessians`:
+ * only the GPTQ artifact's keys, since the weights are the checkpoint's. check_artifact_keys
+ * prints a usage error naming a bad one; set_artifact_keys applies them (config_set's errors,
+ * printed). */
+static int check_artifact_keys(const char *cmd, char **pos, int npos) {
+    for (int i = 1; i < npos; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(strchr(pos[i], '=') - pos[i]), pos[i]);
+        const ConfigKey *k = config_find_key(key);
+        if (!k || strcmp(k->group, "artifact") != 0)
+            return cli_usage_error("ckpt", cmd, "'%s': %s; only the GPTQ artifact's keys may be given here "
+                                   "(docs/configuration.md, \"GPTQ artifact\")", pos[i],
+                                   k ? "not a GPTQ artifact key" : "no such configuration key");
+    }
+    return 0;
+}
+static int set_artifact_keys(Config *cfg, char **pos, int npos) {
+    for (int i = 1; i < npos; i++) {
+        char key[64];
+        const char *eq = strchr(pos[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - pos[i]), pos[i]);
+        if (config_set(cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
+            ct_print_error();
+            return -1;
+        }
+    }
+    return 0;
+}
+/* The number of positional arguments that are not KEY=VALUE; the first must be one. */
+static int count_files(char **pos, int npos) {
+    int n = 0;
+    for (int i = 0; i < npos; i++) n += strchr(pos[i], '=') == NULL;
+    return npos > 0 && strchr(pos[0], '=') ? -1 : n;
+}
+
 static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
@@ -205,24 +242,15 @@ static int cmd_golf(int argc, char **argv) {
                                  {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live},
                                  {"--hessians", &hessians, NULL}};
     int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 11, &pos, &npos);
-    int nfiles = 0; /* positional arguments that are not KEY=VALUE */
-    for (int i = 0; rc == 0 && i < npos; i++) nfiles += strchr(pos[i], '=') == NULL;
-    if (rc != 0 || nfiles != 1 || strchr(pos[0], '=')) {
+    const int nfiles = rc == 0 ? count_files(pos, npos) : 0;
+    if (rc != 0 || nfiles != 1) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
-        return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file first (got %d), then any KEY=VALUE", nfiles);
+        return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file first, then any KEY=VALUE");
     }
-    for (int i = 1; i < npos; i++) { /* only the artifact's keys: the weights are the checkpoint's */
-        char key[64];
-        snprintf(key, sizeof key, "%.*s", (int)(strchr(pos[i], '=') - pos[i]), pos[i]);
-        const ConfigKey *k = config_find_key(key);
-        if (!k || strcmp(k->group, "artifact") != 0) {
-            int rc2 = cli_usage_error("ckpt", "golf", "'%s': %s; only the GPTQ artifact's keys may be given here "
-                                      "(docs/configuration.md, \"GPTQ artifact\")", pos[i],
-                                      k ? "not a GPTQ artifact key" : "no such configuration key");
-            free(pos);
-            return rc2;
-        }
+    if (check_artifact_keys("golf", pos, npos) != 0) {
+        free(pos);
+        return CT_EXIT_USAGE;
     }
     GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL};
     if (format && golf_format_from_name(format, &golf.format) != 0) {
@@ -243,21 +271,14 @@ static int cmd_golf(int argc, char **argv) {
     TrainState st;
     rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
     if (rc != 0) ct_print_error();
-    for (int i = 1; rc == 0 && i < npos; i++) {
-        char key[64];
-        const char *eq = strchr(pos[i], '=');
-        snprintf(key, sizeof key, "%.*s", (int)(eq - pos[i]), pos[i]);
-        if (config_set(&cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
-            ct_print_error();
-            rc = CT_EXIT_USAGE;
-        }
-    }
+    if (rc == 0 && set_artifact_keys(&cfg, pos, npos) != 0) rc = CT_EXIT_USAGE;
     /* without --format, the format the run chose for its own artifact (config_validate below
      * names a bad one) */
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
     char default_out[4500], default_hessians[4500];
     if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
-    if (!hessians && golf.format == GOLF_GPTQ_BROTLI) hessians = golf_hessians_path(ckpt, default_hessians, sizeof default_hessians);
+    const int default_hessians_used = !hessians && golf.format == GOLF_GPTQ_BROTLI;
+    if (default_hessians_used) hessians = run_dir_file(ckpt, GOLF_HESSIANS_FILE, default_hessians, sizeof default_hessians);
     if (hessians && golf.format != GOLF_GPTQ_BROTLI && rc == 0) {
         config_free(&cfg);
         train_state_free(&st);
@@ -303,10 +324,17 @@ static int cmd_golf(int argc, char **argv) {
         if (golf_hessians_read(&st.spec, hessians, &h) != 0) {
             ct_print_error();
             rc = CT_EXIT_FAILURE;
+        } else if (h.step != st.adam_step && default_hessians_used) {
+            /* another checkpoint's: GPTQ would still run, but not with what these weights see */
+            fprintf(stderr, "ctrain: error: '%s' holds the Hessians of the weights after step %lld, the checkpoint's "
+                            "are after step %lld; collect them again (ctrain ckpt hessians %s) or name a file with "
+                            "--hessians\n", hessians, (long long)h.step, (long long)st.adam_step, ckpt);
+            rc = CT_EXIT_FAILURE;
         } else {
             golf.hessians = (const float *const *)h.h;
-            printf("hessians: %s (%lld calibration batches, %lld tokens)\n", hessians, (long long)h.batches,
-                   (long long)h.tokens);
+            printf("hessians: %s (%lld calibration batches, %lld tokens, step %lld%s)\n", hessians,
+                   (long long)h.batches, (long long)h.tokens, (long long)h.step,
+                   h.step != st.adam_step ? ", not the checkpoint's" : "");
         }
     }
     if (rc == 0) {
@@ -436,8 +464,93 @@ static int cmd_diff(int argc, char **argv) {
     return rc;
 }
 
+/* ---- hessians ---- */
+
+static const char HESSIANS_USAGE[] =
+    "usage: ctrain ckpt hessians FILE [gptq_calibration_batches=N] [--out HESSIANS.h5] [--device cpu|cuda]\n"
+    "                            [--live]\n"
+    "\n"
+    "GPTQ's calibration for the gptq-brotli golf artifact: runs the checkpoint's weights (those its run\n"
+    "ends with, as `ckpt golf`) over gptq_calibration_batches micro-batch slots at the start of its\n"
+    "train_files and writes, for every matrix the artifact quantizes, the mean X^T X of its input:\n"
+    "the Hessians file `ctrain ckpt golf FILE --format gptq-brotli` reads (docs/checkpoint-format.md,\n"
+    "\"The Hessians file\"). Training data only, as the challenge requires.\n"
+    "\n"
+    "options:\n"
+    "  gptq_calibration_batches=N  how many slots (default: the checkpoint's, 16 unless its run set it)\n"
+    "  --out FILE        the Hessians file (default: final_model.hessians.h5 in the run's directory,\n"
+    "                    beside checkpoints/, where `ckpt golf` looks; replaced atomically)\n"
+    "  --device NAME     cpu (default) or cuda: where to run the forward\n"
+    "  --live            the live training weights (/model) instead of the averaged ones\n"
+    "  -h, --help        show this help\n";
+
+static int cmd_hessians(int argc, char **argv) {
+    char **pos;
+    const char *out = NULL, *device = "cpu";
+    int live = 0;
+    const CliOption options[] = {{"--out", &out, NULL}, {"--device", &device, NULL}, {"--live", NULL, &live}};
+    int npos, rc = cli_parse("ckpt", argc, argv, HESSIANS_USAGE, options, 3, &pos, &npos);
+    const int nfiles = rc == 0 ? count_files(pos, npos) : 0;
+    if (rc != 0 || nfiles != 1 || check_artifact_keys("hessians", pos, npos) != 0) {
+        free(pos);
+        if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
+        return rc ? rc : nfiles != 1 ? cli_usage_error("ckpt", "hessians", "give one checkpoint file first, then any "
+                                                       "KEY=VALUE") : CT_EXIT_USAGE;
+    }
+    char path[4400], default_out[4500];
+    const char *ckpt = resolve_arg(pos[0], path, sizeof path);
+    if (!ckpt) {
+        free(pos);
+        return CT_EXIT_FAILURE;
+    }
+    if (!out) out = run_dir_file(ckpt, GOLF_HESSIANS_FILE, default_out, sizeof default_out);
+    Config cfg;
+    TrainState st;
+    rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
+    if (rc != 0) ct_print_error();
+    if (rc == 0 && (set_artifact_keys(&cfg, pos, npos) != 0 ||
+                    config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 ||
+                    config_validate(&cfg, 1) != 0)) {
+        if (ct_error()[0]) ct_print_error();
+        rc = CT_EXIT_USAGE;
+    }
+    if (rc == 0) { /* the Hessians never over the checkpoint or its data */
+        CtPathList outputs = {0}, inputs = {0};
+        ct_path_list_add(&outputs, "--out", "the Hessians file", out);
+        ct_path_list_add(&inputs, "the checkpoint", "the weights calibrated", ckpt);
+        ct_path_list_add_glob(&inputs, "train_files", "the checkpoint's training data", cfg.train_files);
+        ct_path_list_add_glob(&inputs, "val_files", "the checkpoint's validation data", cfg.val_files);
+        rc = cli_check_outputs("ckpt", "hessians", &outputs, &inputs);
+        ct_path_list_free(&outputs);
+        ct_path_list_free(&inputs);
+    }
+    if (rc == 0 && cli_catch_stops() != 0) {
+        ct_print_error();
+        rc = CT_EXIT_FAILURE;
+    }
+    GolfHessians h = {0};
+    if (rc == 0) {
+        printf("%s\n", ckpt);
+        char averaged[96];
+        if (!live && train_state_use_average(&st, averaged, sizeof averaged))
+            printf("weights: %s (--live for the live weights)\n", averaged);
+        if (golf_collect_hessians(&cfg, &st, &h) != 0 || golf_hessians_write(&st.spec, &h, out) != 0) {
+            ct_print_error();
+            rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
+        } else {
+            printf("hessians -> %s\n", out);
+        }
+    }
+    golf_hessians_free(&h);
+    free(pos);
+    config_free(&cfg);
+    train_state_free(&st);
+    return rc;
+}
+
 int ckpt_main(int argc, char **argv) {
     static const CliCommand commands[] = {
-        {"info", cmd_info}, {"verify", cmd_verify}, {"diff", cmd_diff}, {"export", cmd_export}, {"golf", cmd_golf}};
-    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 5);
+        {"info", cmd_info},     {"verify", cmd_verify}, {"diff", cmd_diff},
+        {"export", cmd_export}, {"golf", cmd_golf},     {"hessians", cmd_hessians}};
+    return cli_dispatch("ckpt", argc, argv, CKPT_USAGE, commands, 6);
 }

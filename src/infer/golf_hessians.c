@@ -37,13 +37,6 @@ int golf_hessian_wanted(const ModelSpec *spec, int i, int *shares) {
     return 1;
 }
 
-const char *golf_hessians_path(const char *ckpt, char *buf, size_t cap) {
-    const size_t n = strlen(ckpt);
-    const int h5 = n >= 3 && !strcmp(ckpt + n - 3, ".h5");
-    snprintf(buf, cap, "%.*s.hessians.h5", (int)(h5 ? n - 3 : n), ckpt);
-    return buf;
-}
-
 void golf_hessians_alloc(const ModelSpec *spec, GolfHessians *h) {
     memset(h, 0, sizeof *h);
     h->num_params = spec->num_params;
@@ -94,7 +87,7 @@ static int write_datasets(hid_t file, const ModelSpec *spec, const GolfHessians 
     return rc;
 }
 
-int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, int64_t step, const char *path) {
+int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
     if (ct_mkdir_parent(path) != 0) return -1;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -106,7 +99,7 @@ int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, int64_t st
     if (rc == 0 && (ct_h5_attr_write_str(file, "format", HESSIANS_FORMAT) != 0 ||
                     ct_h5_attr_write_i64(file, "calibration_batches", h->batches) != 0 ||
                     ct_h5_attr_write_i64(file, "calibration_tokens", h->tokens) != 0 ||
-                    ct_h5_attr_write_i64(file, "step", step) != 0))
+                    ct_h5_attr_write_i64(file, "step", h->step) != 0))
         rc = ct_fail_prefix("'%s'", tmp);
     if (rc == 0) rc = write_datasets(file, spec, h, tmp);
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0) rc = ct_h5_fail("'%s': cannot finish writing (disk full?)", tmp);
@@ -175,9 +168,9 @@ int golf_hessians_read(const ModelSpec *spec, const char *path, GolfHessians *h)
             rc = ct_fail("'%s' is not a Hessians file: its attribute format is '%s', expected '" HESSIANS_FORMAT "'",
                          path, format ? format : "(absent)");
         free(format);
-        const char *const counts[] = {"calibration_batches", "calibration_tokens"};
-        int64_t *values[] = {&h->batches, &h->tokens};
-        for (int k = 0; rc == 0 && k < 2; k++)
+        const char *const counts[] = {"calibration_batches", "calibration_tokens", "step"};
+        int64_t *values[] = {&h->batches, &h->tokens, &h->step};
+        for (int k = 0; rc == 0 && k < 3; k++)
             if ((found = ct_h5_attr_find(file, path, NULL, counts[k], &attr)) == 1) {
                 rc = ct_h5_attr_read_i64(attr, path, NULL, counts[k], values[k]);
                 H5Aclose(attr);

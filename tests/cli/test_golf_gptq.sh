@@ -38,6 +38,7 @@ with h5py.File(out, "w") as g:
     g.attrs["format"] = "ctrain-gptq-hessians-v1"
     g.attrs["calibration_batches"] = np.int64(4)
     g.attrs["calibration_tokens"] = np.int64(2048)
+    g.attrs["step"] = np.int64(6)
     grp = g.create_group("hessians")
     for k, s in shapes.items():
         if len(s) != 2 or s[0] * s[1] <= 65536 or ".c_k." in k or ".c_v." in k:
@@ -57,7 +58,7 @@ make_hessians h.h5 320 && pass gptq_hessians_made || fail gptq_hessians_made "h5
 expect_ok gptq_golf_runs "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians h.h5 --out art.br \
     --dequantized deq.safetensors
 cp out golf.out
-expect_grep gptq_hessians_line '^hessians: h.h5 \(4 calibration batches, 2048 tokens\)$' golf.out
+expect_grep gptq_hessians_line '^hessians: h.h5 \(4 calibration batches, 2048 tokens, step 6\)$' golf.out
 expect_grep gptq_counts '^gptq artifact: [0-9]+ parameters in 32 tensors: 19 matrices by GPTQ \(3 with LQER\), 0 int8 gate rows, 13 kept as float16 \(payload:[0-9]+ raw:[0-9]+\) -> art.br$' golf.out
 expect_grep gptq_size_line '^Serialized model quantized\+brotli: [0-9]+ bytes$' golf.out
 expect_grep gptq_roundtrip_line '^final_gptq_roundtrip val_loss:[0-9.]+ val_bpb:[0-9.]+ eval_time:[0-9]+ms$' golf.out
@@ -149,14 +150,17 @@ raw = brotli.decompress(open(sys.argv[1], "rb").read())
 meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
 assert meta["plan"].count("s") == 2 and "a" not in meta["plan"] and meta["lqer"] == "4,96", meta
 ' sym.br
-# the Hessians file beside the checkpoint is the default
-cp h.h5 run/checkpoints/step_00000006.hessians.h5
+# the run's final_model.hessians.h5 is the default, when it is of the checkpoint's step
+cp h.h5 run/final_model.hessians.h5
 expect_ok gptq_default_hessians "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out beside.br --no-eval
-expect_grep gptq_default_hessians_named '^hessians: run/checkpoints/step_00000006.hessians.h5 ' out
-rm run/checkpoints/step_00000006.hessians.h5
+expect_grep gptq_default_hessians_named '^hessians: run/final_model.hessians.h5 ' out
+"$PY" -c 'import h5py, sys; h5py.File(sys.argv[1], "r+").attrs["step"] = 5' run/final_model.hessians.h5
+expect_fail gptq_default_hessians_other_step 1 "after step 5, the checkpoint's are after step 6" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out beside.br --no-eval
+rm run/final_model.hessians.h5
 
 # bad input: a clear error, nothing written
-expect_fail gptq_no_hessians 1 "step_00000006.hessians.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out none.br
+expect_fail gptq_no_hessians 1 "run/final_model.hessians.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out none.br
 make_hessians wrong.h5 160
 expect_fail gptq_other_model_hessians 1 "wrong.h5.*/hessians/blocks.0.mlp.fc.weight has shape \[160, 160\]" \
     "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians wrong.h5 --out none.br

@@ -451,9 +451,11 @@ static void hessians_file_round_trip(void) {
     GolfHessians h, back;
     make_gptq_hessians(&h);
     const char *path = test_path("h.h5");
-    CHECK(golf_hessians_write(&gspec, &h, 12, path) == 0, "%s", ct_error());
+    h.step = 12;
+    CHECK(golf_hessians_write(&gspec, &h, path) == 0, "%s", ct_error());
     CHECK(golf_hessians_read(&gspec, path, &back) == 0, "%s", ct_error());
-    CHECK(back.batches == 2 && back.tokens == 600, "counts %lld %lld", (long long)back.batches, (long long)back.tokens);
+    CHECK(back.batches == 2 && back.tokens == 600 && back.step == 12, "counts %lld %lld %lld", (long long)back.batches,
+          (long long)back.tokens, (long long)back.step);
     for (int i = 0; i < NP; i++) {
         CHECK(!h.h[i] == !back.h[i], "%s: present %d, read back %d", gparams[i].name, !!h.h[i], !!back.h[i]);
         if (h.h[i] && back.h[i])
