@@ -24,6 +24,9 @@
 #ifdef CT_HAVE_ZSTD
 #include <zstd.h>
 #endif
+#ifdef CT_HAVE_CJSON
+#include <cJSON.h>
+#endif
 
 
 void version_print(FILE *out) {
@@ -73,6 +76,12 @@ void version_print(FILE *out) {
     fprintf(out, "zstd: %s\n", ZSTD_versionString());
 #else
     fprintf(out, "zstd: no (install libzstd-dev or set ZSTD_HOME: golf_format = int6-zstd needs it)\n");
+#endif
+
+#ifdef CT_HAVE_CJSON
+    fprintf(out, "cjson: %s\n", cJSON_Version());
+#else
+    fprintf(out, "cjson: no (install libcjson-dev or set CJSON_HOME: data tokenize's JSONL input needs it)\n");
 #endif
 
 #ifdef CT_HAVE_CUDA
