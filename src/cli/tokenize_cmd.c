@@ -1,7 +1,9 @@
 /* tokenize_cmd.c — `ctrain data tokenize`: a corpus (JSONL, text files, standard input) into
  * training and validation shards with a SentencePiece model; its arguments, checks and what it
- * prints. The work is src/data/tokenize.c's. Exit codes: 0 success, 1 bad input or I/O failure,
- * 2 usage error, 75 stopped by a signal (nothing kept: run it again). */
+ * prints (the work is src/data/tokenize.c's). And `ctrain data detokenize`, the way back: a
+ * split's tokens as text, one document per BOS, with the pieces its files store. Exit codes: 0
+ * success, 1 bad input or I/O failure, 2 usage error, 75 stopped by a signal (nothing kept: run
+ * it again). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +12,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "common.h"
+#include "data.h"
 #include "stop.h"
 #include "tokenize.h"
+#include "tokenizer.h"
+
+#ifdef CT_HAVE_CJSON
+#include <cJSON.h>
+#endif
 
 static const char TOKENIZE_USAGE[] =
     "usage: ctrain data tokenize --tokenizer MODEL.model --out DIR [options] INPUT...\n"
@@ -205,5 +213,152 @@ int data_tokenize_main(int argc, char **argv) {
 done:
     free(provenance);
     free(inputs);
+    return rc;
+}
+
+/* ---- detokenize ---- */
+
+static const char DETOKENIZE_USAGE[] =
+    "usage: ctrain data detokenize [--format jsonl|text] FILE_OR_GLOB\n"
+    "\n"
+    "Turn a split's tokens (the files of the glob in path order, one stream) back into text with\n"
+    "the pieces stored in its files (/tokenizer/pieces), one document per BOS token, written to\n"
+    "standard output; a CaseOps tokenizer's capitals are restored. For a model whose normalizer\n"
+    "keeps the text as it is (identity, no extra-whitespace removal) this gives back the text\n"
+    "`data tokenize` was given.\n"
+    "\n"
+    "options:\n"
+    "  --format jsonl   one JSON object {\"text\": ...} per document (default; needs cJSON)\n"
+    "  --format text    the documents' text one after another, nothing between them\n"
+    "  -h, --help       show this help\n";
+
+/* A growing byte buffer, a TextSink's ctx. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} TextBuffer;
+
+static void text_append(void *ctx, const char *bytes, size_t n) {
+    TextBuffer *b = ctx;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *bigger = ct_malloc(cap, "document text");
+        if (b->len) memcpy(bigger, b->data, b->len);
+        free(b->data);
+        b->data = bigger;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, bytes, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+/* Write one document's ids as text. */
+static int write_document(const TokenPieces *pieces, int caseops, const uint32_t *ids, int64_t n, int jsonl) {
+    TextBuffer text = {0};
+    text_append(&text, "", 0);
+    size_t len;
+    char *decoded = piece_decode(pieces, ids, n, &len);
+    if (caseops) {
+        CaseOpsDecoder *d = caseops_decoder_create(text_append, &text);
+        caseops_decoder_write(d, decoded, len);
+        caseops_decoder_finish(d);
+        caseops_decoder_free(d);
+    } else {
+        text_append(&text, decoded, len);
+    }
+    free(decoded);
+    int rc = 0;
+    if (!jsonl) {
+        fwrite(text.data, 1, text.len, stdout);
+    } else {
+#ifdef CT_HAVE_CJSON
+        cJSON *obj = cJSON_CreateObject();
+        char *line = obj && cJSON_AddStringToObject(obj, "text", text.data) ? cJSON_PrintUnformatted(obj) : NULL;
+        if (line) printf("%s\n", line);
+        else rc = ct_fail("cannot write a document as JSON (out of memory?)");
+        free(line);
+        cJSON_Delete(obj);
+#endif
+    }
+    free(text.data);
+    return rc;
+}
+
+static int detokenize(const char *pattern, int jsonl) {
+    TokenSet set = {0};
+    TokenReader *reader = NULL;
+    TokenPieces pieces = {0};
+    uint32_t *ids = NULL, *chunk = NULL;
+    int64_t n = 0, cap = 0;
+    int rc = -1, present = 0;
+    if (data_open_set(pattern, &set) != 0) goto done;
+    if (data_read_pieces_file(set.files[0].path, set.vocab_size, &pieces, &present) != 0) goto done;
+    if (!present) {
+        ct_fail("'%s' stores no /tokenizer/pieces to decode with (make it with data tokenize, or import-bin "
+                "--tokenizer MODEL.model)", set.files[0].path);
+        goto done;
+    }
+    const int caseops = caseops_pieces(&pieces);
+    if (token_reader_open(&reader, &set) != 0) goto done;
+    const int64_t block = (int64_t)1 << 20;
+    chunk = ct_malloc((size_t)block * sizeof *chunk, "token block");
+    for (int f = 0; f < set.num_files; f++) {
+        const int64_t bos = set.files[f].bos_id;
+        for (int64_t pos = 0; pos < set.files[f].num_tokens; pos += block) {
+            const int64_t k = set.files[f].num_tokens - pos < block ? set.files[f].num_tokens - pos : block;
+            if (token_reader_read(reader, f, pos, k, chunk) != 0) goto done;
+            for (int64_t i = 0; i < k; i++) {
+                if ((int64_t)chunk[i] == bos && n > 0) { /* a document ends where the next begins */
+                    if (write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+                    n = 0;
+                }
+                if ((int64_t)chunk[i] == bos) continue;
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 4096;
+                    uint32_t *bigger = ct_malloc((size_t)cap * sizeof *bigger, "document ids");
+                    if (n) memcpy(bigger, ids, (size_t)n * sizeof *ids);
+                    free(ids);
+                    ids = bigger;
+                }
+                ids[n++] = chunk[i];
+            }
+        }
+    }
+    if (n > 0 && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+    rc = fflush(stdout) == 0 ? 0 : ct_fail("cannot write the text to standard output");
+done:
+    free(ids);
+    free(chunk);
+    token_reader_close(reader);
+    token_pieces_free(&pieces);
+    data_free_set(&set);
+    return rc;
+}
+
+int data_detokenize_main(int argc, char **argv) {
+    const char *format = "jsonl";
+    const CliOption options[] = {{"--format", &format, NULL}};
+    char **globs;
+    int num_globs, rc = cli_parse("data", argc, argv, DETOKENIZE_USAGE, options, 1, &globs, &num_globs);
+    if (rc != 0) {
+        free(globs);
+        return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
+    }
+    rc = CT_EXIT_USAGE;
+    if (num_globs != 1) {
+        cli_usage_error("data", "detokenize", "give one file or quoted glob (got %d)", num_globs);
+    } else if (strcmp(format, "jsonl") != 0 && strcmp(format, "text") != 0) {
+        cli_usage_error("data", "detokenize", "--format '%s' is not jsonl or text", format);
+#ifndef CT_HAVE_CJSON
+    } else if (!strcmp(format, "jsonl")) {
+        cli_usage_error("data", "detokenize", "--format jsonl needs cJSON, which this ctrain was built without "
+                        "(apt-get install libcjson-dev, or scripts/install-deps.sh; then make); use --format text");
+#endif
+    } else {
+        rc = detokenize(globs[0], !strcmp(format, "jsonl")) == 0 ? CT_EXIT_OK : CT_EXIT_FAILURE;
+        if (rc != CT_EXIT_OK) ct_print_error();
+    }
+    free(globs);
     return rc;
 }

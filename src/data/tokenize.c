@@ -192,13 +192,13 @@ typedef struct {
     char *error;        /* why it could not be encoded */
 } Item;
 
-/* "document 12 ('x.jsonl' line 13)" */
+/* "document 12 ('x.jsonl' line 13)": numbered from 1, as the lines are. */
 static void describe_doc(const DocReader *reader, const Doc *doc, char *buf, size_t cap) {
     if (doc->line > 0)
-        snprintf(buf, cap, "document %lld ('%s' line %lld)", (long long)doc->index,
+        snprintf(buf, cap, "document %lld ('%s' line %lld)", (long long)doc->index + 1,
                  doc_reader_input_name(reader, doc->input), (long long)doc->line);
     else
-        snprintf(buf, cap, "document %lld ('%s')", (long long)doc->index, doc_reader_input_name(reader, doc->input));
+        snprintf(buf, cap, "document %lld ('%s')", (long long)doc->index + 1, doc_reader_input_name(reader, doc->input));
 }
 
 /* Bytes that start no valid UTF-8 character, NULs among them (text holds none; a NUL means a
@@ -280,7 +280,7 @@ static void encode_item(const TokenizeRequest *req, const DocReader *reader, con
     if (bad > 0 && !req->replace_invalid) {
         describe_doc(reader, &item->doc, where, sizeof where);
         char msg[4600];
-        snprintf(msg, sizeof msg, "%s is not valid UTF-8: byte %zu (0x%02X) starts no character (%lld such bytes); "
+        snprintf(msg, sizeof msg, "%s is not valid UTF-8: its byte %zu (0x%02X) starts no character (%lld such bytes in it); "
                  "fix the input or give --replace-invalid to write each as U+FFFD", where, first,
                  (unsigned)(unsigned char)text[first], (long long)bad);
         item->error = ct_strdup(msg);
