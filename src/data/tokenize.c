@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "data.h"
+#include "fault.h"
 #include "shard_bin.h"
 #include "stop.h"
 #include "tokenizer.h"
@@ -476,6 +477,7 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
         for (int i = 0; i < num_items; i++)
             encode_item(req, reader, enc, bos_id, &items[i], &bufs[omp_get_thread_num()]);
         /* write it, in corpus order */
+        const int64_t tokens_before = train.tokens + val.tokens;
         for (int i = 0; i < num_items; i++) {
             Item *it = &items[i];
             if (it->error) {
@@ -492,6 +494,7 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
         }
         free_batch(items, num_items);
         num_items = 0;
+        fault_point_import(tokens_before, train.tokens + val.tokens); /* CTRAIN_FAULT=TERM@import:N (tokens) */
         progress_report(&progress, summary, doc_reader_bytes_read(reader) - range_begin, range_end - range_begin, 0);
         if (stop_requested()) {
             ct_fail("data tokenize stopped by signal %d after %lld documents", stop_requested(),

@@ -5,9 +5,10 @@
 # sp.encode) in JSONL, whole-file text and per-line standard input, split into validation (the
 # first --val-docs) and training, cut into shards of exactly --shard-tokens (a document longer
 # than a shard spans two); the same bytes for 1, 2 and 8 threads; .bin shards holding the same
-# tokens; --part 1/3 + 2/3 + 3/3 holding a one-process run's tokens; `data info` and a short
+# tokens; --part 1/3 + 2/3 + 3/3 (and slurm/tokenize.sbatch as an array) holding a one-process
+# run's tokens; `data info` and a short
 # training run on the output; bad input (not JSON, no "text", invalid UTF-8, an existing output)
-# failing with the file and line, and leaving no shard behind; CaseOps: the transform (this
+# failing with the file and line, and leaving no shard behind, nor does a stop (exit 75); CaseOps: the transform (this
 # test's own encoder, written from the record's description) and each validation token's
 # original byte count (summing to each document's UTF-8 length), the .bin byte sidecar, training
 # counting it, and detokenize giving back every document.
@@ -203,6 +204,20 @@ same('val', stream('parts/val_*.h5'), stream('shards/val_*.h5'))
 same('train', stream('parts/train_*.h5'), stream('shards/train_*.h5'))
 "
 
+# slurm/tokenize.sbatch as a 3-task array (--array=4-6: task 5 is part 2/3), Slurm's variables set by hand
+for i in 4 5 6; do
+    SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3 SLURM_CPUS_PER_TASK=2 CTRAIN_HOME=$CT_ROOT \
+        CTRAIN=$CTRAIN bash "$CT_ROOT/slurm/tokenize.sbatch" --tokenizer m.model --out array --val-docs 4 \
+        --shard-tokens 20000 corpus.jsonl >>array.log 2>&1 || echo "task $i failed" >>array.log
+done
+check slurm_array_equals_parts "
+from common import *
+assert 'failed' not in open('array.log').read(), open('array.log').read()[-400:]
+assert sorted(os.listdir('array')) == sorted(os.listdir('parts')), (os.listdir('array'), os.listdir('parts'))
+for f in os.listdir('array'):
+    same(f, stream('array/' + f), stream('parts/' + f))
+"
+
 # ---- bad input ----
 { head -3 corpus.jsonl; echo '{"text": "unterminated'; } >bad_json.jsonl
 { head -2 corpus.jsonl; echo '{"body": "no text field"}'; } >no_text.jsonl
@@ -236,6 +251,11 @@ expect_fail late_failure_removes_shards 1 "'late_bad.jsonl' line 701 is not JSON
     "$CTRAIN" data tokenize --tokenizer m.model --out late --threads 1 --shard-tokens 100 late_bad.jsonl
 [ -d late ] && [ -z "$(ls -A late)" ] && pass late_failure_leaves_nothing ||
     fail late_failure_leaves_nothing "late/ holds: $(ls -A late 2>&1 | head -5 | tr '\n' ' ')"
+# a stop (a preempted job's signal) after the first batch: exit 75, nothing kept
+CTRAIN_FAULT=TERM@import:1000 expect_fail stop_exit_75 75 "stopped by signal 15 after 512 documents; the [0-9]+ shard files written before it removed; nothing kept" \
+    "$CTRAIN" data tokenize --tokenizer m.model --out stopped --threads 1 --shard-tokens 100 late_bad.jsonl
+[ -d stopped ] && [ -z "$(ls -A stopped)" ] && pass stop_leaves_nothing ||
+    fail stop_leaves_nothing "stopped/ holds: $(ls -A stopped 2>&1 | head -5 | tr '\n' ' ')"
 expect_fail model_without_bos 1 "has no BOS piece" \
     "$CTRAIN" data tokenize --tokenizer nobos.model --out e5 corpus.jsonl
 expect_fail needs_tokenizer 2 "--tokenizer MODEL.model is required" "$CTRAIN" data tokenize --out e6 corpus.jsonl
