@@ -59,6 +59,10 @@ static const char TOKENIZE_USAGE[] =
     "                           1.0611 record's) before encoding, for a model holding them as\n"
     "                           pieces; validation shards get each token's original byte count\n"
     "                           (/bytes_per_token; .bin: val_bytes_000000.bin) for val_bpb\n"
+    "  --byte-counts            validation shards get each token's count of original UTF-8 bytes\n"
+    "                           without a transform too (the bytes of its span of the text;\n"
+    "                           what val_bpb then counts instead of the tokenizer tables, which\n"
+    "                           count the normalized text)\n"
     "  --part I/N               process part I of N of the inputs (split by bytes at document\n"
     "                           starts; a Slurm array task each): shards named\n"
     "                           train_pIIIofNNN_000000.h5; the parts' shards in name order hold\n"
@@ -86,10 +90,10 @@ static int parse_part(const char *text, int *part, int *num_parts) {
 /* What made the shards, for their provenance attribute. */
 static char *provenance_text(const TokenizeRequest *r) {
     char head[1024];
-    snprintf(head, sizeof head, "ctrain %s data tokenize --tokenizer %s --val-docs %lld --shard-tokens %lld%s%s%s",
+    snprintf(head, sizeof head, "ctrain %s data tokenize --tokenizer %s --val-docs %lld --shard-tokens %lld%s%s%s%s",
              CT_VERSION, r->model_path, (long long)r->val_docs, (long long)r->shard_tokens,
              r->doc_per_line ? " --doc-per-line" : "", r->caseops ? " --caseops" : "",
-             r->replace_invalid ? " --replace-invalid" : "");
+             r->byte_counts ? " --byte-counts" : "", r->replace_invalid ? " --replace-invalid" : "");
     size_t cap = strlen(head) + 64, len;
     for (int i = 0; i < r->num_inputs && i < 16; i++) cap += strlen(r->inputs[i]) + 1;
     char *out = ct_malloc(cap, "provenance");
@@ -103,22 +107,22 @@ static char *provenance_text(const TokenizeRequest *r) {
 int data_tokenize_main(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *val_text = "0", *shard_text = "10000000", *format = "hdf5";
     const char *input_format = "auto", *threads_text = NULL, *part_text = NULL;
-    int per_line = 0, replace = 0, caseops = 0;
+    int per_line = 0, replace = 0, caseops = 0, byte_counts = 0;
     const CliOption options[] = {{"--tokenizer", &model, NULL},       {"--out", &out, NULL},
                                  {"--val-docs", &val_text, NULL},     {"--shard-tokens", &shard_text, NULL},
                                  {"--format", &format, NULL},         {"--input-format", &input_format, NULL},
                                  {"--threads", &threads_text, NULL},  {"--part", &part_text, NULL},
                                  {"--doc-per-line", NULL, &per_line}, {"--replace-invalid", NULL, &replace},
-                                 {"--caseops", NULL, &caseops}};
+                                 {"--caseops", NULL, &caseops},       {"--byte-counts", NULL, &byte_counts}};
     char **inputs;
-    int num_inputs, rc = cli_parse("data", argc, argv, TOKENIZE_USAGE, options, 11, &inputs, &num_inputs);
+    int num_inputs, rc = cli_parse("data", argc, argv, TOKENIZE_USAGE, options, 12, &inputs, &num_inputs);
     if (rc != 0) {
         free(inputs);
         return rc == CLI_HELP_SHOWN ? CT_EXIT_OK : rc;
     }
     const char *cmd = "tokenize";
     TokenizeRequest r = {.inputs = inputs, .num_inputs = num_inputs, .doc_per_line = per_line,
-                         .replace_invalid = replace, .caseops = caseops, .part = 1, .num_parts = 1,
+                         .replace_invalid = replace, .caseops = caseops, .byte_counts = byte_counts, .part = 1, .num_parts = 1,
                          .model_path = model, .out_dir = out};
     char *provenance = NULL;
     int64_t value;

@@ -240,18 +240,20 @@ static char *replace_invalid(const char *text, size_t len, size_t *out_len) {
     return out;
 }
 
-/* The original text's bytes per token of a CaseOps text (the record's rule: each piece counts
- * the UTF-8 bytes of its span, less the operator characters, which stand for no original
- * byte; an operator character of the original text, behind ESC, counts its 3 bytes). */
-static void caseops_counts(const char *text, size_t len, const SpmEncodeBuffer *buf, int64_t n, uint16_t *counts) {
-    /* weight[i]: does byte i of the CaseOps text stand for a byte of the original? As a prefix
+/* The original text's bytes per token (the record's rule): each piece counts the UTF-8 bytes of
+ * its span of the text it encoded; of a CaseOps text, less the operator characters, which stand
+ * for no original byte (an operator character of the original text, behind ESC, counts its 3
+ * bytes). */
+static void original_byte_counts(const char *text, size_t len, int caseops, const SpmEncodeBuffer *buf, int64_t n,
+                                 uint16_t *counts) {
+    /* weight[i]: does byte i of the encoded text stand for a byte of the original? As a prefix
      * sum, so that each piece's span costs two lookups. */
     int64_t *before = ct_malloc((len + 1) * sizeof(int64_t), "byte weights");
     const unsigned char *s = (const unsigned char *)text;
     int escaped = 0;
     before[0] = 0;
     for (size_t i = 0; i < len;) {
-        const int op = i + 2 < len && s[i] == 0xEE && s[i + 1] == 0x80 && s[i + 2] >= 0x81 && s[i + 2] <= 0x84;
+        const int op = caseops && i + 2 < len && s[i] == 0xEE && s[i + 1] == 0x80 && s[i + 2] >= 0x81 && s[i + 2] <= 0x84;
         if (op) {
             const int w = escaped; /* a literal operator character: 3 bytes of the original */
             escaped = !escaped && s[i + 2] == 0x84;
@@ -291,7 +293,7 @@ static void encode_item(const TokenizeRequest *req, const DocReader *reader, con
         text = replaced = replace_invalid(text, len, &len);
         item->replaced = bad;
     }
-    const int want_counts = req->caseops && item->is_val;
+    const int want_counts = (req->caseops || req->byte_counts) && item->is_val;
     if (req->caseops) {
         text = transformed = caseops_encode(text);
         len = strlen(transformed);
@@ -310,7 +312,7 @@ static void encode_item(const TokenizeRequest *req, const DocReader *reader, con
         if (want_counts) {
             item->counts = ct_malloc((size_t)item->n * sizeof(uint16_t), "document byte counts");
             item->counts[0] = 0; /* BOS stands for no text */
-            caseops_counts(text, len, buf, n, item->counts + 1);
+            original_byte_counts(text, len, req->caseops, buf, n, item->counts + 1);
         }
     }
     free(replaced);
@@ -433,7 +435,7 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
         s->split = i == 0 ? "train" : "val";
         snprintf(s->prefix, sizeof s->prefix, "%s_%s", s->split, part);
         s->token_bytes = tok.vocab_size <= 65536 ? 2 : 4;
-        s->with_counts = i == 1 && req->caseops;
+        s->with_counts = i == 1 && (req->caseops || req->byte_counts);
         s->vocab_size = tok.vocab_size;
         s->bos_id = bos_id;
         s->tok = &tok;

@@ -3,7 +3,8 @@
  * tokens; the first val_docs documents of the corpus go to validation, the rest to training; each
  * split is cut into shards of shard_tokens tokens (the last one shorter; a document may span
  * shards), HDF5 data files with the tokenizer's tables and pieces or parameter-golf .bin shards.
- * Documents are encoded on `threads` threads in batches and written in corpus order, so the
+ * Validation may carry each token's count of original bytes (/bytes_per_token), from the span of
+ * the text the model gives each piece. Documents are encoded on `threads` threads in batches and written in corpus order, so the
  * shards are the same bits for any thread count. tokenize.c. */
 #ifndef CT_TOKENIZE_H
 #define CT_TOKENIZE_H
@@ -24,7 +25,8 @@ typedef struct {
     int format_bin;          /* .bin shards (uint16) instead of HDF5 data files */
     int threads;             /* >= 1 */
     int replace_invalid;     /* invalid UTF-8 (and NUL bytes) become U+FFFD instead of an error */
-    int caseops;             /* CaseOps transform before encoding; /bytes_per_token for validation */
+    int caseops;             /* CaseOps transform before encoding; implies byte_counts */
+    int byte_counts;         /* /bytes_per_token (.bin: a byte sidecar) for validation */
     int part, num_parts;     /* this process's part, 1..num_parts, of the corpus split by bytes */
     const char *provenance;  /* stored in each HDF5 file's provenance attribute */
 } TokenizeRequest;

@@ -11,7 +11,8 @@
 # failing with the file and line, and leaving no shard behind, nor does a stop (exit 75); CaseOps: the transform (this
 # test's own encoder, written from the record's description) and each validation token's
 # original byte count (summing to each document's UTF-8 length), the .bin byte sidecar, training
-# counting it, and detokenize giving back every document.
+# counting it, and detokenize giving back every document; --byte-counts without a transform giving
+# the tables' bytes, so the same val_bpb.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -119,6 +120,13 @@ spm.SentencePieceTrainer.train(input='train_caseops.txt', model_prefix='cm', use
                                add_dummy_prefix=False, remove_extra_whitespaces=False, normalization_rule_name='identity',
                                unk_id=0, bos_id=1, eos_id=2, pad_id=-1, **common)
 spm.SentencePieceTrainer.train(input='train.txt', model_prefix='nobos', bos_id=-1, **common)
+spm.SentencePieceTrainer.train(input='train.txt', model_prefix='idm', add_dummy_prefix=False, remove_extra_whitespaces=False,
+                               normalization_rule_name='identity', **common)  # text kept as it is
+# two ASCII documents (no byte pieces) for validation, then the rest; without leading white space,
+# which the tables' rule does not count after BOS (it expects a dummy prefix) but the text has
+with open('ascii.jsonl', 'w') as f:
+    for d in [open('/usr/share/common-licenses/' + n).read().lstrip() for n in ('GPL-3', 'Apache-2.0')] + docs:
+        f.write(json.dumps({'text': d}) + '\n')
 print(len(docs), 'documents')
 EOF
 pass make_data
@@ -262,6 +270,29 @@ expect_fail needs_tokenizer 2 "--tokenizer MODEL.model is required" "$CTRAIN" da
 expect_fail bad_part 2 "--part '4/3' is not I/N" "$CTRAIN" data tokenize --tokenizer m.model --out e6 --part 4/3 corpus.jsonl
 expect_fail part_needs_files 1 "input 'standard input' is not a regular file" \
     bash -c "cat corpus.jsonl | '$CTRAIN' data tokenize --tokenizer m.model --out e7 --part 1/2 --input-format jsonl -"
+
+# ---- --byte-counts without a transform: the same bytes as the tables, so the same val_bpb ----
+expect_ok tokenize_byte_counts "$CTRAIN" data tokenize --tokenizer idm.model --out bc --val-docs 2 --byte-counts ascii.jsonl
+"$CTRAIN" data tokenize --tokenizer idm.model --out nbc --val-docs 2 ascii.jsonl >/dev/null 2>&1
+check byte_counts_equal_tables "
+from common import *
+h = h5py.File('bc/val_000000.h5', 'r')
+t, c = h['tokens'][:].astype(np.int64), h['bytes_per_token'][:].astype(np.int64)
+base, lead, boundary = (h['tokenizer/' + k][:].astype(np.int64) for k in ('base_bytes', 'has_leading_space', 'is_boundary_token'))
+tables = base[t] + lead[t] * (1 - boundary[np.concatenate([[t[0]], t[:-1]])])
+same('bytes per token', c, tables)
+texts = jsonl_docs('ascii.jsonl')[:2]
+assert c.sum() == sum(len(x.encode()) for x in texts), (c.sum(), [len(x) for x in texts])
+same('tokens', t, stream('nbc/val_*.h5'))
+"
+for d in bc nbc; do
+    "$CTRAIN" train train_files="$d/train_*.h5" val_files="$d/val_*.h5" vocab_size=600 num_layers=2 model_dim=64 \
+        num_heads=2 num_kv_heads=1 train_seq_len=64 train_batch_tokens=1024 grad_accum_slots=2 iterations=3 \
+        val_loss_every=0 device=cpu threads=2 out_dir=run_$d >train_$d.log 2>&1
+done
+expect_grep byte_counts_used 'val_bpb from its bytes_per_token' train_bc.log
+expect_same val_bpb_sidecar_equals_tables "val_bpb" "$(grep -o '"val_bpb": [0-9.e+-]*' run_bc/metrics.jsonl 2>/dev/null)" \
+    "$(grep -o '"val_bpb": [0-9.e+-]*' run_nbc/metrics.jsonl 2>/dev/null)"
 
 # ---- CaseOps ----
 expect_fail caseops_needs_operators 1 "does not hold the four CaseOps operators" \
