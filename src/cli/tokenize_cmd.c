@@ -236,56 +236,24 @@ static const char DETOKENIZE_USAGE[] =
     "  --format text    the documents' text one after another, nothing between them\n"
     "  -h, --help       show this help\n";
 
-/* A growing byte buffer, a TextSink's ctx. */
-typedef struct {
-    char *data;
-    size_t len, cap;
-} TextBuffer;
-
-static void text_append(void *ctx, const char *bytes, size_t n) {
-    TextBuffer *b = ctx;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->len + n + 1) * 2;
-        char *bigger = ct_malloc(cap, "document text");
-        if (b->len) memcpy(bigger, b->data, b->len);
-        free(b->data);
-        b->data = bigger;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, bytes, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
 /* Write one document's ids as text. */
 static int write_document(const TokenPieces *pieces, int caseops, const uint32_t *ids, int64_t n, int jsonl) {
-    TextBuffer text = {0};
-    text_append(&text, "", 0);
     size_t len;
-    char *decoded = piece_decode(pieces, ids, n, &len);
-    if (caseops) {
-        CaseOpsDecoder *d = caseops_decoder_create(text_append, &text);
-        caseops_decoder_write(d, decoded, len);
-        caseops_decoder_finish(d);
-        caseops_decoder_free(d);
-    } else {
-        text_append(&text, decoded, len);
-    }
-    free(decoded);
+    char *text = piece_decode_text(pieces, ids, n, caseops, &len);
     int rc = 0;
     if (!jsonl) {
-        fwrite(text.data, 1, text.len, stdout);
+        fwrite(text, 1, len, stdout);
     } else {
 #ifdef CT_HAVE_CJSON
         cJSON *obj = cJSON_CreateObject();
-        char *line = obj && cJSON_AddStringToObject(obj, "text", text.data) ? cJSON_PrintUnformatted(obj) : NULL;
+        char *line = obj && cJSON_AddStringToObject(obj, "text", text) ? cJSON_PrintUnformatted(obj) : NULL;
         if (line) printf("%s\n", line);
         else rc = ct_fail("cannot write a document as JSON (out of memory?)");
         free(line);
         cJSON_Delete(obj);
 #endif
     }
-    free(text.data);
+    free(text);
     return rc;
 }
 

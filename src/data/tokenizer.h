@@ -161,6 +161,9 @@ void piece_decoder_free(PieceDecoder *d);
 size_t utf8_char_length(const unsigned char *s, size_t n);
 /* All of ids as one new NUL-ended string (free() it) of *len bytes. */
 char *piece_decode(const TokenPieces *pieces, const uint32_t *ids, int64_t n, size_t *len);
+/* The same, with undo_caseops the text passed through the CaseOps decoder (below): a CaseOps
+ * tokenizer's ids as the original text. */
+char *piece_decode_text(const TokenPieces *pieces, const uint32_t *ids, int64_t n, int undo_caseops, size_t *len);
 
 /* ---- the CaseOps text transform undone (caseops.c) ----
  * The 1.0611 record's CaseOps data writes capitals as lower case behind operator characters

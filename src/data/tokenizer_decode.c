@@ -138,11 +138,20 @@ static void append(void *ctx, const char *bytes, size_t n) {
 }
 
 char *piece_decode(const TokenPieces *pieces, const uint32_t *ids, int64_t n, size_t *len) {
+    return piece_decode_text(pieces, ids, n, 0, len);
+}
+
+char *piece_decode_text(const TokenPieces *pieces, const uint32_t *ids, int64_t n, int undo_caseops, size_t *len) {
     Growing g = {0};
     append(&g, "", 0);
     PieceDecoder *d = piece_decoder_create(pieces);
-    for (int64_t i = 0; i < n; i++) piece_decoder_push(d, ids[i], append, &g);
-    piece_decoder_finish(d, append, &g);
+    CaseOpsDecoder *c = undo_caseops ? caseops_decoder_create(append, &g) : NULL;
+    TextSink sink = c ? caseops_decoder_write : append;
+    void *ctx = c ? (void *)c : (void *)&g;
+    for (int64_t i = 0; i < n; i++) piece_decoder_push(d, ids[i], sink, ctx);
+    piece_decoder_finish(d, sink, ctx);
+    if (c) caseops_decoder_finish(c);
+    caseops_decoder_free(c);
     piece_decoder_free(d);
     *len = g.len;
     return g.buf;

@@ -6,13 +6,13 @@
 # first --val-docs) and training, cut into shards of exactly --shard-tokens (a document longer
 # than a shard spans two); the same bytes for 1, 2 and 8 threads; .bin shards holding the same
 # tokens; --part 1/3 + 2/3 + 3/3 (and slurm/tokenize.sbatch as an array) holding a one-process
-# run's tokens; `data info` and a short
-# training run on the output; bad input (not JSON, no "text", invalid UTF-8, an existing output)
-# failing with the file and line, and leaving no shard behind, nor does a stop (exit 75); CaseOps: the transform (this
-# test's own encoder, written from the record's description) and each validation token's
+# run's tokens; `data info` and a short training run on the output; bad input (not JSON, no
+# "text", invalid UTF-8, an existing output) failing with the file and line and leaving no shard
+# behind, nor does a stop (exit 75). CaseOps: the transform (the tests' own encoder,
+# tests/cli/caseops_ref.py, written from the record's description) and each validation token's
 # original byte count (summing to each document's UTF-8 length), the .bin byte sidecar, training
-# counting it, and detokenize giving back every document; --byte-counts without a transform giving
-# the tables' bytes, so the same val_bpb.
+# counting it, and detokenize giving back every document. --byte-counts without a transform:
+# the tables' bytes token for token, so the same val_bpb.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -32,22 +32,9 @@ fi
 
 # ---- the corpus and three models ----
 cat >common.py <<'EOF'
-import glob, json, os, re, h5py, numpy as np, sentencepiece as spm
-TITLE, ALLCAPS, CAPNEXT, ESC = '\ue001', '\ue002', '\ue003', '\ue004'
-def caseops(text):  # the record's lossless_caps_caseops_v1, from its description
-    out = []
-    for m in re.finditer(r'[A-Za-z]+|[^A-Za-z]', text):
-        w = m.group(0)
-        if not w.isalpha() or not w.isascii():
-            out.append(ESC + w if w in (TITLE, ALLCAPS, CAPNEXT, ESC) else w)
-        elif w.islower():
-            out.append(w)
-        elif len(w) >= 2 and w.isupper():
-            out.append(ALLCAPS + w.lower())
-        else:
-            out.append((TITLE if w[0].isupper() else '') + w[0].lower() +
-                       ''.join((CAPNEXT if c.isupper() else '') + c.lower() for c in w[1:]))
-    return ''.join(out)
+import glob, json, os, sys, h5py, numpy as np, sentencepiece as spm
+sys.path.insert(0, os.environ['CT_ROOT'] + '/tests/cli')
+from caseops_ref import TITLE, ALLCAPS, CAPNEXT, ESC, encode as caseops
 def jsonl_docs(path):
     return [json.loads(l)['text'] for l in open(path, encoding='utf-8') if l.strip()]
 def expected(model, texts, nval, with_caseops=False):
