@@ -188,7 +188,9 @@ int doc_reader_next(DocReader *r, Doc *doc) {
                 if (r->input_base >= r->range_end) return finish_range(r);
                 if (r->input_base < r->range_begin) { /* before the range: counted (when not empty), not read */
                     struct stat st;
-                    if (fstat(fileno(r->f), &st) == 0 && st.st_size > 0) r->docs++;
+                    if (fstat(fileno(r->f), &st) != 0) return ct_fail("cannot read input '%s': %s",
+                                                                      r->inputs[r->current], strerror(errno));
+                    if (st.st_size > 0) r->docs++;
                     r->bytes_read += st.st_size;
                     fclose(r->f);
                     r->f = NULL;

@@ -352,7 +352,7 @@ static void progress_report(ProgressLine *p, const TokenizeSummary *s, int64_t d
     if (total_bytes > 0 && k > 0 && (size_t)k < sizeof line) {
         char total[32];
         human((double)total_bytes, total, sizeof total);
-        const double frac = (double)done_bytes / (double)total_bytes;
+        const double frac = done_bytes <= 0 ? 0.0 : (double)done_bytes / (double)total_bytes; /* a part: skipping */
         k += snprintf(line + k, sizeof line - (size_t)k, ", %.0f%% of %s bytes", 100.0 * frac, total);
         if (!final && frac > 0.001 && (size_t)k < sizeof line) {
             const double eta = secs * (1.0 - frac) / frac;
