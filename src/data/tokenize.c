@@ -1,8 +1,8 @@
-/* tokenize.c — a corpus into token shards (tokenize.h). The main thread reads a batch of
- * documents, an OpenMP loop encodes them (each document on its own: checked UTF-8, the CaseOps
- * transform, the model's encoding, byte counts), and the main thread appends them in corpus
- * order to the shard streams of the two splits: the order of the output never depends on which
- * thread encoded what.
+/* tokenize.c — a corpus into token shards (tokenize.h). Documents go in batches: while a
+ * reader thread reads the next batch, an OpenMP loop encodes this one (each document on its own:
+ * checked UTF-8, the CaseOps transform, the model's encoding, byte counts), and then the main
+ * thread appends its documents in corpus order to the shard streams of the two splits: the
+ * order of the output never depends on which thread encoded what.
  *   shard streams     one split's shards, opened as tokens arrive, closed full (tmp + rename)
  *   encoding          one document: UTF-8 check, CaseOps, ids, byte counts
  *   progress          a line on stderr
@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,7 +366,7 @@ static void progress_report(ProgressLine *p, const TokenizeSummary *s, int64_t d
     p->drawn = !final;
 }
 
-/* ---- tokenize_corpus ---- */
+/* ---- tokenize_corpus: batches, read ahead ---- */
 
 /* Refuse an output directory that holds a shard (or a temporary one) this run could write or
  * that would mix with its shards: "train_..." and "val_..." files, of this part or unparted. */
@@ -390,6 +391,7 @@ static int check_out_dir(const TokenizeRequest *req, const char *train_prefix, c
 }
 
 static void free_batch(Item *items, int n) {
+    if (!items) return;
     for (int i = 0; i < n; i++) {
         free(items[i].doc.text);
         free(items[i].ids);
@@ -399,6 +401,40 @@ static void free_batch(Item *items, int n) {
     memset(items, 0, (size_t)n * sizeof *items);
 }
 
+/* A batch of documents, read on a thread of its own while the batch before it is encoded: the
+ * reading (and JSON parsing) then costs no time of the encoding threads. */
+typedef struct {
+    DocReader *reader;
+    int64_t val_docs;
+    Item *items;
+    int cap, n;
+    int more;           /* 0 once the inputs are exhausted (or reading failed) */
+    size_t max_bytes;   /* a batch ends at this much text (or cap documents) */
+    int64_t bytes_read; /* the reader's count after this batch */
+    char *error;        /* why reading failed: the reader thread's ct_error() */
+} Batch;
+
+static void *read_batch(void *arg) {
+    Batch *b = arg;
+    size_t bytes = 0;
+    b->n = 0;
+    b->more = 1;
+    while (b->n < b->cap && bytes < b->max_bytes) {
+        Item *it = &b->items[b->n];
+        const int got = doc_reader_next(b->reader, &it->doc);
+        if (got < 0) b->error = ct_strdup(ct_error());
+        if (got <= 0) {
+            b->more = 0;
+            break;
+        }
+        it->is_val = it->doc.index < b->val_docs;
+        bytes += it->doc.len;
+        b->n++;
+    }
+    b->bytes_read = doc_reader_bytes_read(b->reader);
+    return NULL;
+}
+
 int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
     memset(summary, 0, sizeof *summary);
     const double start = ct_now_ms();
@@ -406,9 +442,10 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
     SpmEncoder *enc = NULL;
     DocReader *reader = NULL;
     ShardStream train = {0}, val = {0};
-    Item *items = NULL;
+    Batch batches[2] = {{0}};
     SpmEncodeBuffer *bufs = NULL;
-    int batch_cap = 0, rc = -1, num_items = 0, threads = req->threads;
+    pthread_t reading_thread;
+    int reading = 0, rc = -1, threads = req->threads;
     char part[32] = "";
     if (req->num_parts > 1) snprintf(part, sizeof part, "p%03dof%03d_", req->part, req->num_parts);
 
@@ -454,34 +491,34 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
         range_end = (int64_t)((__int128)total_bytes * req->part / req->num_parts);
         if (doc_reader_set_range(reader, range_begin, range_end) != 0) goto done;
     }
-    batch_cap = BATCH_DOCS_PER_THREAD * threads;
-    items = ct_calloc((size_t)batch_cap, sizeof *items, "document batch");
+    for (int i = 0; i < 2; i++) {
+        Batch *b = &batches[i];
+        b->reader = reader;
+        b->val_docs = req->val_docs;
+        b->cap = BATCH_DOCS_PER_THREAD * threads;
+        b->max_bytes = BATCH_BYTES_PER_THREAD * (size_t)threads;
+        b->items = ct_calloc((size_t)b->cap, sizeof *b->items, "document batch");
+    }
     bufs = ct_calloc((size_t)threads, sizeof *bufs, "encode buffers");
     ProgressLine progress = {.tty = ct_stderr_is_tty(), .start_ms = start, .last_ms = start};
-    for (int more = 1; more;) {
-        /* read a batch */
-        size_t batch_bytes = 0;
-        num_items = 0;
-        while (num_items < batch_cap && batch_bytes < BATCH_BYTES_PER_THREAD * (size_t)threads) {
-            Item *it = &items[num_items];
-            int got = doc_reader_next(reader, &it->doc);
-            if (got < 0) goto done;
-            if (got == 0) {
-                more = 0;
-                break;
-            }
-            it->is_val = it->doc.index < req->val_docs;
-            batch_bytes += it->doc.len;
-            num_items++;
+    read_batch(&batches[0]);
+    for (int cur = 0;; cur = 1 - cur) {
+        Batch *b = &batches[cur], *next = &batches[1 - cur];
+        if (b->error) {
+            ct_fail("%s", b->error);
+            goto done;
         }
-        /* encode it: each document on its own, any thread */
+        /* read the next batch meanwhile (on this thread, should no thread start) */
+        if (b->more) reading = pthread_create(&reading_thread, NULL, read_batch, next) == 0;
+        if (b->more && !reading) read_batch(next);
+        /* encode this one: each document on its own, any thread */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-        for (int i = 0; i < num_items; i++)
-            encode_item(req, reader, enc, bos_id, &items[i], &bufs[omp_get_thread_num()]);
+        for (int i = 0; i < b->n; i++)
+            encode_item(req, reader, enc, bos_id, &b->items[i], &bufs[omp_get_thread_num()]);
         /* write it, in corpus order */
         const int64_t tokens_before = train.tokens + val.tokens;
-        for (int i = 0; i < num_items; i++) {
-            Item *it = &items[i];
+        for (int i = 0; i < b->n; i++) {
+            Item *it = &b->items[i];
             if (it->error) {
                 ct_fail("%s", it->error);
                 goto done;
@@ -494,15 +531,18 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
             summary->train_tokens = train.tokens;
             summary->val_tokens = val.tokens;
         }
-        free_batch(items, num_items);
-        num_items = 0;
+        free_batch(b->items, b->n);
+        b->n = 0;
+        if (reading) pthread_join(reading_thread, NULL);
+        reading = 0;
         fault_point_import(tokens_before, train.tokens + val.tokens); /* CTRAIN_FAULT=TERM@import:N (tokens) */
-        progress_report(&progress, summary, doc_reader_bytes_read(reader) - range_begin, range_end - range_begin, 0);
+        progress_report(&progress, summary, (b->more ? next : b)->bytes_read - range_begin, range_end - range_begin, 0);
         if (stop_requested()) {
             ct_fail("data tokenize stopped by signal %d after %lld documents", stop_requested(),
                     (long long)summary->docs);
             goto done;
         }
+        if (!b->more) break;
     }
     if (summary->docs == 0 && req->num_parts == 1) {
         ct_fail("the inputs hold no documents (empty files, or only blank lines)");
@@ -514,7 +554,12 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
     progress_report(&progress, summary, range_end - range_begin, range_end - range_begin, 1);
     rc = 0;
 done:
-    if (num_items > 0) free_batch(items, num_items);
+    if (reading) pthread_join(reading_thread, NULL);
+    for (int i = 0; i < 2; i++) {
+        free_batch(batches[i].items, batches[i].n);
+        free(batches[i].items);
+        free(batches[i].error);
+    }
     if (rc != 0) { /* no shard of a failed run stays: it would pass for a whole data set */
         int removed = train.num_done + val.num_done;
         if (removed > 0) {
@@ -532,7 +577,6 @@ done:
     if (bufs)
         for (int t = 0; t < threads; t++) spm_encode_buffer_free(&bufs[t]);
     free(bufs);
-    free(items);
     doc_reader_free(reader);
     spm_encoder_free(enc);
     spm_tokenizer_free(&tok);
