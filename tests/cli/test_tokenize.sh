@@ -199,6 +199,20 @@ same('val', stream('parts/val_*.h5'), stream('shards/val_*.h5'))
 same('train', stream('parts/train_*.h5'), stream('shards/train_*.h5'))
 "
 
+# validation documents in two parts: the counts of the documents before a part's range decide
+"$CTRAIN" data tokenize --tokenizer m.model --out one12 --val-docs 12 --shard-tokens 20000 corpus.jsonl >/dev/null 2>&1
+for i in 1 2 3; do
+    "$CTRAIN" data tokenize --tokenizer m.model --out parts12 --val-docs 12 --shard-tokens 20000 --part $i/3 \
+        corpus.jsonl >>parts12.log 2>&1 || echo "part $i failed" >>parts12.log
+done
+check parts_share_validation "
+from common import *
+assert 'failed' not in open('parts12.log').read(), open('parts12.log').read()[-400:]
+names = sorted(os.listdir('parts12'))
+assert any(n.startswith('val_p001') for n in names) and any(n.startswith('val_p002') for n in names), names
+same('val', stream('parts12/val_*.h5'), stream('one12/val_*.h5'))
+same('train', stream('parts12/train_*.h5'), stream('one12/train_*.h5'))
+"
 # slurm/tokenize.sbatch as a 3-task array (--array=4-6: task 5 is part 2/3), Slurm's variables set by hand
 for i in 4 5 6; do
     SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3 SLURM_CPUS_PER_TASK=2 CTRAIN_HOME=$CT_ROOT \
