@@ -25,10 +25,12 @@
 #include "stop.h"
 #include "tokenizer.h"
 
-/* A batch ends at this many bytes of text or documents per thread: large enough that a thread
- * rarely waits for the slowest document of its batch, small enough to bound memory. */
+/* A batch ends at this many bytes of text or documents per thread (of at most BATCH_THREADS
+ * threads: memory stays bounded on a large node): large enough that a thread rarely waits for
+ * the slowest document of its batch, small enough to bound memory (two batches are held). */
 #define BATCH_BYTES_PER_THREAD ((size_t)4 << 20)
 #define BATCH_DOCS_PER_THREAD 512
+#define BATCH_THREADS 64
 
 /* ---- shard streams ---- */
 
@@ -495,8 +497,9 @@ int tokenize_corpus(const TokenizeRequest *req, TokenizeSummary *summary) {
         Batch *b = &batches[i];
         b->reader = reader;
         b->val_docs = req->val_docs;
-        b->cap = BATCH_DOCS_PER_THREAD * threads;
-        b->max_bytes = BATCH_BYTES_PER_THREAD * (size_t)threads;
+        const int scale = threads < BATCH_THREADS ? threads : BATCH_THREADS;
+        b->cap = BATCH_DOCS_PER_THREAD * scale;
+        b->max_bytes = BATCH_BYTES_PER_THREAD * (size_t)scale;
         b->items = ct_calloc((size_t)b->cap, sizeof *b->items, "document batch");
     }
     bufs = ct_calloc((size_t)threads, sizeof *bufs, "encode buffers");
