@@ -99,7 +99,8 @@ static char *provenance_text(const TokenizeRequest *r) {
     char *out = ct_malloc(cap, "provenance");
     len = (size_t)snprintf(out, cap, "%s", head);
     if (r->num_parts > 1) len += (size_t)snprintf(out + len, cap - len, " --part %d/%d", r->part, r->num_parts);
-    for (int i = 0; i < r->num_inputs && i < 16; i++) len += (size_t)snprintf(out + len, cap - len, " %s", r->inputs[i]);
+    for (int i = 0; i < r->num_inputs && i < 16; i++)
+        len += (size_t)snprintf(out + len, cap - len, " %s", r->inputs[i]);
     if (r->num_inputs > 16) snprintf(out + len, cap - len, " (and %d more inputs)", r->num_inputs - 16);
     return out;
 }
@@ -122,8 +123,8 @@ int data_tokenize_main(int argc, char **argv) {
     }
     const char *cmd = "tokenize";
     TokenizeRequest r = {.inputs = inputs, .num_inputs = num_inputs, .doc_per_line = per_line,
-                         .replace_invalid = replace, .caseops = caseops, .byte_counts = byte_counts, .part = 1, .num_parts = 1,
-                         .model_path = model, .out_dir = out};
+                         .replace_invalid = replace, .caseops = caseops, .byte_counts = byte_counts,
+                         .part = 1, .num_parts = 1, .model_path = model, .out_dir = out};
     char *provenance = NULL;
     int64_t value;
     rc = CT_EXIT_USAGE;

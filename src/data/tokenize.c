@@ -202,7 +202,8 @@ static void describe_doc(const DocReader *reader, const Doc *doc, char *buf, siz
         snprintf(buf, cap, "document %lld ('%s' line %lld)", (long long)doc->index + 1,
                  doc_reader_input_name(reader, doc->input), (long long)doc->line);
     else
-        snprintf(buf, cap, "document %lld ('%s')", (long long)doc->index + 1, doc_reader_input_name(reader, doc->input));
+        snprintf(buf, cap, "document %lld ('%s')", (long long)doc->index + 1,
+                 doc_reader_input_name(reader, doc->input));
 }
 
 /* Bytes that start no valid UTF-8 character, NULs among them (text holds none; a NUL means a
@@ -256,7 +257,8 @@ static void original_byte_counts(const char *text, size_t len, int caseops, cons
     int escaped = 0;
     before[0] = 0;
     for (size_t i = 0; i < len;) {
-        const int op = caseops && i + 2 < len && s[i] == 0xEE && s[i + 1] == 0x80 && s[i + 2] >= 0x81 && s[i + 2] <= 0x84;
+        const int op = caseops && i + 2 < len && s[i] == 0xEE && s[i + 1] == 0x80 && s[i + 2] >= 0x81 &&
+                       s[i + 2] <= 0x84; /* U+E001..U+E004 */
         if (op) {
             const int w = escaped; /* a literal operator character: 3 bytes of the original */
             escaped = !escaped && s[i + 2] == 0x84;
@@ -286,8 +288,8 @@ static void encode_item(const TokenizeRequest *req, const DocReader *reader, con
     if (bad > 0 && !req->replace_invalid) {
         describe_doc(reader, &item->doc, where, sizeof where);
         char msg[4600];
-        snprintf(msg, sizeof msg, "%s is not valid UTF-8: its byte %zu (0x%02X) starts no character (%lld such bytes in it); "
-                 "fix the input or give --replace-invalid to write each as U+FFFD", where, first,
+        snprintf(msg, sizeof msg, "%s is not valid UTF-8: its byte %zu (0x%02X) starts no character (%lld such bytes "
+                 "in it); fix the input or give --replace-invalid to write each as U+FFFD", where, first,
                  (unsigned)(unsigned char)text[first], (long long)bad);
         item->error = ct_strdup(msg);
         return;
