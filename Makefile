@@ -7,7 +7,7 @@
 #   make asan       the unit and CLI tests on an AddressSanitizer + UBSan build (build-asan/, no CUDA)
 #   make gpu-pack   the GPU check's package for a GPU machine (build/ctrain-gpu-pack.tar.gz)
 # Dependency locations can be overridden for clusters that use modules instead of apt:
-#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, BROTLI_HOME, CUDA_HOME, NCCL_HOME
+#   HDF5_HOME, OPENBLAS_HOME, MPI_HOME, PMI2_HOME, SENTENCEPIECE_HOME, ZSTD_HOME, BROTLI_HOME, CJSON_HOME, CUDA_HOME, NCCL_HOME
 # Missing dependencies: run scripts/install-deps.sh (it installs them on Debian, or says what to set).
 
 BUILD ?= build
@@ -112,6 +112,16 @@ BROTLI_LIBS := $(shell pkg-config --libs libbrotlienc libbrotlidec 2>/dev/null)
 BROTLI_CFLAGS := $(if $(BROTLI_LIBS),$(shell pkg-config --cflags libbrotlienc libbrotlidec 2>/dev/null) -DCT_HAVE_BROTLI=1,)
 endif
 
+# ---- cJSON (optional: JSONL input of `ctrain data tokenize`) ----
+# Without it everything else builds and works; a JSONL input then says what to install.
+ifdef CJSON_HOME
+CJSON_CFLAGS := -I$(CJSON_HOME)/include -I$(CJSON_HOME)/include/cjson -DCT_HAVE_CJSON=1
+CJSON_LIBS := -L$(CJSON_HOME)/lib -Wl,-rpath,$(CJSON_HOME)/lib -lcjson
+else
+CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
+CJSON_CFLAGS := $(if $(CJSON_LIBS),$(shell pkg-config --cflags libcjson 2>/dev/null) -DCT_HAVE_CJSON=1,)
+endif
+
 # ---- SentencePiece (optional: `ctrain data import-bin --tokenizer MODEL.model`, `ctrain data luts`) ----
 # Its interface is C++, so src/data/spm_shim.cc, the one C++ file, is compiled with $(CXX) when
 # the library and a C++ compiler are found; without them those commands say what to install.
@@ -149,8 +159,8 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xptxas -v -Xcompiler -Wall,-Wextra
 NVCC_DEFS = $(filter-out -DCT_CUDA_ARCHS=%,$(CUDA_CFLAGS)) -MMD -MP
 endif
 
-override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(ZSTD_CFLAGS) $(BROTLI_CFLAGS) $(CUDA_CFLAGS)
-LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(ZSTD_LIBS) $(BROTLI_LIBS) $(CUDA_LIBS) $(LDLIBS)
+override CFLAGS += $(HDF5_CFLAGS) $(BLAS_CFLAGS) $(MPI_CFLAGS) $(PMI2_CFLAGS) $(SPM_CFLAGS) $(ZSTD_CFLAGS) $(BROTLI_CFLAGS) $(CJSON_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS := $(HDF5_LIBS) $(BLAS_LIBS) $(MPI_LIBS) $(PMI2_LIBS) $(SPM_LIBS) $(ZSTD_LIBS) $(BROTLI_LIBS) $(CJSON_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 # ---- sources ----
 LIB_SRCS := $(filter-out src/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))

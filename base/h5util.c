@@ -291,3 +291,9 @@ int ct_h5_attr_write_str(hid_t obj, const char *name, const char *value) {
     H5Tclose(type);
     return rc;
 }
+
+hid_t ct_h5_untimed_plist(hid_t cls) {
+    hid_t plist = H5Pcreate(cls);
+    if (plist >= 0) H5Pset_obj_track_times(plist, 0);
+    return plist;
+}

@@ -58,6 +58,12 @@ int ct_h5_attr_write_str(hid_t obj, const char *name, const char *value);
  * locking off entirely (HDF5 >= 1.10.7 reads it at every open, overriding this list). */
 hid_t ct_h5_file_access_plist(void);
 
+/* A new property list of class cls (H5P_FILE_CREATE, H5P_GROUP_CREATE, H5P_DATASET_CREATE) whose
+ * objects record no access, change or modification times: files written by ctrain then depend
+ * only on what they hold, so two runs that write the same data write the same bytes. The
+ * caller closes it. */
+hid_t ct_h5_untimed_plist(hid_t cls);
+
 /* How ct_h5_open_read names the file in its messages. */
 typedef struct {
     const char *what;              /* "checkpoint", "data file" */

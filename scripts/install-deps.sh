@@ -15,7 +15,7 @@ set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev zlib1g-dev libzstd-dev libbrotli-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
             python3-matplotlib patchelf
-            libpmi2-0-dev libsentencepiece-dev g++)
+            libpmi2-0-dev libsentencepiece-dev g++ libcjson-dev)
 # libopenblas0-pthread: a test checks that a pthreads OpenBLAS gives ctrain the same bits. Note
 # that Debian then makes it the default libblas.so.3 for other programs (numpy, PyTorch) by its
 # alternatives priority; ctrain itself always loads the OpenMP build it was linked with (rpath).

@@ -8,6 +8,8 @@
 int train_main(int argc, char **argv);        /* train_cmd.c: `ctrain train` */
 int data_main(int argc, char **argv);         /* data_cmd.c: `ctrain data ...` */
 int data_info_main(int argc, char **argv);    /* data_info_cmd.c: `ctrain data info` */
+int data_tokenize_main(int argc, char **argv); /* tokenize_cmd.c: `ctrain data tokenize` */
+int data_detokenize_main(int argc, char **argv); /* tokenize_cmd.c: `ctrain data detokenize` */
 int ckpt_main(int argc, char **argv);         /* ckpt_cmd.c: `ctrain ckpt ...` */
 int launch_check_main(int argc, char **argv); /* launch_check_cmd.c: `ctrain launch-check` */
 int plot_main(int argc, char **argv);         /* plot_cmd.c: `ctrain plot` */

@@ -4,6 +4,7 @@
  *               output per token shard, streamed (shard_bin.h)
  *   from-text   text files -> a byte-level HDF5 data set, optionally split into train + val
  *               (text_import.h)
+ *   tokenize    tokenize_cmd.c (and detokenize)
  *   info        data_info_cmd.c
  *   luts        a SentencePiece model -> an HDF5 file of its /tokenizer tables and pieces
  *               (tokenizer.h)
@@ -31,6 +32,8 @@ static const char DATA_USAGE[] =
     "\n"
     "commands:\n"
     "  import-bin --out DIR_OR_FILE SHARD.bin...   convert llm.c / parameter-golf shards\n"
+    "  tokenize --tokenizer M.model --out DIR IN... a corpus (JSONL, text) -> shards with SentencePiece\n"
+    "  detokenize FILE_OR_GLOB                     tokens back to text (JSONL), one document per BOS\n"
     "  from-text --out FILE.h5 TEXT...             byte-level data set from text files\n"
     "  info FILE_OR_GLOB...                        show the files and check every token\n"
     "  luts MODEL.model --out FILE.h5              a SentencePiece model's tables and pieces\n"
@@ -483,6 +486,7 @@ done:
 
 int data_main(int argc, char **argv) {
     static const CliCommand commands[] = {
-        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"info", data_info_main}, {"luts", luts_main}};
-    return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 4);
+        {"import-bin", import_bin_main}, {"from-text", from_text_main}, {"tokenize", data_tokenize_main},
+        {"detokenize", data_detokenize_main}, {"info", data_info_main}, {"luts", luts_main}};
+    return cli_dispatch("data", argc, argv, DATA_USAGE, commands, 6);
 }

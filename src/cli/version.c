@@ -27,6 +27,9 @@
 #ifdef CT_HAVE_BROTLI
 #include <brotli/encode.h>
 #endif
+#ifdef CT_HAVE_CJSON
+#include <cJSON.h>
+#endif
 
 
 void version_print(FILE *out) {
@@ -85,6 +88,12 @@ void version_print(FILE *out) {
     }
 #else
     fprintf(out, "brotli: no (install libbrotli-dev or set BROTLI_HOME: golf_format = gptq-brotli needs it)\n");
+#endif
+
+#ifdef CT_HAVE_CJSON
+    fprintf(out, "cjson: %s\n", cJSON_Version());
+#else
+    fprintf(out, "cjson: no (install libcjson-dev or set CJSON_HOME: data tokenize's JSONL input needs it)\n");
 #endif
 
 #ifdef CT_HAVE_CUDA

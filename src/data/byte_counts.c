@@ -114,7 +114,7 @@ int data_read_byte_counts(const TokenSet *set, int64_t n, uint16_t **counts) {
 hid_t data_create_byte_counts_locked(hid_t file, const char *path, int64_t chunk_entries) {
     hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = (hsize_t)chunk_entries;
     hid_t space = H5Screate_simple(1, &zero, &unlimited);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t dcpl = ct_h5_untimed_plist(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 1, &chunk);
     H5Pset_fletcher32(dcpl); /* as /tokens: damage fails the read that meets it */
     hid_t dset = H5Dcreate2(file, BYTE_COUNTS, H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);

@@ -93,6 +93,9 @@ int token_writer_append(TokenWriter *writer, const void *tokens, int64_t n);
 /* The byte counts of the next n tokens (/bytes_per_token); a file that has them must have one
  * per token by close. */
 int token_writer_append_byte_counts(TokenWriter *writer, const uint16_t *counts, int64_t n);
+/* The file's root attribute provenance: free text saying what made it (the command, the
+ * tokenizer, the inputs), as `ctrain data tokenize` writes it. */
+int token_writer_set_provenance(TokenWriter *writer, const char *text);
 int token_writer_close(TokenWriter *writer);   /* finish + atomic rename */
 void token_writer_abort(TokenWriter *writer);  /* remove the temporary file */
 

@@ -125,7 +125,9 @@ int data_create_tmp_file(const char *path, char **tmp_path, hid_t *file) {
     fclose(probe);
     ct_hdf5_lock();
     hid_t fapl = ct_h5_file_access_plist();
-    *file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t fcpl = ct_h5_untimed_plist(H5P_FILE_CREATE); /* the root group's times */
+    *file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
     int rc = *file < 0 ? ct_h5_fail("cannot create '%s'", tmp) : 0;
     H5Pclose(fapl);
     ct_hdf5_unlock();

@@ -1,5 +1,5 @@
-/* shard_bin.c — reading llm.c / parameter-golf .bin token shards (format in shard_bin.h) and
- * converting one (with its CaseOps byte sidecar, if it has one) into an HDF5 data file, streamed,
+/* shard_bin.c — reading and writing llm.c / parameter-golf .bin token shards (format in
+ * shard_bin.h), and converting one (with its CaseOps byte sidecar, if it has one) into an HDF5 data file, streamed,
  * so that a shard of any size needs a bounded amount of memory. Used by `ctrain data import-bin`. */
 #include "shard_bin.h"
 
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "fault.h"
@@ -199,4 +200,104 @@ int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char
         return -1;
     }
     return token_writer_close(writer);
+}
+
+/* ---- writing ---- */
+
+struct ShardBinWriter {
+    char *path, *tmp_path;
+    FILE *f;
+    int64_t count;
+    unsigned char *raw; /* COPY_BLOCK values as little-endian bytes */
+};
+
+static void put_le32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8), p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+/* The header for count values. */
+static int write_header(ShardBinWriter *w) {
+    unsigned char header[CT_SHARD_HEADER_BYTES] = {0};
+    put_le32(header, CT_SHARD_MAGIC);
+    put_le32(header + 4, CT_SHARD_VERSION);
+    put_le32(header + 8, (uint32_t)w->count);
+    if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, w->f) != sizeof header)
+        return ct_fail("cannot write the header of '%s': %s", w->tmp_path, strerror(errno));
+    return 0;
+}
+
+int shard_bin_writer_create(ShardBinWriter **writer, const char *path) {
+    *writer = NULL;
+    ShardBinWriter *w = ct_calloc(1, sizeof *w, "shard writer");
+    w->path = ct_strdup(path);
+    w->tmp_path = ct_malloc(strlen(path) + 5, "temporary path");
+    sprintf(w->tmp_path, "%s.tmp", path);
+    if (ct_mkdir_parent(path) != 0) {
+        free(w->tmp_path);
+        w->tmp_path = NULL; /* nothing of ours to remove */
+        shard_bin_writer_abort(w);
+        return -1;
+    }
+    if (!(w->f = fopen(w->tmp_path, "wb"))) {
+        ct_fail("cannot create '%s': %s", w->tmp_path, strerror(errno));
+        free(w->tmp_path);
+        w->tmp_path = NULL;
+        shard_bin_writer_abort(w);
+        return -1;
+    }
+    w->raw = ct_malloc((size_t)COPY_BLOCK * 2, "shard write buffer");
+    if (write_header(w) != 0) { /* the count is filled in at close */
+        shard_bin_writer_abort(w);
+        return -1;
+    }
+    *writer = w;
+    return 0;
+}
+
+int shard_bin_writer_append(ShardBinWriter *w, const uint16_t *values, int64_t n) {
+    if (w->count + n > INT32_MAX)
+        return ct_fail("'%s': %lld values do not fit a shard, whose header counts at most %d", w->path,
+                       (long long)(w->count + n), INT32_MAX);
+    for (int64_t done = 0; done < n; done += COPY_BLOCK) {
+        const int64_t k = n - done < COPY_BLOCK ? n - done : COPY_BLOCK;
+        for (int64_t i = 0; i < k; i++) {
+            w->raw[2 * i] = (unsigned char)values[done + i];
+            w->raw[2 * i + 1] = (unsigned char)(values[done + i] >> 8);
+        }
+        if (fwrite(w->raw, 2, (size_t)k, w->f) != (size_t)k)
+            return ct_fail("cannot write '%s': %s", w->tmp_path, strerror(errno));
+    }
+    w->count += n;
+    return 0;
+}
+
+int shard_bin_writer_close(ShardBinWriter *w) {
+    int rc = 0;
+    if (w->count == 0) rc = ct_fail("'%s': no tokens were written; an empty shard is not valid", w->path);
+    if (rc == 0) rc = write_header(w);
+    if (rc == 0 && fflush(w->f) != 0) rc = ct_fail("cannot write '%s': %s", w->tmp_path, strerror(errno));
+    if (rc == 0) {
+        const int closed = fclose(w->f);
+        w->f = NULL;
+        if (closed != 0) rc = ct_fail("cannot write '%s': %s", w->tmp_path, strerror(errno));
+    }
+    if (rc == 0 && rename(w->tmp_path, w->path) != 0)
+        rc = ct_fail("cannot rename '%s' to '%s': %s", w->tmp_path, w->path, strerror(errno));
+    if (rc == 0) {
+        free(w->tmp_path);
+        w->tmp_path = NULL; /* nothing left to remove */
+    }
+    shard_bin_writer_abort(w);
+    return rc;
+}
+
+void shard_bin_writer_abort(ShardBinWriter *w) {
+    if (!w) return;
+    if (w->f) fclose(w->f);
+    if (w->tmp_path) unlink(w->tmp_path);
+    free(w->path);
+    free(w->tmp_path);
+    free(w->raw);
+    free(w);
 }

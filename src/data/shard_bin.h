@@ -58,4 +58,13 @@ typedef struct {
 int shard_bin_convert(const char *shard, FILE *f, int64_t num_tokens, const char *sidecar, const char *out_path,
                       const ShardImportSettings *settings, Progress *progress, int64_t *progress_done);
 
+/* Writing a shard (`ctrain data tokenize --format bin`): values appended to "<path>.tmp", whose
+ * header gets the count at close, when it is renamed to path; abort removes it. At most
+ * INT32_MAX values (the header's count is an int32). */
+typedef struct ShardBinWriter ShardBinWriter;
+int shard_bin_writer_create(ShardBinWriter **writer, const char *path);
+int shard_bin_writer_append(ShardBinWriter *writer, const uint16_t *values, int64_t n);
+int shard_bin_writer_close(ShardBinWriter *writer);
+void shard_bin_writer_abort(ShardBinWriter *writer);
+
 #endif

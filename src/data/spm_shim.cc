@@ -109,3 +109,41 @@ extern "C" int ct_spm_encode(const CtSpmModel *model, const char *text, size_t l
         return 0;
     });
 }
+
+extern "C" int ct_spm_bos_id(const CtSpmModel *model) { return model->processor.bos_id(); }
+
+/* *array grown (realloc) to hold cap entries; false when memory ran out. */
+template <typename T>
+static bool grow(T **array, size_t cap) {
+    T *bigger = static_cast<T *>(std::realloc(*array, cap * sizeof(T)));
+    if (!bigger) return false;
+    *array = bigger;
+    return true;
+}
+
+extern "C" int ct_spm_encode_spans(const CtSpmModel *model, const char *text, size_t len, int **ids,
+                                   unsigned **begin, unsigned **end, size_t *cap, int *n, char *err,
+                                   size_t err_cap) {
+    *n = 0;
+    return guarded(err, err_cap, [&] {
+        const sentencepiece::ImmutableSentencePieceText spt =
+            model->processor.EncodeAsImmutableProto(absl::string_view(text, len));
+        const size_t count = spt.pieces_size();
+        if (count > *cap) {
+            size_t want = count + count / 2 + 16;
+            if (!grow(ids, want) || !grow(begin, want) || !grow(end, want)) {
+                set_error(err, err_cap, "out of memory");
+                return -1;
+            }
+            *cap = want;
+        }
+        for (size_t i = 0; i < count; i++) {
+            const auto piece = spt.pieces(static_cast<int>(i));
+            (*ids)[i] = static_cast<int>(piece.id());
+            (*begin)[i] = piece.begin();
+            (*end)[i] = piece.end();
+        }
+        *n = static_cast<int>(count);
+        return 0;
+    });
+}

@@ -35,6 +35,17 @@ int ct_spm_decode(const CtSpmModel *model, const int *ids, int n, char **text, s
 int ct_spm_encode(const CtSpmModel *model, const char *text, size_t len, int **ids, int *n, char *err,
                   size_t err_cap);
 
+/* The model's beginning-of-sequence id (<s>), or -1 when it has none. */
+int ct_spm_bos_id(const CtSpmModel *model);
+
+/* Like ct_spm_encode, also giving each piece's span of the input: piece i covers bytes
+ * [begin[i], end[i]) of text (the library's surface; byte pieces after the first of one
+ * character cover nothing). The three arrays are the caller's, grown with realloc to *cap
+ * entries as needed (start with NULLs and 0). Safe to call from several threads at once on one
+ * model (the library's encoding is const). */
+int ct_spm_encode_spans(const CtSpmModel *model, const char *text, size_t len, int **ids, unsigned **begin,
+                        unsigned **end, size_t *cap, int *n, char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,7 +34,7 @@ struct TokenWriter {
 static int create_tokens_dataset(TokenWriter *w, int64_t chunk_tokens) {
     hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = (hsize_t)chunk_tokens;
     hid_t space = H5Screate_simple(1, &zero, &unlimited);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t dcpl = ct_h5_untimed_plist(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 1, &chunk);
     /* Each chunk carries a Fletcher32 checksum that HDF5 checks whenever it reads the chunk (once
      * per 2 MiB chunk into the reader's cache, well below a percent of a step): damage on the
@@ -149,6 +149,13 @@ int token_writer_set_pieces(TokenWriter *w, const TokenPieces *pieces) {
     int rc = data_write_pieces_locked(w->file, w->tmp_path, w->vocab_size, pieces);
     ct_hdf5_unlock();
     return rc;
+}
+
+int token_writer_set_provenance(TokenWriter *w, const char *text) {
+    ct_hdf5_lock();
+    int rc = ct_h5_attr_write_str(w->file, "provenance", text);
+    ct_hdf5_unlock();
+    return rc != 0 ? ct_fail_prefix("'%s': provenance attribute", w->tmp_path) : 0;
 }
 
 int token_writer_append_byte_counts(TokenWriter *w, const uint16_t *counts, int64_t n) {

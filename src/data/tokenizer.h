@@ -119,6 +119,27 @@ int spm_check_pieces(const SpmTokenizer *tok, const char *model_path, const Toke
  * first, so a model that crashes the library is an error. */
 int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t *n);
 
+/* A model loaded once and shared by threads that encode documents (`ctrain data tokenize`):
+ * spm_encoder_encode may run on many threads at once with one encoder, each with its own
+ * SpmEncodeBuffer. Open it after spm_tokenizer_load has read the same file (that read happens in
+ * a child process first, so a file that crashes the library is an error, not a crash). */
+typedef struct SpmEncoder SpmEncoder;
+typedef struct {
+    int *ids;              /* *n ids */
+    unsigned *begin, *end; /* with spans: piece i covers bytes [begin[i], end[i]) of the text */
+    size_t cap;            /* entries allocated in each array */
+} SpmEncodeBuffer;
+int spm_encoder_open(const char *model_path, SpmEncoder **encoder);
+/* The model's <s> id, -1 when it has none. */
+int64_t spm_encoder_bos_id(const SpmEncoder *encoder);
+/* text (len bytes, no NUL needed) encoded as Python's sp.encode(text); with want_spans, each
+ * piece's span of the text as well (sp.encode_as_immutable_proto's begin/end). *n ids are left in
+ * buf->ids. Fails (ct_error set on the calling thread) only when the library reports an error. */
+int spm_encoder_encode(const SpmEncoder *encoder, const char *text, size_t len, int want_spans,
+                       SpmEncodeBuffer *buf, int64_t *n);
+void spm_encode_buffer_free(SpmEncodeBuffer *buf);
+void spm_encoder_free(SpmEncoder *encoder);
+
 /* ---- decoding with stored pieces (tokenizer_decode.c) ----
  * Byte pieces <0xNN> gather into byte runs, each UTF-8 character of a run is written as it is
  * and each byte that starts no valid character as U+FFFD; control pieces write nothing; unknown
@@ -135,8 +156,14 @@ void piece_decoder_push(PieceDecoder *d, uint32_t id, TextSink sink, void *ctx);
 /* End of the ids: write what a pending byte run holds. */
 void piece_decoder_finish(PieceDecoder *d, TextSink sink, void *ctx);
 void piece_decoder_free(PieceDecoder *d);
+/* Length of the valid UTF-8 character at s (n >= 1 bytes available), or 0: SentencePiece's
+ * DecodeUTF8 (shortest form only, no surrogates, nothing above U+10FFFF). */
+size_t utf8_char_length(const unsigned char *s, size_t n);
 /* All of ids as one new NUL-ended string (free() it) of *len bytes. */
 char *piece_decode(const TokenPieces *pieces, const uint32_t *ids, int64_t n, size_t *len);
+/* The same, with undo_caseops the text passed through the CaseOps decoder (below): a CaseOps
+ * tokenizer's ids as the original text. */
+char *piece_decode_text(const TokenPieces *pieces, const uint32_t *ids, int64_t n, int undo_caseops, size_t *len);
 
 /* ---- the CaseOps text transform undone (caseops.c) ----
  * The 1.0611 record's CaseOps data writes capitals as lower case behind operator characters

@@ -40,9 +40,7 @@ static void write_text(PieceDecoder *d, const char *s, size_t n, TextSink sink, 
     d->text_empty = 0;
 }
 
-/* Length of the valid UTF-8 character at s (n bytes available), or 0: SentencePiece's
- * DecodeUTF8 (shortest form only, no surrogates, nothing above U+10FFFF). */
-static size_t utf8_char(const unsigned char *s, size_t n) {
+size_t utf8_char_length(const unsigned char *s, size_t n) {
     if (s[0] < 0x80) return 1;
 #define TRAIL(k) ((s[k] & 0xC0) == 0x80)
     uint32_t cp;
@@ -68,7 +66,7 @@ static size_t utf8_char(const unsigned char *s, size_t n) {
 /* A run of byte pieces: each valid UTF-8 character as it is, each other byte as U+FFFD. */
 static void flush_run(PieceDecoder *d, TextSink sink, void *ctx) {
     for (size_t at = 0; at < d->run_len;) {
-        size_t k = utf8_char(d->run + at, d->run_len - at);
+        size_t k = utf8_char_length(d->run + at, d->run_len - at);
         if (k == 0) {
             write_text(d, REPLACEMENT, 3, sink, ctx);
             at++;
@@ -140,11 +138,20 @@ static void append(void *ctx, const char *bytes, size_t n) {
 }
 
 char *piece_decode(const TokenPieces *pieces, const uint32_t *ids, int64_t n, size_t *len) {
+    return piece_decode_text(pieces, ids, n, 0, len);
+}
+
+char *piece_decode_text(const TokenPieces *pieces, const uint32_t *ids, int64_t n, int undo_caseops, size_t *len) {
     Growing g = {0};
     append(&g, "", 0);
     PieceDecoder *d = piece_decoder_create(pieces);
-    for (int64_t i = 0; i < n; i++) piece_decoder_push(d, ids[i], append, &g);
-    piece_decoder_finish(d, append, &g);
+    CaseOpsDecoder *c = undo_caseops ? caseops_decoder_create(append, &g) : NULL;
+    TextSink sink = c ? caseops_decoder_write : append;
+    void *ctx = c ? (void *)c : (void *)&g;
+    for (int64_t i = 0; i < n; i++) piece_decoder_push(d, ids[i], sink, ctx);
+    piece_decoder_finish(d, sink, ctx);
+    if (c) caseops_decoder_finish(c);
+    caseops_decoder_free(c);
     piece_decoder_free(d);
     *len = g.len;
     return g.buf;

@@ -212,7 +212,8 @@ static int data_pieces_write_locked(hid_t group, const char *path, const TokenPi
     hid_t str = H5Tcopy(H5T_C_S1);
     H5Tset_size(str, H5T_VARIABLE);
     H5Tset_cset(str, H5T_CSET_UTF8);
-    hid_t text = H5Dcreate2(group, "pieces", str, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = ct_h5_untimed_plist(H5P_DATASET_CREATE);
+    hid_t text = H5Dcreate2(group, "pieces", str, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     hid_t types = H5I_INVALID_HID;
     int rc = 0;
     if (text < 0 || H5Dwrite(text, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, p->text) < 0 ||
@@ -220,12 +221,13 @@ static int data_pieces_write_locked(hid_t group, const char *path, const TokenPi
         ct_h5_attr_write_str(text, "unk_surface", p->unk_surface ? p->unk_surface : DEFAULT_UNK_SURFACE) != 0)
         rc = -1;
     if (rc == 0) {
-        types = H5Dcreate2(group, "piece_type", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        types = H5Dcreate2(group, "piece_type", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         if (types < 0 || H5Dwrite(types, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, p->type) < 0) rc = -1;
     }
     if (rc != 0) ct_h5_fail("'%s': cannot write /tokenizer/pieces", path);
     if (types >= 0) H5Dclose(types);
     if (text >= 0) H5Dclose(text);
+    H5Pclose(dcpl);
     H5Tclose(str);
     H5Sclose(space);
     return rc;

@@ -68,6 +68,25 @@ int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t
     return without_library(model_path);
 }
 
+int spm_encoder_open(const char *model_path, SpmEncoder **encoder) {
+    *encoder = NULL;
+    return without_library(model_path);
+}
+
+int64_t spm_encoder_bos_id(const SpmEncoder *encoder) {
+    (void)encoder;
+    return -1;
+}
+
+int spm_encoder_encode(const SpmEncoder *encoder, const char *text, size_t len, int want_spans,
+                       SpmEncodeBuffer *buf, int64_t *n) {
+    (void)encoder, (void)text, (void)len, (void)want_spans, (void)buf;
+    *n = 0;
+    return ct_fail("this ctrain was built without the SentencePiece library");
+}
+
+void spm_encoder_free(SpmEncoder *encoder) { (void)encoder; }
+
 #else
 
 int spm_available(void) { return 1; }
@@ -323,4 +342,67 @@ int spm_encode(const char *model_path, const char *text, uint32_t **ids, int64_t
     return encode_here(&job, ids, n);
 }
 
+/* ---- a shared encoder for many documents ---- */
+
+struct SpmEncoder {
+    CtSpmModel *model;
+    char *path;
+};
+
+int spm_encoder_open(const char *model_path, SpmEncoder **encoder) {
+    *encoder = NULL;
+    CtSpmModel *model;
+    if (open_model(model_path, &model) != 0) return -1;
+    SpmEncoder *e = ct_calloc(1, sizeof *e, "SentencePiece encoder");
+    e->model = model;
+    e->path = ct_strdup(model_path);
+    *encoder = e;
+    return 0;
+}
+
+int64_t spm_encoder_bos_id(const SpmEncoder *encoder) { return ct_spm_bos_id(encoder->model); }
+
+int spm_encoder_encode(const SpmEncoder *encoder, const char *text, size_t len, int want_spans,
+                       SpmEncodeBuffer *buf, int64_t *n) {
+    char err[512];
+    int count = 0, rc;
+    *n = 0;
+    if (len > (size_t)INT32_MAX)
+        return ct_fail("a text of %zu bytes is longer than the SentencePiece library encodes (2 GiB)", len);
+    if (want_spans) {
+        rc = ct_spm_encode_spans(encoder->model, text, len, &buf->ids, &buf->begin, &buf->end, &buf->cap, &count,
+                                 err, sizeof err);
+    } else {
+        int *ids = NULL;
+        rc = ct_spm_encode(encoder->model, text, len, &ids, &count, err, sizeof err);
+        if (rc == 0 && (size_t)count > buf->cap) { /* the three arrays keep one capacity */
+            size_t want = (size_t)count + (size_t)count / 2 + 16;
+            free(buf->ids), free(buf->begin), free(buf->end);
+            buf->ids = ct_malloc(want * sizeof(int), "encoded ids");
+            buf->begin = ct_malloc(want * sizeof(unsigned), "piece spans");
+            buf->end = ct_malloc(want * sizeof(unsigned), "piece spans");
+            buf->cap = want;
+        }
+        if (rc == 0 && count > 0) memcpy(buf->ids, ids, (size_t)count * sizeof(int));
+        free(ids);
+    }
+    if (rc != 0) return ct_fail("SentencePiece model '%s': encoding failed: %s", encoder->path, err);
+    *n = count;
+    return 0;
+}
+
+void spm_encoder_free(SpmEncoder *encoder) {
+    if (!encoder) return;
+    ct_spm_free(encoder->model);
+    free(encoder->path);
+    free(encoder);
+}
+
 #endif
+
+void spm_encode_buffer_free(SpmEncodeBuffer *buf) {
+    free(buf->ids);
+    free(buf->begin);
+    free(buf->end);
+    memset(buf, 0, sizeof *buf);
+}

@@ -192,7 +192,9 @@ static int write_lut_table(hid_t group, const char *name, hid_t file_type, hid_t
                            const void *data) {
     hsize_t dims = (hsize_t)n;
     hid_t space = H5Screate_simple(1, &dims, NULL);
-    hid_t dset = H5Dcreate2(group, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = ct_h5_untimed_plist(H5P_DATASET_CREATE);
+    hid_t dset = H5Dcreate2(group, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     int rc = dset < 0 || H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? -1 : 0;
     if (dset >= 0) H5Dclose(dset);
     H5Sclose(space);
@@ -207,7 +209,9 @@ int data_write_luts_locked(hid_t file, const char *path, int64_t vocab_size, con
             return ct_fail("'%s': base_bytes[%lld] = %d, expected a byte count >= 0", path, (long long)i,
                            base_bytes[i]);
     int rc = 0;
-    hid_t group = H5Gcreate2(file, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = ct_h5_untimed_plist(H5P_GROUP_CREATE);
+    hid_t group = H5Gcreate2(file, "tokenizer", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
     if (group < 0 ||
         write_lut_table(group, LUT_NAMES[0], H5T_STD_I16LE, H5T_NATIVE_INT16, vocab_size, base_bytes) != 0 ||
         write_lut_table(group, LUT_NAMES[1], H5T_STD_U8LE, H5T_NATIVE_UINT8, vocab_size, has_leading_space) != 0 ||

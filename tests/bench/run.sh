@@ -10,6 +10,8 @@
 #   6. the 1.1248 record's shape with and without its model features, reduced batch (record_step.sh)
 #   7. the 1.0611 record's shape before and after its looping, and without its features, reduced
 #      batch (frontier_step.sh)
+#   8. `ctrain data tokenize` on 1 thread and on every core beside a Python sentencepiece loop over
+#      the same documents (tokenize.sh)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -84,3 +86,6 @@ bash "$root/tests/bench/record_step.sh" "$build" "$work/data.h5" "$threads"
 
 echo "== 7. the 1.0611 record's shape (11 x 512, 4x MLP, packed rows of 2,048), reduced batch: train_batch_tokens=16384"
 bash "$root/tests/bench/frontier_step.sh" "$build" "$threads"
+
+echo "== 8. data tokenize: 1 thread, $(nproc) threads, and Python's sentencepiece loop, same documents"
+bash "$root/tests/bench/tokenize.sh" "$build" "$(nproc)"

@@ -19,24 +19,11 @@ if ! "$PY" -c 'import sentencepiece, h5py, numpy' 2>/dev/null; then
     skip_rest_python "sentencepiece/h5py/numpy not importable by $PY (scripts/install-deps.sh --test)"
 fi
 
-# ---- the data: our own CaseOps encoder (from the record's description), a model, shards ----
+# ---- the data: our own CaseOps encoder (tests/cli/caseops_ref.py, from the record's description), a model, shards ----
 "$PY" - >make_data.out 2>&1 <<'EOF' || { fail make_data "$(tail -c 800 make_data.out)"; finish; }
-import re, numpy as np, sentencepiece as spm
-TITLE, ALLCAPS, CAPNEXT, ESC = '\ue001', '\ue002', '\ue003', '\ue004'
-def encode(text):
-    out = []
-    for m in re.finditer(r'[A-Za-z]+|[^A-Za-z]', text):
-        w = m.group(0)
-        if not w.isalpha() or not w.isascii():
-            out.append(ESC + w if w in (TITLE, ALLCAPS, CAPNEXT, ESC) else w)
-        elif w.islower():
-            out.append(w)
-        elif len(w) >= 2 and w.isupper():
-            out.append(ALLCAPS + w.lower())
-        else:
-            out.append((TITLE if w[0].isupper() else '') + w[0].lower() +
-                       ''.join((CAPNEXT if c.isupper() else '') + c.lower() for c in w[1:]))
-    return ''.join(out)
+import os, sys, numpy as np, sentencepiece as spm
+sys.path.insert(0, os.environ['CT_ROOT'] + '/tests/cli')
+from caseops_ref import TITLE, ALLCAPS, CAPNEXT, ESC, encode
 def docs(path):
     text = open(path, encoding='utf-8').read()
     return [d.strip() + '\n' for d in text.split('\n\n') if d.strip()]

@@ -2,8 +2,8 @@
  * /bytes_per_token (src/data/byte_counts.c, token_writer.c; the per-token byte sidecar) written
  * and read back, checked when a file is opened, and refused when malformed; the two shard-name
  * rules of the sidecar (shard_bin.c); and the CaseOps transform (caseops.c) on hand-made text:
- * each operator, an operator split across writes, escapes, malformed samples, and encoding
- * followed by decoding giving the text back. */
+ * each operator, an operator split across writes, escapes, malformed samples, encoding followed
+ * by decoding giving the text back, and hand-written cases' expected encodings. */
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -229,6 +229,36 @@ static void encoder_writes_operators_and_round_trips(void) {
     }
 }
 
+/* The transform of hand-written cases, each worked out from the record's description of
+ * lossless_caps_caseops_v1 (over maximal runs of ASCII letters: a lower-case word stays; a word
+ * of two or more letters, all capitals: ALLCAPS + lower case; otherwise TITLE when the first
+ * letter is a capital, then lower case with CAPNEXT before each later capital; an operator
+ * character of the text: ESC before it). */
+static void encoder_hand_written_cases(void) {
+    static const char *const cases[][2] = {
+        {"Title Case Words", TITLE "title " TITLE "case " TITLE "words"},
+        {"ALL CAPS HERE", ALLCAPS "all " ALLCAPS "caps " ALLCAPS "here"},
+        {"mIxEd", "m" CAPNEXT "ix" CAPNEXT "ed"},
+        {"McDONALD", TITLE "mc" CAPNEXT "d" CAPNEXT "o" CAPNEXT "n" CAPNEXT "a" CAPNEXT "l" CAPNEXT "d"},
+        {"iPhone", "i" CAPNEXT "phone"},
+        {"A I x", TITLE "a " TITLE "i x"},                  /* one capital alone: TITLE, not ALLCAPS */
+        {"B2B", TITLE "b2" TITLE "b"},                      /* digits end a word */
+        {"COVID-19, NASA's", ALLCAPS "covid-19, " ALLCAPS "nasa's"},
+        {"(Hello)!WORLD?", "(" TITLE "hello)!" ALLCAPS "world?"},
+        {"x3Y", "x3" TITLE "y"},
+        {"Ã" "COLE", "Ã" ALLCAPS "cole"},     /* a non-ASCII capital is not a letter here */
+        {"a" TITLE "b", "a" ESC TITLE "b"},                 /* operator characters in the text */
+        {ESC ALLCAPS CAPNEXT, ESC ESC ESC ALLCAPS ESC CAPNEXT},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = caseops_encode(cases[i][0]);
+        const int same = strcmp(got, cases[i][1]) == 0;
+        CHECK(same, "case %zu ('%s'): encoded '%s', want '%s'", i, cases[i][0], got, cases[i][1]);
+        free(got);
+    }
+}
+
 static void caseops_tokenizer_detected(void) {
     char *text[6] = {"<unk>", "<s>", TITLE, ALLCAPS, CAPNEXT, ESC};
     uint8_t type[6] = {2, 3, 1, 1, 1, 1};
@@ -248,6 +278,7 @@ int main(void) {
     RUN(decoder_restores_capitals);
     RUN(decoder_escapes_and_malformed);
     RUN(encoder_writes_operators_and_round_trips);
+    RUN(encoder_hand_written_cases);
     RUN(caseops_tokenizer_detected);
     TEST_EXIT();
 }
