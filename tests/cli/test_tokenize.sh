@@ -16,10 +16,6 @@
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
-check() { # NAME PYTHON_CODE : the snippet must exit 0 (it prints its complaint otherwise)
-    if "$PY" -c "$2" >py.out 2>&1; then pass "$1"; else fail "$1" "$(tail -c 600 py.out)"; fi
-}
-
 if ! "$CTRAIN" --version | grep -q '^sentencepiece: yes'; then
     skip_rest "this ctrain was built without SentencePiece (scripts/install-deps.sh installs it)"
 fi
