@@ -204,6 +204,13 @@ parity lanes_mlp 1.6e-7 5.9e-5 num_layers=2 model_dim=32 num_heads=2 num_kv_head
 parity lanes_frontier 4.4e-7 2.6e-4 num_layers=6 model_dim=64 num_heads=4 num_kv_heads=2 num_loops=1 loop_start=1 \
     loop_end=2 enable_looping_at=0.5 skip_gates_enabled=1 mlp_negative_slope=0.5 ln_scale=1 xsa_last_n=2 \
     parallel_start_layer=4 adam_eps=1e-5 iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4
+# lanes inside the loop: parallel_start_layer = loop_start = 1, so every decoder run of both plans
+# is parallel (looped 0,1,2,1,2,3,4: the first parallel run repeats block 1; the lambdas'
+# gradients are final after block 2's first run), gated skips into lane 0, lane 0 leaves
+# measured: losses 1.19e-7, tensors 5.79e-5
+parity lanes_in_loop 1.2e-6 5.8e-4 num_layers=5 model_dim=48 num_heads=4 num_kv_heads=2 num_loops=1 loop_start=1 \
+    loop_end=2 enable_looping_at=0.5 parallel_start_layer=1 parallel_final_lane=attn skip_gates_enabled=1 adam_eps=1e-5 \
+    iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4
 
 # The 1.0611 record's SmearGate with the BOS mask (issue 56). The byte-level data has no BOS, so
 # bos.h5 is train.h5 with a token 1 (recorded as bos_id) inserted before every paragraph and
