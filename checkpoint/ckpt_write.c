@@ -36,12 +36,12 @@ static hid_t create_group(hid_t parent, const char *name) {
     return g;
 }
 
-/* A chunked, Fletcher32-checksummed dataset holding data (mem_type) as file_type. Chunks are
+/* A chunked, Fletcher32-checksummed dataset of rank <= 3 holding data (mem_type) as file_type. Chunks are
  * the whole dataset up to CKPT_CHUNK_MAX_ELEMENTS, else slabs of whole rows. An empty dataset
  * (e.g. skip_weights of a 1-layer model) is contiguous: HDF5 rejects zero-sized chunks. */
 static int write_dataset(hid_t parent, const char *name, hid_t file_type, hid_t mem_type, int rank,
                          const hsize_t *dims, const void *data) {
-    hsize_t elements = 1, row = 1, chunk[2];
+    hsize_t elements = 1, row = 1, chunk[3];
     for (int d = 0; d < rank; d++) elements *= dims[d];
     for (int d = 1; d < rank; d++) row *= dims[d];
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -49,7 +49,7 @@ static int write_dataset(hid_t parent, const char *name, hid_t file_type, hid_t 
     if (elements > 0) {
         hsize_t rows = row >= (hsize_t)CKPT_CHUNK_MAX_ELEMENTS ? 1 : (hsize_t)CKPT_CHUNK_MAX_ELEMENTS / row;
         chunk[0] = rows < dims[0] ? rows : dims[0];
-        if (rank == 2) chunk[1] = dims[1];
+        for (int d = 1; d < rank; d++) chunk[d] = dims[d];
         H5Pset_chunk(dcpl, rank, chunk);
         H5Pset_fletcher32(dcpl);
     }
@@ -65,7 +65,7 @@ static int write_dataset(hid_t parent, const char *name, hid_t file_type, hid_t 
 }
 
 static int write_tensor(hid_t parent, const char *name, const ParamInfo *p, const float *data) {
-    hsize_t dims[2] = {(hsize_t)p->shape[0], (hsize_t)p->shape[1]};
+    hsize_t dims[3] = {(hsize_t)p->shape[0], (hsize_t)p->shape[1], (hsize_t)p->shape[2]};
     return write_dataset(parent, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, p->ndim, dims, data);
 }
 

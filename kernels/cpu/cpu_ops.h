@@ -139,6 +139,25 @@ void cpu_skip_gate_forward(float *out, const float *x, const float *skip, const 
 void cpu_skip_gate_backward(float *dx, float *dskip, float *dw, float *dgate, const float *dout, const float *x,
                             const float *skip, const float *w, const float *gate, int N, int C);
 
+/* ---- parallel residual lanes (cpu_lane_mix.c): the end of a parallel block ---------------- */
+/* A = attn_scale[c]*ao, M = mlp_scale[c]*mo;  out0 = resid[0]*l0 + post[0]*A + post[2]*M;
+ * out1 = resid[1]*l1 + post[1]*A + post[3]*M (fp32, left to right). l0, l1, ao, mo, out0, out1
+ * [N,C]; attn_scale, mlp_scale [C]; resid [2] (the block's parallel_resid_lambdas row: lane 0,
+ * lane 1); post [4] (its parallel_post_lambdas [2,2]: attention to lane 0, to lane 1, MLP to
+ * lane 0, to lane 1). out0 may equal l0 and out1 l1. */
+void cpu_lane_mix_forward(float *out0, float *out1, const float *l0, const float *l1, const float *ao, const float *mo,
+                          const float *attn_scale, const float *mlp_scale, const float *resid, const float *post, int N,
+                          int C);
+/* Given d0 = dL/dout0, d1 = dL/dout1: dl0 += resid[0]*d0; dl1 += resid[1]*d1;
+ * dao += attn_scale*(post[0]*d0 + post[1]*d1); dmo += mlp_scale*(post[2]*d0 + post[3]*d1);
+ * dattn_scale[c], dmlp_scale[c] += those branch gradients times ao, mo summed over tokens;
+ * dresid[2], dpost[4] += their sums over every element (double; channel blocks in order, tokens
+ * in order within one: the same bits for any thread count). Needs the forward's inputs. */
+void cpu_lane_mix_backward(float *dl0, float *dl1, float *dao, float *dmo, float *dattn_scale, float *dmlp_scale,
+                           float *dresid, float *dpost, const float *d0, const float *d1, const float *l0,
+                           const float *l1, const float *ao, const float *mo, const float *attn_scale,
+                           const float *mlp_scale, const float *resid, const float *post, int N, int C);
+
 /* ---- SmearGate (cpu_smear.c): out[b,t] = (1-g) x[b,t] + g x[b,t-1], g = sigmoid(gate) ------ */
 
 /* x, out [B*T, C] (B sequences of T positions; x[b,-1] = 0); gate [C]. */

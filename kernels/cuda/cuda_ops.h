@@ -50,6 +50,7 @@
 #include "cuda_head_gate.h"     /* the 1.0611 record's sparse attention head-output gate */
 #include "cuda_smear.h"         /* the record's SmearGate */
 #include "cuda_skip_gate.h"     /* the gated U-Net skip's backward (skip_gates) */
+#include "cuda_lane_mix.h"      /* the parallel residual lanes' block end */
 #include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */
 #include "cuda_logits.h"        /* logits + softcap + cross-entropy */
 #include "cuda_optim.h"         /* Adam, Muon, clipping */

@@ -1,7 +1,8 @@
 /* backend_cpu.c — the CPU backend's forward and backward pass through the parameter-golf GPT
  * (fp32, kernels/cpu/cpu_*). Activations of one micro-batch are allocated once, at creation;
  * nothing is allocated per step. Forward order and the saved tensors follow train_gpt.py's
- * GPT.forward; the backward walks the same graph in reverse (docs/model.md). */
+ * GPT.forward; the backward walks the same graph in reverse (docs/model.md). This file walks
+ * the block plan and does what comes before and after it; backend_cpu_block.c one run. */
 #include <math.h>
 #include <float.h>
 #include <omp.h>
@@ -21,9 +22,9 @@
 
 enum { LOGITS_CHUNK = 256 };
 
-/* Whether run `run` of `plan` is of a block with XSA. */
-static int run_xsa(const ModelSpec *s, const BlockPlan *plan, int run) {
-    return plan->runs[run].block >= s->xsa_first_layer;
+/* Whether run `run` is parallel in either plan (it needs lane 1's buffer). */
+static int run_parallel(const ModelSpec *s, int run) {
+    return s->plan_looped.runs[run].parallel || (run < s->plan_plain.num_runs && s->plan_plain.runs[run].parallel);
 }
 
 /* Every activation and work buffer, in one list (backend_common.h: sized, then carved). */
@@ -52,7 +53,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->q = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->k = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
         y->y = BACKEND_TAKE_FLOATS(a, N * D, NULL);
-        y->y_xsa = run_xsa(s, &s->plan_looped, l) || (l < s->plan_plain.num_runs && run_xsa(s, &s->plan_plain, l))
+        y->y_xsa = cpu_run_xsa(s, &s->plan_looped, l) || (l < s->plan_plain.num_runs && cpu_run_xsa(s, &s->plan_plain, l))
                        ? BACKEND_TAKE_FLOATS(a, N * D, NULL)
                        : NULL;
         y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)s->num_heads, NULL) : NULL;
@@ -66,6 +67,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
         y->h = BACKEND_TAKE_FLOATS(a, N * HID, NULL);
         y->mo = BACKEND_TAKE_FLOATS(a, N * D, NULL);
         y->x_out = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        y->l1_out = run_parallel(s, l) ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
     }
     cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->rope_dims / 2), NULL);
     cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)T * (size_t)(s->rope_dims / 2), NULL);
@@ -91,6 +93,12 @@ static void layout(CpuBackend *cb, BackendArena *a) {
     cb->dv = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
     cb->dk_raw = BACKEND_TAKE_FLOATS(a, N * KV, NULL);
     cb->gate_dz = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)s->num_heads, NULL) : NULL;
+    if (s->parallel_post >= 0) {
+        cb->x_lanes = s->parallel_final == PARALLEL_FINAL_MEAN ? BACKEND_TAKE_FLOATS(a, N * D, NULL) : NULL;
+        cb->dl1 = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        cb->dl1_alt = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+        cb->dao = BACKEND_TAKE_FLOATS(a, N * D, NULL);
+    }
     for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = BACKEND_TAKE_FLOATS(a, N * D, NULL);
     cb->attn_scratch = BACKEND_TAKE_FLOATS(a, cb->attn_scratch_floats, NULL);
     cb->rope_scratch = BACKEND_TAKE_FLOATS(a, cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), NULL);
@@ -101,9 +109,6 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     if (cfg->threads > 0) omp_set_num_threads((int)cfg->threads);
     cpu_blas_prepare();
     const ModelSpec *s = &st->spec;
-    if (cfg->parallel_start_layer > 0)
-        return ct_fail("parallel_start_layer = %lld: parallel residual lanes are not implemented on the CPU backend "
-                       "yet; use parallel_start_layer = 0", (long long)cfg->parallel_start_layer);
     CpuBackend *cb = ct_calloc(1, sizeof *cb, "cpu backend");
     /* doc_packing: one row of the micro-batch's tokens (config_seq_len), cut into documents */
     int T = (int)config_seq_len(cfg);
@@ -181,7 +186,7 @@ static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
  * weights. Gradients go to the master weights' places as they are (straight-through). */
 
 /* The weights of parameter p as this pass uses them. */
-static const float *weights_of(const CpuBackend *cb, const ParamInfo *p) {
+const float *cpu_weights_of(const CpuBackend *cb, const ParamInfo *p) {
     const float *base = cb->qat_in_use && backend_qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
     return base + p->offset;
 }
@@ -201,22 +206,20 @@ static int qat_begin(CpuBackend *cb) {
     return 0;
 }
 
-static const float *P(const CpuBackend *cb, int layer, int which) {
-    return weights_of(cb, model_block_param(&cb->base.state->spec, layer, which));
+/* The last run's output, the final norm's input: with parallel lanes the one
+ * parallel_final_lane names, or their mean (x_lanes) */
+static const float *final_hidden(const CpuBackend *cb, const BlockPlan *plan) {
+    const CpuLayerActs *last = &cb->layers[plan->num_runs - 1];
+    if (plan->first_parallel == plan->num_runs) return last->x_out;
+    const int final = cb->base.state->spec.parallel_final;
+    return final == PARALLEL_FINAL_ATTN ? last->x_out : final == PARALLEL_FINAL_MLP ? last->l1_out : cb->x_lanes;
 }
-static float *G(CpuBackend *cb, int layer, int which) {
-    TrainState *st = cb->base.state;
-    return st->grads + model_block_param(&st->spec, layer, which)->offset;
-}
-
-/* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
-static const float *proj_input(const CpuLayerActs *a, int xsa) { return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y; }
 
 /* Forward through embeddings and blocks for B sequences; leaves the final normed x in cb->xf. */
 static int forward_blocks(CpuBackend *cb, int B) {
     TrainState *st = cb->base.state;
     const ModelSpec *s = &st->spec;
-    int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
+    int T = cb->T, N = B * T, D = s->dim;
     if (cb->seg_start) /* each row's documents, from its ids (the backward reuses them) */
         for (int b = 0; b < B; b++)
             packing_segments(cb->ids + (size_t)b * T, T, cb->base.bos_id, cb->max_doc_len,
@@ -228,7 +231,7 @@ static int forward_blocks(CpuBackend *cb, int B) {
                                   s->bigram_vocab, s->bigram_dim) != 0)
             return -1;
         if (s->bigram_proj >= 0)
-            cpu_linear_forward(cb->bigram_p, cb->bigram_h, weights_of(cb, &s->params[s->bigram_proj]), N,
+            cpu_linear_forward(cb->bigram_p, cb->bigram_h, cpu_weights_of(cb, &s->params[s->bigram_proj]), N,
                                s->bigram_dim, D);
         cpu_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_p, st->params + s->params[s->bigram_scale].offset,
                                       (size_t)N * D);
@@ -251,11 +254,11 @@ static int forward_blocks(CpuBackend *cb, int B) {
     const BlockPlan *plan = model_plan(s, st->loop_active);
     for (int run = 0; run < plan->num_runs; run++) {
         CpuLayerActs *a = &cb->layers[run];
-        const int l = plan->runs[run].block, xsa = run_xsa(s, plan, run);
         const int dec = plan->runs[run].skip_row; /* skip row, < 0 for none */
         if (dec >= 0) {
             /* U-Net skip: x + skip_weights[dec] * output of the run the plan pairs it with;
-             * with skip gates lerp(skip_weights[dec] * skip, x, sigmoid(skip_gates[dec])) */
+             * with skip gates lerp(skip_weights[dec] * skip, x, sigmoid(skip_gates[dec])); a parallel
+             * run takes it into lane 0 only */
             const float *skip = cb->layers[plan->runs[run].skip_source].x_out;
             if (s->skip_gates >= 0)
                 cpu_skip_gate_forward(a->x_in, x, skip, skip_w + (size_t)dec * D,
@@ -265,41 +268,22 @@ static int forward_blocks(CpuBackend *cb, int B) {
         } else {
             cpu_copy(a->x_in, x, (size_t)N * D);
         }
-        cpu_residual_mix_forward(a->xm, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N, D);
-        const float ln = model_ln_scale(s, l);
-        cpu_rmsnorm_forward(a->a_in, a->rstd_attn, a->xm, N, D, FLT_EPSILON);
-        if (s->ln_scale) cpu_scale(a->a_in, ln, (size_t)N * D);
-        cpu_linear_forward(a->q_raw, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
-        cpu_linear_forward(a->k_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
-        cpu_linear_forward(a->v, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
-        cpu_qk_norm_rope_forward(a->q, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos, cb->rope_sin, B, T, s->num_heads,
-                                 s->head_dim, s->rope_dims);
-        cpu_qk_norm_rope_forward(a->k, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T, s->num_kv_heads, s->head_dim,
-                                 s->rope_dims);
-        cpu_attention_forward(a->y, a->stats, a->q, a->k, a->v, cb->seg_start, B, T, s->num_heads, s->num_kv_heads, s->head_dim,
-                              cb->attn_scratch, cb->attn_scratch_floats);
-        if (xsa) cpu_xsa_forward(a->y_xsa, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
-        if (a->y_gate) /* the sparse gate on each head's output (after XSA), from a_in's first channels */
-            cpu_head_gate_forward(a->y_gate, a->gate, xsa ? a->y_xsa : a->y, a->a_in,
-                                  weights_of(cb, model_attn_gate(s, l)), N, s->num_heads, s->head_dim, s->gate_window,
-                                  s->gate_scale);
-        cpu_linear_forward(a->ao, proj_input(a, xsa), P(cb, l, BLK_PROJ), N, D, D);
-        cpu_scaled_add_forward(a->x1, a->xm, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
-        cpu_rmsnorm_forward(a->m_in, a->rstd_mlp, a->x1, N, D, FLT_EPSILON);
-        if (s->ln_scale) cpu_scale(a->m_in, ln, (size_t)N * D);
-        cpu_linear_forward(a->u, a->m_in, P(cb, l, BLK_FC), N, D, HID);
-        cpu_relu2_forward(a->h, a->u, N, HID, s->mlp_negative_slope);
-        cpu_linear_forward(a->mo, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
-        cpu_scaled_add_forward(a->x_out, a->x1, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
+        cpu_run_forward(cb, plan, run, B);
         x = a->x_out;
     }
-    cpu_rmsnorm_forward(cb->xf, cb->rstdf, x, N, D, FLT_EPSILON);
+    if (cb->x_lanes && plan->first_parallel < plan->num_runs) { /* 0.5 * (lane 0 + lane 1) */
+        const size_t ND = (size_t)N * D;
+        cpu_copy(cb->x_lanes, x, ND);
+        cpu_add_into(cb->x_lanes, cb->layers[plan->num_runs - 1].l1_out, ND);
+        cpu_scale(cb->x_lanes, 0.5f, ND);
+    }
+    cpu_rmsnorm_forward(cb->xf, cb->rstdf, final_hidden(cb, plan), N, D, FLT_EPSILON);
     return 0;
 }
 
 static const float *output_matrix(const CpuBackend *cb) {
     const ModelSpec *s = &cb->base.state->spec;
-    return weights_of(cb, &s->params[s->tied ? s->tok_emb : s->lm_head]);
+    return cpu_weights_of(cb, &s->params[s->tied ? s->tok_emb : s->lm_head]);
 }
 
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
@@ -372,7 +356,7 @@ static int mtp_heads_backward(CpuBackend *cb, float loss_weight, double *mean_lo
             const size_t at = (size_t)b * T;
             double mean;
             if (cpu_logits_ce_forward_backward(cb->dD1 + at * D, st->grads + head->offset, cb->losses, &mean,
-                                               cb->xf + at * D, weights_of(cb, head), cb->targets + at + k + 1, rows,
+                                               cb->xf + at * D, cpu_weights_of(cb, head), cb->targets + at + k + 1, rows,
                                                D, s->vocab, s->softcap, call_weight, cb->logits_scratch,
                                                LOGITS_CHUNK) != 0)
                 return ct_fail_prefix("%s, sequence %d", head->name, b);
@@ -389,7 +373,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
     CpuBackend *cb = (CpuBackend *)b;
     TrainState *st = b->state;
     const ModelSpec *s = &st->spec;
-    int B = cb->B, T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim, HID = s->hidden;
+    int B = cb->B, T = cb->T, N = B * T, D = s->dim;
     size_t ND = (size_t)N * D;
     if (load_tokens(cb, tokens, (size_t)N) != 0) return -1;
     if (forward_blocks(cb, B) != 0) return -1;
@@ -407,73 +391,30 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
     cpu_zero(dx, ND);
     const BlockPlan *plan = model_plan(s, st->loop_active);
-    cpu_rmsnorm_backward(dx, cb->dD1, cb->layers[plan->num_runs - 1].x_out, cb->rstdf, N, D);
+    cpu_rmsnorm_backward(dx, cb->dD1, final_hidden(cb, plan), cb->rstdf, N, D);
+    if (plan->first_parallel < plan->num_runs) { /* dx: dL/d(final hidden) -> lane 0's, dl1 lane 1's */
+        if (s->parallel_final == PARALLEL_FINAL_MEAN) {
+            cpu_scale(dx, 0.5f, ND);
+            cpu_copy(cb->dl1, dx, ND);
+        } else if (s->parallel_final == PARALLEL_FINAL_MLP) {
+            cpu_copy(cb->dl1, dx, ND);
+            cpu_zero(dx, ND);
+        } else {
+            cpu_zero(cb->dl1, ND);
+        }
+    }
     cpu_zero(cb->dx0, ND);
     for (int j = 0; j < s->num_skip; j++) cpu_zero(cb->dskip[j], ND);
     float *dskip_w = st->grads + s->params[s->skip_weights].offset;
     const float *skip_w = st->params + s->params[s->skip_weights].offset;
 
     for (int run = plan->num_runs - 1; run >= 0; run--) {
-        CpuLayerActs *a = &cb->layers[run];
-        const int l = plan->runs[run].block, xsa = run_xsa(s, plan, run);
+        const int l = plan->runs[run].block;
         /* dx holds dL/d(x_out). An encoder run whose output fed a skip also gets that path (its
          * decoder run, later in the plan, has been through already). */
         for (int j = plan->num_encoder; j < plan->num_runs; j++)
             if (plan->runs[j].skip_source == run) cpu_add_into(dx, cb->dskip[plan->runs[j].skip_row], ND);
-        /* x_out = x1 + mlp_scale * mo; dx keeps being dL/d(x1) for the residual path */
-        cpu_zero(cb->dD1, ND);
-        cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_MLP_SCALE), dx, a->mo, P(cb, l, BLK_MLP_SCALE), N, D);
-        cpu_zero(cb->dH1, (size_t)N * HID);
-        cpu_linear_backward(cb->dH1, G(cb, l, BLK_MLP_PROJ), cb->dD1, a->h, P(cb, l, BLK_MLP_PROJ), N, HID, D);
-        cpu_zero(cb->dH2, (size_t)N * HID);
-        cpu_relu2_backward(cb->dH2, cb->dH1, a->u, N, HID, s->mlp_negative_slope);
-        cpu_zero(cb->dD2, ND);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_FC), cb->dH2, a->m_in, P(cb, l, BLK_FC), N, D, HID);
-        if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
-        cpu_rmsnorm_backward(dx, cb->dD2, a->x1, a->rstd_mlp, N, D);
-        /* x1 = xm + attn_scale * ao */
-        cpu_zero(cb->dD1, ND);
-        cpu_scaled_add_backward(NULL, cb->dD1, G(cb, l, BLK_ATTN_SCALE), dx, a->ao, P(cb, l, BLK_ATTN_SCALE), N, D);
-        cpu_zero(cb->dD2, ND);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_PROJ), cb->dD1, proj_input(a, xsa), P(cb, l, BLK_PROJ), N, D, D);
-        const ParamInfo *gate_w = model_attn_gate(s, l);
-        if (gate_w) /* through the sparse gate, in place: dD2 becomes dL/d(its input); dz kept for d a_in */
-            cpu_head_gate_backward(cb->dD2, cb->gate_dz, st->grads + gate_w->offset, cb->dD2,
-                                   xsa ? a->y_xsa : a->y, a->gate, a->a_in, N, s->num_heads, s->head_dim,
-                                   s->gate_window, s->gate_scale);
-        cpu_zero(cb->dq, ND);
-        cpu_zero(cb->dk, (size_t)N * KV);
-        cpu_zero(cb->dv, (size_t)N * KV);
-        float *dy = cb->dD2; /* dL/d(attention output) */
-        if (xsa) {           /* through XSA: to y, and to v via its unit vector */
-            cpu_zero(cb->dD1, ND);
-            cpu_xsa_backward(cb->dD1, cb->dv, cb->dD2, a->y, a->v, N, s->num_heads, s->num_kv_heads, s->head_dim);
-            dy = cb->dD1;
-        }
-        cpu_attention_backward(cb->dq, cb->dk, cb->dv, dy, a->q, a->k, a->v, cb->seg_start, a->stats, B, T, s->num_heads,
-                               s->num_kv_heads, s->head_dim, cb->attn_scratch, cb->attn_scratch_floats);
-        cpu_zero(cb->dD1, ND); /* dq_raw */
-        cpu_qk_norm_rope_backward(cb->dD1, G(cb, l, BLK_Q_GAIN), cb->dq, a->q_raw, P(cb, l, BLK_Q_GAIN), cb->rope_cos,
-                                  cb->rope_sin, B, T, s->num_heads, s->head_dim, s->rope_dims, cb->rope_scratch);
-        cpu_zero(cb->dk_raw, (size_t)N * KV);
-        cpu_qk_norm_rope_backward(cb->dk_raw, NULL, cb->dk, a->k_raw, NULL, cb->rope_cos, cb->rope_sin, B, T,
-                                  s->num_kv_heads, s->head_dim, s->rope_dims, cb->rope_scratch);
-        cpu_zero(cb->dD2, ND); /* d a_in */
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_Q), cb->dD1, a->a_in, P(cb, l, BLK_C_Q), N, D, D);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_K), cb->dk_raw, a->a_in, P(cb, l, BLK_C_K), N, D, KV);
-        cpu_linear_backward(cb->dD2, G(cb, l, BLK_C_V), cb->dv, a->a_in, P(cb, l, BLK_C_V), N, D, KV);
-        if (gate_w) /* the gate read a_in's first gate_window channels */
-            cpu_head_gate_input_backward(cb->dD2, cb->gate_dz, weights_of(cb, gate_w), N, s->num_heads, s->head_dim,
-                                         s->gate_window);
-        if (s->ln_scale) cpu_scale(cb->dD2, model_ln_scale(s, l), ND);
-        cpu_rmsnorm_backward(dx, cb->dD2, a->xm, a->rstd_attn, N, D);
-        /* xm = mix[0] * x_in + mix[1] * x0 */
-        cpu_zero(dx_alt, ND);
-        cpu_residual_mix_backward(dx_alt, cb->dx0, G(cb, l, BLK_RESID_MIX), dx, a->x_in, cb->x0, P(cb, l, BLK_RESID_MIX), N,
-                              D);
-        float *t = dx;
-        dx = dx_alt;
-        dx_alt = t;
+        cpu_run_backward(cb, plan, run, B, &dx, &dx_alt);
         /* x_in = x_prev + skip_weights[dec] * skip for decoder runs with a skip (gated: the
          * lerp, whose x_prev gradient is a new buffer) */
         const int dec = plan->runs[run].skip_row;
@@ -483,13 +424,15 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
             cpu_zero(dx_alt, ND);
             cpu_skip_gate_backward(dx_alt, cb->dskip[dec], dskip_w + row, st->grads + gates + row, dx,
                                    run > 0 ? cb->layers[run - 1].x_out : cb->x0, skip, skip_w + row, st->params + gates + row, N, D);
-            t = dx;
+            float *t = dx;
             dx = dx_alt;
             dx_alt = t;
         } else if (dec >= 0) {
             cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx, skip, skip_w + (size_t)dec * D,
                                     N, D);
         }
+        /* both lanes started from the previous run's output */
+        if (run == plan->first_parallel) cpu_add_into(dx, cb->dl1, ND);
         /* a block's gradients are final once its first run is through (model.h) */
         if (model_plan_first_run(plan, run) && backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
     }
@@ -523,7 +466,7 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
         if (s->bigram_proj >= 0) {
             cpu_zero(dbigram_h, (size_t)N * s->bigram_dim);
             cpu_linear_backward(dbigram_h, st->grads + s->params[s->bigram_proj].offset, dbigram_p, cb->bigram_h,
-                                weights_of(cb, &s->params[s->bigram_proj]), N, s->bigram_dim, D);
+                                cpu_weights_of(cb, &s->params[s->bigram_proj]), N, s->bigram_dim, D);
         }
         cpu_embedding_backward(st->grads + s->params[s->bigram_embed].offset, dbigram_h, cb->bigram_ids, N,
                                s->bigram_dim);

@@ -1,5 +1,6 @@
 /* backend_cpu.h — private state of the CPU backend shared by its forward/backward
- * (backend_cpu.c) and optimizer (backend_cpu_optim.c) files. */
+ * (backend_cpu.c, and backend_cpu_block.c for one run of the block plan) and optimizer
+ * (backend_cpu_optim.c) files. */
 #ifndef CT_BACKEND_CPU_H
 #define CT_BACKEND_CPU_H
 
@@ -29,7 +30,11 @@ typedef struct {
     float *u;    /* fc output */
     float *h;    /* relu(u)^2 */
     float *mo;   /* mlp.proj output */
-    float *x_out;
+    float *x_out; /* the block's output; a parallel run's lane 0 */
+    /* parallel runs: lane 1's output (NULL for a run that no plan runs in parallel). Lane 0's
+     * input is x_in; lane 1's is the previous run's l1_out (its x_out at the first parallel run).
+     * A parallel run leaves x1 unused. */
+    float *l1_out;
 } CpuLayerActs;
 
 typedef struct {
@@ -53,6 +58,10 @@ typedef struct {
     /* backward work buffers */
     float *dx, *dx_alt, *dx0, *dD1, *dD2, *dH1, *dH2, *dq, *dk, *dv, *dk_raw;
     float *gate_dz; /* the sparse attention gate's logit gradient [N, heads] (NULL without the gate) */
+    /* parallel lanes (NULL without): x_lanes [N, D] the mean of the last run's lanes (its
+     * final norm's input, parallel_final_lane = mean); dl1, dl1_alt lane 1's gradient beside
+     * dx, dx_alt; dao the attention's output gradient while dD1 holds the MLP's */
+    float *x_lanes, *dl1, *dl1_alt, *dao;
     float **dskip;
     float *attn_scratch, *rope_scratch, *logits_scratch;
     size_t attn_scratch_floats;
@@ -68,6 +77,29 @@ typedef struct {
     int qat_in_use;
     double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
 } CpuBackend;
+
+/* ---- weights as a pass reads them (backend_cpu.c: late QAT's copy while qat_in_use) ---- */
+const float *cpu_weights_of(const CpuBackend *cb, const ParamInfo *p);
+static inline const float *cpu_block_w(const CpuBackend *cb, int layer, int which) {
+    return cpu_weights_of(cb, model_block_param(&cb->base.state->spec, layer, which));
+}
+static inline float *cpu_block_g(CpuBackend *cb, int layer, int which) {
+    TrainState *st = cb->base.state;
+    return st->grads + model_block_param(&st->spec, layer, which)->offset;
+}
+
+/* ---- one run of the block plan (backend_cpu_block.c), for B sequences ---- */
+int cpu_run_xsa(const ModelSpec *s, const BlockPlan *plan, int run);
+/* Lane 1's input of parallel run `run`. */
+const float *cpu_lane1_input(const CpuBackend *cb, const BlockPlan *plan, int run);
+/* layers[run].x_in (after its skip) -> x_out, and l1_out for a parallel run (its lane 1 input
+ * read from the run before). */
+void cpu_run_forward(CpuBackend *cb, const BlockPlan *plan, int run, int B);
+/* *dx = dL/d(x_out) (and cb->dl1 = dL/d(l1_out) for a parallel run) -> *dx = dL/d(x_in) (and
+ * cb->dl1 = dL/d(lane 1 input)); the run's parameter gradients and cb->dx0 accumulate. Swaps
+ * *dx with *dx_alt (and dl1 with dl1_alt) as it goes; dD1, dD2, dH1, dH2, dq, dk, dv, dk_raw,
+ * dao are its scratch. */
+void cpu_run_backward(CpuBackend *cb, const BlockPlan *plan, int run, int B, float **dx, float **dx_alt);
 
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);

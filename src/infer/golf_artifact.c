@@ -80,7 +80,7 @@ typedef struct {
     char name[160];
     const char *dtype; /* I8, F16, F32 */
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     size_t bytes, offset; /* bytes == 0: no such entry (the scale of a kept tensor) */
 } Entry;
 
@@ -145,6 +145,7 @@ static void layout_for(const ModelSpec *spec, GolfFormat format, Layout *l) {
         v->ndim = p->ndim;
         v->shape[0] = p->shape[0];
         v->shape[1] = p->shape[1];
+        v->shape[2] = p->shape[2];
         v->bytes = p->count * (k == GOLF_KEEP_F32 ? 4 : k == GOLF_KEEP_F16 ? 2 : 1);
         v->offset = offset;
         offset += v->bytes;

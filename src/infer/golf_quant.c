@@ -12,12 +12,14 @@
 
 /* ---- which rule a tensor gets ---- */
 
-/* the records' CONTROL_TENSOR_NAME_PATTERNS; skip_gates and attn_gate_w are the 1.0611 record's
- * (issue 56: only a model with skip_gates_enabled, or the sparse attention gate, has a tensor they
- * match), kept float32 as that record keeps them */
-static const char *const CONTROL_PATTERNS[] = {"attn_scale", "attn_scales", "mlp_scale",   "mlp_scales",
-                                               "resid_mix",  "resid_mixes", "q_gain",      "skip_weight",
-                                               "skip_weights", "smear",     "skip_gates",  "attn_gate_w"};
+/* the records' CONTROL_TENSOR_NAME_PATTERNS; skip_gates, attn_gate_w and the parallel lanes'
+ * lambdas are the 1.0611 record's (issue 56: only a model with skip_gates_enabled, the sparse
+ * attention gate or parallel_start_layer > 0 has a tensor they match), kept float32 as that
+ * record keeps them */
+static const char *const CONTROL_PATTERNS[] = {"attn_scale",   "attn_scales", "mlp_scale",   "mlp_scales",
+                                               "resid_mix",    "resid_mixes", "q_gain",      "skip_weight",
+                                               "skip_weights", "smear",       "skip_gates",  "attn_gate_w",
+                                               "parallel_post_lambdas",       "parallel_resid_lambdas"};
 
 int golf_is_control(const char *name) {
     for (size_t i = 0; i < sizeof CONTROL_PATTERNS / sizeof CONTROL_PATTERNS[0]; i++)

@@ -8,8 +8,9 @@
 
 #include "common.h"
 
-static void add_param(ModelSpec *s, int *cap, const char *name, int ndim, int64_t d0, int64_t d1,
-                      ParamGroup group) {
+/* Parameter `name` of shape [d0], [d0, d1] or [d0, d1, d2] (ndim 1, 2, 3). */
+static void add_param_shape(ModelSpec *s, int *cap, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                            ParamGroup group) {
     if (s->num_params == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         ParamInfo *p = realloc(s->params, (size_t)*cap * sizeof *p);
@@ -24,11 +25,16 @@ static void add_param(ModelSpec *s, int *cap, const char *name, int ndim, int64_
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = ndim;
     p->shape[0] = d0;
-    p->shape[1] = ndim == 2 ? d1 : 1;
-    p->count = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+    p->shape[1] = ndim >= 2 ? d1 : 1;
+    p->shape[2] = ndim == 3 ? d2 : 1;
+    p->count = (size_t)d0 * (size_t)p->shape[1] * (size_t)p->shape[2];
     p->offset = s->total_floats;
     p->group = group;
     s->total_floats += p->count;
+}
+
+static void add_param(ModelSpec *s, int *cap, const char *name, int ndim, int64_t d0, int64_t d1, ParamGroup group) {
+    add_param_shape(s, cap, name, ndim, d0, d1, 1, group);
 }
 
 int model_spec_init(ModelSpec *s, const Config *c) {
@@ -70,7 +76,10 @@ int model_spec_init(ModelSpec *s, const Config *c) {
     s->gate_scale = (float)c->sparse_attn_gate_scale;
     s->gate_init_std = (float)c->sparse_attn_gate_init_std;
     s->bigram_scale = s->bigram_embed = s->bigram_proj = s->smear = s->skip_gates = s->first_attn_gate = s->first_mtp = -1;
-    s->smear_gate_w = s->smear_lambda = -1;
+    s->smear_gate_w = s->smear_lambda = s->parallel_post = s->parallel_resid = -1;
+    s->parallel_final = !strcmp(c->parallel_final_lane, "attn")  ? PARALLEL_FINAL_ATTN
+                        : !strcmp(c->parallel_final_lane, "mlp") ? PARALLEL_FINAL_MLP
+                                                                 : PARALLEL_FINAL_MEAN;
     if ((double)c->vocab_size * c->model_dim > 1e10 || (double)s->hidden * s->dim > 1e10)
         return ct_fail("model too large: vocab_size * model_dim = %g", (double)c->vocab_size * c->model_dim);
 
@@ -137,6 +146,12 @@ int model_spec_init(ModelSpec *s, const Config *c) {
         s->smear_lambda = s->num_params;
         add_param(s, &cap, "smear_lambda", 1, 1, 1, PARAM_SCALAR);
     }
+    if (c->parallel_start_layer > 0) { /* the 1.0611 record's lane lambdas: its names, the scalar AdamW group */
+        s->parallel_post = s->num_params;
+        add_param_shape(s, &cap, "parallel_post_lambdas", 3, s->num_layers, 2, 2, PARAM_SCALAR);
+        s->parallel_resid = s->num_params;
+        add_param(s, &cap, "parallel_resid_lambdas", 2, s->num_layers, 2, PARAM_SCALAR);
+    }
     /* the record's matrix_params take the heads: Muon, matrix_lr, muon_wd */
     if (s->mtp_heads > 0) s->first_mtp = s->num_params;
     for (int k = 0; k < s->mtp_heads; k++) {
@@ -167,18 +182,26 @@ int model_plan_first_run(const BlockPlan *p, int run) {
     return 1;
 }
 
-/* The block of the last first run at or before the plan's first decoder run: the backward has
- * passed every decoder run when it reports that block's stage. */
-static int skip_stage_block(const BlockPlan *p) {
+/* The block of the last first run at or before run `last`: the backward has passed every run
+ * from `last` on when it reports that block's stage. */
+static int stage_block_through(const BlockPlan *p, int last) {
     int block = 0;
-    for (int i = 0; i <= p->num_encoder && i < p->num_runs; i++)
+    for (int i = 0; i <= last && i < p->num_runs; i++)
         if (model_plan_first_run(p, i)) block = p->runs[i].block;
     return block;
 }
 
 int model_skip_stage_block(const ModelSpec *s) {
-    const int plain = skip_stage_block(&s->plan_plain), looped = skip_stage_block(&s->plan_looped);
+    const int plain = stage_block_through(&s->plan_plain, s->plan_plain.num_encoder);
+    const int looped = stage_block_through(&s->plan_looped, s->plan_looped.num_encoder);
     return plain < looped ? plain : looped; /* the lower block's stage comes later */
+}
+
+/* The same for the lane lambdas: every parallel run, the first one last, uses them. */
+static int lanes_stage_block(const ModelSpec *s) {
+    const int plain = stage_block_through(&s->plan_plain, s->plan_plain.first_parallel);
+    const int looped = stage_block_through(&s->plan_looped, s->plan_looped.first_parallel);
+    return plain < looped ? plain : looped;
 }
 
 int model_grad_ready_stage(const ModelSpec *s, int param) {
@@ -188,6 +211,7 @@ int model_grad_ready_stage(const ModelSpec *s, int param) {
     if (param == s->lm_head || model_is_mtp_head(s, param)) return 0;
     /* skip_weights[dec] gets its gradient in decoder block num_encoder + dec; dec = 0 comes last */
     if (param == s->skip_weights || param == s->skip_gates) return model_grad_stage_of_block(s, model_skip_stage_block(s));
+    if (param == s->parallel_post || param == s->parallel_resid) return model_grad_stage_of_block(s, lanes_stage_block(s));
     if (s->first_attn_gate >= 0 && param >= s->first_attn_gate && param < s->first_attn_gate + s->num_layers)
         return model_grad_stage_of_block(s, param - s->first_attn_gate);
     return model_grad_stage_of_block(s, (param - s->first_block) / BLK_NUM_PARAMS);
@@ -281,6 +305,8 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
                 w[i] = s->gate_init_std > 0 ? (float)(s->gate_init_std * normal01(seed, (uint64_t)pi, i)) : 0.0f;
         } else if (pi == s->bigram_scale) {
             w[0] = 0.05f;
+        } else if (pi == s->parallel_resid) {
+            for (size_t i = 0; i < p->count; i++) w[i] = 1.1f;
         } else if (pi == s->tok_emb) {
             double std = s->tied ? s->tied_embed_init_std : 1.0;
             for (size_t i = 0; i < p->count; i++) w[i] = (float)(std * normal01(seed, (uint64_t)pi, i));
@@ -293,7 +319,7 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
             for (size_t i = 0; i < p->count; i++) w[i] = s->qk_gain_init;
         } else if (!strcmp(leaf, "resid_mix")) {
             for (size_t i = 0; i < p->count; i++) w[i] = i < (size_t)s->dim ? 1.0f : 0.0f;
-        } else { /* attn_scale, mlp_scale, skip_weights */
+        } else { /* attn_scale, mlp_scale, skip_weights, parallel_post_lambdas */
             for (size_t i = 0; i < p->count; i++) w[i] = 1.0f;
         }
     }

@@ -22,7 +22,7 @@ typedef enum {
 typedef struct {
     char name[64];
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3]; /* shape[ndim..2] are 1 (a 1-D [n] is {n, 1, 1}) */
     size_t offset; /* in floats, into the flat parameter buffer */
     size_t count;
     ParamGroup group;
@@ -32,6 +32,9 @@ typedef struct {
  * train_gpt.py's module registration order). */
 enum { BLK_C_Q, BLK_C_K, BLK_C_V, BLK_PROJ, BLK_Q_GAIN, BLK_FC, BLK_MLP_PROJ, BLK_ATTN_SCALE, BLK_MLP_SCALE,
        BLK_RESID_MIX, BLK_NUM_PARAMS };
+
+/* ModelSpec.parallel_final: the hidden state after the last parallel block */
+enum { PARALLEL_FINAL_MEAN, PARALLEL_FINAL_ATTN, PARALLEL_FINAL_MLP };
 
 typedef struct {
     int vocab, num_layers, dim, num_heads, num_kv_heads, head_dim, kv_dim, hidden;
@@ -58,6 +61,9 @@ typedef struct {
     /* the sparse attention gate (docs/model.md): per block attn_gate_w [num_heads, gate_window] */
     int attn_gate, gate_window;
     float gate_scale, gate_init_std;
+    /* parallel residual lanes (parallel_start_layer > 0; block_plan.h marks the runs): what leaves
+     * the last block, PARALLEL_FINAL_* from parallel_final_lane */
+    int parallel_final;
 
     int num_params;
     ParamInfo *params;   /* state_dict order */
@@ -76,6 +82,10 @@ typedef struct {
     /* smear_gate.weight [1, gate_window] and smear_lambda [1] (smear_gate_enabled), after the
      * attention gates; -1 when off */
     int smear_gate_w, smear_lambda;
+    /* parallel_post_lambdas [L, 2, 2] and parallel_resid_lambdas [L, 2] (parallel_start_layer > 0),
+     * after the SmearGate's; -1 when off. Row b is block b's: post[b, branch (0 attention, 1 MLP),
+     * lane], resid[b, lane]; rows of sequential blocks stay at their init, gradient 0 */
+    int parallel_post, parallel_resid;
     /* mtp_heads.k.weight is parameter first_mtp + k (k < mtp_heads), the last ones; -1 when none */
     int first_mtp;
 } ModelSpec;
@@ -155,7 +165,7 @@ int model_skip_stage_block(const ModelSpec *spec);
  * untied); c_q, c_k, c_v, fc U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default bound);
  * attn.proj, mlp.proj and lm_head zero; q_gain = qk_gain_init; attn_scale, mlp_scale and
  * skip_weights 1; resid_mix = [1; 0]. Record stack (docs/model.md): bigram.embed zero,
- * bigram.scale 0.05, smear.gate zero, skip_gates zero, attn_gate_w zero (N(0,
+ * bigram.scale 0.05, smear.gate zero, skip_gates zero, parallel_post_lambdas 1, parallel_resid_lambdas 1.1, attn_gate_w zero (N(0,
  * sparse_attn_gate_init_std) when that is > 0), bigram.proj and mtp_heads zero (nn.init.zeros_, the
  * record's _zero_init); with ortho_init, the
  * record's _init_weights: every matrix that is not zero-initialised and has both sides >= 64

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # frontier_step.sh BUILD THREADS — the CPU step time of the 1.0611 record's shape
 # (slurm/golf-frontier-8xh100.conf's model and packing: 11 x 512, 4x LeakyReLU^2 MLP, skip and
-# sparse attention gates, the BOS-masked SmearGate, packed rows cut at BOS; its parallel lanes are
-# not yet in ctrain) before
+# sparse attention gates, the BOS-masked SmearGate, packed rows cut at BOS, parallel lanes from
+# block 8 on) before
 # and after its depth recurrence switches on (blocks 3..5 twice more: 17 block runs instead of
 # 11), beside the same 11 x 512 4x-MLP shape without the record's features; vocabulary 1024
 # (random tokens in documents of about 800 behind BOS id 1, synthetic_tokens.py) and a reduced

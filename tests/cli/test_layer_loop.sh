@@ -2,7 +2,8 @@
 # test_layer_loop.sh — depth recurrence (num_loops, loop_start, loop_end, enable_looping_at) on the
 # CPU backend: the start banner and the switch print both block plans in the record's format; a
 # run stopped before the switch and resumed across it ends bit for bit as the uninterrupted run
-# (losses and final checkpoint tensors, optimizer state included); num_loops = 0 with other
+# (losses and final checkpoint tensors, optimizer state included), with parallel residual lanes
+# too; num_loops = 0 with other
 # loop_* values trains exactly as without them; bad settings and the backends that lack a
 # feature are refused, naming the key.
 source "$CT_ROOT/tests/cli/lib.sh"
@@ -43,6 +44,27 @@ expect_grep info_before_inactive 'layer_loop: +not active yet' "$WORK/out"
 expect_ok info_after "$CTRAIN" ckpt info ref/checkpoints/step_00000004.h5
 expect_grep info_after_active 'layer_loop: +active' "$WORK/out"
 
+# 2b. the same with parallel residual lanes in block 3 (the tail after the loop, in both plans):
+# stopped before the switch and resumed across it, bit for bit; the lanes change the run
+lanes=("${cfg[@]}" parallel_start_layer=3)
+expect_ok lanes_run "$CTRAIN" train "${lanes[@]}" out_dir=lref
+losses lref/metrics.jsonl >lref.losses
+env CTRAIN_FAULT="TERM@1.1" "$CTRAIN" train "${lanes[@]}" out_dir=lcut >lcut1.log 2>&1
+rc1=$?
+"$CTRAIN" train "${lanes[@]}" out_dir=lcut >lcut2.log 2>&1
+rc2=$?
+[ "$rc1 $rc2" = "75 0" ] && pass lanes_resume_codes || fail lanes_resume_codes "expected 75 0, got $rc1 $rc2: $(tail -3 lcut1.log)"
+losses lcut/metrics.jsonl >lcut.losses
+cmp -s lref.losses lcut.losses && pass lanes_resume_losses_bitwise ||
+    fail lanes_resume_losses_bitwise "$(diff lref.losses lcut.losses | head -4)"
+if "$CTRAIN" ckpt diff --exact lref/checkpoints/step_00000006.h5 lcut/checkpoints/step_00000006.h5 >ldiff.txt 2>&1
+then pass lanes_resume_final_tensors_bitwise; else fail lanes_resume_final_tensors_bitwise "$(tail -4 ldiff.txt)"; fi
+[ -s lref.losses ] && ! cmp -s lref.losses ref.losses && pass lanes_change_the_run ||
+    fail lanes_change_the_run "the losses with lanes equal those without"
+# a checkpoint with lanes does not resume without them (its lambdas would have no place)
+expect_fail lanes_resume_refuses_no_lanes 1 'parallel_start_layer: checkpoint 3, configured 0' \
+    "$CTRAIN" train "${cfg[@]}" iterations=8 resume=lref/checkpoints/step_00000006.h5 out_dir=lnone
+
 # 3. looping changes the run (the looped plan really runs) ...
 expect_ok plain_run "$CTRAIN" train "${base[@]}" skip_gates_enabled=1 out_dir=plain
 losses plain/metrics.jsonl >plain.losses
@@ -59,8 +81,8 @@ expect_fail bad_loop_end 2 'loop_end = 4' "$CTRAIN" train "${base[@]}" num_loops
 expect_fail bad_num_loops 2 'num_loops = -1' "$CTRAIN" train "${base[@]}" num_loops=-1 out_dir=bad2
 expect_fail bad_enable_at 2 'enable_looping_at = 1.5' "$CTRAIN" train "${cfg[@]}" enable_looping_at=1.5 out_dir=bad3
 expect_fail bad_final_lane 2 "parallel_final_lane = 'both'" "$CTRAIN" train "${base[@]}" parallel_final_lane=both out_dir=bad4
-expect_fail cpu_refuses_parallel 1 'parallel_start_layer = 3: parallel residual lanes are not implemented on the CPU' \
-    "$CTRAIN" train "${base[@]}" parallel_start_layer=3 out_dir=bad5
+expect_fail cuda_refuses_parallel 2 'parallel_start_layer = 3: parallel residual lanes are not implemented on device=cuda' \
+    "$CTRAIN" train "${base[@]}" parallel_start_layer=3 device=cuda out_dir=bad5
 expect_fail cuda_refuses_loops 2 'num_loops = 1: depth recurrence is not implemented on device=cuda yet; use device=cpu' \
     "$CTRAIN" train "${cfg[@]}" device=cuda out_dir=bad6
 

@@ -177,6 +177,41 @@ parity layer_loop_switch 4.7e-7 6.4e-5 num_layers=5 model_dim=64 num_heads=4 num
 parity layer_loop_always 3.6e-7 5.9e-5 num_layers=3 model_dim=48 num_heads=4 num_kv_heads=2 num_loops=2 loop_start=1 \
     loop_end=1 iterations=4 warmdown_iters=2 muon_momentum_warmup_steps=2
 
+# parallel residual lanes (issue 56): lane 0 through the attention, lane 1 through the MLP, both
+# taking both outputs through parallel_post_lambdas / parallel_resid_lambdas. adam_eps 1e-5 in
+# every case: at step 0 (attn.proj and mlp.proj zero) every lane is a multiple of x0 row by row,
+# which the final RMSNorm does not see, so the resid lambdas' exact gradient is 0 and each side
+# computes ~1e-10 of rounding noise, which Adam at eps 1e-8 would blow up into different steps of
+# ~1e-3 (measured: 2.4 relative in their exp_avg after one step); from step 1 on their gradients
+# are ~1e-3, far above 1e-5.
+# tied, 4 layers, both decoder blocks parallel (the first one's lane 0 with the skip), mean
+# measured (OpenBLAS Cooperlake kernels): losses 6.75e-8, tensors 5.83e-5 (resid lambdas' exp_avg_sq)
+parity lanes_mean 6.8e-7 5.9e-4 num_layers=4 model_dim=64 num_heads=4 num_kv_heads=2 parallel_start_layer=2 adam_eps=1e-5 \
+    iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4
+# untied, MQA, LN scale, XSA in both parallel blocks, clipping; lane 0 leaves
+# measured: losses 1.72e-7, tensors 6.54e-5
+parity lanes_attn 1.8e-6 6.6e-4 num_layers=3 model_dim=48 num_heads=4 num_kv_heads=1 mlp_mult=3 tie_embeddings=0 ln_scale=1 \
+    xsa_last_n=2 parallel_start_layer=1 parallel_final_lane=attn adam_eps=1e-5 iterations=5 warmdown_iters=2 \
+    muon_momentum_warmup_steps=3 grad_clip_norm=0.3
+# 2 layers (one parallel block), lane 1 leaves, adam_wd on the lambdas
+# measured: losses 1.56e-8, tensors 5.89e-6
+parity lanes_mlp 1.6e-7 5.9e-5 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 parallel_start_layer=1 \
+    parallel_final_lane=mlp adam_eps=1e-5 adam_wd=0.1 iterations=5 warmdown_iters=2 muon_momentum_warmup_steps=3
+# the frontier stack: depth recurrence switching on at step 3 of 6 (blocks 1..2 once more:
+# 0,1,2,1,2,3,4,5; before: 0..5), gated skips (the looped plan's 4 rows), leaky relu^2, LN scale,
+# XSA in the last 2 blocks, which are parallel in both plans (mean)
+# measured: losses 4.33e-8, tensors 2.60e-5
+parity lanes_frontier 4.4e-7 2.6e-4 num_layers=6 model_dim=64 num_heads=4 num_kv_heads=2 num_loops=1 loop_start=1 \
+    loop_end=2 enable_looping_at=0.5 skip_gates_enabled=1 mlp_negative_slope=0.5 ln_scale=1 xsa_last_n=2 \
+    parallel_start_layer=4 adam_eps=1e-5 iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4
+# lanes inside the loop: parallel_start_layer = loop_start = 1, so every decoder run of both plans
+# is parallel (looped 0,1,2,1,2,3,4: the first parallel run repeats block 1; the lambdas'
+# gradients are final after block 2's first run), gated skips into lane 0, lane 0 leaves
+# measured: losses 1.19e-7, tensors 5.79e-5
+parity lanes_in_loop 1.2e-6 5.8e-4 num_layers=5 model_dim=48 num_heads=4 num_kv_heads=2 num_loops=1 loop_start=1 \
+    loop_end=2 enable_looping_at=0.5 parallel_start_layer=1 parallel_final_lane=attn skip_gates_enabled=1 adam_eps=1e-5 \
+    iterations=6 warmdown_iters=3 muon_momentum_warmup_steps=4
+
 # The 1.0611 record's SmearGate with the BOS mask (issue 56). The byte-level data has no BOS, so
 # bos.h5 is train.h5 with a token 1 (recorded as bos_id) inserted before every paragraph and
 # sentence (219 of them: segments of varied lengths, most rows starting mid-document);

@@ -153,6 +153,9 @@ class RefGPT:
         n, a, b = cfg.get("num_loops", 0), cfg.get("loop_start", 0), cfg.get("loop_end", 0)
         self.looped = list(range(a)) + list(range(a, b + 1)) * (n + 1) + list(range(b + 1, self.L))
         self.loop = False
+        # parallel residual lanes (docs/model.md): decoder runs of blocks >= this run as two lanes
+        self.lanes_from = cfg.get("parallel_start_layer", 0)
+        self.final_lane = cfg.get("parallel_final_lane", "mean")
 
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
@@ -161,12 +164,11 @@ class RefGPT:
             return fake_quant_int6(t)
         return t
 
-    def block(self, i, x, x0):
+    def attention(self, i, x):
+        """Block i's attention branch on its (mixed) input x, before attn_scale."""
         p = lambda n: self.p[f"blocks.{i}.{n}"]
         B, T, D = x.shape
         s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
-        mix = p("resid_mix")
-        x = mix[0] * x + mix[1] * x0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
         q = (h @ self.w(f"blocks.{i}.attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
         k = (h @ self.w(f"blocks.{i}.attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
@@ -180,10 +182,34 @@ class RefGPT:
             g = torch.sigmoid(self.gate_scale * (h[..., :self.gate_window] @ p("attn.attn_gate_w").T))
             y = y * g.transpose(1, 2).unsqueeze(-1)
         y = y.transpose(1, 2).reshape(B, T, D)
-        x = x + p("attn_scale") * (y @ self.w(f"blocks.{i}.attn.proj.weight").T)
+        return y @ self.w(f"blocks.{i}.attn.proj.weight").T
+
+    def mlp(self, i, x):
+        """Block i's MLP branch on its input x, before mlp_scale."""
+        s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
         m = F.leaky_relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T, self.slope).square()
-        return x + p("mlp_scale") * (m @ self.w(f"blocks.{i}.mlp.proj.weight").T)
+        return m @ self.w(f"blocks.{i}.mlp.proj.weight").T
+
+    def block(self, i, x, x0):
+        p = lambda n: self.p[f"blocks.{i}.{n}"]
+        mix = p("resid_mix")
+        x = mix[0] * x + mix[1] * x0
+        x = x + p("attn_scale") * self.attention(i, x)
+        return x + p("mlp_scale") * self.mlp(i, x)
+
+    def parallel_block(self, i, lanes, x0):
+        """Block i on two lanes: the attention reads lane 0 through resid_mix, the MLP lane 1
+        as it is; each lane keeps resid[i, lane] of itself and takes post[i, branch, lane] of
+        each branch's output."""
+        p = lambda n: self.p[f"blocks.{i}.{n}"]
+        a_lane, m_lane = lanes
+        mix = p("resid_mix")
+        a = p("attn_scale") * self.attention(i, mix[0] * a_lane + mix[1] * x0)
+        m = p("mlp_scale") * self.mlp(i, m_lane)
+        resid, post = self.p["parallel_resid_lambdas"][i], self.p["parallel_post_lambdas"][i]
+        return (resid[0] * a_lane + post[0, 0] * a + post[1, 0] * m,
+                resid[1] * m_lane + post[0, 1] * a + post[1, 1] * m)
 
     def embed(self, inputs):
         x = self.p["tok_emb.weight"][inputs]
@@ -217,7 +243,12 @@ class RefGPT:
         for i in runs[:enc]:
             x = self.block(i, x, x0)
             skips.append(x)
+        lanes = None  # (lane 0, lane 1) from the first parallel run on
         for j, i in enumerate(runs[enc:]):
+            if lanes is None and 0 < self.lanes_from <= i:
+                lanes = (x, x)
+            if lanes is not None:  # the skip goes into lane 0 alone
+                x = lanes[0]
             if j >= rows:
                 pass
             elif skips and self.skip_gates:  # g weights the decoder stream, 1 - g the weighted skip
@@ -225,7 +256,14 @@ class RefGPT:
                 x = g * x + (1 - g) * (self.p["skip_weights"][j] * skips.pop())
             elif skips:
                 x = x + self.p["skip_weights"][j] * skips.pop()
-            x = self.block(i, x, x0)
+            if lanes is not None:
+                lanes = self.parallel_block(i, (x, lanes[1]), x0)
+            else:
+                x = self.block(i, x, x0)
+        if lanes is not None:
+            x = {"attn": lanes[0], "mlp": lanes[1]}.get(self.final_lane, None)
+            if x is None:
+                x = 0.5 * (lanes[0] + lanes[1])
         x = rms_norm(x)
         head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]

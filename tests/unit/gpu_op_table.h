@@ -14,6 +14,7 @@
 #include "gpu_ops_embedding.h"
 #include "gpu_ops_gemm.h"
 #include "gpu_ops_head_gate.h"
+#include "gpu_ops_lanes.h"
 #include "gpu_ops_logits.h"
 #include "gpu_ops_optim.h"
 #include "gpu_ops_rope.h"
@@ -135,6 +136,15 @@ static const OpCase gpu_op_cases[] = {
     {&op_out_mix_norm_fwd, "ragged_selfskip_gated_bf16s", {RAGGED, 2, 0, BF16S, 1}, CASE_TEST, 0},
     {&op_skip_gate_bwd, "ragged_bf16s", {RAGGED, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_skip_gate_bwd, "odd_in_place_bf16s", {ODD, 1, 0, BF16S}, CASE_TEST, 0},
+    /* the parallel lanes' block end (gpu_ops_lanes.h): d = {N, C, in place, -, BF16S} */
+    {&op_lane_mix_fwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_lane_mix_fwd, "odd_in_place", {ODD, 1}, CASE_TEST, 0},
+    {&op_lane_mix_fwd, "ragged_in_place_bf16s", {RAGGED, 1, 0, BF16S}, CASE_TEST, 0},
+    {&op_lane_mix_fwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "odd_in_place", {ODD, 1}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "ragged_in_place_bf16s", {RAGGED, 1, 0, BF16S}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_add_norm_fwd, "ragged_bf16s", {RAGGED, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_add_norm_fwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_add_norm_fwd, "ragged_ln_scale_bf16s", {RAGGED, 0, 3, BF16S}, CASE_TEST, 0},
