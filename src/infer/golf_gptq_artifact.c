@@ -41,7 +41,7 @@ typedef struct {
     char name[96];
     const char *dtype; /* I8, F16 */
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     size_t bytes, offset;
 } Entry;
 
@@ -89,6 +89,7 @@ static void set_entry(Entry *e, const char *param, const char *suffix, const cha
     e->ndim = ndim;
     e->shape[0] = d0;
     e->shape[1] = d1;
+    e->shape[2] = 1;
     e->bytes = bytes;
     e->offset = *offset;
     *offset += bytes;
@@ -131,8 +132,9 @@ static void layout_build(const ModelSpec *spec, Layout *l) {
         pl->n = 0;
         pl->bits = strstr(p->name, "tok_emb") ? l->embed_bits : l->matrix_bits;
         if (pl->rule == 'h') {
-            set_entry(&pl->e[pl->n++], p->name, "", "F16", model_param_torch_ndim(p), p->shape[0], p->shape[1],
+            set_entry(&pl->e[pl->n], p->name, "", "F16", model_param_torch_ndim(p), p->shape[0], p->shape[1],
                       p->count * 2, &offset);
+            pl->e[pl->n++].shape[2] = p->shape[2]; /* the parallel lanes' [L, 2, 2] */
         } else {
             const int gate = pl->rule == 'g';
             set_entry(&pl->e[pl->n++], p->name, gate ? ".gq" : ".q", "I8", 2, rows, cols, p->count, &offset);

@@ -275,8 +275,8 @@ static void matches_pytorch(void) {
 
 /* A model with a tensor of each rule: GPTQ'd matrices (the embedding at embed_bits; c_k sharing
  * c_q's input), one without a Hessian (rounded), an attention gate (int8 rows), a small vector
- * (float16). */
-enum { NP = 8 };
+ * and the parallel lanes' rank-3 lambdas (float16). */
+enum { NP = 9 };
 static ParamInfo gparams[NP];
 static ModelSpec gspec;
 static float *gweights;
@@ -285,11 +285,12 @@ static void make_gptq_spec(int fc_cols) {
     const struct {
         const char *name;
         int ndim;
-        int64_t d0, d1;
-    } t[NP] = {{"tok_emb.weight", 2, 300, 256},           {"blocks.0.attn.c_q.weight", 2, 288, 256},
-               {"blocks.0.attn.c_k.weight", 2, 288, 256}, {"blocks.0.attn.attn_gate_w", 2, 4, 12},
-               {"blocks.0.attn_scale", 1, 256, 1},        {"blocks.0.mlp.fc.weight", 2, 512, fc_cols},
-               {"blocks.0.mlp.proj.weight", 2, 256, 512}, {"bigram.embed.weight", 2, 300, 256}};
+        int64_t d0, d1, d2;
+    } t[NP] = {{"tok_emb.weight", 2, 300, 256, 1},           {"blocks.0.attn.c_q.weight", 2, 288, 256, 1},
+               {"blocks.0.attn.c_k.weight", 2, 288, 256, 1}, {"blocks.0.attn.attn_gate_w", 2, 4, 12, 1},
+               {"blocks.0.attn_scale", 1, 256, 1, 1},        {"blocks.0.mlp.fc.weight", 2, 512, fc_cols, 1},
+               {"blocks.0.mlp.proj.weight", 2, 256, 512, 1}, {"bigram.embed.weight", 2, 300, 256, 1},
+               {"parallel_post_lambdas", 3, 3, 2, 2}};
     memset(&gspec, 0, sizeof gspec);
     size_t offset = 0;
     for (int i = 0; i < NP; i++) {
@@ -298,7 +299,8 @@ static void make_gptq_spec(int fc_cols) {
         gparams[i].ndim = t[i].ndim;
         gparams[i].shape[0] = t[i].d0;
         gparams[i].shape[1] = t[i].d1;
-        gparams[i].count = (size_t)(t[i].d0 * t[i].d1);
+        gparams[i].shape[2] = t[i].d2;
+        gparams[i].count = (size_t)(t[i].d0 * t[i].d1 * t[i].d2);
         gparams[i].offset = offset;
         offset += gparams[i].count;
     }
@@ -348,12 +350,15 @@ static void gptq_artifact_round_trip(void) {
     /* the gate: int8 rows; the vector: float16 */
     int8_t *q = malloc(512 * 256);
     uint16_t s[512];
-    const ParamInfo *gate = &gparams[3], *vec = &gparams[4];
+    const ParamInfo *gate = &gparams[3], *vec = &gparams[4], *lanes = &gparams[8];
     golf_int8_rows_absmax(q, s, gweights + gate->offset, 4, 12);
     for (int i = 0; i < 48; i++)
         CHECK(back[gate->offset + i] == (float)q[i] * golf_half_to_float(s[i / 12]), "gate[%d]", i);
     for (int i = 0; i < 256; i++)
         CHECK(back[vec->offset + i] == golf_half_to_float(golf_half_from_float(gweights[vec->offset + i])), "vector[%d]", i);
+    for (int i = 0; i < 12; i++)
+        CHECK(back[lanes->offset + i] == golf_half_to_float(golf_half_from_float(gweights[lanes->offset + i])),
+              "lambdas[%d]", i);
     /* every matrix: GPTQ's (or rounding's) levels exactly where it has no LQER; with LQER, closer to
      * the weights than those levels alone */
     int with_lqer = 0;
