@@ -160,6 +160,7 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.evaluate = cpu_evaluate;
     cb->base.evaluate_positions = cpu_evaluate_positions;
     cb->base.position_logits = cpu_position_logits;
+    cb->base.accumulate_input_grams = cpu_accumulate_input_grams;
     cb->base.grad_buffer = cpu_grad_buffer;
     cb->base.optimizer_step = cpu_optimizer_step;
     cb->base.destroy = cpu_destroy;
@@ -324,6 +325,37 @@ int cpu_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *t
         if (cpu_logits_ce_forward(losses + at, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab,
                                   s->softcap, cb->logits_scratch, LOGITS_CHUNK) != 0)
             return -1;
+    }
+    return 0;
+}
+
+/* grams[param] += X^T X of its input x (N x cols), for the GPTQ calibration. */
+static void add_gram(float *const *grams, int param, const float *x, int N, int cols) {
+    if (param >= 0 && grams[param]) cpu_sgemm(1, 0, cols, cols, N, 1.0f, x, cols, x, cols, 1.0f, grams[param], cols);
+}
+
+/* GPTQ's calibration (backend.h, accumulate_input_grams): the evaluation's forward, then each
+ * matrix's input from the activations it left, run by run. */
+int cpu_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams) {
+    CpuBackend *cb = (CpuBackend *)b;
+    const ModelSpec *s = &b->state->spec;
+    const BlockPlan *plan = model_plan(s, b->state->loop_active);
+    const int D = s->dim;
+    for (int first = 0; first < num_seqs; first += cb->B) {
+        const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B, N = B * cb->T;
+        if (load_tokens(cb, tokens + (size_t)first * cb->T, (size_t)N) != 0) return -1;
+        if (forward_blocks(cb, B) != 0) return -1;
+        for (int run = 0; run < plan->num_runs; run++) {
+            const CpuLayerActs *a = &cb->layers[run];
+            const int l = plan->runs[run].block;
+            const int index = s->first_block + l * BLK_NUM_PARAMS; /* block l's parameters, BLK_* order */
+            add_gram(grams, index + BLK_C_Q, a->a_in, N, D);
+            add_gram(grams, index + BLK_PROJ, cpu_proj_input(a, cpu_run_xsa(s, plan, run)), N, D);
+            add_gram(grams, index + BLK_FC, a->m_in, N, D);
+            add_gram(grams, index + BLK_MLP_PROJ, a->h, N, s->hidden);
+        }
+        add_gram(grams, s->tied ? s->tok_emb : s->lm_head, cb->xf, N, D);
+        if (s->bigram_vocab && s->bigram_proj >= 0) add_gram(grams, s->bigram_proj, cb->bigram_h, N, s->bigram_dim);
     }
     return 0;
 }

@@ -90,6 +90,8 @@ static inline float *cpu_block_g(CpuBackend *cb, int layer, int which) {
 
 /* ---- one run of the block plan (backend_cpu_block.c), for B sequences ---- */
 int cpu_run_xsa(const ModelSpec *s, const BlockPlan *plan, int run);
+/* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
+const float *cpu_proj_input(const CpuLayerActs *a, int xsa);
 /* Lane 1's input of parallel run `run`. */
 const float *cpu_lane1_input(const CpuBackend *cb, const BlockPlan *plan, int run);
 /* layers[run].x_in (after its skip) -> x_out, and l1_out for a parallel run (its lane 1 input
@@ -105,6 +107,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
 int cpu_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses);
 int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
+int cpu_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
 float *cpu_grad_buffer(Backend *b);
 int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
 void cpu_optimizer_init(CpuBackend *cb);

@@ -19,8 +19,7 @@ const float *cpu_lane1_input(const CpuBackend *cb, const BlockPlan *plan, int ru
     return run == plan->first_parallel ? cb->layers[run - 1].x_out : cb->layers[run - 1].l1_out;
 }
 
-/* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
-static const float *proj_input(const CpuLayerActs *a, int xsa) { return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y; }
+const float *cpu_proj_input(const CpuLayerActs *a, int xsa) { return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y; }
 
 /* The lane lambdas of block l: resid [2], post [4] (model.h); gradients with grad != 0. */
 static const float *lane_resid(const CpuBackend *cb, int l) {
@@ -55,7 +54,7 @@ static void attention_forward(CpuBackend *cb, CpuLayerActs *a, int l, int xsa, i
         cpu_head_gate_forward(a->y_gate, a->gate, xsa ? a->y_xsa : a->y, a->a_in,
                               cpu_weights_of(cb, model_attn_gate(s, l)), N, s->num_heads, s->head_dim,
                               s->gate_window, s->gate_scale);
-    cpu_linear_forward(a->ao, proj_input(a, xsa), cpu_block_w(cb, l, BLK_PROJ), N, D, D);
+    cpu_linear_forward(a->ao, cpu_proj_input(a, xsa), cpu_block_w(cb, l, BLK_PROJ), N, D, D);
 }
 
 /* in -> a->mo: rms_norm (times ln_scale's factor), fc, leaky relu^2, mlp.proj. */
@@ -117,7 +116,7 @@ static void attention_backward(CpuBackend *cb, CpuLayerActs *a, int l, int xsa, 
     const int T = cb->T, N = B * T, D = s->dim, KV = s->kv_dim;
     const size_t ND = (size_t)N * D;
     cpu_zero(cb->dD2, ND);
-    cpu_linear_backward(cb->dD2, cpu_block_g(cb, l, BLK_PROJ), dao, proj_input(a, xsa), cpu_block_w(cb, l, BLK_PROJ),
+    cpu_linear_backward(cb->dD2, cpu_block_g(cb, l, BLK_PROJ), dao, cpu_proj_input(a, xsa), cpu_block_w(cb, l, BLK_PROJ),
                         N, D, D);
     const ParamInfo *gate_w = model_attn_gate(s, l);
     if (gate_w) /* through the sparse gate, in place: dD2 becomes dL/d(its input); dz kept for d a_in */

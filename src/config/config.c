@@ -476,10 +476,6 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd") ||
                 !strcmp(c->golf_format, "gptq-brotli"),
             "golf_format = '%s': expected int8-zlib, int6-zstd or gptq-brotli", c->golf_format);
-    /* the end of a run does not collect the Hessians yet (issue 58); `ckpt golf --hessians` takes them */
-    REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "gptq-brotli") != 0,
-            "golf_format = gptq-brotli with golf_artifact = 1: the end of a run does not collect the GPTQ Hessians "
-            "yet; write the artifact with `ctrain ckpt golf CHECKPOINT --format gptq-brotli --hessians FILE`");
 #ifndef CT_HAVE_BROTLI
     REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "gptq-brotli") != 0,
             "golf_format = gptq-brotli with golf_artifact = 1: this ctrain was built without libbrotli; install it "

@@ -438,8 +438,14 @@ static int finish_run(Trainer *t, unsigned left) {
         if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
             golf_format_from_name(cfg->golf_format, &golf.format) != 0)
             return CT_EXIT_FAILURE;
-        if (golf_write_and_evaluate(cfg, &t->st, path, &golf) != 0)
-            return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
+        GolfHessians h = {0};
+        if (golf.format == GOLF_GPTQ_BROTLI) {
+            if (trainer_gptq_hessians(t, &h) != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
+            golf.hessians = (const float *const *)h.h;
+        }
+        const int rc = golf_write_and_evaluate(cfg, &t->st, path, &golf);
+        golf_hessians_free(&h);
+        if (rc != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
     }
     return trainer_end_record(t, 0) != 0 ? CT_EXIT_FAILURE : CT_EXIT_OK;
 }

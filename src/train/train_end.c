@@ -37,6 +37,27 @@ int trainer_artifact_path(const Config *cfg, char *path, size_t cap) {
     return golf_run_artifact_path(cfg->out_dir, cfg->golf_format, path, cap);
 }
 
+int trainer_gptq_hessians(Trainer *t, GolfHessians *h) {
+    char path[4300];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/" GOLF_HESSIANS_FILE, t->cfg->out_dir);
+    if (stat(path, &sb) == 0 && golf_hessians_read(&t->st.spec, path, h) == 0) {
+        if (h->step == t->st.adam_step && h->batches == t->cfg->gptq_calibration_batches) {
+            printf("GPTQ: the Hessians of step %lld from %s\n", (long long)h->step, path);
+            return 0;
+        }
+        golf_hessians_free(h); /* another step's, or other batches: collected again below */
+    }
+    ct_error_clear();
+    if (golf_collect_hessians(t->cfg, &t->st, h) != 0) return -1;
+    if (golf_hessians_write(&t->st.spec, h, path) != 0) {
+        golf_hessians_free(h);
+        return -1;
+    }
+    printf("hessians -> %s\n", path);
+    return 0;
+}
+
 int trainer_end_record(const Trainer *t, unsigned left) {
     if (t->rank != 0) return 0;
     char path[4300], tmp[4400];
@@ -113,6 +134,11 @@ int trainer_end_check(const Config *cfg, const TokenSet *val) {
         if (lstat(artifact, &sb) == 0 && !S_ISREG(sb.st_mode))
             return ct_fail("golf_artifact = 1: '%s' exists and is not a regular file; the artifact cannot be written "
                            "there (move it away)", artifact);
+        /* GPTQ's calibration runs on the run's device at its end; only the CPU backend has it so far */
+        if (!strcmp(cfg->golf_format, "gptq-brotli") && strcmp(cfg->device, "cpu") != 0)
+            return ct_fail("golf_artifact = 1 with golf_format = gptq-brotli: device = %s cannot collect the GPTQ "
+                           "Hessians yet; train with golf_artifact = 0, then `ctrain ckpt hessians CHECKPOINT "
+                           "--device cpu` and `ctrain ckpt golf CHECKPOINT --format gptq-brotli`", cfg->device);
         /* the round trip evaluates on sequences of eval_seq_len (train_seq_len when 0) */
         if (cfg->val_files[0] && cfg->eval_seq_len > 0 && val->total_tokens < cfg->eval_seq_len + 1)
             return ct_fail("golf_artifact = 1, eval_seq_len = %lld: val_files '%s' hold %lld tokens, fewer than one "

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "golf_hessians.h"
 #include "data.h"
 #include "dist.h"
 #include "dist_nccl.h"
@@ -113,6 +114,10 @@ int trainer_end_left(Trainer *t, unsigned *left);
 void trainer_end_describe(unsigned left, char *buf, size_t cap);
 /* out_dir/<the artifact's file name> for cfg's golf_format (fails on an unknown format). */
 int trainer_artifact_path(const Config *cfg, char *path, size_t cap);
+/* Rank 0, golf_format = gptq-brotli: the Hessians of the run's final weights (t->st), from
+ * out_dir/final_model.hessians.h5 when it holds this step's (an end stopped after collecting
+ * them), else collected (golf_hessians.h) and written there first. */
+int trainer_gptq_hessians(Trainer *t, GolfHessians *h);
 /* Before the first step: what the end of the run needs that can be checked now (the
  * artifact's format and path, the validation data's length for the round trip). */
 int trainer_end_check(const Config *cfg, const TokenSet *val);

@@ -25,7 +25,7 @@ if ! "$PY" -c 'import h5py, numpy, torch, brotli' 2>/dev/null; then
     skip_rest_python "h5py/numpy/torch/brotli not importable by $PY"
 fi
 
-# Hessians of correlated inputs (the collection during a run is not built yet): one per input,
+# Hessians of correlated inputs (made here, so the artifact's checks do not rest on the collection): one per input,
 # c_k and c_v hard links to c_q's dataset as ctrain writes them
 make_hessians() { # FILE FC_COLS
     "$PY" - "$CK" "$1" "$2" <<'PY'
@@ -158,6 +158,71 @@ expect_grep gptq_default_hessians_named '^hessians: run/final_model.hessians.h5 
 expect_fail gptq_default_hessians_other_step 1 "after step 5, the checkpoint's are after step 6" \
     "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out beside.br --no-eval
 rm run/final_model.hessians.h5
+
+# GPTQ's calibration by ctrain: `ckpt hessians` writes the run's final_model.hessians.h5, whose
+# every Hessian equals X^T X of the matrix's input computed by the project's PyTorch model on the
+# same training batches (the first 16 slots of train.h5's stream), and `ckpt golf` takes it
+expect_ok gptq_hessians_collect "$CTRAIN" ckpt hessians "$CK"
+expect_grep gptq_hessians_collect_line '^GPTQ: collected 19 Hessians from 16 batches of 256 training tokens in [0-9.]+s$' out
+check gptq_hessians_match_pytorch '
+import sys, h5py, numpy as np, torch
+sys.path.insert(0, sys.argv[3])
+from ref_gpt import RefGPT
+ck, hf = sys.argv[1], sys.argv[2]
+with h5py.File(ck, "r") as f:
+    w = {k: torch.from_numpy(f["model"][k][()]) for k in f["model"]}
+    cfg = {k: f["config"].attrs[k] for k in f["config"].attrs}
+c = {k: (int(cfg[k]) if k not in ("rope_base", "logit_softcap") else float(cfg[k]))
+     for k in ("num_layers", "num_heads", "num_kv_heads", "model_dim", "rope_base", "logit_softcap", "tie_embeddings",
+               "train_seq_len")}
+T, batches, slot = c["train_seq_len"], int(cfg["gptq_calibration_batches"]), 256
+with h5py.File("train.h5", "r") as f:
+    stream = torch.from_numpy(f["tokens"][:batches * slot + 1].astype(np.int64))
+sums = {}
+def add(name, x):
+    x = x.detach().double()
+    sums[name] = sums.get(name, 0) + x.T @ x
+model = RefGPT(c, w)
+model.capture = add
+with torch.no_grad():
+    for b in range(batches):
+        part = stream[b * slot:(b + 1) * slot + 1]
+        model.loss(part[:-1].view(-1, T), part[1:].view(-1, T))
+with h5py.File(hf, "r") as f:
+    got = {k: torch.from_numpy(f["hessians"][k][()]).double() for k in f["hessians"]}
+    assert int(f.attrs["calibration_batches"]) == batches and int(f.attrs["step"]) == 6, dict(f.attrs)
+want = {k: v / batches for k, v in sums.items() if w[k].numel() > 65536}
+for k in list(want):
+    if k.endswith("c_q.weight"):
+        for o in ("c_k", "c_v"):
+            want[k.replace("c_q", o)] = want[k]
+assert set(got) == set(want), sorted(set(got) ^ set(want))
+worst = max(float((got[k] - want[k]).abs().max() / want[k].abs().max()) for k in want)
+print("Hessians: worst difference relative to the largest element", worst)
+assert worst <= 1e-5, worst
+' "$CK" run/final_model.hessians.h5 "$CT_ROOT/tests/parity"
+expect_ok gptq_golf_collected "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out collected.br --no-eval
+expect_grep gptq_golf_collected_named '^hessians: run/final_model.hessians.h5 \(16 calibration batches, 4096 tokens, step 6\)$' out
+expect_fail gptq_hessians_not_in_checkpoints 2 "lies in a checkpoints/ folder" \
+    "$CTRAIN" ckpt hessians "$CK" --out run/checkpoints/h.h5
+rm run/final_model.hessians.h5
+
+# a run that ends with the artifact collects the Hessians after its final checkpoint, writes them
+# beside the artifact and makes the same artifact `ckpt golf` makes of that checkpoint; an end
+# done again (the artifact removed) takes the Hessians it already has
+expect_ok gptq_run_end "$CTRAIN" train "${run[@]}" out_dir=run_end golf_artifact=1 golf_format=gptq-brotli
+expect_grep gptq_run_end_collects '^GPTQ: collected 19 Hessians from 16 batches of 256 training tokens' out
+expect_ok gptq_run_end_golf "$CTRAIN" ckpt golf run_end/checkpoints/step_00000006.h5 --format gptq-brotli --out same.br \
+    --no-eval
+cmp -s same.br run_end/final_model.gptq.safetensors.br && pass gptq_run_end_same_artifact ||
+    fail gptq_run_end_same_artifact "the run's artifact differs from ckpt golf's"
+rm run_end/final_model.gptq.safetensors.br
+expect_ok gptq_run_end_again "$CTRAIN" train "${run[@]}" out_dir=run_end golf_artifact=1 golf_format=gptq-brotli
+expect_grep gptq_run_end_reuses '^GPTQ: the Hessians of step 6 from run_end/final_model.hessians.h5$' out
+cmp -s same.br run_end/final_model.gptq.safetensors.br && pass gptq_run_end_remade ||
+    fail gptq_run_end_remade "the artifact made again differs"
+expect_fail gptq_run_end_cuda 2 "device = cuda cannot collect the GPTQ Hessians yet" \
+    "$CTRAIN" train "${run[@]}" out_dir=run_cuda golf_artifact=1 golf_format=gptq-brotli device=cuda
 
 # bad input: a clear error, nothing written
 expect_fail gptq_no_hessians 1 "run/final_model.hessians.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out none.br

@@ -156,7 +156,13 @@ class RefGPT:
         # parallel residual lanes (docs/model.md): decoder runs of blocks >= this run as two lanes
         self.lanes_from = cfg.get("parallel_start_layer", 0)
         self.final_lane = cfg.get("parallel_final_lane", "mean")
+        # GPTQ's calibration (docs/model.md, "The GPTQ quantizer"): when set, called with each
+        # matrix's name and its input, flattened to (tokens, features), as the forward forms it
+        self.capture = None
 
+    def inputs_of(self, name, x):
+        if self.capture is not None:
+            self.capture(name, x.reshape(-1, x.shape[-1]))
     def w(self, name):
         """A linear layer's weight as the forward uses it: fake-quantized while QAT is on."""
         t = self.p[name]
@@ -170,6 +176,7 @@ class RefGPT:
         B, T, D = x.shape
         s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
+        self.inputs_of(f"blocks.{i}.attn.c_q.weight", h)
         q = (h @ self.w(f"blocks.{i}.attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
         k = (h @ self.w(f"blocks.{i}.attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         v = (h @ self.w(f"blocks.{i}.attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
@@ -182,13 +189,16 @@ class RefGPT:
             g = torch.sigmoid(self.gate_scale * (h[..., :self.gate_window] @ p("attn.attn_gate_w").T))
             y = y * g.transpose(1, 2).unsqueeze(-1)
         y = y.transpose(1, 2).reshape(B, T, D)
+        self.inputs_of(f"blocks.{i}.attn.proj.weight", y)
         return y @ self.w(f"blocks.{i}.attn.proj.weight").T
 
     def mlp(self, i, x):
         """Block i's MLP branch on its input x, before mlp_scale."""
         s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
+        self.inputs_of(f"blocks.{i}.mlp.fc.weight", h)
         m = F.leaky_relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T, self.slope).square()
+        self.inputs_of(f"blocks.{i}.mlp.proj.weight", m)
         return m @ self.w(f"blocks.{i}.mlp.proj.weight").T
 
     def block(self, i, x, x0):
@@ -265,6 +275,7 @@ class RefGPT:
             if x is None:
                 x = 0.5 * (lanes[0] + lanes[1])
         x = rms_norm(x)
+        self.inputs_of("tok_emb.weight" if self.cfg["tie_embeddings"] else "lm_head.weight", x)
         head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]
         logits = c * torch.tanh((x @ head.T) / c)
