@@ -69,6 +69,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->cublas_ws = backend_arena_take(a, CUBLAS_WORKSPACE_BYTES, wk);
 
     cb->d_tok = (int32_t *)backend_arena_take(a, cb->tok_count * sizeof(int32_t), wk);
+    cb->d_seg = cb->max_doc_len > 0 && cb->d_tok ? cb->d_tok + cb->tok_count - N : NULL;
     cb->d_scalars = BACKEND_TAKE_DOUBLES(a, CUDA_SCALARS, wk);
 
     cb->emb = BACKEND_TAKE_FLOATS(a, N * D, act);
@@ -250,8 +251,9 @@ static int check_model(const ModelSpec *s, const Config *cfg) {
 
 /* The training micro-batch, B sequences of T tokens, if the kernels' grids cover it. */
 static int micro_batch_shape(const Config *cfg, int *B_out, int *T_out) {
-    const int T = (int)cfg->train_seq_len;
-    const int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
+    /* doc_packing: one row of the micro-batch's tokens (config_seq_len), as the CPU backend */
+    const int T = (int)config_seq_len(cfg);
+    const int B = (int)(config_local_tokens(cfg) / T);
     const long long N = (long long)B * T;
     if (B < 1 || B > 65535 || N > (long long)CUDA_COLSUM_ROWS * 65535)
         return ct_fail("device = cuda: a micro-batch of %d sequences x %d tokens is outside what the kernels' grids "
@@ -314,6 +316,13 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
         cb->tok_count += (size_t)cb->num_tokens + 2 * (size_t)s->bigram_vocab + 1;
         cb->h_buckets = ct_malloc((size_t)N * sizeof(int32_t), "bigram buckets");
     }
+    if (cfg->doc_packing) { /* the segment starts: the staging layout's last N entries */
+        cb->tok_count += (size_t)cb->num_tokens;
+        cb->max_doc_len = config_max_doc_len(cfg);
+    }
+    /* packed rows take row-absolute positions 0 .. T-1 with the base of train_seq_len, the
+     * longest segment (the CPU backend's tables), not NTK-scaled for the row */
+    cb->rope_base_len = (int)(cfg->doc_packing ? cfg->train_seq_len : T);
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
     cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(void *), "cuda skip table");
     cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
@@ -370,7 +379,10 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
     BackendArena real = {(char *)cb->arena, 0};
     layout(cb, &real);
     if (cuda_check(cudaMallocHost((void **)&cb->h_tok, cb->tok_count * sizeof(int32_t)),
-                   "device = cuda: cudaMallocHost (token staging)") != 0 ||
+                   "device = cuda: cudaMallocHost (token staging)") != 0)
+        return -1;
+    if (cb->max_doc_len > 0) cb->h_seg = cb->h_tok + cb->tok_count - (size_t)cb->num_tokens;
+    if (
         cuda_check(cudaMallocHost((void **)&cb->h_scalars, CUDA_SCALARS * sizeof(double)), "device = cuda: cudaMallocHost") != 0)
         return -1;
     if (cuda_blas_create(&cb->blas, cb->stream, cb->cublas_ws, CUBLAS_WORKSPACE_BYTES) != 0) {
@@ -381,12 +393,13 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
 }
 
 /* RoPE tables: computed on the host exactly as the CPU backend's (rope_dims of each head; the
- * base NTK-scaled when T is above rope_train_seq_len), then uploaded */
+ * base NTK-scaled when rope_base_len, T or with doc_packing train_seq_len, is above
+ * rope_train_seq_len), then uploaded */
 static int upload_rope_tables(CudaBackend *cb) {
     const int T = cb->T;
     const size_t n = (size_t)T * (size_t)(cb->rope_dims / 2);
     float *tables = ct_malloc(2 * n * sizeof(float), "rope tables");
-    cpu_rope_tables_init(tables, tables + n, T, cb->rope_dims, model_rope_base(&cb->base.state->spec, T));
+    cpu_rope_tables_init(tables, tables + n, T, cb->rope_dims, model_rope_base(&cb->base.state->spec, cb->rope_base_len));
     int rc = cuda_check(cudaMemcpy(cb->rope_cos, tables, n * sizeof(float), cudaMemcpyHostToDevice),
                         "device = cuda: RoPE table upload");
     if (rc == 0)

@@ -78,6 +78,7 @@ typedef struct {
     int num_kv_heads; /* key/value heads (grouped-query attention) */
     int head_dim;
     int rope_dims; /* [rd] dims of each head RoPE rotates (head_dim, or the record's partial RoPE) */
+    int rope_base_len; /* the length the RoPE base is made for (model_rope_base): T, train_seq_len when packed */
     int num_layers;
     int qkv_width; /* [QKV] dim + 2 kv_dim: the width of CudaLayer.qkv's rows */
     int device;
@@ -121,12 +122,19 @@ typedef struct {
     /* tokens: pinned host staging and its device copy, one layout:
      * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V]
      * then, with the bigram embedding, the same index of the bigram buckets:
-     * bucket positions [N] | bucket starts [Vb+1] | bucket rows [Vb] */
+     * bucket positions [N] | bucket starts [Vb+1] | bucket rows [Vb]
+     * then, with doc_packing, the segment starts: seg [N] */
     int32_t *h_tok, *d_tok;
     size_t tok_count;
     int emb_rows;    /* distinct token ids of the micro-batch: the embedding backward's grid */
     int bigram_rows; /* distinct bigram buckets, the same for the bigram table's backward */
     int32_t *h_buckets; /* [N] host buckets (cpu_bigram_hash) the index is made from */
+    /* doc_packing: each row's segment starts (packing_segments, the CPU backend's function, from
+     * the uploaded ids), the last N entries of the token staging layout above, so a training
+     * micro-batch's one upload carries them and the graph reads them at a fixed address; NULL
+     * without packing (causal attention over whole rows) */
+    int32_t *h_seg, *d_seg;
+    int64_t max_doc_len; /* config_max_doc_len: packing's longest segment */
     double *h_scalars; /* pinned: [0] loss sum, [1] grad norm, [2 + k] MTP head k's loss sum */
     double *d_scalars; /* CUDA_SCALARS of them */
     double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "bigram_hash.h" /* cpu_bigram_hash: the bigram buckets' index is made on the host */
+#include "packing.h"     /* packing_segments: the CPU backend's segments, made on the host */
 
 #include "backend_cuda_private.h"
 
@@ -57,6 +58,20 @@ static CudaLogits logits_of(const CudaBackend *cb, const int32_t *targets, int N
 
 /* ---- tokens ---- */
 
+/* doc_packing: the segment starts of the B rows of ids now in the staging buffer (packing_segments,
+ * as the CPU backend's forward makes them), into the staging layout's seg part; queued for upload
+ * too when upload (the paths whose token upload does not reach that part). No-op without packing. */
+static int load_segments(CudaBackend *cb, int B, int upload) {
+    if (!cb->h_seg) return 0;
+    for (int b = 0; b < B; b++)
+        packing_segments(cb->h_tok + (size_t)b * cb->T, cb->T, cb->base.bos_id, cb->max_doc_len,
+                         cb->h_seg + (size_t)b * cb->T);
+    if (!upload) return 0;
+    return cuda_check(cudaMemcpyAsync(cb->d_seg, cb->h_seg, (size_t)B * cb->T * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, cb->stream),
+                      "cuda: segment upload (cudaMemcpyAsync)");
+}
+
 /* Checks ids like the CPU backend, fills the pinned staging buffer (with the embedding
  * backward's index when with_index: the token ids', and the bigram buckets' when the model has
  * the bigram embedding, from the buckets cpu_bigram_hash makes on the host, the same as the
@@ -81,8 +96,9 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
             cpu_bigram_hash(cb->h_buckets, ids, N / cb->T, cb->T, s->bigram_vocab);
             cuda_embedding_index(cb->h_buckets, N, s->bigram_vocab, b_rows, b_starts, b_positions, &cb->bigram_rows);
         }
-        count = cb->tok_count;
+        count = cb->tok_count; /* with the segments, the layout's last part */
     }
+    RETURN_ON_FAILURE(load_segments(cb, N / cb->T, !with_index));
     return cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, count * sizeof(int32_t), cudaMemcpyHostToDevice,
                                       cb->stream),
                       "cuda: token upload (cudaMemcpyAsync)");
@@ -179,7 +195,7 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(cuda_qk_norm_rope_forward(NULL, a->k16, a->qkv + D, NULL, &k_shape, st));
         RETURN_ON_FAILURE(cuda_attention_forward(a->y16, a->lse, a->q16, a->k16, a->qkv + D + KV,
                                                  &(CudaAttentionShape){B, cb->T, cb->num_heads, cb->num_kv_heads,
-                                                                       cb->head_dim, QKV, NULL},
+                                                                       cb->head_dim, QKV, cb->d_seg},
                                                  st));
         if (a->y_xsa16) /* XSA: y minus its component along the unit self value */
             RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV,
@@ -252,6 +268,7 @@ int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *
         RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, 2 * (size_t)cb->num_tokens * sizeof(int32_t),
                                                      cudaMemcpyHostToDevice, cb->stream),
                                      "cuda: token upload (cudaMemcpyAsync)"));
+        RETURN_ON_FAILURE(load_segments(cb, B, 1));
         RETURN_ON_FAILURE(forward_blocks(cb, B));
         const CudaLogits logits = logits_of(cb, cb->d_tok + cb->num_tokens, N);
         RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, &logits, cb->stream));
@@ -277,6 +294,7 @@ int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *log
     RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, (size_t)cb->T * sizeof(int32_t),
                                                  cudaMemcpyHostToDevice, cb->stream),
                                  "cuda: token upload (cudaMemcpyAsync)"));
+    RETURN_ON_FAILURE(load_segments(cb, 1, 1));
     RETURN_ON_FAILURE(forward_blocks(cb, 1));
     /* z[0, :] = xf[pos, :] @ W^T, in the logits scratch */
     RETURN_ON_FAILURE(cuda_linear_forward(cb->blas, cb->z, CT_F32, cb->xf16 + (size_t)pos * cb->dim,
@@ -371,7 +389,7 @@ static int backward_blocks(CudaBackend *cb) {
                                              .q = a->q16, .k = a->k16, .v = a->qkv + D + KV, .y = a->y16,
                                              .lse = a->lse, .scratch = cb->attn_D};
         RETURN_ON_FAILURE(cuda_attention_backward(
-            &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV, NULL}, st));
+            &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV, cb->d_seg}, st));
         if (a->y_xsa16) /* XSA's share of dv (through the unit value), added to the attention's */
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, NULL, NULL, cb->dqkv16 + D + KV, cb->dD2, a->y16,
                                                 a->qkv + D + KV, &xsa_shape, st));

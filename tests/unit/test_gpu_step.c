@@ -172,10 +172,22 @@ static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
     memcpy(b->params, a->params, s->total_floats * sizeof(float));
 }
 
+/* The data's BOS id of the packed cases (doc_packing, the BOS SmearGate): set on both backends
+ * and planted in every span of tokens compare_with_cpu makes; -1 (the other cases) for none. */
+static int64_t case_bos = -1;
+
 static uint32_t *make_tokens(size_t n, int vocab, uint64_t seed) {
     uint64_t rng = seed;
     uint32_t *t = malloc(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) t[i] = (uint32_t)(ref_rand01(&rng) * vocab) % (uint32_t)vocab;
+    /* documents of 1 to ~60 tokens (two BOS in a row among them), and one stretch of 130 without
+     * a BOS (longer than max_doc_len: packing cuts it) */
+    for (size_t i = 0; case_bos >= 0 && i < n; i++) {
+        if (t[i] == (uint32_t)case_bos) t[i] = (t[i] + 1) % (uint32_t)vocab;
+        const size_t at = i % 400;
+        if (at < 130) continue;
+        if (at == 130 || at == 131 || ref_rand01(&rng) < 1.0 / 30) t[i] = (uint32_t)case_bos;
+    }
     return t;
 }
 
@@ -257,6 +269,7 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
     CHECK(gpu, "cuda backend: %s", ct_error());
     CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
     CHECK(gpu->micro_batch_seqs == cpu->micro_batch_seqs && gpu->seq_len == cpu->seq_len, "geometry differs");
+    cpu->bos_id = gpu->bos_id = case_bos; /* as train.c sets the data's */
     const int B = cpu->micro_batch_seqs, T = cpu->seq_len;
     const size_t span = (size_t)B * T + 1;
 
@@ -431,6 +444,26 @@ static void sparse_gate_match_cpu(void) {
 static void bf16_stream_sparse_gate_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(1, 0.0, sparse_gate_keys, 0.4, bf16_stream_keys);
+}
+
+/* doc_packing (issue 56): one packed row of the micro-batch's 288 tokens (B = 1), cut at every
+ * BOS and into max_doc_len = 96 chunks (documents of 1 .. 96 tokens, two BOS in a row), attention
+ * within each segment, the RoPE tables of train_seq_len; evaluation of packed rows too, with
+ * the record's model keys, under the same bounds, with either residual stream. */
+static const char *const packing_keys[][2] = {{"doc_packing", "1"}, RECORD_MODEL_KEYS, {NULL, NULL}};
+
+static void packed_rows_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, packing_keys, 1.0, NULL);
+    case_bos = -1;
+}
+
+static void bf16_stream_packed_rows_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, packing_keys, 1.0, bf16_stream_keys);
+    case_bos = -1;
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -1295,6 +1328,8 @@ int main(void) {
     RUN(bf16_stream_frontier_mlp_match_cpu);
     RUN(sparse_gate_match_cpu);
     RUN(bf16_stream_sparse_gate_match_cpu);
+    RUN(packed_rows_match_cpu);
+    RUN(bf16_stream_packed_rows_match_cpu);
     TEST_EXIT();
 }
 
