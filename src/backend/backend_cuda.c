@@ -81,16 +81,23 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->h = BACKEND_TAKE_BF16S(a, N * HID, act);
     cb->rstdf = BACKEND_TAKE_FLOATS(a, N, act);
     cb->losses = BACKEND_TAKE_FLOATS(a, N, act);
-    for (int l = 0; l < cb->num_layers; l++) {
-        CudaLayer *y = &cb->layers[l];
-        const int dec = l - s->num_encoder;
-        y->x_in = dec >= 0 && dec < s->num_skip ? take_stream(cb, a, N * D, act) : NULL;
+    /* one set per run of the longer (looped) plan: a block that runs again keeps each run's tensors
+     * for the backward; x_in where either plan adds a skip at that run, XSA's output where either
+     * runs an XSA block there (the same runs as without depth recurrence when it is off) */
+    const BlockPlan *looped = &s->plan_looped, *plain = &s->plan_plain;
+    for (int r = 0; r < model_max_runs(s); r++) {
+        CudaLayer *y = &cb->layers[r];
+        const int in_plain = r < plain->num_runs;
+        const int skip = looped->runs[r].skip_row >= 0 || (in_plain && plain->runs[r].skip_row >= 0);
+        const int xsa = looped->runs[r].block >= s->xsa_first_layer ||
+                        (in_plain && plain->runs[r].block >= s->xsa_first_layer);
+        y->x_in = skip ? take_stream(cb, a, N * D, act) : NULL;
         y->rstd_attn = BACKEND_TAKE_FLOATS(a, N, act);
         y->qkv = BACKEND_TAKE_BF16S(a, N * (size_t)cb->qkv_width, act);
         y->q16 = BACKEND_TAKE_BF16S(a, N * D, act);
         y->k16 = BACKEND_TAKE_BF16S(a, N * KV, act);
         y->y16 = BACKEND_TAKE_BF16S(a, N * D, act);
-        y->y_xsa16 = l >= s->xsa_first_layer ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
+        y->y_xsa16 = xsa ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act) : NULL;
         y->y_gate16 = s->attn_gate ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->lse = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act);
@@ -104,6 +111,11 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, act);
+    if (s->smear_bos) {
+        cb->emb_smeared = BACKEND_TAKE_FLOATS(a, N * D, act);
+        cb->smear_scratch =
+            BACKEND_TAKE_DOUBLES(a, cuda_smear_bos_backward_scratch_doubles(cb->B, cb->T, s->gate_window), wk);
+    }
     if (s->bigram_vocab) {
         const size_t BD = (size_t)s->bigram_dim;
         cb->d_buckets = (int32_t *)backend_arena_take(a, N * sizeof(int32_t), act);
@@ -126,9 +138,6 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->gD16 = BACKEND_TAKE_BF16S(a, N * D, wk);
     cb->gH16 = BACKEND_TAKE_BF16S(a, N * HID, wk);
     cb->dqkv16 = BACKEND_TAKE_BF16S(a, N * (size_t)cb->qkv_width, wk);
-    /* decoder block num_encoder + j writes dL/d(skip j) after its residual-mix backward has read
-     * its x_in for the last time; encoder block num_encoder - 1 - j consumes it later */
-    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = cb->layers[s->num_encoder + j].x_in;
     cb->attn_D = BACKEND_TAKE_FLOATS(a, cuda_attention_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
     cb->rope_scratch =
         BACKEND_TAKE_FLOATS(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
@@ -210,7 +219,6 @@ static void cuda_destroy(Backend *b) {
     if (cb->stream) cudaStreamDestroy(cb->stream);
     free(cb->h_buckets);
     free(cb->w16);
-    free(cb->dskip);
     free(cb->layers);
     muon_batch_plan_free(&cb->muon_plan);
     free(cb->share_bufs);
@@ -221,11 +229,10 @@ static void cuda_destroy(Backend *b) {
 
 /* The model shapes the kernels cover, with the message for the first that is not. */
 static int check_model(const ModelSpec *s, const Config *cfg) {
-    /* (config_validate refuses device=cuda with these; device=auto that found a GPU lands here) */
-    if (s->num_loops > 0 || cfg->parallel_start_layer > 0)
-        return ct_fail("%s = %lld: not implemented on device=cuda yet; use device=cpu",
-                       s->num_loops > 0 ? "num_loops" : "parallel_start_layer",
-                       (long long)(s->num_loops > 0 ? cfg->num_loops : cfg->parallel_start_layer));
+    /* (config_validate refuses device=cuda with it; device=auto that found a GPU lands here) */
+    if (cfg->parallel_start_layer > 0)
+        return ct_fail("parallel_start_layer = %lld: not implemented on device=cuda yet; use device=cpu",
+                       (long long)cfg->parallel_start_layer);
     for (int i = 0; cfg->muon_row_normalize && i < s->num_params; i++)
         if (s->params[i].group == PARAM_MATRIX && s->params[i].shape[1] > CUDA_MUON_ROW_NORM_MAX_COLS)
             return ct_fail("device = cuda: muon_row_normalize = 1 with %s's rows of %lld elements: the CUDA kernel "
@@ -324,8 +331,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
      * longest segment (the CPU backend's tables), not NTK-scaled for the row */
     cb->rope_base_len = (int)(cfg->doc_packing ? cfg->train_seq_len : T);
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
-    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(void *), "cuda skip table");
-    cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
+    cb->layers = ct_calloc((size_t)model_max_runs(s), sizeof(CudaLayer), "cuda layer table");
     muon_batch_plan(s, &cb->muon_plan);
     const size_t mats = (size_t)cb->muon_plan.num_matrices + 1;
     cb->share_bufs = ct_calloc(mats, sizeof *cb->share_bufs, "Muon share list");

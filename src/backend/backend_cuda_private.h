@@ -32,7 +32,8 @@
  * sum per multi-token-prediction head. */
 enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
 
-/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16.
+/* Saved activations of one run of a block (block_plan.h: with depth recurrence a block runs
+ * several times, each run with its own CudaLayer; one per run of the longer plan); N = B*T rows. Tensors that only feed matrix products are bf16.
  * Not kept, because the kernels that need them recompute them (to the same bits) for less than
  * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
  * xm + attn_scale * ao (read from x_in, x0 and ao), the norm rms_norm(xm) that feeds
@@ -41,7 +42,7 @@ enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
  * buffers (`void *`: x_in, x_out here, x0, xm, dx, dx_alt, dx0 and dskip in CudaBackend) hold
  * elements of CudaBackend.stream_dtype (residual_dtype: fp32 or bf16). */
 typedef struct {
-    void *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
+    void *x_in;            /* x + skip_weights * skip; allocated only for runs with a U-Net skip (either plan) */
     const void *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *rstd_attn;
     /* c_q, c_k and c_v's outputs side by side, [N, D + 2 KV] (one product for the three): the
@@ -102,6 +103,7 @@ typedef struct {
     int graph_warm;          /* a micro-batch has run launch by launch */
     cudaGraphExec_t graph;   /* NULL until captured */
     float graph_loss_weight; /* the loss weight graph was captured with */
+    int graph_loop_active;   /* and TrainState.loop_active, which picks its block plan */
     long long graph_captures, graph_launches;
 
     /* the one device allocation and its accounting */
@@ -145,10 +147,12 @@ typedef struct {
     ct_bf16 *xf16;
     void *xm;          /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
     ct_bf16 *a_in, *h;
-    CudaLayer *layers;
+    CudaLayer *layers; /* [model_max_runs]: one per run of the longer (looped) plan */
     float *rope_cos, *rope_sin; /* [T, rope_dims/2] */
     /* the record stack (NULL when the model has no such part) */
     float *x_normed;     /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
+    float *emb_smeared;  /* [N, D] the BOS SmearGate's output (smear_gate_enabled), the x0 norm's input */
+    double *smear_scratch; /* its backward's (cuda_smear_bos_backward_scratch_doubles) */
     int32_t *d_buckets;  /* [N] bigram bucket of each position (cuda_bigram_hash) */
     float *bigram_h;     /* [N, bigram_dim] the bigram table's rows */
     ct_bf16 *bigram_h16; /* [N, bigram_dim] the same in bf16, bigram.proj's input (with a projection) */
@@ -164,7 +168,6 @@ typedef struct {
     ct_bf16 *gD16, *gH16; /* bf16 gradients of [N, D] and [N, HID] product outputs (mo/ao, h) */
     ct_bf16 *dy16;        /* dL/d(attention output) */
     ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
-    void **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch; /* attention backward's row sums, QK-norm/RoPE backward's scratch */
     float *gate_dz;       /* the sparse attention gate's logit gradient [N, heads] (NULL without it) */
     double *partials;     /* column reductions */

@@ -38,8 +38,22 @@ static CudaHeadGateShape gate_shape(const CudaBackend *cb, int N) {
     const ModelSpec *s = &cb->base.state->spec;
     return (CudaHeadGateShape){N, cb->num_heads, cb->head_dim, s->gate_window, s->gate_scale};
 }
-static const ct_bf16 *gate_input(const CudaLayer *a) { return a->y_xsa16 ? a->y_xsa16 : a->y16; }
-static const ct_bf16 *proj_input(const CudaLayer *a) { return a->y_gate16 ? a->y_gate16 : gate_input(a); }
+static const ct_bf16 *gate_input(const CudaLayer *a, int xsa) { return xsa ? a->y_xsa16 : a->y16; }
+static const ct_bf16 *proj_input(const CudaLayer *a, int xsa) { return a->y_gate16 ? a->y_gate16 : gate_input(a, xsa); }
+/* The plan this pass walks (block_plan.h: looped once depth recurrence is on), and whether its
+ * run `run` is of an XSA block (a run's buffers are by run, its weights and flags by block). */
+static const BlockPlan *pass_plan(const CudaBackend *cb) {
+    return model_plan(&cb->base.state->spec, cb->base.state->loop_active);
+}
+static int run_xsa(const CudaBackend *cb, const BlockPlan *plan, int run) {
+    return plan->runs[run].block >= cb->base.state->spec.xsa_first_layer;
+}
+/* dL/d(skip row j) of plan: in the x_in of the decoder run that adds it (its j-th, which writes
+ * it after its residual-mix backward has read that x_in for the last time; the encoder run that
+ * made the skip, earlier in the plan, consumes it later in the backward) */
+static void *dskip_of(const CudaBackend *cb, const BlockPlan *plan, int j) {
+    return cb->layers[plan->num_encoder + j].x_in;
+}
 /* The QK-norm/RoPE call's shape for q (heads = num_heads) or k (num_kv_heads) of B sequences:
  * a column block of the [c_q | c_k | c_v] rows, the backend's tables. */
 static CudaRopeShape rope_shape(const CudaBackend *cb, int B, int heads) {
@@ -145,6 +159,17 @@ static int forward_blocks(CudaBackend *cb, int B) {
         }
     }
     if (s->bigram_vocab) RETURN_ON_FAILURE(round_if_bf16(cb, cb->emb, ND));
+    const float *norm_in = cb->emb; /* the x0 norm's input */
+    if (s->smear_bos) { /* the 1.0611 SmearGate: on the embedding (with the bigram's share), before the norm */
+        if (cb->base.bos_id < 0)
+            return ct_fail("smear_gate_enabled = 1 needs the data's bos_id, and this forward was given none");
+        RETURN_ON_FAILURE(cuda_smear_bos_forward(cb->emb_smeared, cb->emb, d_ids,
+                                                 cb->d_params + s->params[s->smear_gate_w].offset,
+                                                 cb->d_params + s->params[s->smear_lambda].offset, B, cb->T, D,
+                                                 s->gate_window, cb->base.bos_id, st));
+        RETURN_ON_FAILURE(round_if_bf16(cb, cb->emb_smeared, ND));
+        norm_in = cb->emb_smeared;
+    }
     if (s->smear_gate) { /* x0 = smear(rms_norm(emb)); with a bf16 stream made in dD2 (free until the backward) */
         RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x_normed, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
         RETURN_ON_FAILURE(round_if_bf16(cb, cb->x_normed, ND));
@@ -153,34 +178,36 @@ static int forward_blocks(CudaBackend *cb, int B) {
             cuda_smear_forward(smeared, cb->x_normed, cb->d_params + s->params[s->smear].offset, B, cb->T, D, st));
         if (stream_bf16(cb)) RETURN_ON_FAILURE(cuda_f32_to_bf16(cb->x0, smeared, ND, st));
     } else if (stream_bf16(cb)) {
-        RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->x0, cb->rstd0, norm_in, N, D, FLT_EPSILON, CT_F32, st));
     } else {
-        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, cb->emb, N, D, FLT_EPSILON, CT_F32, st));
+        RETURN_ON_FAILURE(cuda_rmsnorm_forward(cb->x0, NULL, cb->rstd0, norm_in, N, D, FLT_EPSILON, CT_F32, st));
     }
     const void *x = cb->x0;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
     const float *skip_gates = s->skip_gates >= 0 ? cb->d_params + s->params[s->skip_gates].offset : NULL;
-    for (int l = 0; l < cb->num_layers; l++) {
-        CudaLayer *a = &cb->layers[l];
-        const int dec = l - s->num_encoder;
-        const void *skip = NULL;
-        if (dec >= 0 && dec < s->num_skip) skip = cb->layers[s->num_encoder - 1 - dec].x_out;
+    const BlockPlan *plan = pass_plan(cb);
+    for (int run = 0; run < plan->num_runs; run++) { /* run: its buffers; l: its block's weights */
+        CudaLayer *a = &cb->layers[run];
+        const int l = plan->runs[run].block, xsa = run_xsa(cb, plan, run);
+        const int dec = plan->runs[run].skip_row; /* the skip row it adds through, < 0 for none */
+        const void *skip = dec >= 0 ? cb->layers[plan->runs[run].skip_source].x_out : NULL;
         const float ln = model_ln_scale(s, l); /* the block's norm outputs times ln (1 without ln_scale) */
         CudaMixNorm input = {.x_in = skip ? a->x_in : NULL, .xm = cb->xm, .rstd = a->rstd_attn, .a_bf16 = cb->a_in,
                              .x = x, .skip = skip, .skip_w = skip ? skip_w + (size_t)dec * D : NULL,
                              .skip_gate = skip && skip_gates ? skip_gates + (size_t)dec * D : NULL, .x0 = cb->x0,
                              .mix = block_param(cb, l, BLK_RESID_MIX), .N = N, .C = D, .eps = FLT_EPSILON,
                              .out_scale = ln, .dtype = dt};
-        if (l == 0) {
+        if (run == 0) {
             RETURN_ON_FAILURE(cuda_mix_norm_forward(&input, st));
         } else {
             /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
              * recomputed, as add_norm_forward made it), written, and this block's input from it,
              * in one pass (the skip may be that very x_out: each element is written before it
              * is read there) */
-            const CudaLayer *b = &cb->layers[l - 1];
-            const CudaBlockOutput prev = {b->x_out, cb->xm, b->ao, b->mo, block_param(cb, l - 1, BLK_ATTN_SCALE),
-                                          block_param(cb, l - 1, BLK_MLP_SCALE)};
+            const CudaLayer *b = &cb->layers[run - 1];
+            const int lb = plan->runs[run - 1].block;
+            const CudaBlockOutput prev = {b->x_out, cb->xm, b->ao, b->mo, block_param(cb, lb, BLK_ATTN_SCALE),
+                                          block_param(cb, lb, BLK_MLP_SCALE)};
             input.x = NULL; /* made by this pass: prev.x_out */
             RETURN_ON_FAILURE(cuda_out_mix_norm_forward(&prev, &input, st));
             x = b->x_out;
@@ -197,17 +224,17 @@ static int forward_blocks(CudaBackend *cb, int B) {
                                                  &(CudaAttentionShape){B, cb->T, cb->num_heads, cb->num_kv_heads,
                                                                        cb->head_dim, QKV, cb->d_seg},
                                                  st));
-        if (a->y_xsa16) /* XSA: y minus its component along the unit self value */
+        if (xsa) /* XSA: y minus its component along the unit self value */
             RETURN_ON_FAILURE(cuda_xsa_forward(NULL, a->y_xsa16, a->y16, a->qkv + D + KV,
                                                &(CudaXsaShape){N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV},
                                                st));
         if (a->y_gate16) { /* the sparse gate on each head's output, from a_in's first channels */
             const CudaHeadGateShape gs = gate_shape(cb, N);
-            RETURN_ON_FAILURE(cuda_head_gate_forward(a->gate, a->y_gate16, gate_input(a), cb->a_in,
+            RETURN_ON_FAILURE(cuda_head_gate_forward(a->gate, a->y_gate16, gate_input(a, xsa), cb->a_in,
                                                      cb->d_params + attn_gate(cb, l)->offset, &gs, st));
         }
         RETURN_ON_FAILURE(
-            cuda_linear_forward(cb->blas, a->ao, CT_BF16, proj_input(a), block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+            cuda_linear_forward(cb->blas, a->ao, CT_BF16, proj_input(a, xsa), block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
                                                 block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
@@ -216,9 +243,9 @@ static int forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
     }
-    /* the last block's output (the others are made by the next block's input op) */
-    const int last = cb->num_layers - 1;
-    CudaLayer *z = &cb->layers[last];
+    /* the last run's output (the others are made by the next run's input op) */
+    CudaLayer *z = &cb->layers[plan->num_runs - 1];
+    const int last = plan->runs[plan->num_runs - 1].block;
     RETURN_ON_FAILURE(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, block_param(cb, last, BLK_ATTN_SCALE), z->mo,
                                               block_param(cb, last, BLK_MLP_SCALE), N, D, dt, st));
     RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, dt, st));
@@ -319,18 +346,20 @@ static int backward_blocks(CudaBackend *cb) {
     void *dx = cb->dx, *dx_alt = cb->dx_alt;
     const CudaXsaShape xsa_shape = {N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV};
     RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * cb->stream_bytes, "cuda: zeroing dx"));
-    RETURN_ON_FAILURE(
-        cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[cb->num_layers - 1].x_out, cb->rstdf, N, D, dt, st));
+    const BlockPlan *plan = pass_plan(cb);
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[plan->num_runs - 1].x_out, cb->rstdf, N, D, dt, st));
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * cb->stream_bytes, "cuda: zeroing dx0"));
     float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
 
-    for (int l = cb->num_layers - 1; l >= 0; l--) {
-        CudaLayer *a = &cb->layers[l];
-        /* dx holds dL/d(x_out); an encoder block whose output fed a skip also gets that path */
-        const int skip_user = s->num_encoder - 1 - l;
-        if (l < s->num_encoder && skip_user < s->num_skip)
-            RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dskip[skip_user], ND, dt, st));
+    for (int run = plan->num_runs - 1; run >= 0; run--) { /* the plan in reverse: buffers by run, weights by block */
+        CudaLayer *a = &cb->layers[run];
+        const int l = plan->runs[run].block, xsa = run_xsa(cb, plan, run);
+        /* dx holds dL/d(x_out); an encoder run whose output fed a skip also gets that path (its
+         * decoder run, later in the plan, has been through already) */
+        for (int j = plan->num_encoder; j < plan->num_runs; j++)
+            if (plan->runs[j].skip_source == run)
+                RETURN_ON_FAILURE(cuda_add_inplace(dx, dskip_of(cb, plan, plan->runs[j].skip_row), ND, dt, st));
         /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
         const CudaScaledAddBackward mlp_residual = {
             .dbranch_bf16 = cb->gD16, .dscale = block_grad(cb, l, BLK_MLP_SCALE), .dout = dx, .branch_bf16 = a->mo,
@@ -366,13 +395,13 @@ static int backward_blocks(CudaBackend *cb) {
              * bf16 dy; the gate's logit gradient waits in gate_dz for d a_in */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
                                                    cb->gD16, a->y_gate16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
-            RETURN_ON_FAILURE(cuda_head_gate_backward(a->y_xsa16 ? cb->dD2 : NULL, a->y_xsa16 ? NULL : cb->dy16,
+            RETURN_ON_FAILURE(cuda_head_gate_backward(xsa ? cb->dD2 : NULL, xsa ? NULL : cb->dy16,
                                                       cb->gate_dz, cb->d_grads + gate_w->offset, cb->dD2,
-                                                      gate_input(a), a->gate, cb->a_in, &gs, cb->partials, st));
-            if (a->y_xsa16)
+                                                      gate_input(a, xsa), a->gate, cb->a_in, &gs, cb->partials, st));
+            if (xsa)
                 RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV,
                                                     &xsa_shape, st));
-        } else if (a->y_xsa16) {
+        } else if (xsa) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
              * attention output's dy (bf16, the attention backward's input) */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
@@ -390,7 +419,7 @@ static int backward_blocks(CudaBackend *cb) {
                                              .lse = a->lse, .scratch = cb->attn_D};
         RETURN_ON_FAILURE(cuda_attention_backward(
             &grads, &(CudaAttentionShape){B, T, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV, cb->d_seg}, st));
-        if (a->y_xsa16) /* XSA's share of dv (through the unit value), added to the attention's */
+        if (xsa) /* XSA's share of dv (through the unit value), added to the attention's */
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, NULL, NULL, cb->dqkv16 + D + KV, cb->dD2, a->y16,
                                                 a->qkv + D + KV, &xsa_shape, st));
         const CudaRopeShape q_shape = rope_shape(cb, B, cb->num_heads), k_shape = rope_shape(cb, B, cb->num_kv_heads);
@@ -419,17 +448,17 @@ static int backward_blocks(CudaBackend *cb) {
         dx_alt = t;
         /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip (gated: the lerp,
          * its x_prev gradient made in place in dx) */
-        const int dec = l - s->num_encoder;
-        if (dec >= 0 && dec < s->num_skip && s->skip_gates >= 0) {
+        const int dec = plan->runs[run].skip_row; /* decoder runs only: run > 0 */
+        const void *skip_x = dec >= 0 ? cb->layers[plan->runs[run].skip_source].x_out : NULL;
+        if (dec >= 0 && s->skip_gates >= 0) {
             const size_t row = (size_t)dec * D, gates = s->params[s->skip_gates].offset;
             const CudaSkipGateBackward gate = {
-                .dx = dx, .dskip = cb->dskip[dec], .dw = dskip_w + row, .dgate = cb->d_grads + gates + row, .dout = dx,
-                .x = cb->layers[l - 1].x_out, .skip = cb->layers[s->num_encoder - 1 - dec].x_out, .w = skip_w + row,
+                .dx = dx, .dskip = dskip_of(cb, plan, dec), .dw = dskip_w + row, .dgate = cb->d_grads + gates + row,
+                .dout = dx, .x = cb->layers[run - 1].x_out, .skip = skip_x, .w = skip_w + row,
                 .gate = cb->d_params + gates + row, .partials = cb->partials, .N = N, .C = D, .dtype = dt};
             RETURN_ON_FAILURE(cuda_skip_gate_backward(&gate, st));
-        } else if (dec >= 0 && dec < s->num_skip) { /* the skip and its gradient are of the stream's type */
-            void *dskip = cb->dskip[dec];
-            const void *skip_x = cb->layers[s->num_encoder - 1 - dec].x_out;
+        } else if (dec >= 0) { /* the skip and its gradient are of the stream's type */
+            void *dskip = dskip_of(cb, plan, dec);
             const CudaScaledAddBackward skip = {
                 .dbranch = stream_bf16(cb) ? NULL : dskip, .dbranch_bf16 = stream_bf16(cb) ? dskip : NULL,
                 .dscale = dskip_w + (size_t)dec * D, .dout = dx, .branch = stream_bf16(cb) ? NULL : skip_x,
@@ -437,7 +466,9 @@ static int backward_blocks(CudaBackend *cb) {
                 .partials = cb->partials, .N = N, .C = D, .dtype = dt};
             RETURN_ON_FAILURE(cuda_scaled_add_backward(&skip, st));
         }
-        RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
+        /* a block's gradients are final once its first run is through (model.h) */
+        if (model_plan_first_run(plan, run))
+            RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
      * resid_mix (dx0); its backward runs in fp32 buffers (free by now: dD2, dq), rounded where
@@ -457,9 +488,22 @@ static int backward_blocks(CudaBackend *cb) {
         RETURN_ON_FAILURE(round_if_bf16(cb, dnormed, ND));
         dx0_total = dnormed;
     }
-    RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
-    RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dxf, dx0_total, cb->emb, cb->rstd0, N, D, CT_F32, st));
-    RETURN_ON_FAILURE(round_if_bf16(cb, cb->dxf, ND));
+    /* the x0 norm's backward into d emb (dxf), or with the BOS SmearGate into d emb_smeared (dq,
+     * free by now: the two SmearGates are never on together) and from there through the gate */
+    float *dnorm_in = s->smear_bos ? cb->dq : cb->dxf;
+    RETURN_ON_FAILURE(zero_on_stream(cb, dnorm_in, ND * sizeof(float), "cuda: zeroing d emb"));
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(dnorm_in, dx0_total, s->smear_bos ? cb->emb_smeared : cb->emb, cb->rstd0,
+                                            N, D, CT_F32, st));
+    RETURN_ON_FAILURE(round_if_bf16(cb, dnorm_in, ND));
+    if (s->smear_bos) {
+        RETURN_ON_FAILURE(zero_on_stream(cb, cb->dxf, ND * sizeof(float), "cuda: zeroing d emb"));
+        RETURN_ON_FAILURE(cuda_smear_bos_backward(
+            cb->dxf, cb->d_grads + s->params[s->smear_gate_w].offset, cb->d_grads + s->params[s->smear_lambda].offset,
+            dnorm_in, cb->emb, cb->d_tok, cb->d_params + s->params[s->smear_gate_w].offset,
+            cb->d_params + s->params[s->smear_lambda].offset, B, T, D, s->gate_window, cb->base.bos_id,
+            cb->smear_scratch, st));
+        RETURN_ON_FAILURE(round_if_bf16(cb, cb->dxf, ND));
+    }
     if (s->bigram_vocab) { /* emb = tok_emb[ids] + scale * bigram branch: d scale, d branch, through bigram.proj */
         const float *scale = cb->d_params + s->params[s->bigram_scale].offset;
         float *dscale = cb->d_grads + s->params[s->bigram_scale].offset;
@@ -565,6 +609,7 @@ static void capture_micro_batch(CudaBackend *cb, float loss_weight) {
     if (g) cudaGraphDestroy(g);
     if (e == cudaSuccess && body == 0) {
         cb->graph_loss_weight = loss_weight;
+        cb->graph_loop_active = cb->base.state->loop_active;
         cb->graph_captures++;
         return;
     }
@@ -594,7 +639,9 @@ int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight,
     /* the graph holds no gradient-ready reports: a micro-batch whose backward reports them (the
      * last of a step in an NCCL job) is launched op by op */
     const int graphed = cb->graph_on && cb->graph_warm && !b->grad_ready;
-    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight)) capture_micro_batch(cb, loss_weight);
+    /* captured again when the loss weight or the plan (depth recurrence switching on) changed */
+    if (graphed && (!cb->graph || cb->graph_loss_weight != loss_weight || cb->graph_loop_active != b->state->loop_active))
+        capture_micro_batch(cb, loss_weight);
     if (graphed && cb->graph) {
         RETURN_ON_FAILURE(
             cuda_check(cudaGraphLaunch(cb->graph, cb->stream), "cuda: launching the micro-batch's CUDA graph"));
