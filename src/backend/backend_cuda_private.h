@@ -5,8 +5,10 @@
  *   backend_cuda.c        creation: checks, the one device allocation and its layout, the memory
  *                         report and the small public accessors, destruction
  *   backend_cuda_device.c which GPU: devices visible, the rank's device, its identity
- *   backend_cuda_step.c   token upload, the forward and backward through the parameter-golf GPT,
- *                         the micro-batch's CUDA graph, evaluation, one position's logits
+ *   backend_cuda_blocks.c the forward and backward through the parameter-golf GPT (the block
+ *                         plan's runs, the stream's ends)
+ *   backend_cuda_step.c   token upload (packing's segments), the micro-batch and its CUDA graph,
+ *                         evaluation, one position's logits
  *   backend_cuda_optim.c  the gradients handed to the host, the optimizer step (Adam, Muon in
  *                         batches, sharded Muon, weight decay, the EMA and SWA's sum)
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
@@ -207,6 +209,13 @@ int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight,
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
 int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses);
 int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
+/* backend_cuda_blocks.c: the forward of B sequences (whose tokens, and segments with packing,
+ * are uploaded) through the blocks of the plan TrainState.loop_active picks, leaving the final
+ * normed x in xf16; and the training micro-batch's backward from dL/d(final normed x) in dxf to
+ * dL/d(emb) in dxf (and the bigram rows'), every block's and the stream start's parameter
+ * gradients added, each block's grad-ready stage reported at its first run. Queued on the stream. */
+int cuda_forward_blocks(CudaBackend *cb, int B);
+int cuda_backward_blocks(CudaBackend *cb);
 /* backend_cuda_optim.c */
 float *cuda_grad_buffer(Backend *b);
 int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
