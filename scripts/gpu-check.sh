@@ -38,7 +38,8 @@ build=${GPU_CHECK_BUILD:-$root/build}
 # name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
 # 2026-11-25, docs/testing.md; cpu-scaling from its one- and two-thread times there, its run
 # having been cut short; record took about 70 s as a script before it was a stage; profile and
-# record-side are estimates, not yet run; convergence, and the bf16 runs added to step-baseline,
+# record-side are estimates, not yet run; frontier is an estimate from record's (17 block runs
+# of a 4x MLP against 11 of a 3x one, about 1.8x its step); convergence, and the bf16 runs added to step-baseline,
 # step-wide and record, estimated from their step times there) | what
 stage_table=(
     "test-gpu|1|60|make test-gpu: the *gpu* test programs (op table, optimizers, step, NCCL at world size 1, CUDA graph vs launches) with CT_REQUIRE_GPU=1, so a skip fails"
@@ -54,6 +55,7 @@ stage_table=(
     "convergence|1|330|residual_dtype bf16 against fp32 (two seeds each) and train_gpt.py (TRAIN_GPT_PY): val_bpb on held-out text after 300 steps of 131,072 tokens (tests/bench/convergence_vs_train_gpt.sh)"
     "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
     "record|1|300|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/record_gpu.sh"
+    "frontier|1|420|the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: packed rows, the BOS-masked SmearGate, depth recurrence; its parallel lanes off until the CUDA backend runs them) at its 786,432 tokens per step on one GPU before and after looping switches on, and a run stopped by SIGTERM and resumed across the switch, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/frontier_gpu.sh"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
@@ -208,6 +210,11 @@ body_profile() {
 body_record() {
     python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
     bash "$root/tests/bench/record_gpu.sh" "$build" 12
+}
+
+body_frontier() {
+    python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
+    bash "$root/tests/bench/frontier_gpu.sh" "$build" 12
 }
 
 body_record-side() {

@@ -49,6 +49,7 @@
 #include "cuda_xsa.h"           /* exclusive self attention (the record's XSA) */
 #include "cuda_head_gate.h"     /* the 1.0611 record's sparse attention head-output gate */
 #include "cuda_smear.h"         /* the record's SmearGate */
+#include "cuda_smear_bos.h"     /* the 1.0611 record's SmearGate with the BOS mask */
 #include "cuda_skip_gate.h"     /* the gated U-Net skip's backward (skip_gates) */
 #include "cuda_lane_mix.h"      /* the parallel residual lanes' block end */
 #include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */

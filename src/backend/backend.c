@@ -30,10 +30,6 @@ int backend_create(Backend **out, const Config *cfg, TrainState *st) {
     if (!strcmp(cfg->device, "cpu")) return backend_cpu_create(out, cfg, st);
     if (!strcmp(cfg->device, "cuda")) {
         /* before any device is touched: the refusals need no GPU */
-        if (cfg->smear_gate_enabled)
-            return ct_fail("smear_gate_enabled = 1 is not implemented on device=cuda yet; use device=cpu");
-        if (cfg->doc_packing) /* the segmented attention kernels are not wired into the CUDA step yet */
-            return ct_fail("doc_packing = 1 is not implemented on device=cuda yet; use device=cpu (or doc_packing = 0)");
         return backend_cuda_create(out, cfg, st);
     }
     if (!strcmp(cfg->device, "auto"))

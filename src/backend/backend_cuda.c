@@ -69,6 +69,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->cublas_ws = backend_arena_take(a, CUBLAS_WORKSPACE_BYTES, wk);
 
     cb->d_tok = (int32_t *)backend_arena_take(a, cb->tok_count * sizeof(int32_t), wk);
+    cb->d_seg = cb->max_doc_len > 0 && cb->d_tok ? cb->d_tok + cb->tok_count - N : NULL;
     cb->d_scalars = BACKEND_TAKE_DOUBLES(a, CUDA_SCALARS, wk);
 
     cb->emb = BACKEND_TAKE_FLOATS(a, N * D, act);
@@ -80,16 +81,23 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->h = BACKEND_TAKE_BF16S(a, N * HID, act);
     cb->rstdf = BACKEND_TAKE_FLOATS(a, N, act);
     cb->losses = BACKEND_TAKE_FLOATS(a, N, act);
-    for (int l = 0; l < cb->num_layers; l++) {
-        CudaLayer *y = &cb->layers[l];
-        const int dec = l - s->num_encoder;
-        y->x_in = dec >= 0 && dec < s->num_skip ? take_stream(cb, a, N * D, act) : NULL;
+    /* one set per run of the longer (looped) plan: a block that runs again keeps each run's tensors
+     * for the backward; x_in where either plan adds a skip at that run, XSA's output where either
+     * runs an XSA block there (the same runs as without depth recurrence when it is off) */
+    const BlockPlan *looped = &s->plan_looped, *plain = &s->plan_plain;
+    for (int r = 0; r < model_max_runs(s); r++) {
+        CudaLayer *y = &cb->layers[r];
+        const int in_plain = r < plain->num_runs;
+        const int skip = looped->runs[r].skip_row >= 0 || (in_plain && plain->runs[r].skip_row >= 0);
+        const int xsa = looped->runs[r].block >= s->xsa_first_layer ||
+                        (in_plain && plain->runs[r].block >= s->xsa_first_layer);
+        y->x_in = skip ? take_stream(cb, a, N * D, act) : NULL;
         y->rstd_attn = BACKEND_TAKE_FLOATS(a, N, act);
         y->qkv = BACKEND_TAKE_BF16S(a, N * (size_t)cb->qkv_width, act);
         y->q16 = BACKEND_TAKE_BF16S(a, N * D, act);
         y->k16 = BACKEND_TAKE_BF16S(a, N * KV, act);
         y->y16 = BACKEND_TAKE_BF16S(a, N * D, act);
-        y->y_xsa16 = l >= s->xsa_first_layer ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
+        y->y_xsa16 = xsa ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->gate = s->attn_gate ? BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act) : NULL;
         y->y_gate16 = s->attn_gate ? BACKEND_TAKE_BF16S(a, N * D, act) : NULL;
         y->lse = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, act);
@@ -103,6 +111,11 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, act);
+    if (s->smear_bos) {
+        cb->emb_smeared = BACKEND_TAKE_FLOATS(a, N * D, act);
+        cb->smear_scratch =
+            BACKEND_TAKE_DOUBLES(a, cuda_smear_bos_backward_scratch_doubles(cb->B, cb->T, s->gate_window), wk);
+    }
     if (s->bigram_vocab) {
         const size_t BD = (size_t)s->bigram_dim;
         cb->d_buckets = (int32_t *)backend_arena_take(a, N * sizeof(int32_t), act);
@@ -125,9 +138,6 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->gD16 = BACKEND_TAKE_BF16S(a, N * D, wk);
     cb->gH16 = BACKEND_TAKE_BF16S(a, N * HID, wk);
     cb->dqkv16 = BACKEND_TAKE_BF16S(a, N * (size_t)cb->qkv_width, wk);
-    /* decoder block num_encoder + j writes dL/d(skip j) after its residual-mix backward has read
-     * its x_in for the last time; encoder block num_encoder - 1 - j consumes it later */
-    for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = cb->layers[s->num_encoder + j].x_in;
     cb->attn_D = BACKEND_TAKE_FLOATS(a, cuda_attention_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
     cb->rope_scratch =
         BACKEND_TAKE_FLOATS(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
@@ -209,7 +219,6 @@ static void cuda_destroy(Backend *b) {
     if (cb->stream) cudaStreamDestroy(cb->stream);
     free(cb->h_buckets);
     free(cb->w16);
-    free(cb->dskip);
     free(cb->layers);
     muon_batch_plan_free(&cb->muon_plan);
     free(cb->share_bufs);
@@ -220,11 +229,10 @@ static void cuda_destroy(Backend *b) {
 
 /* The model shapes the kernels cover, with the message for the first that is not. */
 static int check_model(const ModelSpec *s, const Config *cfg) {
-    /* (config_validate refuses device=cuda with these; device=auto that found a GPU lands here) */
-    if (s->num_loops > 0 || cfg->parallel_start_layer > 0)
-        return ct_fail("%s = %lld: not implemented on device=cuda yet; use device=cpu",
-                       s->num_loops > 0 ? "num_loops" : "parallel_start_layer",
-                       (long long)(s->num_loops > 0 ? cfg->num_loops : cfg->parallel_start_layer));
+    /* (config_validate refuses device=cuda with it; device=auto that found a GPU lands here) */
+    if (cfg->parallel_start_layer > 0)
+        return ct_fail("parallel_start_layer = %lld: not implemented on device=cuda yet; use device=cpu",
+                       (long long)cfg->parallel_start_layer);
     for (int i = 0; cfg->muon_row_normalize && i < s->num_params; i++)
         if (s->params[i].group == PARAM_MATRIX && s->params[i].shape[1] > CUDA_MUON_ROW_NORM_MAX_COLS)
             return ct_fail("device = cuda: muon_row_normalize = 1 with %s's rows of %lld elements: the CUDA kernel "
@@ -250,8 +258,9 @@ static int check_model(const ModelSpec *s, const Config *cfg) {
 
 /* The training micro-batch, B sequences of T tokens, if the kernels' grids cover it. */
 static int micro_batch_shape(const Config *cfg, int *B_out, int *T_out) {
-    const int T = (int)cfg->train_seq_len;
-    const int B = (int)(config_local_tokens(cfg) / cfg->train_seq_len);
+    /* doc_packing: one row of the micro-batch's tokens (config_seq_len), as the CPU backend */
+    const int T = (int)config_seq_len(cfg);
+    const int B = (int)(config_local_tokens(cfg) / T);
     const long long N = (long long)B * T;
     if (B < 1 || B > 65535 || N > (long long)CUDA_COLSUM_ROWS * 65535)
         return ct_fail("device = cuda: a micro-batch of %d sequences x %d tokens is outside what the kernels' grids "
@@ -314,9 +323,15 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
         cb->tok_count += (size_t)cb->num_tokens + 2 * (size_t)s->bigram_vocab + 1;
         cb->h_buckets = ct_malloc((size_t)N * sizeof(int32_t), "bigram buckets");
     }
+    if (cfg->doc_packing) { /* the segment starts: the staging layout's last N entries */
+        cb->tok_count += (size_t)cb->num_tokens;
+        cb->max_doc_len = config_max_doc_len(cfg);
+    }
+    /* packed rows take row-absolute positions 0 .. T-1 with the base of train_seq_len, the
+     * longest segment (the CPU backend's tables), not NTK-scaled for the row */
+    cb->rope_base_len = (int)(cfg->doc_packing ? cfg->train_seq_len : T);
     cb->w16 = ct_calloc((size_t)s->num_params, sizeof(ct_bf16 *), "cuda weight table");
-    cb->dskip = ct_calloc((size_t)(s->num_skip ? s->num_skip : 1), sizeof(void *), "cuda skip table");
-    cb->layers = ct_calloc((size_t)s->num_layers, sizeof(CudaLayer), "cuda layer table");
+    cb->layers = ct_calloc((size_t)model_max_runs(s), sizeof(CudaLayer), "cuda layer table");
     muon_batch_plan(s, &cb->muon_plan);
     const size_t mats = (size_t)cb->muon_plan.num_matrices + 1;
     cb->share_bufs = ct_calloc(mats, sizeof *cb->share_bufs, "Muon share list");
@@ -370,7 +385,10 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
     BackendArena real = {(char *)cb->arena, 0};
     layout(cb, &real);
     if (cuda_check(cudaMallocHost((void **)&cb->h_tok, cb->tok_count * sizeof(int32_t)),
-                   "device = cuda: cudaMallocHost (token staging)") != 0 ||
+                   "device = cuda: cudaMallocHost (token staging)") != 0)
+        return -1;
+    if (cb->max_doc_len > 0) cb->h_seg = cb->h_tok + cb->tok_count - (size_t)cb->num_tokens;
+    if (
         cuda_check(cudaMallocHost((void **)&cb->h_scalars, CUDA_SCALARS * sizeof(double)), "device = cuda: cudaMallocHost") != 0)
         return -1;
     if (cuda_blas_create(&cb->blas, cb->stream, cb->cublas_ws, CUBLAS_WORKSPACE_BYTES) != 0) {
@@ -381,12 +399,13 @@ static int allocate(CudaBackend *cb, const struct cudaDeviceProp *prop) {
 }
 
 /* RoPE tables: computed on the host exactly as the CPU backend's (rope_dims of each head; the
- * base NTK-scaled when T is above rope_train_seq_len), then uploaded */
+ * base NTK-scaled when rope_base_len, T or with doc_packing train_seq_len, is above
+ * rope_train_seq_len), then uploaded */
 static int upload_rope_tables(CudaBackend *cb) {
     const int T = cb->T;
     const size_t n = (size_t)T * (size_t)(cb->rope_dims / 2);
     float *tables = ct_malloc(2 * n * sizeof(float), "rope tables");
-    cpu_rope_tables_init(tables, tables + n, T, cb->rope_dims, model_rope_base(&cb->base.state->spec, T));
+    cpu_rope_tables_init(tables, tables + n, T, cb->rope_dims, model_rope_base(&cb->base.state->spec, cb->rope_base_len));
     int rc = cuda_check(cudaMemcpy(cb->rope_cos, tables, n * sizeof(float), cudaMemcpyHostToDevice),
                         "device = cuda: RoPE table upload");
     if (rc == 0)

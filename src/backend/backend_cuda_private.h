@@ -5,8 +5,10 @@
  *   backend_cuda.c        creation: checks, the one device allocation and its layout, the memory
  *                         report and the small public accessors, destruction
  *   backend_cuda_device.c which GPU: devices visible, the rank's device, its identity
- *   backend_cuda_step.c   token upload, the forward and backward through the parameter-golf GPT,
- *                         the micro-batch's CUDA graph, evaluation, one position's logits
+ *   backend_cuda_blocks.c the forward and backward through the parameter-golf GPT (the block
+ *                         plan's runs, the stream's ends)
+ *   backend_cuda_step.c   token upload (packing's segments), the micro-batch and its CUDA graph,
+ *                         evaluation, one position's logits
  *   backend_cuda_optim.c  the gradients handed to the host, the optimizer step (Adam, Muon in
  *                         batches, sharded Muon, weight decay, the EMA and SWA's sum)
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
@@ -32,7 +34,8 @@
  * sum per multi-token-prediction head. */
 enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
 
-/* Saved activations of one block; N = B*T rows. Tensors that only feed matrix products are bf16.
+/* Saved activations of one run of a block (block_plan.h: with depth recurrence a block runs
+ * several times, each run with its own CudaLayer; one per run of the longer plan); N = B*T rows. Tensors that only feed matrix products are bf16.
  * Not kept, because the kernels that need them recompute them (to the same bits) for less than
  * keeping them costs (docs/cuda.md, "Memory plan"): xm = mix[0] * x_in + mix[1] * x0 and x1 =
  * xm + attn_scale * ao (read from x_in, x0 and ao), the norm rms_norm(xm) that feeds
@@ -41,7 +44,7 @@ enum { CUDA_SCALARS = 2 + CT_MTP_MAX_HEADS };
  * buffers (`void *`: x_in, x_out here, x0, xm, dx, dx_alt, dx0 and dskip in CudaBackend) hold
  * elements of CudaBackend.stream_dtype (residual_dtype: fp32 or bf16). */
 typedef struct {
-    void *x_in;            /* x + skip_weights * skip; allocated only for layers with a U-Net skip */
+    void *x_in;            /* x + skip_weights * skip; allocated only for runs with a U-Net skip (either plan) */
     const void *x_in_used; /* the block input of the last forward (x_in, or the previous output) */
     float *rstd_attn;
     /* c_q, c_k and c_v's outputs side by side, [N, D + 2 KV] (one product for the three): the
@@ -78,6 +81,7 @@ typedef struct {
     int num_kv_heads; /* key/value heads (grouped-query attention) */
     int head_dim;
     int rope_dims; /* [rd] dims of each head RoPE rotates (head_dim, or the record's partial RoPE) */
+    int rope_base_len; /* the length the RoPE base is made for (model_rope_base): T, train_seq_len when packed */
     int num_layers;
     int qkv_width; /* [QKV] dim + 2 kv_dim: the width of CudaLayer.qkv's rows */
     int device;
@@ -101,6 +105,7 @@ typedef struct {
     int graph_warm;          /* a micro-batch has run launch by launch */
     cudaGraphExec_t graph;   /* NULL until captured */
     float graph_loss_weight; /* the loss weight graph was captured with */
+    int graph_loop_active;   /* and TrainState.loop_active, which picks its block plan */
     long long graph_captures, graph_launches;
 
     /* the one device allocation and its accounting */
@@ -121,12 +126,19 @@ typedef struct {
     /* tokens: pinned host staging and its device copy, one layout:
      * ids [N] | targets [N] | positions [N] | starts [V+1] | rows [V]
      * then, with the bigram embedding, the same index of the bigram buckets:
-     * bucket positions [N] | bucket starts [Vb+1] | bucket rows [Vb] */
+     * bucket positions [N] | bucket starts [Vb+1] | bucket rows [Vb]
+     * then, with doc_packing, the segment starts: seg [N] */
     int32_t *h_tok, *d_tok;
     size_t tok_count;
     int emb_rows;    /* distinct token ids of the micro-batch: the embedding backward's grid */
     int bigram_rows; /* distinct bigram buckets, the same for the bigram table's backward */
     int32_t *h_buckets; /* [N] host buckets (cpu_bigram_hash) the index is made from */
+    /* doc_packing: each row's segment starts (packing_segments, the CPU backend's function, from
+     * the uploaded ids), the last N entries of the token staging layout above, so a training
+     * micro-batch's one upload carries them and the graph reads them at a fixed address; NULL
+     * without packing (causal attention over whole rows) */
+    int32_t *h_seg, *d_seg;
+    int64_t max_doc_len; /* config_max_doc_len: packing's longest segment */
     double *h_scalars; /* pinned: [0] loss sum, [1] grad norm, [2 + k] MTP head k's loss sum */
     double *d_scalars; /* CUDA_SCALARS of them */
     double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
@@ -137,10 +149,12 @@ typedef struct {
     ct_bf16 *xf16;
     void *xm;          /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
     ct_bf16 *a_in, *h;
-    CudaLayer *layers;
+    CudaLayer *layers; /* [model_max_runs]: one per run of the longer (looped) plan */
     float *rope_cos, *rope_sin; /* [T, rope_dims/2] */
     /* the record stack (NULL when the model has no such part) */
     float *x_normed;     /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
+    float *emb_smeared;  /* [N, D] the BOS SmearGate's output (smear_gate_enabled), the x0 norm's input */
+    double *smear_scratch; /* its backward's (cuda_smear_bos_backward_scratch_doubles) */
     int32_t *d_buckets;  /* [N] bigram bucket of each position (cuda_bigram_hash) */
     float *bigram_h;     /* [N, bigram_dim] the bigram table's rows */
     ct_bf16 *bigram_h16; /* [N, bigram_dim] the same in bf16, bigram.proj's input (with a projection) */
@@ -156,7 +170,6 @@ typedef struct {
     ct_bf16 *gD16, *gH16; /* bf16 gradients of [N, D] and [N, HID] product outputs (mo/ao, h) */
     ct_bf16 *dy16;        /* dL/d(attention output) */
     ct_bf16 *dqkv16; /* dL/d(c_q, c_k, c_v outputs), laid out as CudaLayer.qkv */
-    void **dskip; /* dL/d(skip) of decoder block j, in that block's x_in (dead by then) */
     float *attn_D, *rope_scratch; /* attention backward's row sums, QK-norm/RoPE backward's scratch */
     float *gate_dz;       /* the sparse attention gate's logit gradient [N, heads] (NULL without it) */
     double *partials;     /* column reductions */
@@ -196,6 +209,13 @@ int cuda_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight,
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);
 int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *targets, int num_seqs, float *losses);
 int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logits);
+/* backend_cuda_blocks.c: the forward of B sequences (whose tokens, and segments with packing,
+ * are uploaded) through the blocks of the plan TrainState.loop_active picks, leaving the final
+ * normed x in xf16; and the training micro-batch's backward from dL/d(final normed x) in dxf to
+ * dL/d(emb) in dxf (and the bigram rows'), every block's and the stream start's parameter
+ * gradients added, each block's grad-ready stage reported at its first run. Queued on the stream. */
+int cuda_forward_blocks(CudaBackend *cb, int B);
+int cuda_backward_blocks(CudaBackend *cb);
 /* backend_cuda_optim.c */
 float *cuda_grad_buffer(Backend *b);
 int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);

@@ -369,11 +369,8 @@ int config_validate(const Config *c, int world_size) {
         const BlockPlanSettings plan = config_block_plan_settings(c);
         if (block_plan_check(&plan) != 0) return -1;
     }
-    /* the CUDA step walks the plain U-Net only so far (issue 56: the CPU backend walks the plans);
-     * refused here, before a GPU is looked for */
-    REQUIRE(strcmp(c->device, "cuda") || c->num_loops == 0,
-            "num_loops = %lld: depth recurrence is not implemented on device=cuda yet; use device=cpu",
-            (long long)c->num_loops);
+    /* the CUDA step walks the block plans (depth recurrence) but runs no parallel lanes yet (the
+     * CPU backend neither); refused here, before a GPU is looked for */
     REQUIRE(strcmp(c->device, "cuda") || c->parallel_start_layer == 0,
             "parallel_start_layer = %lld: parallel residual lanes are not implemented on device=cuda yet; use "
             "device=cpu", (long long)c->parallel_start_layer);

@@ -83,7 +83,5 @@ expect_fail bad_enable_at 2 'enable_looping_at = 1.5' "$CTRAIN" train "${cfg[@]}
 expect_fail bad_final_lane 2 "parallel_final_lane = 'both'" "$CTRAIN" train "${base[@]}" parallel_final_lane=both out_dir=bad4
 expect_fail cuda_refuses_parallel 2 'parallel_start_layer = 3: parallel residual lanes are not implemented on device=cuda' \
     "$CTRAIN" train "${base[@]}" parallel_start_layer=3 device=cuda out_dir=bad5
-expect_fail cuda_refuses_loops 2 'num_loops = 1: depth recurrence is not implemented on device=cuda yet; use device=cpu' \
-    "$CTRAIN" train "${cfg[@]}" device=cuda out_dir=bad6
 
 finish

@@ -280,12 +280,6 @@ if "$CTRAIN" ckpt golf "$smear_final" --val-files "$WORK/bos.h5" --eval-stride 1
 else fail smear_bos_round_trip "$(tail -2 smear_golf.out)"; fi
 expect_fail smear_bos_round_trip_needs_bos 1 "smear_gate_enabled = 1: the validation data '.*train.h5' records no bos_id" \
     "$CTRAIN" ckpt golf "$smear_final" --val-files "$WORK/train.h5" --out smear2.stz
-# device=cuda has no kernel for it yet: refused at the backend's creation, before any GPU is
-# looked for
-expect_fail smear_bos_cuda_refused 1 "smear_gate_enabled = 1 is not implemented on device=cuda yet; use device=cpu" \
-    "$CTRAIN" train train_files="$WORK/bos.h5" vocab_size=256 train_seq_len=32 train_batch_tokens=512 grad_accum_slots=8 \
-    val_loss_every=0 num_layers=2 model_dim=32 num_heads=2 num_kv_heads=1 smear_gate_enabled=1 iterations=1 device=cuda \
-    out_dir=smear_cuda
 # Document packing (issue 56): each micro-batch one row of 64 tokens (512 / 8 slots), cut at every
 # BOS and into chunks of max_doc_len; attention within the chunks, row-absolute RoPE positions
 # at train_seq_len's base (NTK-scaled: 32 > rope_train_seq_len 16). The byte-level data gets a

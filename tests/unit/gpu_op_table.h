@@ -178,6 +178,15 @@ static const OpCase gpu_op_cases[] = {
     {&op_smear_bwd, "odd", {2, 300, 37}, CASE_TEST, 0},
     {&op_smear_bwd, "one_position", {70, 1, 64}, CASE_TEST, 0},
     {&op_smear_bwd, "record", {8, REC_T, B_MODEL}, CASE_BENCH, 1},
+    /* SmearGate with the BOS mask (gpu_ops_smear.h): d = {B, T, C, window} */
+    {&op_smear_bos_fwd, "ragged", {3, 211, 200, 12}, CASE_TEST, 0},
+    {&op_smear_bos_fwd, "whole_window", {2, 300, 37, 37}, CASE_TEST, 0},
+    {&op_smear_bos_fwd, "one_position", {70, 1, 64, 12}, CASE_TEST, 0},
+    {&op_smear_bos_fwd, "record", {8, REC_T, B_MODEL, 12}, CASE_BENCH, 1},
+    {&op_smear_bos_bwd, "ragged", {3, 211, 200, 12}, CASE_TEST, 0},
+    {&op_smear_bos_bwd, "whole_window", {2, 300, 37, 37}, CASE_TEST, 0},
+    {&op_smear_bos_bwd, "one_position", {70, 1, 64, 12}, CASE_TEST, 0},
+    {&op_smear_bos_bwd, "record", {8, REC_T, B_MODEL, 12}, CASE_BENCH, 1},
     /* relu^2: d = {n, offset, in place}: the 8-wide path, with a tail, short; one element past a
      * 16-byte boundary (the one-by-one path); the backward in place as the backend runs it */
     {&op_relu2_fwd, "vec", {RELU2_N, 0}, CASE_TEST, 0},

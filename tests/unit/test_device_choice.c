@@ -104,20 +104,6 @@ static void device_auto_without_gpu(void) {
     config_free(&cfg);
 }
 
-/* doc_packing on device=cuda is refused at backend creation, naming the key and the way out,
- * before anything touches a GPU or the state (issue 56: the CUDA segmented attention is not
- * wired yet). */
-static void cuda_refuses_doc_packing(void) {
-    Config cfg;
-    config_init(&cfg);
-    CHECK(config_set(&cfg, "device", "cuda", CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
-    CHECK(config_set(&cfg, "doc_packing", "1", CT_SOURCE_COMMAND_LINE, "test") == 0, "%s", ct_error());
-    Backend *b = NULL;
-    CHECK(backend_create(&b, &cfg, NULL) != 0 && b == NULL, "device=cuda doc_packing=1 was not refused");
-    CHECK(error_has("doc_packing = 1 is not implemented on device=cuda yet; use device=cpu"), "%s", ct_error());
-    config_free(&cfg);
-}
-
 int main(void) {
     RUN(device_auto_without_gpu);
     RUN(one_gpu_per_task);
@@ -125,6 +111,5 @@ int main(void) {
     RUN(explicit_device);
     RUN(layouts_that_fail);
     RUN(sharing_only_when_enabled);
-    RUN(cuda_refuses_doc_packing);
     TEST_EXIT();
 }

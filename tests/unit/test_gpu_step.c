@@ -166,16 +166,41 @@ static void make_states(TrainState *a, TrainState *b, const Config *cfg) {
         const ParamInfo *p = &s->params[i];
         int zero = strstr(p->name, "proj.weight") != NULL || i == s->lm_head || i == s->bigram_embed || i == s->smear ||
                    i == s->skip_gates || model_is_mtp_head(s, i);
+        if (i == s->smear_gate_w || i == s->smear_lambda) /* the BOS SmearGate: a gate well away from 0 */
+            ref_fill(a->params + p->offset, p->count, i == s->smear_lambda ? 0.4 : -0.3,
+                     i == s->smear_lambda ? 0.8 : 0.3, &rng);
         if (!zero) continue;
         ref_fill(a->params + p->offset, p->count, -0.02, 0.02, &rng);
     }
     memcpy(b->params, a->params, s->total_floats * sizeof(float));
 }
 
+/* The data's BOS id of the packed cases (doc_packing, the BOS SmearGate): set on both backends
+ * and planted in every span of tokens compare_with_cpu makes; -1 (the other cases) for none. */
+static int64_t case_bos = -1;
+/* Depth recurrence's switch in the loop cases: from this step on (0: from the start) both states
+ * run the looped plan (TrainState.loop_active, as train.c sets it); -1 (the other cases): never. */
+static int case_loop_from_step = -1;
+static void check_graph_matches_launches(const char *const (*keys)[2]);
+static void check_two_runs_bitwise(const char *const (*keys)[2]);
+static void set_loop(TrainState *a, TrainState *b, int step) {
+    if (case_loop_from_step < 0) return;
+    a->loop_active = step >= case_loop_from_step;
+    if (b) b->loop_active = a->loop_active;
+}
+
 static uint32_t *make_tokens(size_t n, int vocab, uint64_t seed) {
     uint64_t rng = seed;
     uint32_t *t = malloc(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) t[i] = (uint32_t)(ref_rand01(&rng) * vocab) % (uint32_t)vocab;
+    /* documents of 1 to ~60 tokens (two BOS in a row among them), and one stretch of 130 without
+     * a BOS (longer than max_doc_len: packing cuts it) */
+    for (size_t i = 0; case_bos >= 0 && i < n; i++) {
+        if (t[i] == (uint32_t)case_bos) t[i] = (t[i] + 1) % (uint32_t)vocab;
+        const size_t at = i % 400;
+        if (at < 130) continue;
+        if (at == 130 || at == 131 || ref_rand01(&rng) < 1.0 / 30) t[i] = (uint32_t)case_bos;
+    }
     return t;
 }
 
@@ -257,10 +282,12 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
     CHECK(gpu, "cuda backend: %s", ct_error());
     CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
     CHECK(gpu->micro_batch_seqs == cpu->micro_batch_seqs && gpu->seq_len == cpu->seq_len, "geometry differs");
+    cpu->bos_id = gpu->bos_id = case_bos; /* as train.c sets the data's */
     const int B = cpu->micro_batch_seqs, T = cpu->seq_len;
     const size_t span = (size_t)B * T + 1;
 
     /* evaluation on identical weights, with a group smaller than the micro-batch */
+    set_loop(&cs, &gs, 0);
     {
         const int seqs = B + 1;
         uint32_t *val = make_tokens((size_t)seqs * T + 1, s->vocab, 5);
@@ -274,6 +301,7 @@ static void compare_with_cpu(int tied, double clip, const char *const (*keys)[2]
     }
 
     for (int step = 0; step < STEPS; step++) {
+        set_loop(&cs, &gs, step);
         for (int m = 0; m < ACCUM; m++) {
             uint32_t *tok = make_tokens(span, s->vocab, 1000 + (uint64_t)(step * ACCUM + m));
             double cl = 0, gl = 0;
@@ -431,6 +459,97 @@ static void sparse_gate_match_cpu(void) {
 static void bf16_stream_sparse_gate_match_cpu(void) {
     REQUIRE_GPU();
     compare_with_cpu(1, 0.0, sparse_gate_keys, 0.4, bf16_stream_keys);
+}
+
+/* doc_packing (issue 56): one packed row of the micro-batch's 288 tokens (B = 1), cut at every
+ * BOS and into max_doc_len = 96 chunks (documents of 1 .. 96 tokens, two BOS in a row), attention
+ * within each segment, the RoPE tables of train_seq_len; evaluation of packed rows too, with
+ * the record's model keys, under the same bounds, with either residual stream. */
+static const char *const packing_keys[][2] = {{"doc_packing", "1"}, RECORD_MODEL_KEYS, {NULL, NULL}};
+
+static void packed_rows_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, packing_keys, 1.0, NULL);
+    case_bos = -1;
+}
+
+static void bf16_stream_packed_rows_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, packing_keys, 1.0, bf16_stream_keys);
+    case_bos = -1;
+}
+
+/* The 1.0611 record's SmearGate with the BOS mask (issue 56, smear_gate_enabled, gate_window 12)
+ * on the embedding before the x0 norm, its two parameters away from their zero init: rows of 96
+ * tokens (3 per micro-batch) with BOS planted as for packing (the gate is off at each), under
+ * the same bounds, with either residual stream; and with the packed rows, as the record runs. */
+static const char *const smear_bos_keys[][2] = {{"smear_gate_enabled", "1"}, {"gate_window", "12"}, {NULL, NULL}};
+static const char *const packed_smear_bos_keys[][2] = {
+    {"smear_gate_enabled", "1"}, {"gate_window", "12"}, {"doc_packing", "1"}, {NULL, NULL}};
+
+static void smear_bos_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, smear_bos_keys, 1.0, NULL);
+    case_bos = -1;
+}
+
+static void bf16_stream_smear_bos_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, smear_bos_keys, 1.0, bf16_stream_keys);
+    case_bos = -1;
+}
+
+static void packed_smear_bos_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    compare_with_cpu(1, 0.0, packed_smear_bos_keys, 1.0, NULL);
+    case_bos = -1;
+}
+
+/* Depth recurrence (issue 56: num_loops 1 over blocks 1..2 of the 4: plain 0,1,2,3, looped
+ * 0,1,2,1,2,3, encoder [0,1,2] decoder [1,2,3] with three skip rows): the CUDA step walks the
+ * block plan as the CPU backend does (activations per run, skips per plan, the repeated blocks'
+ * gradients summed over their runs). loops_match_cpu loops from the first step (gated skips, XSA on
+ * blocks 2 and 3: runs 2, 4 and 5 looped, 2 and 3 plain); loops_switch_match_cpu switches after the
+ * first step (plain skips), its first gradients from the plain plan and the later steps looped.
+ * Under the same bounds. The graph is captured again at the switch, bitwise the launches one by
+ * one; two runs across the switch bitwise. */
+static const char *const loop_keys[][2] = {{"num_loops", "1"},  {"loop_start", "1"},        {"loop_end", "2"},
+                                           {"xsa_last_n", "2"}, {"skip_gates_enabled", "1"}, {"ln_scale", "1"},
+                                           {NULL, NULL}};
+static const char *const loop_plain_skip_keys[][2] = {
+    {"num_loops", "1"}, {"loop_start", "1"}, {"loop_end", "2"}, {"xsa_last_n", "2"}, {NULL, NULL}};
+
+static void loops_match_cpu(void) {
+    REQUIRE_GPU();
+    case_loop_from_step = 0;
+    compare_with_cpu(1, 0.0, loop_keys, 1.0, NULL);
+    case_loop_from_step = -1;
+}
+
+static void loops_switch_match_cpu(void) {
+    REQUIRE_GPU();
+    case_loop_from_step = 1;
+    compare_with_cpu(1, 0.0, loop_plain_skip_keys, 1.0, NULL);
+    case_loop_from_step = -1;
+}
+
+static void loops_graph_matches_launches(void) {
+    REQUIRE_GPU();
+    case_loop_from_step = 1;
+    check_graph_matches_launches(loop_keys);
+    case_loop_from_step = -1;
+}
+
+static void loops_two_runs_bitwise(void) {
+    REQUIRE_GPU();
+    case_loop_from_step = 1;
+    check_two_runs_bitwise(loop_keys);
+    case_loop_from_step = -1;
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -645,6 +764,7 @@ static void check_two_runs_bitwise(const char *const (*keys)[2]) {
     CHECK(b, "cuda backend: %s", ct_error());
     const size_t span = (size_t)a->micro_batch_seqs * a->seq_len + 1;
     for (int step = 0; step < STEPS; step++) {
+        set_loop(&sa, &sb, step);
         for (int m = 0; m < ACCUM; m++) {
             uint32_t *tok = make_tokens(span, s->vocab, 2000 + (uint64_t)(step * ACCUM + m));
             double la = 0, lb = 0;
@@ -706,6 +826,7 @@ static void check_graph_matches_launches(const char *const (*keys)[2]) {
     Backend *g = make_cuda(&cfg, &sg, 0), *e = make_cuda(&eager_cfg, &se, 0), *f = make_cuda(&cfg, &sf, 0);
     CHECK(g && e && f, "cuda backend: %s", ct_error());
     Backend *run[3] = {g, e, f};
+    TrainState *st3[3] = {&sg, &se, &sf};
     const char *names[3] = {"graph", "launch by launch", "failed capture"};
     const size_t span = (size_t)g->micro_batch_seqs * g->seq_len + 1;
     /* each backend's whole run, one after another: the failed-capture run needs synchronised launches */
@@ -713,6 +834,7 @@ static void check_graph_matches_launches(const char *const (*keys)[2]) {
     for (int k = 0; k < 3; k++) {
         if (k == 2) cuda_set_debug_sync(1);
         for (int step = 0; step < STEPS; step++) {
+            set_loop(st3[k], NULL, step);
             const float weight = step < 2 ? 0.5f : 0.25f;
             for (int m = 0; m < ACCUM; m++) {
                 uint32_t *tok = make_tokens(span, s->vocab, 4000 + (uint64_t)(step * ACCUM + m));
@@ -728,9 +850,17 @@ static void check_graph_matches_launches(const char *const (*keys)[2]) {
     cuda_set_debug_sync(debug_sync_was);
     long long captures[3], launches[3];
     for (int k = 0; k < 3; k++) backend_cuda_graph_counts(run[k], &captures[k], &launches[k]);
-    CHECK(captures[0] == 2 && launches[0] == STEPS * ACCUM - 1,
-          "graph run: %lld captures and %lld graph launches, expected 2 and %d", captures[0], launches[0],
-          STEPS * ACCUM - 1);
+    /* a capture at the second micro-batch and wherever the loss weight or the plan changes after it */
+    int expect_captures = 0;
+    for (int i = 1; i < STEPS * ACCUM; i++) {
+        const int step = i / ACCUM, before = (i - 1) / ACCUM;
+        const int loop_now = case_loop_from_step >= 0 && step >= case_loop_from_step;
+        const int loop_before = case_loop_from_step >= 0 && before >= case_loop_from_step;
+        expect_captures += i == 1 || (step < 2) != (before < 2) || loop_now != loop_before;
+    }
+    CHECK(captures[0] == expect_captures && launches[0] == STEPS * ACCUM - 1,
+          "graph run: %lld captures and %lld graph launches, expected %d and %d", captures[0], launches[0],
+          expect_captures, STEPS * ACCUM - 1);
     CHECK(captures[1] == 0 && launches[1] == 0, "cuda_graph=0: %lld captures, %lld launches", captures[1], launches[1]);
     CHECK(captures[2] == 0 && launches[2] == 0, "failed capture: %lld captures, %lld launches", captures[2],
           launches[2]);
@@ -1295,6 +1425,15 @@ int main(void) {
     RUN(bf16_stream_frontier_mlp_match_cpu);
     RUN(sparse_gate_match_cpu);
     RUN(bf16_stream_sparse_gate_match_cpu);
+    RUN(packed_rows_match_cpu);
+    RUN(bf16_stream_packed_rows_match_cpu);
+    RUN(smear_bos_match_cpu);
+    RUN(bf16_stream_smear_bos_match_cpu);
+    RUN(packed_smear_bos_match_cpu);
+    RUN(loops_match_cpu);
+    RUN(loops_switch_match_cpu);
+    RUN(loops_graph_matches_launches);
+    RUN(loops_two_runs_bitwise);
     TEST_EXIT();
 }
 
