@@ -277,13 +277,13 @@ static int cmd_golf(int argc, char **argv) {
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
     char default_out[4500], default_hessians[4500];
     if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
-    const int default_hessians_used = !hessians && golf.format == GOLF_GPTQ_BROTLI;
+    const int default_hessians_used = !hessians && golf_format_is_gptq(golf.format);
     if (default_hessians_used) hessians = run_dir_file(ckpt, GOLF_HESSIANS_FILE, default_hessians, sizeof default_hessians);
-    if (hessians && golf.format != GOLF_GPTQ_BROTLI && rc == 0) {
+    if (hessians && !golf_format_is_gptq(golf.format) && rc == 0) {
         config_free(&cfg);
         train_state_free(&st);
         free(pos);
-        return cli_usage_error("ckpt", "golf", "--hessians is for --format gptq-brotli (the format is %s)",
+        return cli_usage_error("ckpt", "golf", "--hessians is for --format gptq-brotli or gptq-pergroup (the format is %s)",
                                golf_format_label(golf.format));
     }
     if (rc == 0 &&

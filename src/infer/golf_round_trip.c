@@ -23,7 +23,7 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
         printf("Serialized model %s: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n", label,
                (long long)g->file_bytes, (long long)g->payload_bytes, (long long)g->raw_bytes,
                (double)g->baseline_bytes / (double)(g->payload_bytes > 0 ? g->payload_bytes : 1), path);
-    } else if (format == GOLF_GPTQ_BROTLI) {
+    } else if (golf_format_is_gptq(format)) {
         printf("gptq artifact: %lld parameters in %lld tensors: %lld matrices by GPTQ (%lld with LQER), %lld int8 "
                "gate rows, %lld kept as float16 (payload:%lld raw:%lld) -> %s\n",
                (long long)g->param_count, (long long)g->num_tensors, (long long)g->num_gptq, (long long)g->num_lqer,
