@@ -226,9 +226,9 @@ expect_ok golf_default_out "$CTRAIN" ckpt golf run --no-eval
 
 
 # ---- int6-zstd: the 1.1248 record's mixed int6 + zstd level 22 ----
-expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
+expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup" \
     "$CTRAIN" ckpt golf run --format int4 --out x.zst
-expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
+expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup" \
     "$CTRAIN" train "${run[@]}" golf_format=int4 out_dir=bad
 expect_fail golf6_dequantized_is_out 2 "--dequantized 'x.zst' is the artifact's path too" \
     "$CTRAIN" ckpt golf run --format int6-zstd --out x.zst --dequantized x.zst
