@@ -60,6 +60,10 @@ int golf_gptq_read(const ModelSpec *spec, const char *path, float *params);
 int golf_pergroup_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *gptq, const char *path,
                         GolfStats *stats);
 int golf_pergroup_read(const ModelSpec *spec, const char *path, float *params);
+/* golf_pergroup_write's second half: a container golf_gptq_container made, packed into path
+ * (atomically); *file_bytes its size */
+int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *container, size_t len, const char *path,
+                       int64_t *file_bytes);
 /* The record's row order for a hot group: start at row 0, then repeatedly the unused row of least
  * L1 distance to the last one taken (ties: the lowest index). order: rows entries, rows <= 65536. */
 void golf_l1_sort_rows(const int8_t *m, int rows, int cols, uint16_t *order);

@@ -222,15 +222,15 @@ static int split_of(const ModelSpec *spec, const unsigned char *container, size_
     return 0;
 }
 
-/* The remainder's data: the container's data without the grouped ranges (in data order), to or
- * from data. */
-static void remainder_copy(const Split *sp, unsigned char *data, unsigned char *rest, int to_rest) {
+/* The remainder's data: the container's data without the grouped ranges, in data order. to_rest:
+ * from the container's data (src) to the remainder's (dst); else back. */
+static void remainder_copy(const Split *sp, const unsigned char *src, unsigned char *dst, int to_rest) {
     size_t at = 0, r = 0;
     for (int i = 0; i <= sp->n; i++) {
         const size_t end = i < sp->n ? (sp->values[i].bytes ? sp->values[i].offset : at) : sp->data_bytes;
         if (end > at) {
-            if (to_rest) memcpy(rest + r, data + at, end - at);
-            else memcpy(data + at, rest + r, end - at);
+            if (to_rest) memcpy(dst + r, src + at, end - at);
+            else memcpy(dst + at, src + r, end - at);
             r += end - at;
             at = end;
         }
@@ -240,16 +240,13 @@ static void remainder_copy(const Split *sp, unsigned char *data, unsigned char *
 
 /* ---- writing ---- */
 
-int golf_pergroup_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
-                        GolfStats *stats) {
-    unsigned char *raw = NULL;
-    size_t raw_len = 0;
+int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t raw_len, const char *path,
+                       int64_t *file_bytes) {
     Split sp = {0};
     Scratch scratch = {{0}, path};
     unsigned char *stream[NUM_STREAMS] = {0};
     size_t stream_len[NUM_STREAMS] = {0};
-    int rc = golf_gptq_container(spec, params, o, path, stats, &raw, &raw_len);
-    if (rc == 0) rc = split_of(spec, raw, raw_len, path, &sp);
+    int rc = split_of(spec, raw, raw_len, path, &sp);
     if (rc == 0) rc = scratch_open(&scratch, path);
     uint16_t *orders = rc == 0 ? ct_malloc(sp.order_rows * sizeof *orders + 2, "row orders") : NULL;
     size_t orders_used = 0;
@@ -297,7 +294,7 @@ int golf_pergroup_write(const ModelSpec *spec, const float *params, const GolfGp
         put_u32(table + 8 + 4 * k, (uint32_t)stream_len[k]);
         total += stream_len[k];
     }
-    stats->file_bytes = rc == 0 ? (int64_t)total : 0;
+    *file_bytes = rc == 0 ? (int64_t)total : 0;
     if (rc == 0) {
         const void *parts[NUM_STREAMS + 1] = {table};
         size_t lens[NUM_STREAMS + 1] = {TABLE_BYTES};
@@ -307,6 +304,15 @@ int golf_pergroup_write(const ModelSpec *spec, const float *params, const GolfGp
     for (int k = 0; k < NUM_STREAMS; k++) free(stream[k]);
     free(orders);
     free(sp.values);
+    return rc;
+}
+
+int golf_pergroup_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
+                        GolfStats *stats) {
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    int rc = golf_gptq_container(spec, params, o, path, stats, &raw, &raw_len);
+    if (rc == 0) rc = golf_pergroup_pack(spec, raw, raw_len, path, &stats->file_bytes);
     free(raw);
     return rc;
 }
@@ -372,7 +378,7 @@ int golf_pergroup_read(const ModelSpec *spec, const char *path, float *params) {
         for (size_t i = 0; i < sp.order_rows; i++) orders[i] = (uint16_t)(ob[2 * i] | ob[2 * i + 1] << 8);
         raw = ct_malloc(sp.header_len + sp.data_bytes + 1, "artifact");
         memcpy(raw, rest, sp.header_len);
-        remainder_copy(&sp, raw + sp.header_len, rest + sp.header_len, 0);
+        remainder_copy(&sp, rest + sp.header_len, raw + sp.header_len, 0);
         seen = ct_malloc(65537, "row orders");
         rc = scratch_open(&scratch, path);
     }
