@@ -133,10 +133,9 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 
 static const char GOLF_USAGE[] =
     "usage: ctrain ckpt golf FILE [KEY=VALUE...] [--format int8-zlib|int6-zstd|gptq-brotli|gptq-pergroup]\n"
-    "                        [--out ARTIFACT]\n"
-    "                        [--hessians FILE] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
-    "                        [--eval-stride N] [--eval-seq-len N] [--no-eval] [--dequantized OUT.safetensors]\n"
-    "                        [--live]\n"
+    "                        [--out ARTIFACT] [--hessians FILE] [--code-bytes N|FILE] [--allow-oversize]\n"
+    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--eval-seq-len N]\n"
+    "                        [--no-eval] [--dequantized OUT.safetensors] [--live]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
@@ -169,6 +168,10 @@ static const char GOLF_USAGE[] =
     "                    atomically)\n"
     "  --code-bytes N|FILE  the submission's code size, in bytes or as a file's (its train_gpt.py):\n"
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
+    "                    (default: ctrain's own, its sources as a brotli-compressed tar, measured by\n"
+    "                    the build; docs/model.md, \"The code's size\")\n"
+    "  --allow-oversize  write the artifact even when it and the code exceed 16,000,000 bytes\n"
+    "                    (without it that is an error and nothing is written)\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --eval-stride N   after the non-overlapping evaluation, the sliding-window one with this stride, as\n"
@@ -241,14 +244,14 @@ static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
                *eval_stride = NULL, *eval_seq_len = NULL, *hessians = NULL;
-    int no_eval = 0, live = 0;
-    const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
+    int no_eval = 0, live = 0, allow_oversize = 0;
+    const CliOption options[] = {{"--allow-oversize", NULL, &allow_oversize},{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
                                  {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},
                                  {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live},
                                  {"--hessians", &hessians, NULL}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 11, &pos, &npos);
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 12, &pos, &npos);
     const int nfiles = rc == 0 ? count_files(pos, npos) : 0;
     if (rc != 0 || nfiles != 1) {
         free(pos);
@@ -259,7 +262,7 @@ static int cmd_golf(int argc, char **argv) {
         free(pos);
         return CT_EXIT_USAGE;
     }
-    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL};
+    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL, !allow_oversize};
     if (format && golf_format_from_name(format, &golf.format) != 0) {
         free(pos);
         return cli_usage_error("ckpt", "golf", "--format '%s': expected " GOLF_FORMAT_NAMES, format);

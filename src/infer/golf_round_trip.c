@@ -1,9 +1,15 @@
 /* golf_round_trip.c — train_gpt.py's ending, for `golf_artifact = 1` and `ctrain ckpt golf`:
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
- * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. */
+ * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. The code's
+ * share is --code-bytes', else ctrain's own, measured by the build (scripts/code-size.sh into
+ * code_size.h; docs/model.md, "The code's size"). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "code_size.h"
 
 #include "common.h"
 #include "fault.h"
@@ -15,7 +21,7 @@
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
 
-static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes) {
+static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes, int own_code) {
     const char *label = golf_format_label(format);
     if (format == GOLF_INT8_ZLIB) {
         printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g->param_count,
@@ -41,7 +47,10 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
     }
     const long long total = (long long)g->file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
     if (code_bytes >= 0) {
-        printf("Code size: %lld bytes\n", (long long)code_bytes);
+        if (own_code) /* the record prints "Code size (compressed): N bytes" for its own */
+            printf("Code size: %lld bytes (ctrain's sources: %lld bytes, a tar of them brotli-compressed; "
+                   "docs/model.md)\n", (long long)code_bytes, (long long)CT_CODE_RAW_BYTES);
+        else printf("Code size: %lld bytes\n", (long long)code_bytes);
         printf("Total submission size %s: %lld bytes\n", label, total);
     }
     if (total <= GOLF_SIZE_CAP)
@@ -66,8 +75,29 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
                                   (int)cfg->lqer_enabled, (int)cfg->lqer_rank, (int)cfg->lqer_top_k,
                                   (int)cfg->lqer_factor_bits, (int)cfg->lqer_asym_enabled, (int)cfg->lqer_asym_group,
                                   o->hessians};
-    if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
-    print_sizes(&g, o->format, path, o->code_bytes);
+    const int own_code = o->code_bytes < 0;
+    const int64_t code_bytes = own_code ? (int64_t)CT_CODE_BYTES : o->code_bytes;
+    if (!o->refuse_oversize) {
+        if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
+    } else {
+        /* written beside path first: above the cap, nothing replaces path */
+        char pending[4400];
+        snprintf(pending, sizeof pending, "%s.pending.%ld", path, (long)getpid());
+        if (golf_write(&st->spec, st->params, o->format, &gptq, pending, &g) != 0) return -1;
+        const long long total = (long long)g.file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
+        if (total > GOLF_SIZE_CAP) {
+            unlink(pending);
+            return ct_fail("'%s': the artifact's %lld bytes and the code's %lld make %lld bytes, above "
+                           "parameter-golf's limit of %lld bytes: not written (--allow-oversize writes it)",
+                           path, (long long)g.file_bytes, (long long)(code_bytes > 0 ? code_bytes : 0), total,
+                           GOLF_SIZE_CAP);
+        }
+        if (rename(pending, path) != 0) {
+            unlink(pending);
+            return ct_fail("cannot rename '%s' to '%s'", pending, path);
+        }
+    }
+    print_sizes(&g, o->format, path, code_bytes, own_code);
     if (!o->evaluate && !o->dequantized) return 0;
     /* the weights as a reader of the artifact gets them */
     if (golf_read(&st->spec, o->format, path, st->params) != 0) return -1;

@@ -432,7 +432,8 @@ static int finish_run(Trainer *t, unsigned left) {
         /* the weights are in the final checkpoint: the training backend can go */
         t->backend->destroy(t->backend);
         t->backend = NULL;
-        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL, NULL};
+        /* the code's size: ctrain's own; an artifact above the cap is still written (said OVER) */
+        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL, NULL, 0};
         char path[4300];
         /* the format is known: trainer_end_check refused any other before the first step */
         if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
