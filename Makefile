@@ -190,7 +190,7 @@ $(BUILD)/code_size.h: $(CODE_FILES) scripts/code-size.sh
 	@mkdir -p $(dir $@)
 	@bash scripts/code-size.sh --header $@
 $(BUILD)/obj/src/infer/golf_round_trip.o: $(BUILD)/code_size.h
-$(BUILD)/obj/src/infer/golf_round_trip.o: override CFLAGS += -I$(BUILD)
+$(BUILD)/obj/src/infer/golf_round_trip.o: override CFLAGS += -include $(BUILD)/code_size.h
 
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)

@@ -245,7 +245,9 @@ static int cmd_golf(int argc, char **argv) {
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
                *eval_stride = NULL, *eval_seq_len = NULL, *hessians = NULL;
     int no_eval = 0, live = 0, allow_oversize = 0;
-    const CliOption options[] = {{"--allow-oversize", NULL, &allow_oversize},{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
+    const CliOption options[] = {{"--out", &out, NULL},
+                                 {"--code-bytes", &code, NULL},
+                                 {"--allow-oversize", NULL, &allow_oversize},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
                                  {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},

@@ -253,7 +253,8 @@ int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t r
     const unsigned char *data = raw + sp.header_len;
     for (int g = 0; rc == 0 && g < NUM_GROUPS; g++) {
         size_t bytes = 0;
-        for (int i = 0; i < sp.n; i++) bytes += sp.values[i].bytes && group_of(spec->params[i].name) == g ? sp.values[i].bytes : 0;
+        for (int i = 0; i < sp.n; i++)
+            if (sp.values[i].bytes && group_of(spec->params[i].name) == g) bytes += sp.values[i].bytes;
         if (!bytes) continue; /* an empty stream */
         unsigned char *blob = ct_malloc(bytes, "artifact group"), *at = blob;
         for (int i = 0; i < sp.n; i++) {
@@ -279,7 +280,8 @@ int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t r
     }
     if (rc == 0 && orders_used) {
         unsigned char *b = ct_malloc(orders_used * 2, "row orders");
-        for (size_t i = 0; i < orders_used; i++) b[2 * i] = (unsigned char)orders[i], b[2 * i + 1] = (unsigned char)(orders[i] >> 8);
+        for (size_t i = 0; i < orders_used; i++)
+            b[2 * i] = (unsigned char)orders[i], b[2 * i + 1] = (unsigned char)(orders[i] >> 8);
         rc = golf_brotli_compress(b, orders_used * 2, GOLF_BROTLI_WINDOW, &stream[NUM_GROUPS + 1],
                                   &stream_len[NUM_GROUPS + 1], path);
         free(b);
@@ -290,7 +292,8 @@ int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t r
     memcpy(table, MAGIC, 4);
     put_u32(table + 4, NUM_STREAMS);
     for (int k = 0; k < NUM_STREAMS; k++) {
-        if (rc == 0 && stream_len[k] > UINT32_MAX) rc = ct_fail("'%s': a stream of %zu bytes is too long", path, stream_len[k]);
+        if (rc == 0 && stream_len[k] > UINT32_MAX)
+            rc = ct_fail("'%s': a stream of %zu bytes is too long for the length table", path, stream_len[k]);
         put_u32(table + 8 + 4 * k, (uint32_t)stream_len[k]);
         total += stream_len[k];
     }

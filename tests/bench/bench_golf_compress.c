@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
     if (golf_pergroup_pack(&spec, raw, raw_len, pg, &pg_bytes) != 0) goto fail;
     const double pergroup_ms = ct_now_ms() - t;
 
-    float *a = ct_malloc(spec.total_floats * sizeof(float), "weights"), *b = ct_malloc(spec.total_floats * sizeof(float), "weights");
+    float *a = ct_malloc(spec.total_floats * sizeof(float), "weights");
+    float *b = ct_malloc(spec.total_floats * sizeof(float), "weights");
     t = ct_now_ms();
     if (golf_read(&spec, GOLF_GPTQ_BROTLI, br, a) != 0) goto fail;
     const double brotli_read_ms = ct_now_ms() - t;
