@@ -183,6 +183,15 @@ ifneq ($(strip $(DEPS_MISSING)),)
 	@echo "ctrain: missing: $(DEPS_MISSING) run scripts/install-deps.sh" >&2; exit 1
 endif
 
+# ctrain's code size as parameter-golf counts code (docs/model.md, "The code's size"), compiled into
+# golf_round_trip.c: remade whenever a source it counts changes
+CODE_FILES := Makefile $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c $(d)/*.h $(d)/*.cc $(d)/*.cu $(d)/*.cuh)))
+$(BUILD)/code_size.h: $(CODE_FILES) scripts/code-size.sh
+	@mkdir -p $(dir $@)
+	@bash scripts/code-size.sh --header $@
+$(BUILD)/obj/src/infer/golf_round_trip.o: $(BUILD)/code_size.h
+$(BUILD)/obj/src/infer/golf_round_trip.o: override CFLAGS += -include $(BUILD)/code_size.h
+
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(call layer_inc,$(patsubst %/,%,$(dir $<))) -c $< -o $@

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — installs (as root) or reports (otherwise) what ctrain needs on Debian 12.
 #   scripts/install-deps.sh          build + run: compiler, zlib, zstd, brotli, HDF5, OpenBLAS (OpenMP), MPICH, PMI2,
+#                                    lrzip (the gptq-pergroup golf artifact runs it), brotli (the build
+#                                    measures ctrain's code size with it),
 #                                    SentencePiece + a C++ compiler (`--tokenizer MODEL.model`),
 #                                    matplotlib (`ctrain plot`), patchelf (`make bundle`)
 #   scripts/install-deps.sh --test   also what the tests use: h5dump, h5py/numpy, PyTorch
@@ -14,7 +16,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev zlib1g-dev libzstd-dev libbrotli-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libmpich-dev mpich
-            python3-matplotlib patchelf
+            python3-matplotlib patchelf lrzip brotli
             libpmi2-0-dev libsentencepiece-dev g++ libcjson-dev)
 # libopenblas0-pthread: a test checks that a pthreads OpenBLAS gives ctrain the same bits. Note
 # that Debian then makes it the default libblas.so.3 for other programs (numpy, PyTorch) by its
@@ -26,7 +28,7 @@ want=("${build_pkgs[@]}")
 case "${1:-}" in
     --test) want+=("${test_pkgs[@]}") ;;
     "") ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$1' (expected --test)" >&2; exit 2 ;;
 esac
 

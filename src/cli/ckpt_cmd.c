@@ -31,9 +31,10 @@ static const char CKPT_USAGE[] =
     "  verify FILE...         check checksums, completeness and shapes; exit 1 if invalid\n"
     "  diff A B [--exact]     per-tensor max abs / max rel differences of two checkpoints\n"
     "  export FILE --out F    the weights as safetensors, train_gpt.py's names and shapes\n"
-    "  golf FILE              the parameter-golf artifact (int8 + zlib, int6 + zstd or GPTQ + brotli),\n"
+    "  golf FILE              the parameter-golf artifact (int8 + zlib, int6 + zstd, GPTQ + brotli or\n"
+    "                         GPTQ + per-group lrzip),\n"
     "                         its size and round-trip val_bpb\n"
-    "  hessians FILE          GPTQ's calibration: the Hessians file the gptq-brotli artifact reads\n"
+    "  hessians FILE          GPTQ's calibration: the Hessians file the gptq-* artifacts read\n"
     "\n"
     "FILE may also be a run directory (out_dir), its checkpoints/ directory or a `latest` file:\n"
     "the checkpoint `latest` names (or the newest step_*.h5) is used.\n"
@@ -131,14 +132,14 @@ static const char *run_dir_file(const char *ckpt, const char *name, char *buf, s
 }
 
 static const char GOLF_USAGE[] =
-    "usage: ctrain ckpt golf FILE [KEY=VALUE...] [--format int8-zlib|int6-zstd|gptq-brotli] [--out ARTIFACT]\n"
-    "                        [--hessians FILE] [--code-bytes N|FILE] [--val-files GLOB] [--device cpu|cuda]\n"
-    "                        [--eval-stride N] [--eval-seq-len N] [--no-eval] [--dequantized OUT.safetensors]\n"
-    "                        [--live]\n"
+    "usage: ctrain ckpt golf FILE [KEY=VALUE...] [--format int8-zlib|int6-zstd|gptq-brotli|gptq-pergroup]\n"
+    "                        [--out ARTIFACT] [--hessians FILE] [--code-bytes N|FILE] [--allow-oversize]\n"
+    "                        [--val-files GLOB] [--device cpu|cuda] [--eval-stride N] [--eval-seq-len N]\n"
+    "                        [--no-eval] [--dequantized OUT.safetensors] [--live]\n"
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
-    "and val_bpb with those weights. Two formats (docs/checkpoint-format.md, \"The parameter-golf\n"
+    "and val_bpb with those weights. The formats (docs/checkpoint-format.md, \"The parameter-golf\n"
     "artifact\"):\n"
     "  int8-zlib   the baseline's: int8 with per-row scales for matrices, small and control tensors kept\n"
     "              as floats, zlib level 9; a zlib-compressed safetensors file\n"
@@ -149,19 +150,28 @@ static const char GOLF_USAGE[] =
     "              Hessians of the weights' inputs, LQER on the worst lqer_top_k matrices, int8 gate\n"
     "              rows with gated_attn_quant_gate, float16 for the rest, brotli quality 11; the\n"
     "              checkpoint's GPTQ keys (docs/configuration.md, \"GPTQ artifact\")\n"
+    "  gptq-pergroup the same quantization in the record's per-group layout (COMPRESSOR=pergroup): the\n"
+    "              GPTQ matrices grouped by role, the rows of tok_emb, c_q and mlp.fc in L1 nearest-\n"
+    "              neighbour order, each group compressed by lrzip's ZPAQ (Debian's lrzip, run as a\n"
+    "              subprocess), the rest brotli; final_model.gptq.pgrp\n"
     "\n"
     "options:\n"
-    "  --format NAME     int8-zlib, int6-zstd or gptq-brotli (default: the checkpoint's golf_format,\n"
-    "                    int8-zlib unless the run set it)\n"
-    "  --hessians FILE   gptq-brotli: the Hessians file (default: final_model.hessians.h5 in the run's\n"
+    "  --format NAME     int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup (default: the checkpoint's\n"
+    "                    golf_format, int8-zlib unless the run set it)\n"
+    "  --hessians FILE   gptq-*: the Hessians file (default: final_model.hessians.h5 in the run's\n"
     "                    directory, as `ctrain ckpt hessians` writes it, which must then be of this\n"
     "                    checkpoint's step)\n"
     "  --out FILE        the artifact to write (default: final_model.int8.stz,\n"
-    "                    final_model.int6.safetensors.zst or final_model.gptq.safetensors.br in the run's\n"
+    "                    final_model.int6.safetensors.zst, final_model.gptq.safetensors.br or\n"
+    "                    final_model.gptq.pgrp in the run's\n"
     "                    directory, beside checkpoints/, as a run with golf_artifact=1 writes it; replaced\n"
     "                    atomically)\n"
     "  --code-bytes N|FILE  the submission's code size, in bytes or as a file's (its train_gpt.py):\n"
     "                    printed with the total against the 16,000,000-byte cap, as train_gpt.py does\n"
+    "                    (default: ctrain's own, its sources as a brotli-compressed tar, measured by\n"
+    "                    the build; docs/model.md, \"The code's size\")\n"
+    "  --allow-oversize  write the artifact even when it and the code exceed 16,000,000 bytes\n"
+    "                    (without it that is an error and nothing is written)\n"
     "  --val-files GLOB  validation data (default: the checkpoint's val_files)\n"
     "  --device NAME     cpu (default) or cuda: where to evaluate\n"
     "  --eval-stride N   after the non-overlapping evaluation, the sliding-window one with this stride, as\n"
@@ -234,14 +244,16 @@ static int cmd_golf(int argc, char **argv) {
     char **pos;
     const char *out = NULL, *val_files = NULL, *device = "cpu", *code = NULL, *format = NULL, *dequantized = NULL,
                *eval_stride = NULL, *eval_seq_len = NULL, *hessians = NULL;
-    int no_eval = 0, live = 0;
-    const CliOption options[] = {{"--out", &out, NULL},          {"--code-bytes", &code, NULL},
+    int no_eval = 0, live = 0, allow_oversize = 0;
+    const CliOption options[] = {{"--out", &out, NULL},
+                                 {"--code-bytes", &code, NULL},
+                                 {"--allow-oversize", NULL, &allow_oversize},
                                  {"--val-files", &val_files, NULL}, {"--device", &device, NULL},
                                  {"--no-eval", NULL, &no_eval},     {"--format", &format, NULL},
                                  {"--dequantized", &dequantized, NULL}, {"--eval-stride", &eval_stride, NULL},
                                  {"--eval-seq-len", &eval_seq_len, NULL}, {"--live", NULL, &live},
                                  {"--hessians", &hessians, NULL}};
-    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 11, &pos, &npos);
+    int npos, rc = cli_parse("ckpt", argc, argv, GOLF_USAGE, options, 12, &pos, &npos);
     const int nfiles = rc == 0 ? count_files(pos, npos) : 0;
     if (rc != 0 || nfiles != 1) {
         free(pos);
@@ -252,7 +264,7 @@ static int cmd_golf(int argc, char **argv) {
         free(pos);
         return CT_EXIT_USAGE;
     }
-    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL};
+    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL, !allow_oversize};
     if (format && golf_format_from_name(format, &golf.format) != 0) {
         free(pos);
         return cli_usage_error("ckpt", "golf", "--format '%s': expected " GOLF_FORMAT_NAMES, format);
@@ -277,13 +289,13 @@ static int cmd_golf(int argc, char **argv) {
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
     char default_out[4500], default_hessians[4500];
     if (!out) out = run_dir_file(ckpt, golf_default_file(golf.format), default_out, sizeof default_out);
-    const int default_hessians_used = !hessians && golf.format == GOLF_GPTQ_BROTLI;
+    const int default_hessians_used = !hessians && golf_format_is_gptq(golf.format);
     if (default_hessians_used) hessians = run_dir_file(ckpt, GOLF_HESSIANS_FILE, default_hessians, sizeof default_hessians);
-    if (hessians && golf.format != GOLF_GPTQ_BROTLI && rc == 0) {
+    if (hessians && !golf_format_is_gptq(golf.format) && rc == 0) {
         config_free(&cfg);
         train_state_free(&st);
         free(pos);
-        return cli_usage_error("ckpt", "golf", "--hessians is for --format gptq-brotli (the format is %s)",
+        return cli_usage_error("ckpt", "golf", "--hessians is for --format gptq-brotli or gptq-pergroup (the format is %s)",
                                golf_format_label(golf.format));
     }
     if (rc == 0 &&

@@ -470,13 +470,14 @@ int config_validate(const Config *c, int world_size) {
                 "fewer than one sequence of train_seq_len = %lld",
                 (long long)c->val_batch_size, (long long)val_local, (long long)c->train_seq_len);
     }
-    REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd") ||
-                !strcmp(c->golf_format, "gptq-brotli"),
-            "golf_format = '%s': expected int8-zlib, int6-zstd or gptq-brotli", c->golf_format);
+    const int gptq_format = !strcmp(c->golf_format, "gptq-brotli") || !strcmp(c->golf_format, "gptq-pergroup");
+    REQUIRE(!strcmp(c->golf_format, "int8-zlib") || !strcmp(c->golf_format, "int6-zstd") || gptq_format,
+            "golf_format = '%s': expected int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup", c->golf_format);
 #ifndef CT_HAVE_BROTLI
-    REQUIRE(!c->golf_artifact || strcmp(c->golf_format, "gptq-brotli") != 0,
-            "golf_format = gptq-brotli with golf_artifact = 1: this ctrain was built without libbrotli; install it "
-            "(Debian: apt-get install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make");
+    REQUIRE(!c->golf_artifact || !gptq_format,
+            "golf_format = %s with golf_artifact = 1: this ctrain was built without libbrotli; install it "
+            "(Debian: apt-get install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make",
+            c->golf_format);
 #endif
     REQUIRE(c->gptq_calibration_batches >= 1 && c->gptq_calibration_batches <= 1000000,
             "gptq_calibration_batches = %lld: expected in [1, 10^6]", (long long)c->gptq_calibration_batches);

@@ -143,8 +143,8 @@
     X(golf_artifact, BOOL, "0", "data", FREE,                                                       \
       "at the end: write the parameter-golf artifact (golf_format) into out_dir and validate its round trip") \
     X(golf_format, STR, "int8-zlib", "data", FREE,                                                  \
-      "the golf artifact's format: int8-zlib (the baseline's int8 + zlib level 9, final_model.int8.stz) | int6-zstd (the 1.1248 record's mixed int6 + zstd level 22, final_model.int6.safetensors.zst) | gptq-brotli (the 1.0611 record's GPTQ + LQER + brotli, final_model.gptq.safetensors.br; needs the Hessians, docs/model.md)") \
-    /* the GPTQ artifact (golf_format = gptq-brotli; docs/model.md, "The GPTQ quantizer") */      \
+      "the golf artifact's format: int8-zlib (the baseline's int8 + zlib level 9, final_model.int8.stz) | int6-zstd (the 1.1248 record's mixed int6 + zstd level 22, final_model.int6.safetensors.zst) | gptq-brotli (the 1.0611 record's GPTQ + LQER + brotli, final_model.gptq.safetensors.br; needs the Hessians, docs/model.md) | gptq-pergroup (the same quantization in the record's per-group layout: lrzip ZPAQ per role, brotli for the rest, final_model.gptq.pgrp; runs Debian's lrzip)") \
+    /* the GPTQ artifacts (golf_format = gptq-brotli or gptq-pergroup; docs/model.md, "The GPTQ quantizer") */      \
     X(gptq_calibration_batches, INT, "16", "artifact", FREE,                                        \
       "the Hessians' calibration: this many training batches (train_batch_tokens each) after the last step; training data only") \
     X(matrix_bits, INT, "6", "artifact", FREE, "GPTQ bits of the block matrices, in [2, 8]")       \

@@ -29,6 +29,7 @@ static const struct {
     [GOLF_INT8_ZLIB] = {"int8-zlib", "int8+zlib", "final_model.int8.stz", "int8"},
     [GOLF_INT6_ZSTD] = {"int6-zstd", "int6+zstd", "final_model.int6.safetensors.zst", "int6"},
     [GOLF_GPTQ_BROTLI] = {"gptq-brotli", "quantized+brotli", "final_model.gptq.safetensors.br", "gptq"},
+    [GOLF_GPTQ_PERGROUP] = {"gptq-pergroup", "quantized+pergroup", "final_model.gptq.pgrp", "gptq"},
 };
 
 int golf_format_from_name(const char *name, GolfFormat *format) {
@@ -41,6 +42,7 @@ int golf_format_from_name(const char *name, GolfFormat *format) {
 }
 
 const char *golf_format_label(GolfFormat format) { return FORMATS[format].label; }
+int golf_format_is_gptq(GolfFormat format) { return format == GOLF_GPTQ_BROTLI || format == GOLF_GPTQ_PERGROUP; }
 const char *golf_default_file(GolfFormat format) { return FORMATS[format].file; }
 
 int golf_run_artifact_path(const char *out_dir, const char *format_name, char *path, size_t cap) {
@@ -58,9 +60,10 @@ int golf_format_available(GolfFormat format) {
                        "install libzstd-dev, or run scripts/install-deps.sh) and rebuild with make");
 #endif
 #ifndef CT_HAVE_BROTLI
-    if (format == GOLF_GPTQ_BROTLI)
-        return ct_fail("golf format gptq-brotli: this ctrain was built without libbrotli; install it (Debian: apt-get "
-                       "install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make");
+    if (golf_format_is_gptq(format))
+        return ct_fail("golf format %s: this ctrain was built without libbrotli; install it (Debian: apt-get "
+                       "install libbrotli-dev, or run scripts/install-deps.sh) and rebuild with make",
+                       FORMATS[format].name);
 #endif
     (void)format;
     return 0;
@@ -304,6 +307,7 @@ int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, co
     const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     if (golf_format_available(format) != 0) return -1;
     if (format == GOLF_GPTQ_BROTLI) return golf_gptq_write(spec, params, gptq, path, stats);
+    if (format == GOLF_GPTQ_PERGROUP) return golf_pergroup_write(spec, params, gptq, path, stats);
     Layout l;
     layout_for(spec, format, &l);
     size_t raw_len = l.header_len + l.data_bytes, largest = 0, most_rows = 0;
@@ -346,6 +350,7 @@ int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, co
 int golf_read(const ModelSpec *spec, GolfFormat format, const char *path, float *params) {
     if (golf_format_available(format) != 0) return -1;
     if (format == GOLF_GPTQ_BROTLI) return golf_gptq_read(spec, path, params);
+    if (format == GOLF_GPTQ_PERGROUP) return golf_pergroup_read(spec, path, params);
     const int n = model_artifact_params(spec); /* the MTP heads are not in the artifact */
     unsigned char *packed = NULL;
     size_t len = 0;

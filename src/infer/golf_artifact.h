@@ -24,6 +24,13 @@
  *              (two letters per tensor, golf_gptq_artifact.c), "bits", "lqer" and "m" (the
  *              record's meta dict as JSON text); compressed with brotli at quality 11 (libbrotli).
  *              Python: safetensors.torch.load(brotli.decompress(open(path, "rb").read())).
+ *   gptq-pergroup the same quantized container as gptq-brotli, split by role as the record's
+ *              COMPRESSOR=pergroup: the GPTQ matrices' int8 values grouped (tok_emb, c_k, c_q,
+ *              c_v, attn.proj, mlp.fc, mlp.proj), the rows of tok_emb, c_q and mlp.fc in L1
+ *              nearest-neighbour order, each matrix column-major, each group through lrzip's
+ *              ZPAQ mode (Debian's lrzip, run as a subprocess); the rest of the container, and
+ *              the row orders, brotli; the streams behind the magic "CTPG" and a length table
+ *              (docs/checkpoint-format.md, "gptq-pergroup", is enough to write a reader).
  *
  * Tensors are in state_dict order, values then scale; the multi-token-prediction heads, which
  * only train, are left out (as the record's export_sd drops mtp_heads). The bytes depend on the weights only:
@@ -36,20 +43,24 @@
 #include "golf_quant.h"
 #include "model.h"
 
-typedef enum { GOLF_INT8_ZLIB, GOLF_INT6_ZSTD, GOLF_GPTQ_BROTLI } GolfFormat;
+typedef enum { GOLF_INT8_ZLIB, GOLF_INT6_ZSTD, GOLF_GPTQ_BROTLI, GOLF_GPTQ_PERGROUP } GolfFormat;
 
 /* the names --format and golf_format accept, for messages */
-#define GOLF_FORMAT_NAMES "int8-zlib, int6-zstd or gptq-brotli"
-/* "int8-zlib", "int6-zstd" or "gptq-brotli" -> *format; -1 (no message) for anything else */
+#define GOLF_FORMAT_NAMES "int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup"
+/* "int8-zlib", "int6-zstd", "gptq-brotli" or "gptq-pergroup" -> *format; -1 (no message) for
+ * anything else */
 int golf_format_from_name(const char *name, GolfFormat *format);
 /* 0 when this build has the format's codec; else -1 with a message saying what to install
  * (int6-zstd needs libzstd, gptq-brotli libbrotli; the build finds them with pkg-config or
  * ZSTD_HOME / BROTLI_HOME) */
 int golf_format_available(GolfFormat format);
-/* as train_gpt.py prints it: "int8+zlib", "int6+zstd", "quantized+brotli" */
+/* 1 for the formats of GPTQ's quantization (gptq-brotli, gptq-pergroup): they need the Hessians */
+int golf_format_is_gptq(GolfFormat format);
+/* as train_gpt.py prints it: "int8+zlib", "int6+zstd", "quantized+brotli", "quantized+pergroup" */
 const char *golf_format_label(GolfFormat format);
 /* the file a run writes: final_model.int8.stz, final_model.int6.safetensors.zst (zstd -d gives
- * the safetensors file), final_model.gptq.safetensors.br (brotli -d gives it) */
+ * the safetensors file), final_model.gptq.safetensors.br (brotli -d gives it),
+ * final_model.gptq.pgrp */
 const char *golf_default_file(GolfFormat format);
 /* path = the artifact a run in out_dir writes with golf_format = format_name (out_dir/
  * golf_default_file); -1 with a message naming the format when it is not one */
@@ -68,7 +79,7 @@ typedef struct {
 typedef struct GolfGptqOptions GolfGptqOptions; /* golf_gptq.h */
 
 /* Quantize params (spec's layout, float32), write the artifact to path (atomically: a
- * temporary file renamed into place) and fill *stats. gptq: gptq-brotli's settings and
+ * temporary file renamed into place) and fill *stats. gptq: the GPTQ formats' settings and
  * Hessians (NULL for the other formats). */
 int golf_write(const ModelSpec *spec, const float *params, GolfFormat format, const GolfGptqOptions *gptq,
                const char *path, GolfStats *stats);

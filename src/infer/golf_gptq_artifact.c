@@ -35,7 +35,7 @@
 #include "golf_quant.h"
 #include "safetensors.h"
 
-enum { MAX_ENTRIES = 6, BROTLI_QUALITY = 11, BROTLI_WINDOW = 22 /* the Python module's defaults */ };
+enum { MAX_ENTRIES = 6, BROTLI_QUALITY = 11 /* the Python module's default, as the record's */ };
 
 typedef struct {
     char name[96];
@@ -263,33 +263,35 @@ static int encode_lqer(const ParamInfo *p, const Plan *pl, const Quantized *qz, 
     return rc;
 }
 
-static int compress_brotli(const unsigned char *raw, size_t len, unsigned char **out, size_t *out_len,
-                           const char *path) {
+int golf_brotli_compress(const unsigned char *raw, size_t len, int window, unsigned char **out, size_t *out_len,
+                         const char *path) {
 #ifdef CT_HAVE_BROTLI
     *out_len = BrotliEncoderMaxCompressedSize(len);
     if (*out_len == 0) return ct_fail("'%s': %zu bytes are too many for one brotli stream", path, len);
     *out = ct_malloc(*out_len, "compressed artifact");
-    if (!BrotliEncoderCompress(BROTLI_QUALITY, BROTLI_WINDOW, BROTLI_MODE_GENERIC, len, raw, out_len, *out))
+    if (!BrotliEncoderCompress(BROTLI_QUALITY, window, BROTLI_MODE_GENERIC, len, raw, out_len, *out))
         return ct_fail("'%s': brotli compression failed", path);
     return 0;
 #else
-    (void)raw, (void)len, (void)out, (void)out_len, (void)path;
+    (void)raw, (void)len, (void)window, (void)out, (void)out_len, (void)path;
     return golf_format_available(GOLF_GPTQ_BROTLI);
 #endif
 }
 
-int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
-                    GolfStats *stats) {
+int golf_gptq_container(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
+                        GolfStats *stats, unsigned char **container, size_t *container_len) {
+    *container = NULL;
+    *container_len = 0;
     if (!o || !o->hessians)
-        return ct_fail("'%s': the gptq-brotli artifact needs the Hessians of the weights' inputs (docs/model.md, "
+        return ct_fail("'%s': a gptq artifact needs the Hessians of the weights' inputs (docs/model.md, "
                        "\"The GPTQ quantizer\")", path);
     const int n = model_artifact_params(spec);
     Layout l = {o->matrix_bits, o->embed_bits, o->lqer_rank, o->lqer_group, 0, NULL, NULL, 0, 0};
     l.plans = ct_calloc((size_t)n + 1, sizeof *l.plans, "artifact layout");
     Quantized *qz = ct_calloc((size_t)n + 1, sizeof *qz, "quantized tensors");
     int rc = quantize_all(spec, params, o, &l, qz);
-    unsigned char *raw = NULL, *packed = NULL;
-    size_t raw_len = 0, packed_len = 0;
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
     if (rc == 0) {
         layout_build(spec, &l);
         raw_len = l.header_len + l.data_bytes;
@@ -323,19 +325,33 @@ int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOp
         l.crc = ct_crc32(0, raw + l.header_len, l.data_bytes);
         layout_build(spec, &l);
         memcpy(raw, l.header, l.header_len);
-        rc = compress_brotli(raw, raw_len, &packed, &packed_len, path);
     }
     stats->raw_bytes = (int64_t)raw_len;
+    for (int i = 0; i < n; i++) free(qz[i].q), free(qz[i].scale);
+    free(qz);
+    layout_free(&l);
+    if (rc != 0) {
+        free(raw);
+        return rc;
+    }
+    *container = raw;
+    *container_len = raw_len;
+    return 0;
+}
+
+int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
+                    GolfStats *stats) {
+    unsigned char *raw = NULL, *packed = NULL;
+    size_t raw_len = 0, packed_len = 0;
+    int rc = golf_gptq_container(spec, params, o, path, stats, &raw, &raw_len);
+    if (rc == 0) rc = golf_brotli_compress(raw, raw_len, GOLF_BROTLI_WINDOW, &packed, &packed_len, path);
     stats->file_bytes = (int64_t)packed_len;
     if (rc == 0) {
         const void *parts[] = {packed};
         rc = golf_file_write_atomically(path, parts, &packed_len, 1);
     }
-    for (int i = 0; i < n; i++) free(qz[i].q), free(qz[i].scale);
-    free(qz);
     free(packed);
     free(raw);
-    layout_free(&l);
     return rc;
 }
 
@@ -345,7 +361,7 @@ int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOp
     "'%s' is not the gptq artifact of this model (its header differs from the one this model's shape and its " \
     "plan give)"
 
-static int decompress_brotli(const unsigned char *packed, size_t len, size_t cap, unsigned char **raw,
+int golf_brotli_decompress(const unsigned char *packed, size_t len, size_t cap, unsigned char **raw,
                              size_t *raw_len, const char *path) {
 #ifdef CT_HAVE_BROTLI
     BrotliDecoderState *d = BrotliDecoderCreateInstance(NULL, NULL, NULL);
@@ -469,31 +485,65 @@ static void decode_tensor(const ParamInfo *p, const Plan *pl, const unsigned cha
     free(a), free(b);
 }
 
+/* The container's layout from its header (the one this model and the header's plan give, byte
+ * for byte); l is filled only on success. */
+static int container_layout(const ModelSpec *spec, const unsigned char *raw, size_t raw_len, const char *path,
+                            Layout *l) {
+    uint64_t hl = 0;
+    for (int b = 0; b < 8 && b < (int)raw_len; b++) hl |= (uint64_t)raw[b] << (8 * b);
+    *l = (Layout){0};
+    if (raw_len < 8 || hl > raw_len - 8 || layout_from_header(spec, raw + 8, (size_t)hl, l) != 0 ||
+        l->header_len != 8 + hl || memcmp(raw, l->header, l->header_len) != 0) {
+        layout_free(l);
+        *l = (Layout){0};
+        return ct_fail(NOT_THIS_MODEL, path);
+    }
+    return 0;
+}
+
+int golf_gptq_values(const ModelSpec *spec, const unsigned char *raw, size_t raw_len, const char *path,
+                     size_t *header_len, size_t *data_bytes, GolfGptqValues *values) {
+    Layout l;
+    if (container_layout(spec, raw, raw_len, path, &l) != 0) return -1;
+    *header_len = l.header_len;
+    *data_bytes = l.data_bytes;
+    for (int i = 0; i < model_artifact_params(spec); i++) {
+        const Plan *pl = &l.plans[i];
+        const int gptq = pl->rule == 'q' || pl->rule == 'r';
+        values[i] = (GolfGptqValues){gptq ? pl->e[0].offset : 0, gptq ? pl->e[0].bytes : 0};
+    }
+    layout_free(&l);
+    return 0;
+}
+
+int golf_gptq_decode(const ModelSpec *spec, const unsigned char *raw, size_t raw_len, const char *path,
+                     float *params) {
+    Layout l;
+    if (container_layout(spec, raw, raw_len, path, &l) != 0) return -1;
+    int rc = 0;
+    if (raw_len != l.header_len + l.data_bytes) rc = ct_fail(NOT_THIS_MODEL, path);
+    else if (ct_crc32(0, raw + l.header_len, l.data_bytes) != l.crc)
+        rc = ct_fail("'%s' is damaged: its tensors' CRC-32 is not the one its header records", path);
+    for (int i = 0; rc == 0 && i < model_artifact_params(spec); i++)
+        decode_tensor(&spec->params[i], &l.plans[i], raw + l.header_len, params + spec->params[i].offset);
+    layout_free(&l);
+    return rc;
+}
+
+size_t golf_gptq_container_cap(const ModelSpec *spec) {
+    /* every tensor float16 or int8 with all its entries, plus a generous header */
+    size_t cap = (size_t)64 << 20;
+    for (int i = 0; i < model_artifact_params(spec); i++) cap += spec->params[i].count * 4;
+    return cap;
+}
+
 int golf_gptq_read(const ModelSpec *spec, const char *path, float *params) {
-    const int n = model_artifact_params(spec);
     unsigned char *packed = NULL, *raw = NULL;
     size_t len = 0, raw_len = 0;
     if (golf_file_read(path, &packed, &len) != 0) return -1;
-    /* the largest artifact this model can have: every tensor float16 or int8 with all entries,
-     * plus a generous header */
-    size_t cap = (size_t)64 << 20;
-    for (int i = 0; i < n; i++) cap += spec->params[i].count * 4;
-    int rc = decompress_brotli(packed, len, cap, &raw, &raw_len, path);
+    int rc = golf_brotli_decompress(packed, len, golf_gptq_container_cap(spec), &raw, &raw_len, path);
     free(packed);
-    Layout l = {0};
-    if (rc == 0) {
-        uint64_t hl = 0;
-        for (int b = 0; b < 8 && b < (int)raw_len; b++) hl |= (uint64_t)raw[b] << (8 * b);
-        if (raw_len < 8 || hl > raw_len - 8 || layout_from_header(spec, raw + 8, (size_t)hl, &l) != 0 ||
-            l.header_len != 8 + hl || memcmp(raw, l.header, l.header_len) != 0 ||
-            raw_len != l.header_len + l.data_bytes)
-            rc = ct_fail(NOT_THIS_MODEL, path);
-        else if (ct_crc32(0, raw + l.header_len, l.data_bytes) != l.crc)
-            rc = ct_fail("'%s' is damaged: its tensors' CRC-32 is not the one its header records", path);
-    }
-    for (int i = 0; rc == 0 && i < n; i++)
-        decode_tensor(&spec->params[i], &l.plans[i], raw + l.header_len, params + spec->params[i].offset);
+    if (rc == 0) rc = golf_gptq_decode(spec, raw, raw_len, path, params);
     free(raw);
-    layout_free(&l);
     return rc;
 }

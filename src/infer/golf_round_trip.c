@@ -1,9 +1,14 @@
 /* golf_round_trip.c — train_gpt.py's ending, for `golf_artifact = 1` and `ctrain ckpt golf`:
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
- * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. */
+ * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. The code's
+ * share is --code-bytes', else ctrain's own, measured by the build (scripts/code-size.sh into
+ * build/code_size.h, given to this file's compilation with -include; docs/model.md, "The code's
+ * size"). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "fault.h"
@@ -12,10 +17,17 @@
 #include "infer.h"
 #include "stop.h"
 
+/* ctrain's code size: the build passes build/code_size.h (scripts/code-size.sh) with -include;
+ * unknown (-1) without it */
+#ifndef CT_CODE_BYTES
+#define CT_CODE_BYTES -1LL
+#define CT_CODE_RAW_BYTES -1LL
+#endif
+
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
 
-static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes) {
+static void print_sizes(const GolfStats *g, GolfFormat format, const char *path, int64_t code_bytes, int own_code) {
     const char *label = golf_format_label(format);
     if (format == GOLF_INT8_ZLIB) {
         printf("int8 artifact: %lld parameters in %lld tensors, %lld quantized to int8\n", (long long)g->param_count,
@@ -23,7 +35,7 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
         printf("Serialized model %s: %lld bytes (payload:%lld raw:%lld payload_ratio:%.2fx) -> %s\n", label,
                (long long)g->file_bytes, (long long)g->payload_bytes, (long long)g->raw_bytes,
                (double)g->baseline_bytes / (double)(g->payload_bytes > 0 ? g->payload_bytes : 1), path);
-    } else if (format == GOLF_GPTQ_BROTLI) {
+    } else if (golf_format_is_gptq(format)) {
         printf("gptq artifact: %lld parameters in %lld tensors: %lld matrices by GPTQ (%lld with LQER), %lld int8 "
                "gate rows, %lld kept as float16 (payload:%lld raw:%lld) -> %s\n",
                (long long)g->param_count, (long long)g->num_tensors, (long long)g->num_gptq, (long long)g->num_lqer,
@@ -41,7 +53,10 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
     }
     const long long total = (long long)g->file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
     if (code_bytes >= 0) {
-        printf("Code size: %lld bytes\n", (long long)code_bytes);
+        if (own_code) /* the record prints "Code size (compressed): N bytes" for its own */
+            printf("Code size: %lld bytes (ctrain's sources: %lld bytes, a tar of them brotli-compressed; "
+                   "docs/model.md)\n", (long long)code_bytes, (long long)CT_CODE_RAW_BYTES);
+        else printf("Code size: %lld bytes\n", (long long)code_bytes);
         printf("Total submission size %s: %lld bytes\n", label, total);
     }
     if (total <= GOLF_SIZE_CAP)
@@ -66,8 +81,29 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
                                   (int)cfg->lqer_enabled, (int)cfg->lqer_rank, (int)cfg->lqer_top_k,
                                   (int)cfg->lqer_factor_bits, (int)cfg->lqer_asym_enabled, (int)cfg->lqer_asym_group,
                                   o->hessians};
-    if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
-    print_sizes(&g, o->format, path, o->code_bytes);
+    const int own_code = o->code_bytes < 0;
+    const int64_t code_bytes = own_code ? (int64_t)CT_CODE_BYTES : o->code_bytes;
+    if (!o->refuse_oversize) {
+        if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
+    } else {
+        /* written beside path first: above the cap, nothing replaces path */
+        char pending[4400];
+        snprintf(pending, sizeof pending, "%s.pending.%ld", path, (long)getpid());
+        if (golf_write(&st->spec, st->params, o->format, &gptq, pending, &g) != 0) return -1;
+        const long long total = (long long)g.file_bytes + (code_bytes > 0 ? (long long)code_bytes : 0);
+        if (total > GOLF_SIZE_CAP) {
+            unlink(pending);
+            return ct_fail("'%s': the artifact's %lld bytes and the code's %lld make %lld bytes, above "
+                           "parameter-golf's limit of %lld bytes: not written (--allow-oversize writes it)",
+                           path, (long long)g.file_bytes, (long long)(code_bytes > 0 ? code_bytes : 0), total,
+                           GOLF_SIZE_CAP);
+        }
+        if (rename(pending, path) != 0) {
+            unlink(pending);
+            return ct_fail("cannot rename '%s' to '%s'", pending, path);
+        }
+    }
+    print_sizes(&g, o->format, path, code_bytes, own_code);
     if (!o->evaluate && !o->dequantized) return 0;
     /* the weights as a reader of the artifact gets them */
     if (golf_read(&st->spec, o->format, path, st->params) != 0) return -1;

@@ -81,7 +81,8 @@ int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, in
 int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label);
 
 /* train_gpt.py's ending (golf_artifact.h): write the artifact of st's weights in the chosen
- * format to path and print its size, with the code's (code_bytes; -1 when not known) as
+ * format to path and print its size, with the code's (code_bytes; -1: ctrain's own, as the build
+ * measured it, docs/model.md "The code's size") as
  * train_gpt.py prints them, and the total against parameter-golf's 16,000,000-byte cap; with
  * evaluate, read it back into st->params (replacing the weights) and print the round-trip
  * val_loss and val_bpb on cfg's val_files; with dequantized, read it back and also write those
@@ -94,6 +95,9 @@ typedef struct {
     /* gptq-brotli: per parameter, the Hessian of its input (golf_gptq.h; NULL entries: none
      * collected); the format's other settings are cfg's keys */
     const float *const *hessians;
+    /* 1: an artifact whose size with the code's is above the 16,000,000-byte cap is not written
+     * (an error naming both and the cap); 0 (a run's end): written, and said OVER */
+    int refuse_oversize;
 } GolfOptions;
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o);
 

@@ -432,14 +432,15 @@ static int finish_run(Trainer *t, unsigned left) {
         /* the weights are in the final checkpoint: the training backend can go */
         t->backend->destroy(t->backend);
         t->backend = NULL;
-        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL, NULL};
+        /* the code's size: ctrain's own; an artifact above the cap is still written (said OVER) */
+        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL, NULL, 0};
         char path[4300];
         /* the format is known: trainer_end_check refused any other before the first step */
         if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
             golf_format_from_name(cfg->golf_format, &golf.format) != 0)
             return CT_EXIT_FAILURE;
         GolfHessians h = {0};
-        if (golf.format == GOLF_GPTQ_BROTLI) {
+        if (golf_format_is_gptq(golf.format)) {
             if (trainer_gptq_hessians(t, &h) != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
             golf.hessians = (const float *const *)h.h;
         }

@@ -12,6 +12,8 @@
 #      batch (frontier_step.sh)
 #   8. `ctrain data tokenize` on 1 thread and on every core beside a Python sentencepiece loop over
 #      the same documents (tokenize.sh)
+#   9. the GPTQ golf artifacts' compressors, gptq-brotli and gptq-pergroup (lrzip), on the same
+#      quantized weights of the 1.0611 record's shape (random weights; bench_golf_compress)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -89,3 +91,7 @@ bash "$root/tests/bench/frontier_step.sh" "$build" "$threads"
 
 echo "== 8. data tokenize: 1 thread, $(nproc) threads, and Python's sentencepiece loop, same documents"
 bash "$root/tests/bench/tokenize.sh" "$build" "$(nproc)"
+
+echo "== 9. golf artifact compressors on the 1.0611 record's shape (random weights): gptq-brotli vs gptq-pergroup"
+if command -v lrzip >/dev/null; then "$build/bench/bench_golf_compress" "$work"
+else echo "  skipped: no lrzip on PATH (apt-get install lrzip)"; fi

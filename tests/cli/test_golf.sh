@@ -193,12 +193,21 @@ if grep -q roundtrip out; then fail golf_no_eval_skips "$(cat out)"; else pass g
 cmp -s art.stz only.stz && pass golf_deterministic || fail golf_deterministic "two artifacts of one checkpoint differ"
 # the size against parameter-golf's 16,000,000-byte cap, with the code's share as train_gpt.py prints it
 size=$(stat -c %s only.stz)
-expect_grep golf_cap_artifact_only "^size: $size bytes \(artifact only: give --code-bytes for the code's share\), under the 16000000-byte cap by $((16000000 - size)) bytes$" out
+# without --code-bytes the code is ctrain's own: its sources as a brotli-compressed tar, measured by
+# the build (docs/model.md, "The code's size"); the same figure as the script gives now
+code=$(bash "$CT_ROOT/scripts/code-size.sh" | cut -d' ' -f1)
+expect_grep golf_own_code_size "^Code size: $code bytes \(ctrain's sources: [0-9]+ bytes, a tar of them brotli-compressed" out
+expect_grep golf_cap_with_own_code "^size: $((size + code)) bytes with the code, under the 16000000-byte cap by $((16000000 - size - code)) bytes$" out
 printf '%01000d' 0 >train_gpt.py
 expect_ok golf_code_file "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes train_gpt.py
 expect_grep golf_code_size_line '^Code size: 1000 bytes$' out
 expect_grep golf_total_line "^Total submission size int8\+zlib: $((size + 1000)) bytes$" out
-expect_ok golf_code_over_cap "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes 15999999
+# above the cap: refused, naming the sizes and the limit, the file there kept; --allow-oversize writes it
+expect_fail golf_code_over_cap 1 "'only.stz': the artifact's $size bytes and the code's 15999999 make $((size + 15999999)) bytes, above parameter-golf's limit of 16000000 bytes: not written \(--allow-oversize" \
+    "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes 15999999
+cmp -s art.stz only.stz && [ -z "$(ls only.stz.* 2>/dev/null)" ] && pass golf_over_cap_kept ||
+    fail golf_over_cap_kept "only.stz changed or a pending file is left: $(ls only.stz*)"
+expect_ok golf_over_cap_allowed "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes 15999999 --allow-oversize
 expect_grep golf_over_cap_said "^size: $((size + 15999999)) bytes with the code, OVER the 16000000-byte cap by $((size - 1)) bytes$" out
 expect_fail golf_code_bytes_bad 2 "--code-bytes 'nope' is neither a byte count nor a readable file" \
     "$CTRAIN" ckpt golf run --out only.stz --no-eval --code-bytes nope
@@ -226,9 +235,9 @@ expect_ok golf_default_out "$CTRAIN" ckpt golf run --no-eval
 
 
 # ---- int6-zstd: the 1.1248 record's mixed int6 + zstd level 22 ----
-expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
+expect_fail golf6_bad_format 2 "--format 'int4': expected int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup" \
     "$CTRAIN" ckpt golf run --format int4 --out x.zst
-expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib, int6-zstd or gptq-brotli" \
+expect_fail golf6_bad_key 2 "golf_format = 'int4': expected int8-zlib, int6-zstd, gptq-brotli or gptq-pergroup" \
     "$CTRAIN" train "${run[@]}" golf_format=int4 out_dir=bad
 expect_fail golf6_dequantized_is_out 2 "--dequantized 'x.zst' is the artifact's path too" \
     "$CTRAIN" ckpt golf run --format int6-zstd --out x.zst --dequantized x.zst

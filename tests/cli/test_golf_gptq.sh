@@ -6,7 +6,7 @@
 # in Python, the printed round-trip val_loss equals the project's PyTorch model on them; the
 # artifact is the same bytes twice, KEY=VALUE changes its settings, and bad input (no Hessians,
 # Hessians of another model, a key that is not the artifact's) is a clear error that writes
-# nothing.
+# nothing. gptq-pergroup: the same tensors, read by a Python reader written from the docs.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
@@ -150,6 +150,83 @@ raw = brotli.decompress(open(sys.argv[1], "rb").read())
 meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
 assert meta["plan"].count("s") == 2 and "a" not in meta["plan"] and meta["lqer"] == "4,96", meta
 ' sym.br
+# gptq-pergroup: the same quantized tensors in the record's per-group layout. A reader written from
+# docs/checkpoint-format.md alone ("gptq-pergroup": brotli + lrzip -d as a subprocess) rebuilds the
+# very container gptq-brotli compresses; the round trip prints the same val_loss; lrzip's files go.
+PG_CASES=(pergroup_golf_runs pergroup_size_line pergroup_same_round_trip pergroup_python_reader
+          pergroup_again pergroup_deterministic pergroup_tmp_removed pergroup_no_lrzip pergroup_nothing_written)
+if ! command -v lrzip >/dev/null; then
+    for c in "${PG_CASES[@]}"; do skip "$c" "no lrzip on PATH (apt-get install lrzip)"; done
+else
+    mkdir -p tmpd
+    expect_ok pergroup_golf_runs env TMPDIR="$WORK/tmpd" "$CTRAIN" ckpt golf "$CK" --format gptq-pergroup \
+        --hessians h.h5 --out art.pgrp
+    cp out pergroup.out
+    expect_grep pergroup_size_line '^Serialized model quantized\+pergroup: [0-9]+ bytes$' pergroup.out
+    expect_same pergroup_same_round_trip "round-trip lines" "$(grep '^final_gptq_roundtrip val_loss' golf.out | cut -d' ' -f1-3)" \
+        "$(grep '^final_gptq_roundtrip val_loss' pergroup.out | cut -d' ' -f1-3)"
+    check pergroup_python_reader '
+import sys, struct, json, re, os, subprocess, tempfile, brotli, numpy as np
+GROUPS = ["tok_emb.weight", "attn.c_k.weight", "attn.c_q.weight", "attn.c_v.weight", "attn.proj.weight",
+          "mlp.fc.weight", "mlp.proj.weight"]
+HOT = {0, 2, 5}
+blob = open(sys.argv[1], "rb").read()
+assert blob[:4] == b"CTPG" and struct.unpack("<I", blob[4:8])[0] == 9, blob[:8]
+lens = struct.unpack("<9I", blob[8:44])
+streams, at = [], 44
+for n in lens:
+    streams.append(blob[at:at + n])
+    at += n
+assert at == len(blob)
+rest = brotli.decompress(streams[7])
+hl = struct.unpack("<Q", rest[:8])[0]
+entries = sorted(((k, v) for k, v in json.loads(rest[8:8 + hl]).items() if k != "__metadata__"),
+                 key=lambda kv: kv[1]["data_offsets"][0])
+def group_and_block(key):  # of a ".q" entry: (group, block), or None
+    m = re.fullmatch(r"blocks\.(\d+)\.(.+)\.q", key)
+    if key == "tok_emb.weight.q": return 0, 0
+    if m and m.group(2) in GROUPS[1:]: return GROUPS.index(m.group(2)), int(m.group(1))
+    return None
+def lrzip_d(data):
+    with tempfile.TemporaryDirectory() as d:
+        open(os.path.join(d, "g.lrz"), "wb").write(data)
+        subprocess.run(["lrzip", "-q", "-d", "-o", os.path.join(d, "g"), os.path.join(d, "g.lrz")], check=True,
+                       capture_output=True)
+        return open(os.path.join(d, "g"), "rb").read()
+orders = brotli.decompress(streams[8]) if streams[8] else b""
+o_at, grouped = 0, {}
+for g in range(7):
+    members = sorted((group_and_block(k)[1], k, v) for k, v in entries if group_and_block(k) and group_and_block(k)[0] == g)
+    data, d_at = (lrzip_d(streams[g]) if streams[g] else b""), 0
+    for _, k, v in members:
+        rows, cols = v["shape"]
+        stored = np.frombuffer(data[d_at:d_at + rows * cols], dtype=np.int8).reshape(cols, rows).T
+        d_at += rows * cols
+        m = stored
+        if g in HOT:
+            order = np.frombuffer(orders[o_at:o_at + 2 * rows], dtype="<u2")
+            o_at += 2 * rows
+            m = np.empty_like(stored)
+            m[order] = stored
+        grouped[k] = np.ascontiguousarray(m).tobytes()
+    assert d_at == len(data), (g, d_at, len(data))
+assert o_at == len(orders) and len(grouped) == 19, (o_at, len(orders), sorted(grouped))
+container, r_at = bytearray(rest[:8 + hl]), 8 + hl
+for k, v in entries:
+    n = v["data_offsets"][1] - v["data_offsets"][0]
+    if k in grouped: container += grouped[k]
+    else: container += rest[r_at:r_at + n]; r_at += n
+assert r_at == len(rest)
+assert bytes(container) == brotli.decompress(open(sys.argv[2], "rb").read()), "not the gptq-brotli container"
+' art.pgrp art.br
+    expect_ok pergroup_again "$CTRAIN" ckpt golf "$CK" --format gptq-pergroup --hessians h.h5 --out again.pgrp --no-eval
+    cmp -s art.pgrp again.pgrp && pass pergroup_deterministic || fail pergroup_deterministic "two artifacts differ"
+    [ -z "$(ls -A tmpd)" ] && pass pergroup_tmp_removed || fail pergroup_tmp_removed "left in TMPDIR: $(ls tmpd)"
+    expect_fail pergroup_no_lrzip 1 "none.pgrp.*apt-get install lrzip" env PATH=/nonexistent "$CTRAIN" ckpt golf \
+        "$CK" --format gptq-pergroup --hessians h.h5 --out none.pgrp --no-eval
+    [ ! -e none.pgrp ] && pass pergroup_nothing_written || fail pergroup_nothing_written "none.pgrp exists"
+fi
+
 # the run's final_model.hessians.h5 is the default, when it is of the checkpoint's step
 cp h.h5 run/final_model.hessians.h5
 expect_ok gptq_default_hessians "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out beside.br --no-eval
