@@ -3,9 +3,13 @@
  * gptq container made once, then gptq-brotli's brotli (quality 11) and gptq-pergroup's packing
  * (L1 row order, lrzip ZPAQ level 9 per group, brotli for the rest), each timed and sized, and
  * each read back. The weights are the model's random initialization and every matrix is rounded
- * at GPTQ's scales (no Hessians: GPTQ's own time is not what this measures); LQER applies as
- * configured. Random weights compress worse than trained ones. Usage: bench_golf_compress [DIR]
+ * at GPTQ's scales for the compressors' figures; LQER applies as configured. Random weights
+ * compress worse than trained ones. Then GPTQ's own time on every matrix of that shape, with
+ * synthetic Hessians (D K D, K[i][j] = 0.9^|i-j|, D a random positive diagonal: symmetric
+ * positive definite with correlated neighbours, as activations have); the Hessians' collection is
+ * timed by `ctrain ckpt hessians` (docs/performance.md). Usage: bench_golf_compress [DIR]
  * (default: $TMPDIR or /tmp). Prints BENCH lines (docs/performance.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +83,36 @@ int main(int argc, char **argv) {
     printf("BENCH golf_pergroup_bytes %lld\n", (long long)pg_bytes);
     printf("BENCH golf_pergroup_write_s %.1f\n", pergroup_ms / 1000);
     printf("BENCH golf_pergroup_read_s %.1f\n", pergroup_read_ms / 1000);
+    /* GPTQ itself: every matrix the artifact quantizes, with synthetic Hessians */
+    float **hess = ct_calloc((size_t)spec.num_params + 1, sizeof *hess, "Hessians");
+    uint64_t r = 7;
+    for (int i = 0; i < spec.num_params; i++) {
+        const ParamInfo *p = &spec.params[i];
+        if (p->ndim != 2 || p->count <= 65536) continue;
+        const int c = (int)p->shape[1];
+        float *h = hess[i] = ct_malloc((size_t)c * c * sizeof *h, "Hessian");
+        float *d = ct_malloc((size_t)c * sizeof *d, "scales");
+        for (int j = 0; j < c; j++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            d[j] = 0.5f + (float)(r >> 40) / (float)(1u << 24);
+        }
+        for (int x = 0; x < c; x++)
+            for (int y = 0; y < c; y++) h[(size_t)x * c + y] = d[x] * d[y] * powf(0.9f, (float)abs(x - y));
+        free(d);
+    }
+    GolfGptqOptions og = o;
+    og.hessians = (const float *const *)hess;
+    unsigned char *raw2 = NULL;
+    size_t raw2_len = 0;
+    GolfStats g2 = {0};
+    t = ct_now_ms();
+    if (golf_gptq_container(&spec, params, &og, br, &g2, &raw2, &raw2_len) != 0) goto fail;
+    const double gptq_ms = ct_now_ms() - t;
+    printf("  GPTQ of the %lld matrices (%lld with LQER), synthetic Hessians: %.1f s\n", (long long)g2.num_gptq,
+           (long long)g2.num_lqer, gptq_ms / 1000);
+    printf("BENCH golf_gptq_quantize_s %.1f\n", gptq_ms / 1000);
+    for (int i = 0; i < spec.num_params; i++) free(hess[i]);
+    free(hess), free(raw2);
     unlink(br);
     unlink(pg);
     free(a), free(b), free(raw), free(packed), free(params), free(none);

@@ -6,8 +6,10 @@
 # and after its depth recurrence switches on (blocks 3..5 twice more: 17 block runs instead of
 # 11), beside the same 11 x 512 4x-MLP shape without the record's features; vocabulary 1024
 # (random tokens in documents of about 800 behind BOS id 1, synthetic_tokens.py) and a reduced
-# batch of 16,384 tokens (8 slots: packed rows of 2,048), the median of steps 2-3. The 1.1248
-# record's shape is record_step.sh's. Prints BENCH lines.
+# batch of 16,384 tokens (8 slots: packed rows of 2,048), the median of steps 2-3. Then GPTQ's
+# calibration of the looped run's weights (`ckpt hessians`, 2 slots of 2,048 tokens) and its
+# gptq-brotli artifact with those Hessians (`ckpt golf --no-eval`: GPTQ, LQER, brotli), timed.
+# The 1.1248 record's shape is record_step.sh's. Prints BENCH lines.
 set -euo pipefail
 build=$1 threads=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,3 +34,17 @@ echo "BENCH frontier_plain_reduced_step_ms $p_ms"
 echo "BENCH frontier_preloop_reduced_step_ms $e_ms"
 echo "BENCH frontier_reduced_step_ms $l_ms"
 echo "BENCH frontier_reduced_tokens_per_s $l_tps"
+# GPTQ's calibration and the artifact of the looped run's weights (its final checkpoint)
+start=$(date +%s.%N)
+"$build/ctrain" ckpt hessians "$work/looped" gptq_calibration_batches=2 --out "$work/h.h5" >"$work/hessians.log"
+mid=$(date +%s.%N)
+"$build/ctrain" ckpt golf "$work/looped" --format gptq-brotli --hessians "$work/h.h5" --out "$work/a.br" --no-eval \
+    >"$work/golf.log"
+end=$(date +%s.%N)
+read -r h_s g_s < <(/usr/bin/python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print('%.1f %.1f' % (b - a, c - b))" \
+    "$start" "$mid" "$end")
+bytes=$(sed -n 's/^Serialized model quantized+brotli: \([0-9]*\) bytes$/\1/p' "$work/golf.log")
+echo "  GPTQ calibration, 2 slots of 2,048 tokens (ckpt hessians, the whole command): ${h_s} s"
+echo "  gptq-brotli artifact with those Hessians (ckpt golf --no-eval: GPTQ, LQER, brotli): ${g_s} s, ${bytes} bytes"
+echo "BENCH frontier_hessians_2_slots_s $h_s"
+echo "BENCH frontier_gptq_brotli_s $g_s"
