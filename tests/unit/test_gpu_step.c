@@ -18,7 +18,9 @@
  * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
  * the same bounds (with --exact-bf16 in the emulator to fp32 rounding, as every case), bitwise
  * from run to run, with the CUDA graph and across a resume, and its memory report. The sparse
- * attention gate (issue 56: sparse_gate_keys) with either stream.
+ * attention gate (issue 56: sparse_gate_keys) with either stream. The parallel residual lanes and
+ * every frontier key at once (lanes_*, frontier_all_*), and GPTQ's calibration hook against the
+ * CPU's (gptq_grams_match_cpu, issue 58).
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
