@@ -556,8 +556,11 @@ static void loops_two_runs_bitwise(void) {
 
 /* Parallel residual lanes (issue 56, parallel_start_layer 2: the decoder's two blocks run as two
  * lanes, docs/model.md): the CUDA step's lane mix, lane 1's MLP and the final lane against the CPU
- * backend under the same bounds: the lanes' mean with gated skips and ln_scale (fp32 stream), the
- * attention lane with XSA (bf16 stream), the MLP lane. frontier_all: every frontier key at once
+ * backend under the same bounds: the lanes' mean with gated skips and ln_scale, the attention lane
+ * with XSA, the MLP lane (fp32 stream: with the bf16 stream the lane lambdas' gradient, a sum of
+ * d0*l0 over every element with much cancellation, measured 6.5e-2 after one micro-batch and
+ * 2.2e-1 in Adam's exp_avg after the first step in emulation, over GRAD_TOL; with --exact-bf16
+ * the bf16 stream's wiring agrees to 1.5e-7, the lambdas to 3.2e-6: docs/cuda.md). frontier_all: every frontier key at once
  * (packing and the BOS SmearGate, depth recurrence switching on after the first step, skip gates,
  * the sparse gate, lanes, the MLP slope, Polar Express and row normalization), against the CPU,
  * bitwise from run to run and the graph against the launches one by one. */
@@ -581,9 +584,9 @@ static void lanes_mean_match_cpu(void) {
     compare_with_cpu(1, 0.0, lanes_mean_keys, 1.0, NULL);
 }
 
-static void bf16_stream_lanes_attn_match_cpu(void) {
+static void lanes_attn_match_cpu(void) {
     REQUIRE_GPU();
-    compare_with_cpu(1, 0.0, lanes_attn_keys, 1.0, bf16_stream_keys);
+    compare_with_cpu(1, 0.0, lanes_attn_keys, 1.0, NULL);
 }
 
 static void lanes_mlp_match_cpu(void) {
@@ -1565,7 +1568,7 @@ int main(void) {
     RUN(loops_graph_matches_launches);
     RUN(loops_two_runs_bitwise);
     RUN(lanes_mean_match_cpu);
-    RUN(bf16_stream_lanes_attn_match_cpu);
+    RUN(lanes_attn_match_cpu);
     RUN(lanes_mlp_match_cpu);
     RUN(frontier_all_match_cpu);
     RUN(frontier_all_two_runs_bitwise);
