@@ -560,7 +560,7 @@ static void loops_two_runs_bitwise(void) {
  * with XSA, the MLP lane (fp32 stream: with the bf16 stream the lane lambdas' gradient, a sum of
  * d0*l0 over every element with much cancellation, measured 6.5e-2 after one micro-batch and
  * 2.2e-1 in Adam's exp_avg after the first step in emulation, over GRAD_TOL; with --exact-bf16
- * the bf16 stream's wiring agrees to 1.5e-7, the lambdas to 3.2e-6: docs/cuda.md). frontier_all: every frontier key at once
+ * the bf16 stream's case passes, its gradients within 1.5e-7, the lambdas 3.2e-6: docs/cuda.md). frontier_all: every frontier key at once
  * (packing and the BOS SmearGate, depth recurrence switching on after the first step, skip gates,
  * the sparse gate, lanes, the MLP slope, Polar Express and row normalization), against the CPU,
  * bitwise from run to run and the graph against the launches one by one. */
