@@ -185,3 +185,51 @@ extern "C" int cuda_lane_mix_backward(const CudaLaneMixBackward *a, cudaStream_t
     CT_LAUNCHED("lane_lambdas_finish", stream);
     return 0;
 }
+
+/* The final lane mean and its backward, elementwise (one element per thread: no row layout). */
+template <typename S>
+static __global__ void lane_mean_forward_kernel(S *out, const S *l0, const S *l1, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        F32V<1> v;
+        v.v[0] = round_stream<S>(__fadd_rn(ld_stream<S, 1>(l0 + i).v[0], ld_stream<S, 1>(l1 + i).v[0]));
+        v.v[0] = __fmul_rn(v.v[0], 0.5f);
+        st_stream<S, 1>(out + i, v);
+    }
+}
+template <typename S>
+static __global__ void lane_mean_backward_kernel(S *d0, S *d1, const S *dout, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        F32V<1> v;
+        v.v[0] = __fmul_rn(ld_stream<S, 1>(dout + i).v[0], 0.5f);
+        st_stream<S, 1>(d0 + i, v); /* after the load: d0 may be dout */
+        st_stream<S, 1>(d1 + i, v);
+    }
+}
+
+extern "C" int cuda_lane_mean_forward(void *out, const void *l0, const void *l1, size_t n, int dtype,
+                                      cudaStream_t stream) {
+    if (n == 0) return 0;
+    if (dtype == CT_BF16)
+        lane_mean_forward_kernel<__nv_bfloat16><<<ct_grid_1d(n, 256), 256, 0, stream>>>(
+            stream_ptr<__nv_bfloat16>(out), stream_ptr<__nv_bfloat16>(l0), stream_ptr<__nv_bfloat16>(l1), n);
+    else
+        lane_mean_forward_kernel<float><<<ct_grid_1d(n, 256), 256, 0, stream>>>(stream_ptr<float>(out),
+                                                                                stream_ptr<float>(l0),
+                                                                                stream_ptr<float>(l1), n);
+    CT_LAUNCHED("lane_mean_forward", stream);
+    return 0;
+}
+
+extern "C" int cuda_lane_mean_backward(void *d0, void *d1, const void *dout, size_t n, int dtype,
+                                       cudaStream_t stream) {
+    if (n == 0) return 0;
+    if (d1 == d0 || d1 == dout) return ct_fail("lane_mean_backward: d1 must differ from d0 and dout");
+    if (dtype == CT_BF16)
+        lane_mean_backward_kernel<__nv_bfloat16><<<ct_grid_1d(n, 256), 256, 0, stream>>>(
+            stream_ptr<__nv_bfloat16>(d0), stream_ptr<__nv_bfloat16>(d1), stream_ptr<__nv_bfloat16>(dout), n);
+    else
+        lane_mean_backward_kernel<float><<<ct_grid_1d(n, 256), 256, 0, stream>>>(
+            stream_ptr<float>(d0), stream_ptr<float>(d1), stream_ptr<float>(dout), n);
+    CT_LAUNCHED("lane_mean_backward", stream);
+    return 0;
+}

@@ -1,7 +1,7 @@
 /* cuda_lane_mix.h — the end of a parallel block (parallel residual lanes, issue 56;
  * cuda_lane_mix.cu), the pair of cpu_lane_mix.c: both lanes take both branches' outputs through
- * the block's lambdas. C-callable; the conventions of every CUDA op are in cuda_ops.h. Not wired
- * into the CUDA step yet (device=cuda refuses parallel_start_layer > 0).
+ * the block's lambdas; and the final lane mean. C-callable; the conventions of every CUDA op are
+ * in cuda_ops.h. The CUDA step (backend_cuda_blocks.c) runs them for each parallel run.
  *
  * The lanes (l0, l1, out0, out1, d0, d1, dl0, dl1) are residual-stream tensors of type `dtype`;
  * the branch outputs ao, mo (attn.proj's and mlp.proj's, before their scales) bf16, as the
@@ -50,6 +50,12 @@ typedef struct {
     int dtype;
 } CudaLaneMixBackward;
 int cuda_lane_mix_backward(const CudaLaneMixBackward *a, cudaStream_t stream);
+
+/* The final hidden state of parallel_final = mean: out = bf16?((l0 + l1)) * 0.5 (the sum rounded
+ * as the stream's tensors are; the halving is exact), cpu's copy, add, scale by 0.5. Its backward:
+ * d0 = d1 = 0.5 * dout (WRITTEN; d0 may be dout). All of type dtype, n elements. */
+int cuda_lane_mean_forward(void *out, const void *l0, const void *l1, size_t n, int dtype, cudaStream_t stream);
+int cuda_lane_mean_backward(void *d0, void *d1, const void *dout, size_t n, int dtype, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

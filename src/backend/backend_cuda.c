@@ -107,7 +107,11 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         y->u = BACKEND_TAKE_BF16S(a, N * HID, act);
         y->mo = BACKEND_TAKE_BF16S(a, N * D, act);
         y->x_out = take_stream(cb, a, N * D, act);
+        const int lanes = looped->runs[r].parallel || (in_plain && plain->runs[r].parallel);
+        y->l1_out = lanes ? take_stream(cb, a, N * D, act) : NULL;
     }
+    const int lanes = looped->first_parallel < looped->num_runs || plain->first_parallel < plain->num_runs;
+    if (lanes && s->parallel_final == PARALLEL_FINAL_MEAN) cb->x_lanes = take_stream(cb, a, N * D, act);
     cb->rope_cos = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     cb->rope_sin = BACKEND_TAKE_FLOATS(a, (size_t)cb->T * (size_t)(cb->rope_dims / 2), act);
     if (s->smear_gate) cb->x_normed = BACKEND_TAKE_FLOATS(a, N * D, act);
@@ -130,6 +134,10 @@ static void layout(CudaBackend *cb, BackendArena *a) {
     cb->dx = take_stream(cb, a, N * D, wk);
     cb->dx_alt = take_stream(cb, a, N * D, wk);
     cb->dx0 = take_stream(cb, a, N * D, wk);
+    if (lanes) {
+        cb->dl1 = take_stream(cb, a, N * D, wk);
+        cb->dao16 = BACKEND_TAKE_BF16S(a, N * D, wk);
+    }
     cb->dxf = BACKEND_TAKE_FLOATS(a, N * D, wk);
     cb->dD2 = BACKEND_TAKE_FLOATS(a, N * D, wk);
     cb->dq = BACKEND_TAKE_FLOATS(a, N * D, wk);
@@ -143,6 +151,7 @@ static void layout(CudaBackend *cb, BackendArena *a) {
         BACKEND_TAKE_FLOATS(a, cuda_qk_norm_rope_backward_scratch_floats(cb->B, cb->T, cb->num_heads), wk);
     size_t colsum = max_size(cuda_colsum_doubles(cb->num_tokens, cb->dim, 2),
                              cuda_qk_norm_rope_backward_partials_doubles(cb->B, cb->T, cb->num_heads));
+    if (lanes) colsum = max_size(colsum, cuda_colsum_doubles(cb->num_tokens, cb->dim, 8)); /* lane_mix_backward */
     if (s->attn_gate) {
         cb->gate_dz = BACKEND_TAKE_FLOATS(a, N * (size_t)cb->num_heads, wk);
         colsum = max_size(colsum, cuda_head_gate_backward_partials_doubles(cb->num_tokens, cb->num_heads, s->gate_window));
@@ -229,10 +238,6 @@ static void cuda_destroy(Backend *b) {
 
 /* The model shapes the kernels cover, with the message for the first that is not. */
 static int check_model(const ModelSpec *s, const Config *cfg) {
-    /* (config_validate refuses device=cuda with it; device=auto that found a GPU lands here) */
-    if (cfg->parallel_start_layer > 0)
-        return ct_fail("parallel_start_layer = %lld: not implemented on device=cuda yet; use device=cpu",
-                       (long long)cfg->parallel_start_layer);
     for (int i = 0; cfg->muon_row_normalize && i < s->num_params; i++)
         if (s->params[i].group == PARAM_MATRIX && s->params[i].shape[1] > CUDA_MUON_ROW_NORM_MAX_COLS)
             return ct_fail("device = cuda: muon_row_normalize = 1 with %s's rows of %lld elements: the CUDA kernel "
@@ -285,6 +290,7 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->base.evaluate = cuda_evaluate;
     cb->base.evaluate_positions = cuda_evaluate_positions;
     cb->base.position_logits = cuda_position_logits;
+    cb->base.accumulate_input_grams = cuda_accumulate_input_grams;
     cb->base.grad_buffer = cuda_grad_buffer;
     cb->base.optimizer_step = cuda_optimizer_step;
     cb->base.sync_to_host = cuda_sync_for_checkpoint;

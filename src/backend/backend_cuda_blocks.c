@@ -1,9 +1,9 @@
 /* backend_cuda_blocks.c — the CUDA backend's forward and backward through the model: the
  * stream's start (the embedding, the bigram embedding, the SmearGates, the x0 norm), the blocks
  * in the order of the block plan (block_plan.h: depth recurrence runs blocks again, each run with
- * its own saved activations, CudaLayer), the final norm, and the backward through all of it in
- * reverse (the CPU backend's graph, backend_cpu.c, in the precision policy and fusions of
- * docs/cuda.md). backend_cuda_step.c drives them: token upload, the micro-batch and its CUDA
+ * its own saved activations, CudaLayer; parallel runs as two residual lanes), the final norm,
+ * and the backward through all of it in reverse (the CPU backend's graph, backend_cpu.c, in the
+ * precision policy and fusions of docs/cuda.md). backend_cuda_step.c drives them: token upload, the micro-batch and its CUDA
  * graph, evaluation. */
 #include "backend_cuda.h"
 
@@ -67,6 +67,42 @@ static CudaRopeShape rope_shape(const CudaBackend *cb, int B, int heads) {
 static int stream_bf16(const CudaBackend *cb) { return cb->stream_dtype == CT_BF16; }
 static int round_if_bf16(CudaBackend *cb, float *x, size_t n) {
     return stream_bf16(cb) ? cuda_round_bf16_inplace(x, n, cb->stream) : 0;
+}
+
+/* ---- parallel residual lanes (docs/model.md) ----
+ * A parallel run's attention reads lane 0 (x_in, through resid_mix as a sequential block), its
+ * MLP lane 1; cuda_lane_mix makes both lanes' outputs (x_out, l1_out). After the last run the
+ * final norm reads lane 0, lane 1 or their mean (parallel_final). */
+static const float *lane_resid(const CudaBackend *cb, int layer, int grad) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return (grad ? cb->d_grads : cb->d_params) + s->params[s->parallel_resid].offset + (size_t)2 * layer;
+}
+static const float *lane_post(const CudaBackend *cb, int layer, int grad) {
+    const ModelSpec *s = &cb->base.state->spec;
+    return (grad ? cb->d_grads : cb->d_params) + s->params[s->parallel_post].offset + (size_t)4 * layer;
+}
+/* Lane 1's input of parallel run `run`: the run before's output at the first, its lane 1 after. */
+static const void *lane1_input(const CudaBackend *cb, const BlockPlan *plan, int run) {
+    return run == plan->first_parallel ? cb->layers[run - 1].x_out : cb->layers[run - 1].l1_out;
+}
+/* The final norm's input (the CPU backend's final_hidden). */
+static const void *final_hidden(const CudaBackend *cb, const BlockPlan *plan) {
+    const CudaLayer *last = &cb->layers[plan->num_runs - 1];
+    if (plan->first_parallel == plan->num_runs) return last->x_out;
+    const int final = cb->base.state->spec.parallel_final;
+    return final == PARALLEL_FINAL_ATTN ? last->x_out : final == PARALLEL_FINAL_MLP ? last->l1_out : cb->x_lanes;
+}
+/* A parallel run's MLP norm of lane 1: m_in = bf16(rms_norm(in) * ln), rstd_mlp; with ln_scale
+ * through dD2 (free in the forward), as cuda_add_norm_forward rounds: the product, then bf16. */
+static int mlp_norm_forward_lane(CudaBackend *cb, CudaLayer *a, const void *in, float ln, int N) {
+    const ModelSpec *s = &cb->base.state->spec;
+    const int D = cb->dim;
+    if (!s->ln_scale)
+        return cuda_rmsnorm_forward(NULL, a->m_in, a->rstd_mlp, in, N, D, FLT_EPSILON, cb->stream_dtype, cb->stream);
+    RETURN_ON_FAILURE(
+        cuda_rmsnorm_forward(cb->dD2, NULL, a->rstd_mlp, in, N, D, FLT_EPSILON, cb->stream_dtype, cb->stream));
+    RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, (size_t)N * D, cb->stream));
+    return cuda_f32_to_bf16(a->m_in, cb->dD2, (size_t)N * D, cb->stream);
 }
 
 /* ---- forward ---- */
@@ -139,6 +175,10 @@ int cuda_forward_blocks(CudaBackend *cb, int B) {
                              .out_scale = ln, .dtype = dt};
         if (run == 0) {
             RETURN_ON_FAILURE(cuda_mix_norm_forward(&input, st));
+        } else if (plan->runs[run - 1].parallel) { /* its output is made already (lane_mix) */
+            x = cb->layers[run - 1].x_out;
+            input.x = x;
+            RETURN_ON_FAILURE(cuda_mix_norm_forward(&input, st));
         } else {
             /* the block before's output x_out = (xm + attn_scale * ao) + mlp_scale * mo (x1
              * recomputed, as add_norm_forward made it), written, and this block's input from it,
@@ -175,21 +215,80 @@ int cuda_forward_blocks(CudaBackend *cb, int B) {
         }
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->ao, CT_BF16, proj_input(a, xsa), block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
-        RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
-                                                block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
+        if (plan->runs[run].parallel) /* the MLP reads lane 1, not x1 */
+            RETURN_ON_FAILURE(mlp_norm_forward_lane(cb, a, lane1_input(cb, plan, run), ln, N));
+        else
+            RETURN_ON_FAILURE(cuda_add_norm_forward(NULL, a->rstd_mlp, a->m_in, cb->xm, a->ao,
+                                                    block_param(cb, l, BLK_ATTN_SCALE), N, D, FLT_EPSILON, ln, dt, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->u, CT_BF16, a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
         RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        if (cb->gram_dev) { /* GPTQ's calibration: this run's matrix inputs, before the next run's overwrite them */
+            const int first = s->first_block + l * BLK_NUM_PARAMS; /* block l's parameters, BLK_* order */
+            RETURN_ON_FAILURE(cuda_add_gram(cb, first + BLK_C_Q, cb->a_in, N, D));
+            RETURN_ON_FAILURE(cuda_add_gram(cb, first + BLK_PROJ, proj_input(a, xsa), N, D));
+            RETURN_ON_FAILURE(cuda_add_gram(cb, first + BLK_FC, a->m_in, N, D));
+            RETURN_ON_FAILURE(cuda_add_gram(cb, first + BLK_MLP_PROJ, cb->h, N, HID));
+        }
+        if (plan->runs[run].parallel) { /* both lanes take both branches (lane 0 from x_in, past the mix) */
+            const CudaLaneMixForward mix = {
+                .out0 = a->x_out, .out1 = a->l1_out, .l0 = a->x_in_used, .l1 = lane1_input(cb, plan, run),
+                .ao = a->ao, .mo = a->mo, .attn_scale = block_param(cb, l, BLK_ATTN_SCALE),
+                .mlp_scale = block_param(cb, l, BLK_MLP_SCALE), .resid = lane_resid(cb, l, 0),
+                .post = lane_post(cb, l, 0), .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_lane_mix_forward(&mix, st));
+        }
     }
-    /* the last run's output (the others are made by the next run's input op) */
+    /* the last run's output (the others are made by the next run's input op, or lane_mix) */
     CudaLayer *z = &cb->layers[plan->num_runs - 1];
     const int last = plan->runs[plan->num_runs - 1].block;
-    RETURN_ON_FAILURE(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, block_param(cb, last, BLK_ATTN_SCALE), z->mo,
-                                              block_param(cb, last, BLK_MLP_SCALE), N, D, dt, st));
-    RETURN_ON_FAILURE(cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, z->x_out, N, D, FLT_EPSILON, dt, st));
+    if (!plan->runs[plan->num_runs - 1].parallel)
+        RETURN_ON_FAILURE(cuda_scaled_add_forward(z->x_out, cb->xm, z->ao, block_param(cb, last, BLK_ATTN_SCALE), z->mo,
+                                                  block_param(cb, last, BLK_MLP_SCALE), N, D, dt, st));
+    else if (s->parallel_final == PARALLEL_FINAL_MEAN)
+        RETURN_ON_FAILURE(cuda_lane_mean_forward(cb->x_lanes, z->x_out, z->l1_out, ND, dt, st));
+    RETURN_ON_FAILURE(
+        cuda_rmsnorm_forward(NULL, cb->xf16, cb->rstdf, final_hidden(cb, plan), N, D, FLT_EPSILON, dt, st));
     return 0;
+}
+
+/* A parallel run's backward up to its attention (the CPU's cpu_run_backward): the lane mix's, in
+ * place (dx: dL/d(lane 0 out) -> lane 0's own share of dL/d(x_in); cb->dl1 likewise for lane 1),
+ * d ao into dao16 and d mo into gD16; the MLP's, adding into cb->dl1; then xm and a_in remade
+ * (cb->xm, cb->a_in: the attention's backward reads them). */
+static int lanes_backward(CudaBackend *cb, const BlockPlan *plan, int run, void *dx) {
+    const ModelSpec *s = &cb->base.state->spec;
+    CudaLayer *a = &cb->layers[run];
+    const int l = plan->runs[run].block, N = cb->num_tokens, D = cb->dim, HID = cb->hidden, dt = cb->stream_dtype;
+    const float ln = model_ln_scale(s, l);
+    cudaStream_t st = cb->stream;
+    const void *l1 = lane1_input(cb, plan, run);
+    const CudaLaneMixBackward mix = {
+        .dl0 = dx, .dl1 = cb->dl1, .dao_bf16 = cb->dao16, .dmo_bf16 = cb->gD16,
+        .dattn_scale = block_grad(cb, l, BLK_ATTN_SCALE), .dmlp_scale = block_grad(cb, l, BLK_MLP_SCALE),
+        .dresid = (float *)lane_resid(cb, l, 1), .dpost = (float *)lane_post(cb, l, 1), .d0 = dx, .d1 = cb->dl1,
+        .l0 = a->x_in_used, .l1 = l1, .ao = a->ao, .mo = a->mo, .attn_scale = block_param(cb, l, BLK_ATTN_SCALE),
+        .mlp_scale = block_param(cb, l, BLK_MLP_SCALE), .resid = lane_resid(cb, l, 0), .post = lane_post(cb, l, 0),
+        .partials = cb->partials, .N = N, .C = D, .dtype = dt};
+    RETURN_ON_FAILURE(cuda_lane_mix_backward(&mix, st));
+    /* the MLP, as in a sequential block (h remade by relu^2's backward), to its norm of lane 1 */
+    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
+                                           block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+    RETURN_ON_FAILURE(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
+    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16, cb->h,
+                                           NULL, N, HID, D));
+    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16, a->m_in,
+                                           block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+    if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, (size_t)N * D, st));
+    RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dl1, cb->dD2, l1, a->rstd_mlp, N, D, dt, st));
+    /* xm = mix(x_in, x0) and a_in = bf16(rms_norm(xm) * ln), the forward's bits (rstd_attn rewritten
+     * with the same) */
+    const CudaMixNorm input = {.xm = cb->xm, .rstd = a->rstd_attn, .a_bf16 = cb->a_in, .x = a->x_in_used,
+                               .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX), .N = N, .C = D,
+                               .eps = FLT_EPSILON, .out_scale = ln, .dtype = dt};
+    return cuda_mix_norm_forward(&input, st);
 }
 
 int cuda_backward_blocks(CudaBackend *cb) {
@@ -203,7 +302,15 @@ int cuda_backward_blocks(CudaBackend *cb) {
     const CudaXsaShape xsa_shape = {N, cb->num_heads, cb->num_kv_heads, cb->head_dim, QKV};
     RETURN_ON_FAILURE(zero_on_stream(cb, dx, ND * cb->stream_bytes, "cuda: zeroing dx"));
     const BlockPlan *plan = pass_plan(cb);
-    RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, cb->layers[plan->num_runs - 1].x_out, cb->rstdf, N, D, dt, st));
+    if (plan->first_parallel == plan->num_runs) {
+        RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx, cb->dxf, final_hidden(cb, plan), cb->rstdf, N, D, dt, st));
+    } else { /* dx: dL/d(lane 0's output), dl1: lane 1's, from the final norm's input (parallel_final) */
+        const int final = s->parallel_final;
+        RETURN_ON_FAILURE(zero_on_stream(cb, cb->dl1, ND * cb->stream_bytes, "cuda: zeroing dl1"));
+        RETURN_ON_FAILURE(cuda_rmsnorm_backward(final == PARALLEL_FINAL_MLP ? cb->dl1 : dx, cb->dxf,
+                                                final_hidden(cb, plan), cb->rstdf, N, D, dt, st));
+        if (final == PARALLEL_FINAL_MEAN) RETURN_ON_FAILURE(cuda_lane_mean_backward(dx, cb->dl1, dx, ND, dt, st));
+    }
     RETURN_ON_FAILURE(zero_on_stream(cb, cb->dx0, ND * cb->stream_bytes, "cuda: zeroing dx0"));
     float *dskip_w = cb->d_grads + s->params[s->skip_weights].offset;
     const float *skip_w = cb->d_params + s->params[s->skip_weights].offset;
@@ -216,33 +323,39 @@ int cuda_backward_blocks(CudaBackend *cb) {
         for (int j = plan->num_encoder; j < plan->num_runs; j++)
             if (plan->runs[j].skip_source == run)
                 RETURN_ON_FAILURE(cuda_add_inplace(dx, dskip_of(cb, plan, plan->runs[j].skip_row), ND, dt, st));
-        /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
-        const CudaScaledAddBackward mlp_residual = {
-            .dbranch_bf16 = cb->gD16, .dscale = block_grad(cb, l, BLK_MLP_SCALE), .dout = dx, .branch_bf16 = a->mo,
-            .scale = block_param(cb, l, BLK_MLP_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
-        RETURN_ON_FAILURE(cuda_scaled_add_backward(&mlp_residual, st));
-        /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
-         * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
-         * pass over u, so that product comes after it */
-        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
-                                               block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
-        RETURN_ON_FAILURE(
-            cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
-        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16,
-                                               cb->h, NULL, N, HID, D));
-        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
-                                               a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+        const int lanes = plan->runs[run].parallel;
         const float ln = model_ln_scale(s, l); /* m_in and a_in were the norms times ln */
-        if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
-        /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
-         * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
-         * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
-        const CudaAddNormBackward mlp_norm = {
-            .dx = dx, .dout = cb->dD2, .rstd = a->rstd_mlp, .x_in = a->x_in_used, .x0 = cb->x0,
-            .mix = block_param(cb, l, BLK_RESID_MIX), .branch = a->ao, .scale = block_param(cb, l, BLK_ATTN_SCALE),
-            .renorm = cb->a_in, .renorm_rstd = a->rstd_attn, .renorm_scale = ln, .dbranch = cb->gD16,
-            .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
-        RETURN_ON_FAILURE(cuda_add_norm_backward(&mlp_norm, st));
+        if (lanes) { /* dx: lane 0's share of dL/d(x_in) from here; d ao in dao16; a_in remade */
+            RETURN_ON_FAILURE(lanes_backward(cb, plan, run, dx));
+        } else {
+            /* x_out = x1 + mlp_scale * mo (dx stays dL/dx1 on the residual path) */
+            const CudaScaledAddBackward mlp_residual = {
+                .dbranch_bf16 = cb->gD16, .dscale = block_grad(cb, l, BLK_MLP_SCALE), .dout = dx, .branch_bf16 = a->mo,
+                .scale = block_param(cb, l, BLK_MLP_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_scaled_add_backward(&mlp_residual, st));
+            /* dh as bf16 (it only meets relu^2's backward, whose bf16 result overwrites it in place);
+             * the weight gradient needs h = relu(u)^2, which relu^2's backward remakes in the same
+             * pass over u, so that product comes after it */
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
+                                                   block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+            RETURN_ON_FAILURE(
+                cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ),
+                                                   cb->gD16, cb->h, NULL, N, HID, D));
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
+                                                   a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+            if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
+            /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
+             * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
+             * x1's residual add: d ao = bf16(attn_scale * dx), d attn_scale += sum dx * ao */
+            const CudaAddNormBackward mlp_norm = {
+                .dx = dx, .dout = cb->dD2, .rstd = a->rstd_mlp, .x_in = a->x_in_used, .x0 = cb->x0,
+                .mix = block_param(cb, l, BLK_RESID_MIX), .branch = a->ao, .scale = block_param(cb, l, BLK_ATTN_SCALE),
+                .renorm = cb->a_in, .renorm_rstd = a->rstd_attn, .renorm_scale = ln, .dbranch = cb->gD16,
+                .dscale = block_grad(cb, l, BLK_ATTN_SCALE), .partials = cb->partials, .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_add_norm_backward(&mlp_norm, st));
+        }
+        const ct_bf16 *dao = lanes ? cb->dao16 : cb->gD16; /* dL/d(attn.proj output) */
         const ParamInfo *gate_w = attn_gate(cb, l);
         const CudaHeadGateShape gs = gate_shape(cb, N);
         if (gate_w) {
@@ -250,7 +363,7 @@ int cuda_backward_blocks(CudaBackend *cb) {
              * in place where XSA follows (its input is fp32), else straight to the attention's
              * bf16 dy; the gate's logit gradient waits in gate_dz for d a_in */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
-                                                   cb->gD16, a->y_gate16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+                                                   dao, a->y_gate16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
             RETURN_ON_FAILURE(cuda_head_gate_backward(xsa ? cb->dD2 : NULL, xsa ? NULL : cb->dy16,
                                                       cb->gate_dz, cb->d_grads + gate_w->offset, cb->dD2,
                                                       gate_input(a, xsa), a->gate, cb->a_in, &gs, cb->partials, st));
@@ -261,13 +374,13 @@ int cuda_backward_blocks(CudaBackend *cb) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
              * attention output's dy (bf16, the attention backward's input) */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
-                                                   cb->gD16, a->y_xsa16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+                                                   dao, a->y_xsa16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV,
                                                 &xsa_shape, st));
         } else {
             /* dy straight to bf16: the attention backward is its only consumer */
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ),
-                                                   cb->gD16, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+                                                   dao, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         }
         /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
         const CudaAttentionBackward grads = {.dq = cb->dq, .dk = cb->dk, .dv = cb->dqkv16 + D + KV, .dy = cb->dy16,
@@ -294,14 +407,26 @@ int cuda_backward_blocks(CudaBackend *cb) {
         if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
         /* the attention norm of xm = mix[0] * x_in + mix[1] * x0, then the mix: dx_alt becomes
          * dL/dx_in (written), dx is spent */
-        const CudaNormMixBackward attn_norm = {
-            .dx_in = dx_alt, .dx0 = cb->dx0, .dmix = block_grad(cb, l, BLK_RESID_MIX), .dx = dx, .dout = cb->dD2,
-            .rstd = a->rstd_attn, .x_in = a->x_in_used, .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX),
-            .partials = cb->partials, .N = N, .C = D, .dtype = dt};
-        RETURN_ON_FAILURE(cuda_norm_mix_backward(&attn_norm, st));
-        void *t = dx;
-        dx = dx_alt;
-        dx_alt = t;
+        if (lanes) {
+            /* dL/dxm is the attention's alone (into dx_alt, zeroed); the mix adds its share to
+             * lane 0's own in dx (the CPU's two ops; xm is in cb->xm, remade by lanes_backward) */
+            RETURN_ON_FAILURE(zero_on_stream(cb, dx_alt, ND * cb->stream_bytes, "cuda: zeroing dxm"));
+            RETURN_ON_FAILURE(cuda_rmsnorm_backward(dx_alt, cb->dD2, cb->xm, a->rstd_attn, N, D, dt, st));
+            const CudaResidualMixBackward mix = {
+                .dx = dx, .dx_accumulate = 1, .dx0 = cb->dx0, .dmix = block_grad(cb, l, BLK_RESID_MIX), .dout = dx_alt,
+                .x = a->x_in_used, .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX), .partials = cb->partials,
+                .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_residual_mix_backward(&mix, st));
+        } else {
+            const CudaNormMixBackward attn_norm = {
+                .dx_in = dx_alt, .dx0 = cb->dx0, .dmix = block_grad(cb, l, BLK_RESID_MIX), .dx = dx, .dout = cb->dD2,
+                .rstd = a->rstd_attn, .x_in = a->x_in_used, .x0 = cb->x0, .mix = block_param(cb, l, BLK_RESID_MIX),
+                .partials = cb->partials, .N = N, .C = D, .dtype = dt};
+            RETURN_ON_FAILURE(cuda_norm_mix_backward(&attn_norm, st));
+            void *t = dx;
+            dx = dx_alt;
+            dx_alt = t;
+        }
         /* x_in = x_prev + skip_weights[dec] * skip for decoder blocks with a skip (gated: the lerp,
          * its x_prev gradient made in place in dx) */
         const int dec = plan->runs[run].skip_row; /* decoder runs only: run > 0 */
@@ -322,6 +447,8 @@ int cuda_backward_blocks(CudaBackend *cb) {
                 .partials = cb->partials, .N = N, .C = D, .dtype = dt};
             RETURN_ON_FAILURE(cuda_scaled_add_backward(&skip, st));
         }
+        /* both lanes started from the previous run's output */
+        if (run == plan->first_parallel) RETURN_ON_FAILURE(cuda_add_inplace(dx, cb->dl1, ND, dt, st));
         /* a block's gradients are final once its first run is through (model.h) */
         if (model_plan_first_run(plan, run))
             RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));

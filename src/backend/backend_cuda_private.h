@@ -11,6 +11,7 @@
  *                         evaluation, one position's logits
  *   backend_cuda_optim.c  the gradients handed to the host, the optimizer step (Adam, Muon in
  *                         batches, sharded Muon, weight decay, the EMA and SWA's sum)
+ *   backend_cuda_grams.c  GPTQ's calibration: X^T X of each matrix's input over a forward
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
  *                         checkpoint holds), the bf16 weight shadows (plain, or late QAT's)
  *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
@@ -63,7 +64,8 @@ typedef struct {
     ct_bf16 *m_in;
     ct_bf16 *u; /* fc output (relu^2's input and its backward's) */
     ct_bf16 *mo; /* MLP projection output */
-    void *x_out;
+    void *x_out; /* the block's output; of a parallel run (docs/model.md), lane 0's */
+    void *l1_out; /* a parallel run's lane 1 output (runs parallel in either plan; NULL elsewhere) */
 } CudaLayer;
 
 typedef struct {
@@ -150,6 +152,7 @@ typedef struct {
     void *xm;          /* the current block's xm, rms_norm(xm) and relu(u)^2 (see CudaLayer) */
     ct_bf16 *a_in, *h;
     CudaLayer *layers; /* [model_max_runs]: one per run of the longer (looped) plan */
+    void *x_lanes;     /* parallel_final = mean: the lanes' mean, the final norm's input (NULL otherwise) */
     float *rope_cos, *rope_sin; /* [T, rope_dims/2] */
     /* the record stack (NULL when the model has no such part) */
     float *x_normed;     /* [N, D] rms_norm(emb), the SmearGate's input (x0 is its output) */
@@ -164,6 +167,8 @@ typedef struct {
     /* backward work buffers */
     void *dx, *dx_alt; /* dL/d(residual stream), and the buffer the next one is written to */
     void *dx0;         /* dL/dx0, summed over every block's resid_mix */
+    void *dl1;         /* parallel lanes: dL/d(lane 1), the stream's type (NULL without lanes) */
+    ct_bf16 *dao16;    /* parallel lanes: dL/d(attn.proj output) while the MLP's backward uses gD16 */
     float *dxf;        /* dL/d(final norm's output), then dL/d(emb) (fp32 either way) */
     float *dD2;         /* dL/d(m_in), then dL/d(a_in): into the block's norms' backward */
     float *dq, *dk;     /* fp32 dL/dq, dL/dk (the QK-norm/RoPE backward's inputs) */
@@ -176,6 +181,10 @@ typedef struct {
     double *red_partials; /* whole-buffer reductions (loss sum, norms) */
     float *z;    /* a logits chunk, [logits_chunk, V] */
     ct_bf16 *dz; /* its gradient */
+
+    /* GPTQ's calibration (backend_cuda_grams.c): [num_params] device sums of X^T X of the
+     * matrices' inputs while it runs (NULL entries: not asked for), NULL otherwise */
+    float **gram_dev;
 
     /* optimizer: Muon's Newton–Schulz in batches of matrices of one shape (muon_batches.h) */
     MuonBatchPlan muon_plan;
@@ -216,6 +225,13 @@ int cuda_position_logits(Backend *b, const uint32_t *tokens, int pos, float *log
  * gradients added, each block's grad-ready stage reported at its first run. Queued on the stream. */
 int cuda_forward_blocks(CudaBackend *cb, int B);
 int cuda_backward_blocks(CudaBackend *cb);
+/* backend_cuda_step.c: uploads the ids and targets of N tokens (evaluation's layout), with
+ * packing's segments. */
+int cuda_load_tokens(CudaBackend *cb, const uint32_t *tokens, int N);
+/* backend_cuda_grams.c: Backend.accumulate_input_grams; and, while it runs, gram_dev[param] +=
+ * x^T x of a matrix input x [N, cols] (a no-op for a parameter not asked for), queued. */
+int cuda_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
+int cuda_add_gram(CudaBackend *cb, int param, const ct_bf16 *x, int N, int cols);
 /* backend_cuda_optim.c */
 float *cuda_grad_buffer(Backend *b);
 int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);

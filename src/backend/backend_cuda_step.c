@@ -74,6 +74,8 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
                       "cuda: token upload (cudaMemcpyAsync)");
 }
 
+int cuda_load_tokens(CudaBackend *cb, const uint32_t *tokens, int N) { return load_tokens(cb, tokens, N, 0); }
+
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
     CudaBackend *cb = (CudaBackend *)b;
     *loss_sum = 0;

@@ -369,11 +369,6 @@ int config_validate(const Config *c, int world_size) {
         const BlockPlanSettings plan = config_block_plan_settings(c);
         if (block_plan_check(&plan) != 0) return -1;
     }
-    /* the CUDA step walks the block plans (depth recurrence) but runs no parallel lanes yet (the
-     * CPU backend neither); refused here, before a GPU is looked for */
-    REQUIRE(strcmp(c->device, "cuda") || c->parallel_start_layer == 0,
-            "parallel_start_layer = %lld: parallel residual lanes are not implemented on device=cuda yet; use "
-            "device=cpu", (long long)c->parallel_start_layer);
     REQUIRE(c->enable_looping_at >= 0 && c->enable_looping_at <= 1,
             "enable_looping_at = %.15g: expected in [0, 1] (the training progress at which depth recurrence "
             "switches on)", c->enable_looping_at);

@@ -134,13 +134,6 @@ int trainer_end_check(const Config *cfg, const TokenSet *val) {
         if (lstat(artifact, &sb) == 0 && !S_ISREG(sb.st_mode))
             return ct_fail("golf_artifact = 1: '%s' exists and is not a regular file; the artifact cannot be written "
                            "there (move it away)", artifact);
-        /* GPTQ's calibration runs on the run's device at its end; only the CPU backend has it so far */
-        GolfFormat format;
-        if (golf_format_from_name(cfg->golf_format, &format) == 0 && golf_format_is_gptq(format) &&
-            strcmp(cfg->device, "cpu") != 0)
-            return ct_fail("golf_artifact = 1 with golf_format = %s: device = %s cannot collect the GPTQ Hessians yet; "
-                           "train with golf_artifact = 0, then `ctrain ckpt hessians CHECKPOINT --device cpu` and "
-                           "`ctrain ckpt golf CHECKPOINT --format %s`", cfg->golf_format, cfg->device, cfg->golf_format);
         /* the round trip evaluates on sequences of eval_seq_len (train_seq_len when 0) */
         if (cfg->val_files[0] && cfg->eval_seq_len > 0 && val->total_tokens < cfg->eval_seq_len + 1)
             return ct_fail("golf_artifact = 1, eval_seq_len = %lld: val_files '%s' hold %lld tokens, fewer than one "

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # frontier_gpu.sh — the GPU check's `frontier` stage (docs/testing.md): the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: 11 x 512,
 # 4x LeakyReLU(0.5)^2 MLP, skip gates, the sparse attention gate, the BOS-masked SmearGate, depth
-# recurrence of blocks 3..5, document packing, Polar Express + MuonEq-R, EMA; its parallel lanes
-# from block 8 off, parallel_start_layer = 0, until the CUDA backend runs them) on the GPU (issue 56):
+# recurrence of blocks 3..5, document packing, Polar Express + MuonEq-R, EMA, its parallel lanes
+# from block 8 on) on the GPU (issue 56):
 #   1. its step time at its own 786,432 tokens per step on this one GPU (8 packed rows of 98,304
 #      tokens; the record's 8 GPUs each take one), before and after looping switches on
 #      (enable_looping_at of the run's steps), and the allocation, with the residual stream in
@@ -27,8 +27,7 @@ python3 "$root/tests/bench/golf_shards.py" "$work/data" $(((steps + 4) * 786432)
     "$root"/docs/*.md "$root"/src/*/*.c >"$work/shards.log" 2>&1 || { tail -5 "$work/shards.log"; exit 1; }
 "$ctrain" data import-bin --out "$work/h5" --bos-id 1 "$work"/data/fineweb_*.bin >/dev/null
 frontier=(--config "$root/slurm/golf-frontier-8xh100.conf" train_files="$work/h5/fineweb_train_*.h5"
-          val_files="$work/h5/fineweb_val_*.h5" vocab_size=1024 val_loss_every=0 device=cuda
-          parallel_start_layer=0) # the lanes: not on the CUDA backend yet (off whatever the file says)
+          val_files="$work/h5/fineweb_val_*.h5" vocab_size=1024 val_loss_every=0 device=cuda)
 
 # median ms/step and tokens/s of steps [from, to] of a run's metrics.jsonl
 median_of() {

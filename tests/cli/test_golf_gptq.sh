@@ -298,8 +298,8 @@ expect_ok gptq_run_end_again "$CTRAIN" train "${run[@]}" out_dir=run_end golf_ar
 expect_grep gptq_run_end_reuses '^GPTQ: the Hessians of step 6 from run_end/final_model.hessians.h5$' out
 cmp -s same.br run_end/final_model.gptq.safetensors.br && pass gptq_run_end_remade ||
     fail gptq_run_end_remade "the artifact made again differs"
-expect_fail gptq_run_end_cuda 2 "device = cuda cannot collect the GPTQ Hessians yet" \
-    "$CTRAIN" train "${run[@]}" out_dir=run_cuda golf_artifact=1 golf_format=gptq-brotli device=cuda
+expect_cuda_takes gptq_run_end_cuda "$CTRAIN" train "${run[@]}" out_dir=run_cuda golf_artifact=1 \
+    golf_format=gptq-brotli device=cuda
 
 # bad input: a clear error, nothing written
 expect_fail gptq_no_hessians 1 "run/final_model.hessians.h5" "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --out none.br

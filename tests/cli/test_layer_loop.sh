@@ -76,12 +76,11 @@ expect_ok off_run "$CTRAIN" train "${base[@]}" skip_gates_enabled=1 loop_start=1
 losses off/metrics.jsonl >off.losses
 cmp -s plain.losses off.losses && pass loops_off_bitwise || fail loops_off_bitwise "$(diff plain.losses off.losses | head -4)"
 
-# 4. bad settings name the key; the backends that lack a feature refuse it
+# 4. bad settings name the key; device=cuda takes the lanes (the CUDA step runs them)
 expect_fail bad_loop_end 2 'loop_end = 4' "$CTRAIN" train "${base[@]}" num_loops=1 loop_start=1 loop_end=4 out_dir=bad1
 expect_fail bad_num_loops 2 'num_loops = -1' "$CTRAIN" train "${base[@]}" num_loops=-1 out_dir=bad2
 expect_fail bad_enable_at 2 'enable_looping_at = 1.5' "$CTRAIN" train "${cfg[@]}" enable_looping_at=1.5 out_dir=bad3
 expect_fail bad_final_lane 2 "parallel_final_lane = 'both'" "$CTRAIN" train "${base[@]}" parallel_final_lane=both out_dir=bad4
-expect_fail cuda_refuses_parallel 2 'parallel_start_layer = 3: parallel residual lanes are not implemented on device=cuda' \
-    "$CTRAIN" train "${base[@]}" parallel_start_layer=3 device=cuda out_dir=bad5
+expect_cuda_takes cuda_takes_parallel "$CTRAIN" train "${base[@]}" parallel_start_layer=3 device=cuda out_dir=bad5
 
 finish

@@ -18,7 +18,9 @@
  * (residual_dtype = bf16, issue 59: the bf16_stream_* cases) against the CPU's fp32 one under
  * the same bounds (with --exact-bf16 in the emulator to fp32 rounding, as every case), bitwise
  * from run to run, with the CUDA graph and across a resume, and its memory report. The sparse
- * attention gate (issue 56: sparse_gate_keys) with either stream.
+ * attention gate (issue 56: sparse_gate_keys) with either stream. The parallel residual lanes and
+ * every frontier key at once (lanes_*, frontier_all_*), and GPTQ's calibration hook against the
+ * CPU's (gptq_grams_match_cpu, issue 58).
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
@@ -550,6 +552,137 @@ static void loops_two_runs_bitwise(void) {
     case_loop_from_step = 1;
     check_two_runs_bitwise(loop_keys);
     case_loop_from_step = -1;
+}
+
+/* Parallel residual lanes (issue 56, parallel_start_layer 2: the decoder's two blocks run as two
+ * lanes, docs/model.md): the CUDA step's lane mix, lane 1's MLP and the final lane against the CPU
+ * backend under the same bounds: the lanes' mean with gated skips and ln_scale, the attention lane
+ * with XSA, the MLP lane (fp32 stream: with the bf16 stream the lane lambdas' gradient, a sum of
+ * d0*l0 over every element with much cancellation, measured 6.5e-2 after one micro-batch and
+ * 2.2e-1 in Adam's exp_avg after the first step in emulation, over GRAD_TOL; with --exact-bf16
+ * the bf16 stream's case passes, its gradients within 1.5e-7, the lambdas 3.2e-6: docs/cuda.md). frontier_all: every frontier key at once
+ * (packing and the BOS SmearGate, depth recurrence switching on after the first step, skip gates,
+ * the sparse gate, lanes, the MLP slope, Polar Express and row normalization), against the CPU,
+ * bitwise from run to run and the graph against the launches one by one. */
+static const char *const lanes_mean_keys[][2] = {{"parallel_start_layer", "2"}, {"parallel_final_lane", "mean"},
+                                                 {"skip_gates_enabled", "1"},   {"ln_scale", "1"},
+                                                 {NULL, NULL}};
+static const char *const lanes_attn_keys[][2] = {
+    {"parallel_start_layer", "2"}, {"parallel_final_lane", "attn"}, {"xsa_last_n", "2"}, {NULL, NULL}};
+static const char *const lanes_mlp_keys[][2] = {{"parallel_start_layer", "3"}, {"parallel_final_lane", "mlp"},
+                                                {NULL, NULL}};
+static const char *const frontier_all_keys[][2] = {
+    {"doc_packing", "1"},          {"smear_gate_enabled", "1"},      {"gate_window", "12"},
+    {"num_loops", "1"},            {"loop_start", "1"},              {"loop_end", "2"},
+    {"skip_gates_enabled", "1"},   {"sparse_attn_gate_enabled", "1"}, {"sparse_attn_gate_init_std", "0.5"},
+    {"parallel_start_layer", "2"}, {"parallel_final_lane", "mean"},  {"mlp_negative_slope", "0.5"},
+    {"muon_polar_express", "1"},   {"muon_row_normalize", "1"},      {"xsa_last_n", "2"},
+    {"ln_scale", "1"},             {"rope_dims", "16"},              {NULL, NULL}};
+
+static void lanes_mean_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, lanes_mean_keys, 1.0, NULL);
+}
+
+static void lanes_attn_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(1, 0.0, lanes_attn_keys, 1.0, NULL);
+}
+
+static void lanes_mlp_match_cpu(void) {
+    REQUIRE_GPU();
+    compare_with_cpu(0, 0.0, lanes_mlp_keys, 1.0, NULL);
+}
+
+static void frontier_all_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    case_loop_from_step = 1;
+    compare_with_cpu(1, 0.0, frontier_all_keys, 1.0, NULL);
+    case_loop_from_step = -1;
+    case_bos = -1;
+}
+
+static void frontier_all_two_runs_bitwise(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    case_loop_from_step = 1;
+    check_two_runs_bitwise(frontier_all_keys);
+    check_graph_matches_launches(frontier_all_keys);
+    case_loop_from_step = -1;
+    case_bos = -1;
+}
+
+/* GPTQ's calibration (issue 58, Backend.accumulate_input_grams): X^T X of each matrix's input
+ * (c_q, attn.proj, mlp.fc, mlp.proj of every run, the untied lm_head, bigram.proj) against the
+ * CPU backend's hook, on the record's model keys with lanes and depth recurrence (each looped
+ * run adds its own), B + 1 sequences (a group smaller than the micro-batch): every gram within
+ * GRAD_TOL_ALL (the CUDA grams are of the bf16 activations the products read), none the CPU
+ * leaves empty filled; a second call adds the same bits again (exactly twice the first). */
+static const char *const grams_keys[][2] = {RECORD_MODEL_KEYS,        {"parallel_start_layer", "2"},
+                                            {"num_loops", "1"},       {"loop_start", "1"},
+                                            {"loop_end", "2"},        {NULL, NULL}};
+
+static void gptq_grams_match_cpu(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_config(&cfg, 0, 0.0);
+    set_keys(&cfg, grams_keys);
+    TrainState cs, gs;
+    make_states(&cs, &gs, &cfg);
+    cs.loop_active = gs.loop_active = 1;
+    const ModelSpec *s = &cs.spec;
+    Backend *cpu = NULL, *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu, "cuda backend: %s", ct_error());
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    CHECK(gpu->accumulate_input_grams != NULL, "the CUDA backend has no accumulate_input_grams");
+    const int seqs = cpu->micro_batch_seqs + 1;
+    uint32_t *tok = make_tokens((size_t)seqs * cpu->seq_len + 1, s->vocab, 58);
+    float **gc = calloc((size_t)s->num_params, sizeof(float *)), **gg = calloc((size_t)s->num_params, sizeof(float *));
+    for (int i = 0; i < s->num_params; i++) {
+        if (s->params[i].ndim != 2) continue;
+        const size_t n = (size_t)(s->params[i].shape[1] * s->params[i].shape[1]);
+        gc[i] = calloc(n, sizeof(float));
+        gg[i] = calloc(n, sizeof(float));
+    }
+    CHECK(cpu->accumulate_input_grams(cpu, tok, seqs, gc) == 0, "cpu grams: %s", ct_error());
+    CHECK(gpu->accumulate_input_grams(gpu, tok, seqs, gg) == 0, "cuda grams: %s", ct_error());
+    double worst = 0;
+    const char *worst_name = "-";
+    int filled = 0;
+    for (int i = 0; i < s->num_params; i++) {
+        if (!gc[i]) continue;
+        const size_t n = (size_t)(s->params[i].shape[1] * s->params[i].shape[1]);
+        double num = 0, den = 0;
+        for (size_t k = 0; k < n; k++) {
+            num += ((double)gg[i][k] - gc[i][k]) * ((double)gg[i][k] - gc[i][k]);
+            den += (double)gc[i][k] * gc[i][k];
+        }
+        filled += den > 0;
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (!(e <= worst)) worst = e, worst_name = s->params[i].name;
+    }
+    report("GPTQ grams, worst", worst, GRAD_TOL_ALL);
+    CHECK(worst <= GRAD_TOL_ALL, "gram of %s: relative error %.3e > %.1e", worst_name, worst, (double)GRAD_TOL_ALL);
+    /* 4 per block, lm_head, bigram.proj */
+    CHECK(filled == 4 * s->num_layers + 2, "%d grams filled, expected %d", filled, 4 * s->num_layers + 2);
+    for (int i = 0; i < s->num_params; i++)
+        if (gg[i]) memcpy(gc[i], gg[i], (size_t)(s->params[i].shape[1] * s->params[i].shape[1]) * sizeof(float));
+    CHECK(gpu->accumulate_input_grams(gpu, tok, seqs, gg) == 0, "cuda grams: %s", ct_error());
+    for (int i = 0; i < s->num_params; i++) {
+        if (!gg[i]) continue;
+        const size_t n = (size_t)(s->params[i].shape[1] * s->params[i].shape[1]);
+        size_t off = 0;
+        for (size_t k = 0; k < n; k++) off += gg[i][k] != 2.0f * gc[i][k];
+        CHECK(off == 0, "%s: the second call added other bits (%zu of %zu elements)", s->params[i].name, off, n);
+        free(gc[i]), free(gg[i]);
+    }
+    free(gc), free(gg), free(tok);
+    cpu->destroy(cpu);
+    gpu->destroy(gpu);
+    train_state_free(&cs);
+    train_state_free(&gs);
+    config_free(&cfg);
 }
 
 /* Late QAT on the device: while TrainState.qat_active, a training pass reads
@@ -1434,6 +1567,12 @@ int main(void) {
     RUN(loops_switch_match_cpu);
     RUN(loops_graph_matches_launches);
     RUN(loops_two_runs_bitwise);
+    RUN(lanes_mean_match_cpu);
+    RUN(lanes_attn_match_cpu);
+    RUN(lanes_mlp_match_cpu);
+    RUN(frontier_all_match_cpu);
+    RUN(frontier_all_two_runs_bitwise);
+    RUN(gptq_grams_match_cpu);
     TEST_EXIT();
 }
 
