@@ -1,4 +1,14 @@
-/* config.c — parsing, validation and printing of the configuration table (config_keys.h). */
+/* config.c — parsing, validation and printing of the configuration table (config_keys.h).
+ *
+ * Contents, in order:
+ *   the key table and lookup (config_find_key, the nearest name for a typo)
+ *   config_init / config_free, config_set (one key from any source, typed and checked)
+ *   files, arguments and the environment (config_load_file, config_apply_args, config_apply_env)
+ *   config_validate: every key's range and the cross-key rules, one message per failure naming
+ *     the key, the value and what was expected
+ *   config_uses_nccl; values as text and their comparison (config_value_text, config_value_equal)
+ *   writing (config_write, config_write_file: config.txt) and the help and docs tables
+ *     (config_print_help, config_print_markdown) */
 #include "config.h"
 
 #include <ctype.h>

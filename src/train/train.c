@@ -3,7 +3,13 @@
  * train_gpt.py's loop (validation at the start, every val_loss_every steps and at the end; lr
  * schedule and Muon momentum warmup; accumulation over grad_accum_slots / world_size
  * micro-batches), logging progress to stdout and every step to out_dir/metrics.jsonl, with
- * checkpoints every checkpoint_every steps, at the end, and when asked to stop (exit 75). */
+ * checkpoints every checkpoint_every steps, at the end, and when asked to stop (exit 75).
+ *
+ * Contents, in order: the start banner and small formatting helpers; validation
+ * (validate_once, run_validation); one optimizer step over the micro-batches (train_step) and its
+ * log line; the loop (train_loop); the run's end after the last step (the averaged weights,
+ * finish_run: the golf artifact with its Hessians); train_run, which sets everything up and
+ * tears it down. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
