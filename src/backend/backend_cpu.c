@@ -187,11 +187,6 @@ static int load_tokens(CpuBackend *cb, const uint32_t *tokens, size_t N) {
  * weights. Gradients go to the master weights' places as they are (straight-through). */
 
 /* The weights of parameter p as this pass uses them. */
-const float *cpu_weights_of(const CpuBackend *cb, const ParamInfo *p) {
-    const float *base = cb->qat_in_use && backend_qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
-    return base + p->offset;
-}
-
 static int qat_begin(CpuBackend *cb) {
     const TrainState *st = cb->base.state;
     if (!st->qat_active) return 0;

@@ -78,8 +78,11 @@ typedef struct {
     double mtp_loss_weight; /* the multi-token-prediction heads' share of the loss (config) */
 } CpuBackend;
 
-/* ---- weights as a pass reads them (backend_cpu.c: late QAT's copy while qat_in_use) ---- */
-const float *cpu_weights_of(const CpuBackend *cb, const ParamInfo *p);
+/* ---- weights as a pass reads them (late QAT's copy while qat_in_use, qat_begin in backend_cpu.c) ---- */
+static inline const float *cpu_weights_of(const CpuBackend *cb, const ParamInfo *p) {
+    const float *base = cb->qat_in_use && backend_qat_quantizes(p) ? cb->qat_params : cb->base.state->params;
+    return base + p->offset;
+}
 static inline const float *cpu_block_w(const CpuBackend *cb, int layer, int which) {
     return cpu_weights_of(cb, model_block_param(&cb->base.state->spec, layer, which));
 }
@@ -91,7 +94,9 @@ static inline float *cpu_block_g(CpuBackend *cb, int layer, int which) {
 /* ---- one run of the block plan (backend_cpu_block.c), for B sequences ---- */
 int cpu_run_xsa(const ModelSpec *s, const BlockPlan *plan, int run);
 /* attn.proj's input: the attention output after XSA and the sparse gate, where the block has them. */
-const float *cpu_proj_input(const CpuLayerActs *a, int xsa);
+static inline const float *cpu_proj_input(const CpuLayerActs *a, int xsa) {
+    return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y;
+}
 /* Lane 1's input of parallel run `run`. */
 const float *cpu_lane1_input(const CpuBackend *cb, const BlockPlan *plan, int run);
 /* layers[run].x_in (after its skip) -> x_out, and l1_out for a parallel run (its lane 1 input

@@ -19,7 +19,6 @@ const float *cpu_lane1_input(const CpuBackend *cb, const BlockPlan *plan, int ru
     return run == plan->first_parallel ? cb->layers[run - 1].x_out : cb->layers[run - 1].l1_out;
 }
 
-const float *cpu_proj_input(const CpuLayerActs *a, int xsa) { return a->y_gate ? a->y_gate : xsa ? a->y_xsa : a->y; }
 
 /* The lane lambdas of block l: resid [2], post [4] (model.h); gradients with grad != 0. */
 static const float *lane_resid(const CpuBackend *cb, int l) {

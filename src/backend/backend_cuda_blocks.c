@@ -69,6 +69,14 @@ static int round_if_bf16(CudaBackend *cb, float *x, size_t n) {
     return stream_bf16(cb) ? cuda_round_bf16_inplace(x, n, cb->stream) : 0;
 }
 
+/* GPTQ's calibration (backend_cuda_grams.c): while gram_dev is set, X^T X of a matrix's input as
+ * its product reads it, added into the parameter's device sum by the products' cuBLAS call
+ * (cuda_linear_backward's weight gradient: a fixed algorithm, the same bits every call). */
+int cuda_add_gram(CudaBackend *cb, int param, const ct_bf16 *x, int N, int cols) {
+    if (param < 0 || !cb->gram_dev[param]) return 0;
+    return cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, cb->gram_dev[param], x, x, NULL, N, cols, cols);
+}
+
 /* ---- parallel residual lanes (docs/model.md) ----
  * A parallel run's attention reads lane 0 (x_in, through resid_mix as a sequential block), its
  * MLP lane 1; cuda_lane_mix makes both lanes' outputs (x_out, l1_out). After the last run the

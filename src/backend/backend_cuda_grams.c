@@ -3,7 +3,7 @@
  * X^T X of each matrix's input as its product reads it (the bf16 activation, widened) summed on
  * the device in fp32 by the products' cuBLAS call (cuda_linear_backward's weight gradient, its
  * fixed algorithm: the same bits every call), then added into the host grams in parameter order.
- * The forward (backend_cuda_blocks.c) adds each run's inputs through cuda_add_gram while
+ * The forward (backend_cuda_blocks.c) adds each run's inputs through its cuda_add_gram while
  * CudaBackend.gram_dev is set, before the next run overwrites the shared a_in and h. */
 #include "backend_cuda.h"
 
@@ -14,11 +14,6 @@
 #include "common.h"
 
 #include "backend_cuda_private.h"
-
-int cuda_add_gram(CudaBackend *cb, int param, const ct_bf16 *x, int N, int cols) {
-    if (param < 0 || !cb->gram_dev[param]) return 0;
-    return cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, cb->gram_dev[param], x, x, NULL, N, cols, cols);
-}
 
 /* Whether the calibration fills parameter i: an input of a block's c_q, attn.proj, mlp.fc or
  * mlp.proj, the output projection, bigram.proj (the CPU backend's list). */

@@ -228,9 +228,10 @@ int cuda_backward_blocks(CudaBackend *cb);
 /* backend_cuda_step.c: uploads the ids and targets of N tokens (evaluation's layout), with
  * packing's segments. */
 int cuda_load_tokens(CudaBackend *cb, const uint32_t *tokens, int N);
-/* backend_cuda_grams.c: Backend.accumulate_input_grams; and, while it runs, gram_dev[param] +=
- * x^T x of a matrix input x [N, cols] (a no-op for a parameter not asked for), queued. */
+/* backend_cuda_grams.c: Backend.accumulate_input_grams. */
 int cuda_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
+/* backend_cuda_blocks.c (the forward calls it while the calibration runs): gram_dev[param] +=
+ * x^T x of a matrix input x [N, cols] (a no-op for a parameter not asked for), queued. */
 int cuda_add_gram(CudaBackend *cb, int param, const ct_bf16 *x, int N, int cols);
 /* backend_cuda_optim.c */
 float *cuda_grad_buffer(Backend *b);
