@@ -184,13 +184,13 @@ ifneq ($(strip $(DEPS_MISSING)),)
 endif
 
 # ctrain's code size as parameter-golf counts code (docs/model.md, "The code's size"), compiled into
-# golf_round_trip.c: remade whenever a source it counts changes
+# golf_code_size.c alone: remade whenever a source it counts changes
 CODE_FILES := Makefile $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c $(d)/*.h $(d)/*.cc $(d)/*.cu $(d)/*.cuh)))
 $(BUILD)/code_size.h: $(CODE_FILES) scripts/code-size.sh
 	@mkdir -p $(dir $@)
 	@bash scripts/code-size.sh --header $@
-$(BUILD)/obj/src/infer/golf_round_trip.o: $(BUILD)/code_size.h
-$(BUILD)/obj/src/infer/golf_round_trip.o: override CFLAGS += -include $(BUILD)/code_size.h
+$(BUILD)/obj/src/infer/golf_code_size.o: $(BUILD)/code_size.h
+$(BUILD)/obj/src/infer/golf_code_size.o: override CFLAGS += -include $(BUILD)/code_size.h
 
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)

@@ -78,6 +78,10 @@ typedef struct {
 
 typedef struct GolfGptqOptions GolfGptqOptions; /* golf_gptq.h */
 
+/* ctrain's code size as parameter-golf counts code (golf_code_size.c, measured by the build; docs/
+ * model.md, "The code's size"): the compressed bytes and the sources' own; -1 when unknown. */
+extern const int64_t golf_code_bytes, golf_code_raw_bytes;
+
 /* Quantize params (spec's layout, float32), write the artifact to path (atomically: a
  * temporary file renamed into place) and fill *stats. gptq: the GPTQ formats' settings and
  * Hessians (NULL for the other formats). */

@@ -2,9 +2,8 @@
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
  * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. The code's
- * share is --code-bytes', else ctrain's own, measured by the build (scripts/code-size.sh into
- * build/code_size.h, given to this file's compilation with -include; docs/model.md, "The code's
- * size"). */
+ * share is --code-bytes', else ctrain's own, measured by the build (golf_code_size.c; docs/model.md,
+ * "The code's size"). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +15,6 @@
 #include "golf_gptq.h"
 #include "infer.h"
 #include "stop.h"
-
-/* ctrain's code size: the build passes build/code_size.h (scripts/code-size.sh) with -include;
- * unknown (-1) without it */
-#ifndef CT_CODE_BYTES
-#define CT_CODE_BYTES -1LL
-#define CT_CODE_RAW_BYTES -1LL
-#endif
 
 /* parameter-golf's limit on a submission: the artifact plus the code that loads it */
 #define GOLF_SIZE_CAP 16000000LL
@@ -55,7 +47,7 @@ static void print_sizes(const GolfStats *g, GolfFormat format, const char *path,
     if (code_bytes >= 0) {
         if (own_code) /* the record prints "Code size (compressed): N bytes" for its own */
             printf("Code size: %lld bytes (ctrain's sources: %lld bytes, a tar of them brotli-compressed; "
-                   "docs/model.md)\n", (long long)code_bytes, (long long)CT_CODE_RAW_BYTES);
+                   "docs/model.md)\n", (long long)code_bytes, (long long)golf_code_raw_bytes);
         else printf("Code size: %lld bytes\n", (long long)code_bytes);
         printf("Total submission size %s: %lld bytes\n", label, total);
     }
@@ -82,7 +74,7 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
                                   (int)cfg->lqer_factor_bits, (int)cfg->lqer_asym_enabled, (int)cfg->lqer_asym_group,
                                   o->hessians};
     const int own_code = o->code_bytes < 0;
-    const int64_t code_bytes = own_code ? (int64_t)CT_CODE_BYTES : o->code_bytes;
+    const int64_t code_bytes = own_code ? golf_code_bytes : o->code_bytes;
     if (!o->refuse_oversize) {
         if (golf_write(&st->spec, st->params, o->format, &gptq, path, &g) != 0) return -1;
     } else {

@@ -19,8 +19,9 @@ plant plant_no_full_identity src/checkpoint/ckpt_load.c \
     '    return m->file_crc32[i] < 0 || m->file_crc32[i] == f->tokens_crc32;' '    return 1;'
 if make -C src --no-print-directory BUILD=build build/ctrain >make.log 2>&1; then pass broken_copy_builds
 else fail broken_copy_builds "$(tail -c 800 make.log)"; fi
-# only the two changed files were compiled again
-n_compiled=$(grep -cE '^(cc|gcc|clang).* -c ' make.log)
+# only the two changed files were compiled again (and src/infer/golf_code_size.c, the code-size
+# stamp, which the build compiles again whenever a source changes: docs/model.md, "The code's size")
+n_compiled=$(grep -E '^(cc|gcc|clang).* -c ' make.log | grep -vc 'src/infer/golf_code_size\.c')
 [ "$n_compiled" = 2 ] && pass only_changed_files_rebuilt || fail only_changed_files_rebuilt "$n_compiled files compiled: $(grep -E ' -c ' make.log | grep -oE '[^ ]+\.c ' | head)"
 
 keep_only src cli/test_ckpt
