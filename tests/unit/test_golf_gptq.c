@@ -23,6 +23,7 @@
 #include "golf_hessians.h"
 #include "golf_quant.h"
 #include "harness.h"
+#include "test_spec.h"
 
 /* ---- a problem: weights, correlated inputs and their Hessian ---- */
 
@@ -282,31 +283,17 @@ static ModelSpec gspec;
 static float *gweights;
 
 static void make_gptq_spec(int fc_cols) {
-    const struct {
-        const char *name;
-        int ndim;
-        int64_t d0, d1, d2;
-    } t[NP] = {{"tok_emb.weight", 2, 300, 256, 1},           {"blocks.0.attn.c_q.weight", 2, 288, 256, 1},
-               {"blocks.0.attn.c_k.weight", 2, 288, 256, 1}, {"blocks.0.attn.attn_gate_w", 2, 4, 12, 1},
-               {"blocks.0.attn_scale", 1, 256, 1, 1},        {"blocks.0.mlp.fc.weight", 2, 512, fc_cols, 1},
-               {"blocks.0.mlp.proj.weight", 2, 256, 512, 1}, {"bigram.embed.weight", 2, 300, 256, 1},
-               {"parallel_post_lambdas", 3, 3, 2, 2}};
-    memset(&gspec, 0, sizeof gspec);
-    size_t offset = 0;
-    for (int i = 0; i < NP; i++) {
-        memset(&gparams[i], 0, sizeof gparams[i]);
-        snprintf(gparams[i].name, sizeof gparams[i].name, "%s", t[i].name);
-        gparams[i].ndim = t[i].ndim;
-        gparams[i].shape[0] = t[i].d0;
-        gparams[i].shape[1] = t[i].d1;
-        gparams[i].shape[2] = t[i].d2;
-        gparams[i].count = (size_t)(t[i].d0 * t[i].d1 * t[i].d2);
-        gparams[i].offset = offset;
-        offset += gparams[i].count;
-    }
-    gspec.num_params = NP;
-    gspec.params = gparams;
-    gspec.total_floats = offset;
+    const TestTensor t[NP] = {{"tok_emb.weight", 2, {300, 256}},
+                              {"blocks.0.attn.c_q.weight", 2, {288, 256}},
+                              {"blocks.0.attn.c_k.weight", 2, {288, 256}},
+                              {"blocks.0.attn.attn_gate_w", 2, {4, 12}},
+                              {"blocks.0.attn_scale", 1, {256}},
+                              {"blocks.0.mlp.fc.weight", 2, {512, fc_cols}},
+                              {"blocks.0.mlp.proj.weight", 2, {256, 512}},
+                              {"bigram.embed.weight", 2, {300, 256}},
+                              {"parallel_post_lambdas", 3, {3, 2, 2}}};
+    test_spec_from_table(&gspec, gparams, t, NP);
+    const size_t offset = gspec.total_floats;
     free(gweights);
     gweights = malloc(offset * sizeof(float));
     rng_state = 99;

@@ -19,6 +19,7 @@
 #include "golf_gptq.h"
 #include "golf_hessians.h"
 #include "harness.h"
+#include "test_spec.h"
 
 static void l1_sort_by_hand(void) {
     /* from row 0: rows 2 and 5 tie at 1 (the lower, 2, wins); from 2: row 4 at 1; from 4: row 5
@@ -51,33 +52,22 @@ static float noise(void) {
 }
 
 static void make_model(int fc_rows) {
-    const struct {
-        const char *name;
-        int ndim;
-        int64_t d0, d1;
-    } t[NP] = {{"tok_emb.weight", 2, 300, 256},
-               {"blocks.0.attn.c_q.weight", 2, 288, 256}, {"blocks.0.attn.c_k.weight", 2, 288, 256},
-               {"blocks.0.attn.attn_gate_w", 2, 4, 12},   {"blocks.0.attn_scale", 1, 256, 1},
-               {"blocks.0.mlp.fc.weight", 2, fc_rows, 256}, {"blocks.0.mlp.proj.weight", 2, 256, fc_rows},
-               {"blocks.1.attn.c_q.weight", 2, 288, 256}, {"blocks.1.attn.c_k.weight", 2, 288, 256},
-               {"blocks.1.attn.attn_gate_w", 2, 4, 12},   {"blocks.1.attn_scale", 1, 256, 1},
-               {"blocks.1.mlp.fc.weight", 2, fc_rows, 256}, {"blocks.1.mlp.proj.weight", 2, 256, fc_rows},
-               {"bigram.embed.weight", 2, 300, 256}};
-    memset(&spec, 0, sizeof spec);
-    size_t offset = 0;
-    for (int i = 0; i < NP; i++) {
-        memset(&params[i], 0, sizeof params[i]);
-        snprintf(params[i].name, sizeof params[i].name, "%s", t[i].name);
-        params[i].ndim = t[i].ndim;
-        params[i].shape[0] = t[i].d0;
-        params[i].shape[1] = t[i].d1;
-        params[i].count = (size_t)(t[i].d0 * t[i].d1);
-        params[i].offset = offset;
-        offset += params[i].count;
-    }
-    spec.num_params = NP;
-    spec.params = params;
-    spec.total_floats = offset;
+    const TestTensor t[NP] = {{"tok_emb.weight", 2, {300, 256}},
+                              {"blocks.0.attn.c_q.weight", 2, {288, 256}},
+                              {"blocks.0.attn.c_k.weight", 2, {288, 256}},
+                              {"blocks.0.attn.attn_gate_w", 2, {4, 12}},
+                              {"blocks.0.attn_scale", 1, {256}},
+                              {"blocks.0.mlp.fc.weight", 2, {fc_rows, 256}},
+                              {"blocks.0.mlp.proj.weight", 2, {256, fc_rows}},
+                              {"blocks.1.attn.c_q.weight", 2, {288, 256}},
+                              {"blocks.1.attn.c_k.weight", 2, {288, 256}},
+                              {"blocks.1.attn.attn_gate_w", 2, {4, 12}},
+                              {"blocks.1.attn_scale", 1, {256}},
+                              {"blocks.1.mlp.fc.weight", 2, {fc_rows, 256}},
+                              {"blocks.1.mlp.proj.weight", 2, {256, fc_rows}},
+                              {"bigram.embed.weight", 2, {300, 256}}};
+    test_spec_from_table(&spec, params, t, NP);
+    const size_t offset = spec.total_floats;
     free(weights);
     weights = malloc(offset * sizeof(float));
     /* rows of a few shared patterns plus noise: something for the row order to find */

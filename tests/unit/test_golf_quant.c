@@ -11,6 +11,7 @@
 #include "golf_artifact.h"
 #include "golf_quant.h"
 #include "harness.h"
+#include "test_spec.h"
 
 static void category_by_name(void) {
     static const struct {
@@ -186,31 +187,14 @@ static float *weights;
 
 /* a model of six tensors, one of each kind, around the 65,536-element threshold */
 static void make_spec(const char *second_name) {
-    static const struct {
-        const char *name;
-        int ndim;
-        int64_t d0, d1;
-    } t[6] = {{"tok_emb.weight", 2, 2, 32769},
-              {NULL, 1, 8, 1},
-              {"blocks.0.mlp.fc.weight", 2, 256, 256},
-              {"blocks.0.mlp.proj.weight", 2, 1, 65537},
-              {"blocks.0.attn.proj.bias", 1, 65537, 1},
-              {"smear.gate", 1, 65537, 1}};
-    memset(&spec, 0, sizeof spec);
-    memset(params, 0, sizeof params);
-    size_t offset = 0;
-    for (int i = 0; i < 6; i++) {
-        snprintf(params[i].name, sizeof params[i].name, "%s", t[i].name ? t[i].name : second_name);
-        params[i].ndim = t[i].ndim;
-        params[i].shape[0] = t[i].d0;
-        params[i].shape[1] = t[i].d1;
-        params[i].count = (size_t)(t[i].d0 * t[i].d1);
-        params[i].offset = offset;
-        offset += params[i].count;
-    }
-    spec.num_params = 6;
-    spec.params = params;
-    spec.total_floats = offset;
+    const TestTensor t[6] = {{"tok_emb.weight", 2, {2, 32769}},
+                             {second_name, 1, {8}},
+                             {"blocks.0.mlp.fc.weight", 2, {256, 256}},
+                             {"blocks.0.mlp.proj.weight", 2, {1, 65537}},
+                             {"blocks.0.attn.proj.bias", 1, {65537}},
+                             {"smear.gate", 1, {65537}}};
+    test_spec_from_table(&spec, params, t, 6);
+    const size_t offset = spec.total_floats;
     if (!weights) {
         weights = ct_malloc(offset * sizeof(float), "weights");
         uint64_t r = 12345;
