@@ -205,6 +205,15 @@ static int code_size(const char *arg, int64_t *bytes) {
     return 0;
 }
 
+/* `ckpt golf` and `ckpt hessians`: name the checkpoint and take the weights its run ends with
+ * (the EMA or SWA average, saying which), or with --live its live ones. */
+static void use_weights(const char *ckpt, TrainState *st, int live) {
+    printf("%s\n", ckpt);
+    char averaged[96];
+    if (!live && train_state_use_average(st, averaged, sizeof averaged))
+        printf("weights: %s (--live for the live weights)\n", averaged);
+}
+
 /* KEY=VALUE arguments after the checkpoint (pos[1..npos)) of `ckpt golf` and `ckpt hessians`:
  * only the GPTQ artifact's keys, since the weights are the checkpoint's. check_artifact_keys
  * prints a usage error naming a bad one; set_artifact_keys applies them (config_set's errors,
@@ -350,10 +359,7 @@ static int cmd_golf(int argc, char **argv) {
         }
     }
     if (rc == 0) {
-        printf("%s\n", ckpt);
-        char averaged[96];
-        if (!live && train_state_use_average(&st, averaged, sizeof averaged))
-            printf("weights: %s (--live for the live weights)\n", averaged);
+        use_weights(ckpt, &st, live);
         if (golf_write_and_evaluate(&cfg, &st, out, &golf) != 0) {
             ct_print_error();
             rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;
@@ -542,10 +548,7 @@ static int cmd_hessians(int argc, char **argv) {
     }
     GolfHessians h = {0};
     if (rc == 0) {
-        printf("%s\n", ckpt);
-        char averaged[96];
-        if (!live && train_state_use_average(&st, averaged, sizeof averaged))
-            printf("weights: %s (--live for the live weights)\n", averaged);
+        use_weights(ckpt, &st, live);
         if (golf_collect_hessians(&cfg, &st, &h) != 0 || golf_hessians_write(&st.spec, &h, out) != 0) {
             ct_print_error();
             rc = stop_requested() ? CT_EXIT_REQUEUE : CT_EXIT_FAILURE;

@@ -47,6 +47,9 @@ int golf_brotli_compress(const unsigned char *raw, size_t len, int window, unsig
 int golf_brotli_decompress(const unsigned char *packed, size_t len, size_t cap, unsigned char **raw,
                            size_t *raw_len, const char *path);
 
+/* gptq-brotli's second half: a container golf_gptq_container made, brotli-compressed into path
+ * (atomically); *file_bytes its size */
+int golf_gptq_pack(const unsigned char *container, size_t len, const char *path, int64_t *file_bytes);
 /* gptq-brotli (golf_gptq_artifact.c): the container, brotli-compressed */
 int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *gptq, const char *path,
                     GolfStats *stats);

@@ -339,18 +339,25 @@ int golf_gptq_container(const ModelSpec *spec, const float *params, const GolfGp
     return 0;
 }
 
-int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
-                    GolfStats *stats) {
-    unsigned char *raw = NULL, *packed = NULL;
-    size_t raw_len = 0, packed_len = 0;
-    int rc = golf_gptq_container(spec, params, o, path, stats, &raw, &raw_len);
-    if (rc == 0) rc = golf_brotli_compress(raw, raw_len, GOLF_BROTLI_WINDOW, &packed, &packed_len, path);
-    stats->file_bytes = (int64_t)packed_len;
+int golf_gptq_pack(const unsigned char *container, size_t len, const char *path, int64_t *file_bytes) {
+    unsigned char *packed = NULL;
+    size_t packed_len = 0;
+    int rc = golf_brotli_compress(container, len, GOLF_BROTLI_WINDOW, &packed, &packed_len, path);
+    *file_bytes = (int64_t)packed_len;
     if (rc == 0) {
         const void *parts[] = {packed};
         rc = golf_file_write_atomically(path, parts, &packed_len, 1);
     }
     free(packed);
+    return rc;
+}
+
+int golf_gptq_write(const ModelSpec *spec, const float *params, const GolfGptqOptions *o, const char *path,
+                    GolfStats *stats) {
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    int rc = golf_gptq_container(spec, params, o, path, stats, &raw, &raw_len);
+    if (rc == 0) rc = golf_gptq_pack(raw, raw_len, path, &stats->file_bytes);
     free(raw);
     return rc;
 }

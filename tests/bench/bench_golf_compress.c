@@ -44,8 +44,8 @@ int main(int argc, char **argv) {
                                (int)cfg.lqer_top_k, (int)cfg.lqer_factor_bits, (int)cfg.lqer_asym_enabled,
                                (int)cfg.lqer_asym_group, (const float *const *)none};
     GolfStats g = {0};
-    unsigned char *raw = NULL, *packed = NULL;
-    size_t raw_len = 0, packed_len = 0;
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
     double t = ct_now_ms();
     if (golf_gptq_container(&spec, params, &o, br, &g, &raw, &raw_len) != 0) goto fail;
     const double quantize_ms = ct_now_ms() - t;
@@ -54,9 +54,8 @@ int main(int argc, char **argv) {
            (long long)g.param_count, (long long)g.num_tensors, raw_len, quantize_ms / 1000);
 
     t = ct_now_ms();
-    if (golf_brotli_compress(raw, raw_len, GOLF_BROTLI_WINDOW, &packed, &packed_len, br) != 0) goto fail;
-    const void *parts[] = {packed};
-    if (golf_file_write_atomically(br, parts, &packed_len, 1) != 0) goto fail;
+    int64_t br_bytes = 0;
+    if (golf_gptq_pack(raw, raw_len, br, &br_bytes) != 0) goto fail;
     const double brotli_ms = ct_now_ms() - t;
     int64_t pg_bytes = 0;
     t = ct_now_ms();
@@ -72,12 +71,12 @@ int main(int argc, char **argv) {
     if (golf_read(&spec, GOLF_GPTQ_PERGROUP, pg, b) != 0) goto fail;
     const double pergroup_read_ms = ct_now_ms() - t;
     const int same = !memcmp(a, b, spec.total_floats * sizeof(float));
-    printf("  gptq-brotli  : %10zu bytes, written in %6.1f s, read in %5.1f s\n", packed_len, brotli_ms / 1000,
+    printf("  gptq-brotli  : %10lld bytes, written in %6.1f s, read in %5.1f s\n", (long long)br_bytes, brotli_ms / 1000,
            brotli_read_ms / 1000);
     printf("  gptq-pergroup: %10lld bytes, written in %6.1f s, read in %5.1f s (same weights: %s)\n",
            (long long)pg_bytes, pergroup_ms / 1000, pergroup_read_ms / 1000, same ? "yes" : "NO");
     printf("BENCH golf_container_bytes %zu\n", raw_len);
-    printf("BENCH golf_brotli_bytes %zu\n", packed_len);
+    printf("BENCH golf_brotli_bytes %lld\n", (long long)br_bytes);
     printf("BENCH golf_brotli_write_s %.1f\n", brotli_ms / 1000);
     printf("BENCH golf_brotli_read_s %.1f\n", brotli_read_ms / 1000);
     printf("BENCH golf_pergroup_bytes %lld\n", (long long)pg_bytes);
@@ -115,7 +114,7 @@ int main(int argc, char **argv) {
     free(hess), free(raw2);
     unlink(br);
     unlink(pg);
-    free(a), free(b), free(raw), free(packed), free(params), free(none);
+    free(a), free(b), free(raw), free(params), free(none);
     model_spec_free(&spec);
     return same ? 0 : 1;
 fail:
