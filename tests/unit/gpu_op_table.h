@@ -145,6 +145,18 @@ static const OpCase gpu_op_cases[] = {
     {&op_lane_mix_bwd, "odd_in_place", {ODD, 1}, CASE_TEST, 0},
     {&op_lane_mix_bwd, "ragged_in_place_bf16s", {RAGGED, 1, 0, BF16S}, CASE_TEST, 0},
     {&op_lane_mix_bwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
+    /* the final lane mean (gpu_ops_lanes.h): d = {N, C, in place, -, BF16S} */
+    {&op_lane_mean_fwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
+    {&op_lane_mean_fwd, "odd_in_place_bf16s", {ODD, 1, 0, BF16S}, CASE_TEST, 0},
+    {&op_lane_mean_bwd, "ragged_in_place", {RAGGED, 1}, CASE_TEST, 0},
+    {&op_lane_mean_bwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
+    /* timed at the 1.0611 record's shape (8 packed rows of 2,048 tokens, 512 wide), both streams */
+    {&op_lane_mix_fwd, "record", {REC_TOKENS, B_MODEL}, CASE_BENCH, REC_T},
+    {&op_lane_mix_fwd, "record_bf16s", {REC_TOKENS, B_MODEL, 0, 0, BF16S}, CASE_BENCH, REC_T},
+    {&op_lane_mix_bwd, "record", {REC_TOKENS, B_MODEL}, CASE_BENCH, REC_T},
+    {&op_lane_mix_bwd, "record_bf16s", {REC_TOKENS, B_MODEL, 0, 0, BF16S}, CASE_BENCH, REC_T},
+    {&op_lane_mean_fwd, "record", {REC_TOKENS, B_MODEL}, CASE_BENCH, REC_T},
+    {&op_lane_mean_bwd, "record", {REC_TOKENS, B_MODEL}, CASE_BENCH, REC_T},
     {&op_add_norm_fwd, "ragged_bf16s", {RAGGED, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_add_norm_fwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_add_norm_fwd, "ragged_ln_scale_bf16s", {RAGGED, 0, 3, BF16S}, CASE_TEST, 0},

@@ -1,5 +1,8 @@
 /* gpu_ops_lanes.h — the CUDA end of a parallel block (cuda_lane_mix.cu, parallel residual lanes)
- * as ops of the table-driven test (gpu_ops.h, gpu_op_table.h), against cpu_lane_mix.c.
+ * as ops of the table-driven test (gpu_ops.h, gpu_op_table.h), against cpu_lane_mix.c; and the
+ * final lane mean (cuda_lane_mean_*), against the CPU backend's copy + add + scale by 0.5 (and
+ * its backward's scale by 0.5 into both lanes): the same element operations, so every stream
+ * value is exact.
  * Shapes d = {N, C, in place, -, BF16S} (the row ops' RAGGED and ODD, gpu_ops_rowops.h's
  * bounds and stream types): in place writes out0 over l0 and out1 over l1 (forward) or dl0 over
  * d0 and dl1 over d1 (backward). ao and mo are bf16 inputs, the CPU reading the same values.
@@ -170,6 +173,72 @@ static const OpDef op_lane_mix_fwd = {"lane_mix_fwd", 0, lane_mix_fwd_tensors, N
                                       lane_mix_fwd_gpu, NULL, NULL, 0};
 static const OpDef op_lane_mix_bwd = {"lane_mix_bwd", 0, lane_mix_bwd_tensors, NULL, lane_mix_bwd_cpu,
                                       lane_mix_bwd_gpu, lane_mix_bwd_extra, NULL, 0};
+
+/* ---- the final lane mean: out = 0.5 * (l0 + l1); d0 = d1 = 0.5 * dout ----
+ * d = {N, C, in place, -, BF16S}; in place: out over l0 (forward), d0 over dout (backward) */
+static void lane_mean_fwd_tensors(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    op_in(r, "l0", row_stream(r), n, -2, 2);
+    op_in(r, "l1", row_stream(r), n, -2, 2);
+    stream_out(r, "out", n, OP_EXACT, ELEMENTWISE);
+}
+static void lane_mean_fwd_cpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    float *out = HOST("out");
+    cpu_copy(out, HOST("l0"), n);
+    cpu_add_into(out, HOST("l1"), n);
+    row_round(r, out, n); /* the bf16 stream keeps the sum, then halves it (exact) */
+    cpu_scale(out, 0.5f, n);
+}
+static int lane_mean_fwd_gpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    const void *l0 = DEV("l0");
+    if (r->d[2]) {
+        if (!dev_sync_ok() || cudaMemcpy(DEV("out"), l0, n * stream_bytes(r), cudaMemcpyDeviceToDevice) != cudaSuccess)
+            return -1;
+        l0 = DEV("out");
+    }
+    return cuda_lane_mean_forward(DEV("out"), l0, DEV("l1"), n, row_dtype(r), 0);
+}
+static void lane_mean_bwd_tensors(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    op_in(r, "dout", row_stream(r), n, -1, 1);
+    stream_out(r, "d0", n, OP_EXACT, ELEMENTWISE);
+    stream_out(r, "d1", n, OP_EXACT, ELEMENTWISE);
+}
+static void lane_mean_bwd_cpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    cpu_copy(HOST("d0"), HOST("dout"), n);
+    cpu_scale(HOST("d0"), 0.5f, n);
+    cpu_copy(HOST("d1"), HOST("d0"), n);
+}
+static int lane_mean_bwd_gpu(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    const void *dout = DEV("dout");
+    if (r->d[2]) {
+        if (!dev_sync_ok() || cudaMemcpy(DEV("d0"), dout, n * stream_bytes(r), cudaMemcpyDeviceToDevice) != cudaSuccess)
+            return -1;
+        dout = DEV("d0");
+    }
+    return cuda_lane_mean_backward(DEV("d0"), DEV("d1"), dout, n, row_dtype(r), 0);
+}
+/* d1 over d0 or over dout refused */
+static void lane_mean_bwd_extra(OpRun *r) {
+    const size_t n = (size_t)r->d[0] * r->d[1];
+    CHECK(cuda_lane_mean_backward(DEV("d0"), DEV("dout"), DEV("dout"), n, row_dtype(r), 0) != 0 &&
+              strstr(ct_error(), "d1 must differ") != NULL,
+          "lane_mean backward: d1 = dout accepted (%s)", ct_error());
+    ct_error_clear();
+    CHECK(cuda_lane_mean_backward(DEV("d0"), DEV("d0"), DEV("dout"), n, row_dtype(r), 0) != 0 &&
+              strstr(ct_error(), "d1 must differ") != NULL,
+          "lane_mean backward: d1 = d0 accepted (%s)", ct_error());
+    ct_error_clear();
+}
+
+static const OpDef op_lane_mean_fwd = {"lane_mean_fwd", 0, lane_mean_fwd_tensors, NULL, lane_mean_fwd_cpu,
+                                       lane_mean_fwd_gpu, NULL, NULL, 0};
+static const OpDef op_lane_mean_bwd = {"lane_mean_bwd", 0, lane_mean_bwd_tensors, NULL, lane_mean_bwd_cpu,
+                                       lane_mean_bwd_gpu, lane_mean_bwd_extra, NULL, 0};
 
 #endif /* CT_HAVE_CUDA */
 #endif
