@@ -90,9 +90,26 @@ void cpu_rmsnorm_backward(float *dx, const float *dout, const float *x, const fl
 
 /* out [N,out_features] = x [N,in_features] @ W^T. */
 void cpu_linear_forward(float *out, const float *x, const float *W, int N, int in_features, int out_features);
-/* dx [N,in] += dout @ W;  dW [out,in] += dout^T @ x. Needs the forward input x. */
+/* dx [N,in] += dout @ W;  dW [out,in] += dout^T @ x (dW NULL: not computed, test-time training's
+ * adapter-only backward). Needs the forward input x. */
 void cpu_linear_backward(float *dx, float *dW, const float *dout, const float *x, const float *W, int N,
                      int in_features, int out_features);
+
+/* ---- low-rank adapters (cpu_lora.c): test-time training's per-document LoRA --------------- */
+/* A LoRA beside a linear layer of in -> out features: out += s * (x A^T) B^T, A [r,in], B [out,r]
+ * (docs/model.md, "Test-time training"). One call is one document's rows: every document has its
+ * own A and B. */
+
+/* h [N,r] = x [N,in] A^T (written); out [N,out] += s * h B^T. */
+void cpu_lora_forward(float *out, float *h, const float *x, const float *A, const float *B, float s, int N, int in,
+                      int r, int out_features);
+/* Given dout [N,out] = dL/d(out) and the forward's x and h: dh [N,r] = s * dout B (written, the
+ * caller's scratch); dB [out,r] += s * dout^T h; then cpu_lora_backward_h. */
+void cpu_lora_backward(float *dx, float *dA, float *dB, float *dh, const float *dout, const float *x, const float *h,
+                       const float *A, const float *B, float s, int N, int in, int r, int out_features);
+/* The part through h = x A^T given dh [N,r] = dL/dh: dA [r,in] += dh^T x; dx [N,in] += dh A
+ * (dx NULL: not wanted). */
+void cpu_lora_backward_h(float *dx, float *dA, const float *dh, const float *x, const float *A, int N, int in, int r);
 
 /* ---- the MLP activation: h = leaky_relu(u, slope)^2 (relu(u)^2 at slope 0) ---------------- */
 /* leaky_relu(u, s) = u for u > 0, s*u otherwise (mlp_negative_slope). Slope 0 runs relu^2's own
@@ -212,5 +229,24 @@ int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *
  * their sum in double, in token order (the caller divides by its total token count). */
 int cpu_logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
                       int N, int C, int V, float softcap, float *scratch, int chunk);
+
+/* The same with test-time training's head adapter (lowrank NULL: exactly the functions above):
+ * z = x @ W^T + s * h @ B^T before the softcap, h [N,r] (the adapter's x A^T), B [V,r]. With B
+ * all zero the losses are bit for bit those without it. The forward and backward also give
+ * dh [N,r] += dL/dh (= s * dz B) and dB [V,r] += dL/dB (= s * dz^T h); dW may be NULL (not
+ * computed). */
+typedef struct {
+    const float *h, *B;
+    float s;
+    int r;
+    float *dh, *dB; /* backward only */
+} CpuLogitsLowRank;
+int cpu_logits_ce_lowrank_forward(float *losses, double *loss_sum, const float *x, const float *W,
+                                  const CpuLogitsLowRank *lowrank, const int32_t *targets, int N, int C, int V,
+                                  float softcap, float *scratch, int chunk);
+int cpu_logits_ce_lowrank_forward_backward(float *dx, float *dW, const CpuLogitsLowRank *lowrank, float *losses,
+                                           double *mean_loss, const float *x, const float *W, const int32_t *targets,
+                                           int N, int C, int V, float softcap, float loss_weight, float *scratch,
+                                           int chunk);
 
 #endif

@@ -105,4 +105,12 @@ float cpu_clip_grad_coef(double total_norm, double max_norm);
  * cpu_clip_grad_coef (also when it is 1, which changes nothing) and returns the total norm. */
 double cpu_clip_grad_norm(float *const *grads, const size_t *counts, int n_tensors, double max_norm);
 
+/* ---- SGD ------------------------------------------------------------------------------------ */
+
+/* One torch.optim.SGD step (dampening 0, not nesterov) over n elements, in torch's fp32
+ * operations: d = g + wd * p (wd 0: d = g); with momentum != 0, buf = d at the first step
+ * (first = 1), else buf = momentum * buf + d, and d = buf; p -= lr * d. buf may be NULL when
+ * momentum is 0. Test-time training's global step (momentum 0.9) and its SGD adapters. */
+void cpu_sgd_step(float *p, float *buf, const float *g, size_t n, double lr, double momentum, double wd, int first);
+
 #endif

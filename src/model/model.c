@@ -227,14 +227,14 @@ static uint64_t mix64(uint64_t x) {
 }
 
 /* Uniform in (0, 1) with 53 random bits, never exactly 0 (safe for log). */
-static double uniform01(uint64_t seed, uint64_t stream, uint64_t i) {
+double model_uniform01(uint64_t seed, uint64_t stream, uint64_t i) {
     uint64_t r = mix64(mix64(seed ^ mix64(stream)) + i);
     return ((double)(r >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 /* Standard normal by Box-Muller from two independent uniforms of the same counter. */
 static double normal01(uint64_t seed, uint64_t stream, uint64_t i) {
-    double u1 = uniform01(seed, stream, 2 * i), u2 = uniform01(seed, stream, 2 * i + 1);
+    double u1 = model_uniform01(seed, stream, 2 * i), u2 = model_uniform01(seed, stream, 2 * i + 1);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
@@ -314,7 +314,7 @@ void model_init_weights(const ModelSpec *s, uint64_t seed, float *params) {
             memset(w, 0, p->count * sizeof *w);
         } else if (p->group == PARAM_MATRIX) {
             double bound = 1.0 / sqrt((double)p->shape[1]);
-            for (size_t i = 0; i < p->count; i++) w[i] = (float)(bound * (2.0 * uniform01(seed, (uint64_t)pi, i) - 1.0));
+            for (size_t i = 0; i < p->count; i++) w[i] = (float)(bound * (2.0 * model_uniform01(seed, (uint64_t)pi, i) - 1.0));
         } else if (!strcmp(leaf, "q_gain")) {
             for (size_t i = 0; i < p->count; i++) w[i] = s->qk_gain_init;
         } else if (!strcmp(leaf, "resid_mix")) {

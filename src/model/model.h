@@ -128,6 +128,9 @@ static inline const ParamInfo *model_attn_gate(const ModelSpec *s, int layer) {
     return s->first_attn_gate >= 0 ? &s->params[s->first_attn_gate + layer] : NULL;
 }
 const ParamInfo *model_find_param(const ModelSpec *spec, const char *name);
+/* The initialisation's random numbers: uniform in (0, 1) with 53 random bits, element i of
+ * stream `stream` under `seed`, counter-based (the same number however the draws are scheduled). */
+double model_uniform01(uint64_t seed, uint64_t stream, uint64_t i);
 
 /* The number of dimensions train_gpt.py gives parameter p: its ndim, except 0 for the tensors
  * the record holds as 0-d (`nn.Parameter(torch.tensor(0.05))`: bigram.scale), which ctrain keeps
