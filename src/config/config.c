@@ -5,7 +5,8 @@
  *   config_init / config_free, config_set (one key from any source, typed and checked)
  *   files, arguments and the environment (config_load_file, config_apply_args, config_apply_env)
  *   config_validate: every key's range and the cross-key rules, one message per failure naming
- *     the key, the value and what was expected
+ *     the key, the value and what was expected (the 1.0611 record's schedule keys in
+ *     config_frontier.c, test-time training's in config_ttt.c)
  *   config_uses_nccl; values as text and their comparison (config_value_text, config_value_equal)
  *   writing (config_write, config_write_file: config.txt) and the help and docs tables
  *     (config_print_help, config_print_markdown) */
@@ -28,9 +29,9 @@ const int ct_config_num_keys = (int)(sizeof ct_config_keys / sizeof ct_config_ke
 _Static_assert(sizeof ct_config_keys / sizeof ct_config_keys[0] <= sizeof(((Config *)0)->source),
                "Config.source must have one entry per key");
 
-static const char *const group_order[] = {"model", "batch", "schedule", "optimizer", "data", "artifact", "run"};
+static const char *const group_order[] = {"model", "batch", "schedule", "optimizer", "data", "artifact", "ttt", "run"};
 static const char *const group_titles[] = {"Model shape", "Batch geometry", "Schedule", "Optimizer",
-                                           "Data and evaluation", "GPTQ artifact", "Run"};
+                                           "Data and evaluation", "GPTQ artifact", "Test-time training", "Run"};
 
 const ConfigKey *config_find_key(const char *name) {
     for (int i = 0; i < ct_config_num_keys; i++)
@@ -468,6 +469,7 @@ int config_validate(const Config *c, int world_size) {
     REQUIRE(c->eval_seq_len == 0 || c->eval_stride < c->eval_seq_len,
             "eval_stride = %lld: expected a stride below eval_seq_len = %lld too (the round trip's windows)",
             (long long)c->eval_stride, (long long)c->eval_seq_len);
+    if (config_validate_ttt(c) != 0) return -1; /* test-time training's keys: config_ttt.c */
     if (c->val_files[0]) {
         int64_t val_local = c->val_batch_size / c->grad_accum_slots;
         REQUIRE(val_local >= c->train_seq_len,
@@ -557,6 +559,8 @@ int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens 
 int64_t config_seq_len(const Config *cfg) { return cfg->doc_packing ? config_local_tokens(cfg) : cfg->train_seq_len; }
 
 int64_t config_max_doc_len(const Config *cfg) { return cfg->max_doc_len > 0 ? cfg->max_doc_len : cfg->train_seq_len; }
+
+int64_t config_eval_seq_len(const Config *cfg) { return cfg->eval_seq_len > 0 ? cfg->eval_seq_len : cfg->train_seq_len; }
 
 int64_t config_step_stream_tokens(const Config *cfg) { return cfg->grad_accum_slots * (config_local_tokens(cfg) + 1); }
 

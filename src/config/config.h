@@ -91,6 +91,12 @@ int config_validate(const Config *cfg, int world_size);
 /* The 1.0611 record's schedule and optimizer keys (config_frontier.c), called by
  * config_validate: 0, or -1 with ct_fail naming the key, its value and what was expected. */
 int config_validate_schedule_optim(const Config *cfg);
+/* Test-time training's keys (config_ttt.c), called by config_validate once the model, batch and
+ * evaluation keys are valid: 0, or -1 with ct_fail naming the key, its value and what was
+ * expected. The checks that read only ttt keys always run; those against model_dim and the
+ * evaluation's sequence length only with ttt_enabled (a small model that does not use TTT is
+ * not held to the TTT defaults). */
+int config_validate_ttt(const Config *cfg);
 
 /* Format one key's value as text (buf of at least 64 bytes; STR values are returned as is, ""
  * when unset). Floats take the shortest form that reads back to the same double (0.04, not
@@ -124,6 +130,10 @@ int64_t config_local_tokens(const Config *cfg); /* tokens per rank per micro-ste
 int64_t config_seq_len(const Config *cfg);
 /* The longest packed segment: max_doc_len, or train_seq_len when it is 0. */
 int64_t config_max_doc_len(const Config *cfg);
+/* The evaluation's sequence length: eval_seq_len, or train_seq_len when it is 0. */
+int64_t config_eval_seq_len(const Config *cfg);
+/* Test-time training's window E: ttt_eval_seq_len, or config_eval_seq_len when it is 0. */
+int64_t config_ttt_eval_seq_len(const Config *cfg);
 /* Tokens the global stream advances per optimizer step: grad_accum_slots micro-batches of
  * config_local_tokens + 1 (the last target) each, whatever the world size. */
 int64_t config_step_stream_tokens(const Config *cfg);

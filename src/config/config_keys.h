@@ -165,6 +165,41 @@
     X(lqer_asym_enabled, BOOL, "1", "artifact", FREE,                                               \
       "LQER: factors as int2 (A, one scale) and int4 in groups of lqer_asym_group (B) when B's size is a multiple of the group") \
     X(lqer_asym_group, INT, "64", "artifact", FREE, "LQER: B's group size, >= 1")                 \
+    /* test-time training (issue 57; docs/model.md, "Test-time training"); off by default */     \
+    X(ttt_enabled, BOOL, "0", "ttt", FREE,                                                          \
+      "score-first phased LoRA test-time training of the validation documents (the 1.0611 record ran 1); needs the validation data's bos_id") \
+    X(ttt_lora_rank, INT, "96", "ttt", FREE, "rank of the per-document LoRA adapters, in [1, model_dim] (the 1.0611 record ran 80)") \
+    X(ttt_lora_alpha, FLOAT, "144", "ttt", FREE, "the adapters' scale is ttt_lora_alpha / ttt_lora_rank; >= 0") \
+    X(ttt_lora_lr, FLOAT, "1e-4", "ttt", FREE, "learning rate of the adapters' optimizer; >= 0")  \
+    X(ttt_chunk_size, INT, "48", "ttt", FREE,                                                       \
+      "a document is scored, then adapted on, in chunks of this many predictions; in [1, the TTT window]") \
+    X(ttt_eval_seq_len, INT, "2048", "ttt", FREE,                                                   \
+      "the TTT window: a chunk's forward sees at most this many tokens of its document; 0 = eval_seq_len (train_seq_len when that is 0 too)") \
+    X(ttt_batch_size, INT, "64", "ttt", FREE, "documents adapted side by side, each with its own adapters; >= 1") \
+    X(ttt_grad_steps, INT, "1", "ttt", FREE, "optimizer steps of the adapters per chunk; 0 = score only") \
+    X(ttt_weight_decay, FLOAT, "1.0", "ttt", FREE,                                                  \
+      "the adapters' weight decay (adam: decoupled, sgd: coupled L2); >= 0 (the 1.0611 record ran 0.5)") \
+    X(ttt_beta1, FLOAT, "0", "ttt", FREE, "adam: beta1 of the adapters' optimizer (sgd: its momentum), in [0, 1)") \
+    X(ttt_beta2, FLOAT, "0.999", "ttt", FREE, "adam: beta2 of the adapters' optimizer, in [0, 1) (the 1.0611 record ran 0.99)") \
+    X(ttt_k_lora, BOOL, "1", "ttt", FREE, "an adapter on the key projection too (q and v always have one)") \
+    X(ttt_mlp_lora, BOOL, "1", "ttt", FREE, "an adapter beside each MLP (normed MLP input to its output)") \
+    X(ttt_o_lora, BOOL, "1", "ttt", FREE, "an adapter added to each attention output projection's output") \
+    X(ttt_optimizer, STR, "adam", "ttt", FREE, "the adapters' optimizer: adam (AdamW, eps 1e-10) | sgd") \
+    X(phased_ttt_prefix_docs, INT, "2000", "ttt", FREE,                                             \
+      "documents scored before the global steps: the first this many in scoring order (longest first); 0 = no global step (the 1.0611 record ran 2500)") \
+    X(phased_ttt_num_phases, INT, "1", "ttt", FREE,                                                 \
+      "global SGD steps of the base weights, spread over the prefix documents; in [1, phased_ttt_prefix_docs] (the 1.0611 record ran 3)") \
+    X(global_ttt_lr, FLOAT, "1e-3", "ttt", FREE, "the global step's SGD learning rate (cosine over its chunks); >= 0") \
+    X(global_ttt_momentum, FLOAT, "0.9", "ttt", FREE, "the global step's SGD momentum; >= 0")      \
+    X(global_ttt_epochs, INT, "1", "ttt", FREE, "passes of the global step over each chunk; 0 = no update") \
+    X(global_ttt_chunk_tokens, INT, "32768", "ttt", FREE,                                           \
+      "the global step's chunk of the scored documents' stream (one learning rate each; the last chunk is not trained on); >= the evaluation's sequence length") \
+    X(global_ttt_batch_seqs, INT, "32", "ttt", FREE, "sequences per SGD step of the global step; >= 1") \
+    X(global_ttt_warmup_start_lr, FLOAT, "0", "ttt", FREE, "the global step's learning rate at its first chunk when warming up; >= 0") \
+    X(global_ttt_warmup_chunks, INT, "0", "ttt", FREE, "chunks of linear learning-rate warmup before the cosine; 0 = none") \
+    X(global_ttt_grad_clip, FLOAT, "1.0", "ttt", FREE, "the global step's gradient-norm clip; 0 = off") \
+    X(ttt_time_budget, FLOAT, "0", "ttt", FREE,                                                     \
+      "seconds of test-time training (ctrain's own): past it, documents are scored without adapting and no global step runs; 0 = no limit") \
     /* run */                                                                                      \
     X(out_dir, STR, "out", "run", FREE, "run directory: config.txt, metrics.jsonl, checkpoints/")  \
     X(checkpoint_every, INT, "1000", "run", FREE, "write a checkpoint every N steps; 0 = only at stop/end") \

@@ -20,7 +20,9 @@
  * document count reaches b_k (a segment may be empty when one batch passes two boundaries); the
  * global step k runs after segment k is scored; segment K is the rest. Step k's documents: those
  * of segments 0..k, in ascending (batch, slot) order (shortest first), the first b_k of them.
- * With prefix 0 there is one segment and no global step.
+ * With prefix 0 there is one segment and no global step. With fewer documents than phases some
+ * b_k are 0 (config_validate refuses K > phased_ttt_prefix_docs, not K > documents): their
+ * segments are empty and their steps have no documents.
  *
  * Chunks. Document d's predictions are scored in chunks of C = ttt_chunk_size: chunk c predicts
  * positions [cC, e_c), e_c = min((c + 1) C, P); its forward window is the document's tokens
@@ -30,7 +32,11 @@
  *
  * Ranks. Each segment's batches are shared out by longest-processing-time: in queue order each
  * goes to the rank with the least estimated cost so far in that segment (ties: the lowest rank),
- * cost = sum over its chunks of rows x window length x (3 when trained, else 1). */
+ * cost = sum over its chunk steps c (one per chunk of its longest document) of rows x window
+ * length x (3 when trained, else 1): rows = its documents that have a chunk c, window length =
+ * its longest document's chunk-c window (the step's forward length), trained unless c is the
+ * longest document's last chunk. The plan itself does not depend on the world size; only this
+ * assignment does. */
 #ifndef CT_TTT_PLAN_H
 #define CT_TTT_PLAN_H
 
@@ -58,7 +64,8 @@ typedef struct {
 
 /* The plan of tokens[0..n) (the trimmed split); `what` names it in messages (the file). Fails,
  * naming what and the value, when bos_id < 0, the split does not start with BOS, there is no
- * document, batch_size < 1, prefix_docs < 0, or num_phases < 1. On failure *p is empty. */
+ * document, batch_size < 1, prefix_docs < 0, or num_phases < 1 (or above INT_MAX). On failure
+ * *p is empty (all zero; ttt_plan_free is harmless on it). */
 int ttt_plan_build(TttPlan *p, const uint32_t *tokens, int64_t n, int64_t bos_id, int64_t batch_size,
                    int64_t prefix_docs, int64_t num_phases, const char *what);
 void ttt_plan_free(TttPlan *p);
@@ -84,6 +91,8 @@ void ttt_plan_assign(const TttPlan *p, int world, int64_t chunk, int64_t ctx, in
  * row j starts at stream position i * chunk_tokens + j * seq_len), in optimizer steps of
  * batch_seqs rows. */
 int64_t ttt_global_chunks(int64_t stream_tokens, int64_t chunk_tokens);
+/* Chunk i's rows: floor(its targets / seq_len) for i < n - 1; 0 for the last chunk (not trained
+ * on) and for i outside [0, n). */
 int64_t ttt_global_rows(int64_t stream_tokens, int64_t chunk_tokens, int64_t seq_len, int64_t i);
 /* Chunk i's learning rate (of n chunks in all), the record's rule: w = min(warmup_chunks, n - 1)
  * (not below 0); chunk i < w: warmup_start_lr + (lr - warmup_start_lr) * i / max(w - 1, 1);

@@ -448,6 +448,136 @@ static void doc_packing_keys(void) {
     config_free(&c);
 }
 
+/* Validate train_files plus the settings of a NULL-ended list. */
+static int validate_list(const char *const *given) {
+    Config c;
+    config_init(&c);
+    char *args[16] = {"train_files=x.h5"};
+    int n = 1;
+    for (; given[n - 1] && n < 16; n++) args[n] = (char *)given[n - 1];
+    int rc = config_apply_args(&c, n, args);
+    if (rc == 0) rc = config_validate(&c, 1);
+    config_free(&c);
+    return rc;
+}
+
+/* Test-time training's keys (issue 57): off by default with the record's code defaults; the
+ * 1.0611 record's logged values validate; the window helpers. */
+static void ttt_defaults(void) {
+    Config c;
+    config_init(&c);
+    CHECK(!c.ttt_enabled && c.ttt_lora_rank == 96 && c.ttt_lora_alpha == 144 && c.ttt_lora_lr == 1e-4 &&
+              c.ttt_chunk_size == 48 && c.ttt_eval_seq_len == 2048 && c.ttt_batch_size == 64 && c.ttt_grad_steps == 1 &&
+              c.ttt_weight_decay == 1.0 && c.ttt_beta1 == 0 && c.ttt_beta2 == 0.999,
+          "per-document LoRA defaults");
+    CHECK(c.ttt_k_lora && c.ttt_mlp_lora && c.ttt_o_lora && !strcmp(c.ttt_optimizer, "adam"), "adapter defaults");
+    CHECK(c.phased_ttt_prefix_docs == 2000 && c.phased_ttt_num_phases == 1 && c.global_ttt_lr == 1e-3 &&
+              c.global_ttt_momentum == 0.9 && c.global_ttt_epochs == 1 && c.global_ttt_chunk_tokens == 32768 &&
+              c.global_ttt_batch_seqs == 32 && c.global_ttt_warmup_start_lr == 0 && c.global_ttt_warmup_chunks == 0 &&
+              c.global_ttt_grad_clip == 1.0 && c.ttt_time_budget == 0,
+          "global step defaults");
+    CHECK(config_eval_seq_len(&c) == 1024 && config_ttt_eval_seq_len(&c) == 2048, "windows %lld %lld",
+          (long long)config_eval_seq_len(&c), (long long)config_ttt_eval_seq_len(&c));
+    c.ttt_eval_seq_len = 0;
+    CHECK(config_ttt_eval_seq_len(&c) == 1024, "0 = train_seq_len: %lld", (long long)config_ttt_eval_seq_len(&c));
+    c.eval_seq_len = 4096;
+    CHECK(config_eval_seq_len(&c) == 4096 && config_ttt_eval_seq_len(&c) == 4096, "0 = eval_seq_len");
+    config_free(&c);
+    static const char *const record[] = {
+        "ttt_enabled=1", "ttt_lora_rank=80", "ttt_weight_decay=0.5", "ttt_beta2=0.99", "phased_ttt_prefix_docs=2500",
+        "phased_ttt_num_phases=3", "eval_seq_len=2048", "train_seq_len=2048", "train_batch_tokens=786432", NULL};
+    CHECK(validate_list(record) == 0, "the record's values: %s", ct_error());
+}
+
+/* Each bad value of a ttt key is refused naming the key, the value and what was expected. */
+static void ttt_keys_rejected(void) {
+    static const struct {
+        const char *a, *b, *c, *expect;
+    } bad[] = {
+        {"ttt_lora_rank=0", NULL, NULL, "ttt_lora_rank = 0: expected in [1, "},
+        {"ttt_lora_rank=-3", NULL, NULL, "ttt_lora_rank = -3"},
+        {"ttt_lora_alpha=-1", NULL, NULL, "ttt_lora_alpha = -1: expected >= 0"},
+        {"ttt_lora_lr=-0.0001", NULL, NULL, "ttt_lora_lr = -0.0001: expected >= 0"},
+        {"ttt_chunk_size=0", NULL, NULL, "ttt_chunk_size = 0: expected in [1, "},
+        {"ttt_chunk_size=2049", NULL, NULL, "ttt_chunk_size = 2049: expected at most the TTT window, ttt_eval_seq_len = 2048"},
+        {"ttt_eval_seq_len=-1", NULL, NULL, "ttt_eval_seq_len = -1"},
+        {"ttt_batch_size=0", NULL, NULL, "ttt_batch_size = 0: expected in [1, "},
+        {"ttt_grad_steps=-1", NULL, NULL, "ttt_grad_steps = -1"},
+        {"ttt_weight_decay=-1", NULL, NULL, "ttt_weight_decay = -1: expected >= 0"},
+        {"ttt_beta1=1", NULL, NULL, "ttt_beta1 = 1: expected in [0, 1)"},
+        {"ttt_beta1=-0.1", NULL, NULL, "ttt_beta1 = -0.1"},
+        {"ttt_beta2=1", NULL, NULL, "ttt_beta2 = 1: expected in [0, 1)"},
+        {"ttt_optimizer=lion", NULL, NULL, "ttt_optimizer = 'lion': expected adam or sgd"},
+        {"ttt_k_lora=2", NULL, NULL, "ttt_k_lora"},
+        {"phased_ttt_prefix_docs=-1", NULL, NULL, "phased_ttt_prefix_docs = -1: expected >= 0"},
+        {"phased_ttt_num_phases=0", NULL, NULL, "phased_ttt_num_phases = 0: expected in [1, "},
+        {"phased_ttt_num_phases=3", "phased_ttt_prefix_docs=2", NULL,
+         "phased_ttt_num_phases = 3: more phases than prefix documents (phased_ttt_prefix_docs = 2)"},
+        {"global_ttt_lr=-0.001", NULL, NULL, "global_ttt_lr = -0.001: expected >= 0"},
+        {"global_ttt_momentum=-0.9", NULL, NULL, "global_ttt_momentum = -0.9: expected >= 0"},
+        {"global_ttt_epochs=-1", NULL, NULL, "global_ttt_epochs = -1"},
+        {"global_ttt_chunk_tokens=0", NULL, NULL, "global_ttt_chunk_tokens = 0: expected >= 1"},
+        {"global_ttt_batch_seqs=0", NULL, NULL, "global_ttt_batch_seqs = 0: expected in [1, "},
+        {"global_ttt_warmup_start_lr=-1", NULL, NULL, "global_ttt_warmup_start_lr = -1: expected >= 0"},
+        {"global_ttt_warmup_chunks=-1", NULL, NULL, "global_ttt_warmup_chunks = -1: expected >= 0"},
+        {"global_ttt_grad_clip=-1", NULL, NULL, "global_ttt_grad_clip = -1: expected >= 0"},
+        {"ttt_time_budget=-5", NULL, NULL, "ttt_time_budget = -5: expected >= 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_args(bad[i].a, bad[i].b, bad[i].c, NULL) != 0 && strstr(ct_error(), bad[i].expect), "%s %s: %s",
+              bad[i].a, bad[i].b ? bad[i].b : "", ct_error());
+    static const struct {
+        const char *a, *b, *c;
+    } good[] = {
+        {"ttt_enabled=1", NULL, NULL},
+        {"ttt_optimizer=sgd", "ttt_beta1=0.9", NULL},
+        {"ttt_grad_steps=0", "global_ttt_epochs=0", "ttt_lora_lr=0"},
+        {"phased_ttt_prefix_docs=0", "phased_ttt_num_phases=5", NULL}, /* no prefix: the phases do not run */
+        {"phased_ttt_prefix_docs=3", "phased_ttt_num_phases=3", NULL},
+        {"ttt_chunk_size=2048", "ttt_lora_rank=1", "global_ttt_grad_clip=0"},
+        {"ttt_time_budget=450", "global_ttt_warmup_chunks=4", "global_ttt_warmup_start_lr=0.0001"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(validate_args(good[i].a, good[i].b, good[i].c, NULL) == 0, "%s %s %s refused: %s", good[i].a,
+              good[i].b ? good[i].b : "", good[i].c ? good[i].c : "", ct_error());
+}
+
+/* The checks against other groups' keys (model_dim, the evaluation's sequence length) run only
+ * with ttt_enabled: a small model or a long eval_seq_len without TTT is not held to the TTT
+ * defaults; with it each names both keys. */
+static void ttt_keys_checked_with_ttt_enabled(void) {
+    static const struct {
+        const char *a, *b, *c, *expect;
+    } bad[] = {
+        {"ttt_enabled=1", "ttt_lora_rank=513", NULL,
+         "ttt_lora_rank = 513 with ttt_enabled = 1: expected in [1, model_dim = 512]"},
+        {"ttt_enabled=1", "ttt_eval_seq_len=0", "ttt_chunk_size=1025",
+         "ttt_chunk_size = 1025: expected at most the TTT window, train_seq_len (ttt_eval_seq_len = eval_seq_len = 0) = 1024"},
+        {"ttt_enabled=1", "ttt_eval_seq_len=0", "eval_seq_len=32",
+         "ttt_chunk_size = 48: expected at most the TTT window, eval_seq_len (ttt_eval_seq_len = 0) = 32"},
+        {"ttt_enabled=1", "global_ttt_chunk_tokens=1023", NULL,
+         "global_ttt_chunk_tokens = 1023 with ttt_enabled = 1: expected at least the evaluation's sequence length, "
+         "train_seq_len = 1024"},
+        {"ttt_enabled=1", "global_ttt_chunk_tokens=4095", "eval_seq_len=4096", "eval_seq_len = 4096"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(validate_args(bad[i].a, bad[i].b, bad[i].c, NULL) != 0 && strstr(ct_error(), bad[i].expect), "%s %s: %s",
+              bad[i].b, bad[i].c ? bad[i].c : "", ct_error());
+    static const struct {
+        const char *a, *b, *c;
+    } good[] = {
+        {"ttt_lora_rank=513", NULL, NULL},
+        {"ttt_eval_seq_len=0", "ttt_chunk_size=1025", NULL},
+        {"global_ttt_chunk_tokens=1023", NULL, NULL},
+        {"eval_seq_len=100000", NULL, NULL}, /* beyond 32768-token chunks, as tests/cli/test_stop_stages.sh runs */
+        {"ttt_enabled=1", "global_ttt_chunk_tokens=1024", "ttt_lora_rank=512"},
+        {"ttt_enabled=1", "ttt_eval_seq_len=0", "ttt_chunk_size=1024"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(validate_args(good[i].a, good[i].b, good[i].c, NULL) == 0, "%s %s %s refused: %s", good[i].a,
+              good[i].b ? good[i].b : "", good[i].c ? good[i].c : "", ct_error());
+}
+
 static void written_config_loads_back_identically(void) {
     Config a, b;
     config_init(&a);
@@ -492,6 +622,9 @@ int main(void) {
     RUN(sparse_attn_gate_keys_rejected);
     RUN(smear_gate_enabled_rejected);
     RUN(doc_packing_keys);
+    RUN(ttt_defaults);
+    RUN(ttt_keys_rejected);
+    RUN(ttt_keys_checked_with_ttt_enabled);
     RUN(written_config_loads_back_identically);
     RUN(every_key_has_help_and_valid_default);
     TEST_EXIT();
