@@ -2,7 +2,8 @@
  * by hand: documents at every BOS (consecutive ones, one at the split's end), the batches and the
  * longest-first queue with its tie rule, the phases' segments and the global steps' documents,
  * chunk windows, the ranks' longest-processing-time shares, the global step's chunks, rows and
- * learning rates, and every refusal naming the file, the key and the value. */
+ * learning rates, and every refusal naming the file, the key and the value; then random splits
+ * checked against each rule one by one. */
 #include <math.h>
 #include <string.h>
 
@@ -334,6 +335,114 @@ static void plan_independent_of_world(void) {
     CHECK(repeat, "the same assignment twice differs");
 }
 
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static int64_t rnd(int64_t n) { /* xorshift64*, uniform enough in [0, n) for shapes */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (int64_t)((rng_state * 2685821657736338717ULL) >> 33) % n;
+}
+
+/* Batch b's cost by the rule, counted afresh: for each chunk step c of its longest document,
+ * the documents with more than c chunks, times that document's chunk-c window, times 3 unless c
+ * is its last chunk. */
+static int64_t cost_by_rule(const TttPlan *p, int64_t b, int64_t C, int64_t E) {
+    const int64_t first = p->batch_first[b], last = p->batch_first[b + 1];
+    const int64_t longest = p->docs[p->batch_docs[last - 1]].predictions, steps = (longest + C - 1) / C;
+    int64_t cost = 0;
+    for (int64_t c = 0; c < steps; c++) {
+        int64_t rows = 0;
+        for (int64_t j = first; j < last; j++) rows += (p->docs[p->batch_docs[j]].predictions + C - 1) / C > c;
+        const int64_t end = (c + 1) * C < longest ? (c + 1) * C : longest;
+        cost += rows * (end < E ? end : E) * (c + 1 < steps ? 3 : 1);
+    }
+    return cost;
+}
+
+/* 300 random splits (1 to 40 documents of 1 to 30 predictions, random batch size, prefix,
+ * phases, world, C and E) against the rules checked one by one: batches full but the last and
+ * in (P, index) order; the queue a permutation, longest first, ties by index; each segment_end
+ * the first queue position whose running count reaches b_k; each step's documents the first b_k
+ * of its segments' in (batch, slot) order; each assignment a rank with the least load. */
+static void random_splits_against_the_rules(void) {
+    for (int trial = 0; trial < 300; trial++) {
+        const int docs = 1 + (int)rnd(40);
+        int64_t P[40];
+        uint32_t tokens[40 * 30 + 2];
+        for (int d = 0; d < docs; d++) P[d] = 1 + rnd(rnd(4) ? 8 : 30);
+        const int64_t n = make_split(P, docs, tokens);
+        const int64_t B = 1 + rnd(7), prefix = rnd(3) ? rnd(docs + 5) : 0, K = 1 + rnd(prefix > 0 ? prefix : 4);
+        const int world = 1 + (int)rnd(5);
+        const int64_t C = 1 + rnd(6), E = C + rnd(10);
+        TttPlan p;
+        CHECK(ttt_plan_build(&p, tokens, n, BOS, B, prefix, K, "random.h5") == 0, "trial %d: %s", trial, ct_error());
+        char bad[200] = "";
+        const int64_t nb = p.num_batches;
+        if (p.num_docs != docs || nb != (docs + B - 1) / B) snprintf(bad, sizeof bad, "counts");
+        for (int64_t b = 0; !bad[0] && b < nb; b++)
+            if (p.batch_first[b + 1] - p.batch_first[b] != (b + 1 < nb ? B : docs - (nb - 1) * B))
+                snprintf(bad, sizeof bad, "batch %lld's size", (long long)b);
+        for (int64_t j = 0; !bad[0] && j < docs; j++) {
+            const TttDoc *x = &p.docs[p.batch_docs[j]];
+            if (x->predictions != P[p.batch_docs[j]] || x->batch != j / B || x->slot != j % B)
+                snprintf(bad, sizeof bad, "document %lld", (long long)p.batch_docs[j]);
+            if (j > 0) {
+                const int64_t a = p.batch_docs[j - 1], c = p.batch_docs[j];
+                if (P[a] > P[c] || (P[a] == P[c] && a > c)) snprintf(bad, sizeof bad, "order at %lld", (long long)j);
+            }
+        }
+        int seen[40] = {0};
+        for (int64_t i = 0; !bad[0] && i < nb; i++) {
+            seen[p.queue[i]]++;
+            if (i > 0) {
+                const int64_t la = p.docs[p.batch_docs[p.batch_first[p.queue[i - 1] + 1] - 1]].predictions,
+                              lb = p.docs[p.batch_docs[p.batch_first[p.queue[i] + 1] - 1]].predictions;
+                if (la < lb || (la == lb && p.queue[i - 1] > p.queue[i])) snprintf(bad, sizeof bad, "queue at %lld", (long long)i);
+            }
+        }
+        for (int64_t b = 0; !bad[0] && b < nb; b++)
+            if (seen[b] != 1) snprintf(bad, sizeof bad, "batch %lld queued %d times", (long long)b, seen[b]);
+        const int64_t pre = prefix < docs ? prefix : docs;
+        if (!bad[0] && (p.prefix_docs != pre || p.num_phases != (pre > 0 ? K : 0) || p.segment_end[p.num_phases] != nb))
+            snprintf(bad, sizeof bad, "prefix %lld, phases %d", (long long)p.prefix_docs, p.num_phases);
+        for (int k = 0; !bad[0] && k < p.num_phases; k++) {
+            const int64_t want = pre * (k + 1) / K;
+            int64_t q = 0, running = 0;
+            while (running < want) running += p.batch_first[p.queue[q] + 1] - p.batch_first[p.queue[q]], q++;
+            if (p.phase_docs[k] != want || p.segment_end[k] != q) {
+                snprintf(bad, sizeof bad, "phase %d: b %lld end %lld, expected %lld %lld", k, (long long)p.phase_docs[k],
+                         (long long)p.segment_end[k], (long long)want, (long long)q);
+                break;
+            }
+            int64_t got[40], expect[40], m = 0;
+            for (int64_t j = 0; j < docs && m < want; j++) { /* (batch, slot) order = batch_docs order */
+                int in = 0;
+                for (int64_t i = 0; i < q; i++) in |= p.queue[i] == j / B;
+                if (in) expect[m++] = p.batch_docs[j];
+            }
+            if (ttt_plan_phase_docs(&p, k, got) != want || memcmp(got, expect, (size_t)want * sizeof *got))
+                snprintf(bad, sizeof bad, "step %d's documents", k);
+        }
+        int rank_of[40];
+        ttt_plan_assign(&p, world, C, E, rank_of);
+        for (int s = 0; !bad[0] && s <= p.num_phases; s++) {
+            int64_t load[8] = {0};
+            for (int64_t i = s ? p.segment_end[s - 1] : 0; i < p.segment_end[s]; i++) {
+                const int r = rank_of[i];
+                int least = 0;
+                for (int x = 1; x < world; x++)
+                    if (load[x] < load[least]) least = x;
+                if (r != least) {
+                    snprintf(bad, sizeof bad, "segment %d, queue %lld: rank %d, expected %d", s, (long long)i, r, least);
+                    break;
+                }
+                load[r] += cost_by_rule(&p, p.queue[i], C, E);
+            }
+        }
+        ttt_plan_free(&p);
+        CHECK(!bad[0], "trial %d (%d documents, batch %lld, prefix %lld, %lld phases, world %d, C %lld, E %lld): %s",
+              trial, docs, (long long)B, (long long)prefix, (long long)K, world, (long long)C, (long long)E, bad);
+    }
+}
+
 static int error_has(const char *a, const char *b) { return strstr(ct_error(), a) && (!b || strstr(ct_error(), b)); }
 
 /* Every refusal names the file or the key and the value; the plan is left empty (freeable). */
@@ -422,6 +531,7 @@ int main(void) {
     RUN(prefix_zero_and_above_documents);
     RUN(lpt_assignment);
     RUN(plan_independent_of_world);
+    RUN(random_splits_against_the_rules);
     RUN(errors_name_file_key_value);
     RUN(global_chunks_and_rows);
     RUN(global_learning_rates);
