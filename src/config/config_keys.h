@@ -186,9 +186,9 @@
     X(ttt_o_lora, BOOL, "1", "ttt", FREE, "an adapter added to each attention output projection's output") \
     X(ttt_optimizer, STR, "adam", "ttt", FREE, "the adapters' optimizer: adam (AdamW, eps 1e-10) | sgd") \
     X(phased_ttt_prefix_docs, INT, "2000", "ttt", FREE,                                             \
-      "documents scored before the global steps: the first this many in scoring order (longest first); 0 = no global step (the 1.0611 record ran 2500)") \
+      "documents the global steps train on in all: the phases end once the queue (longest first) has scored this many; 0 = no global step (the 1.0611 record ran 2500)") \
     X(phased_ttt_num_phases, INT, "1", "ttt", FREE,                                                 \
-      "global SGD steps of the base weights, spread over the prefix documents; in [1, phased_ttt_prefix_docs] (the 1.0611 record ran 3)") \
+      "global SGD steps of the base weights, one after each phase, step k on the first (k+1)/K of the prefix documents; >= 1, at most phased_ttt_prefix_docs when that is > 0 (the 1.0611 record ran 3)") \
     X(global_ttt_lr, FLOAT, "1e-3", "ttt", FREE, "the global step's SGD learning rate (cosine over its chunks); >= 0") \
     X(global_ttt_momentum, FLOAT, "0.9", "ttt", FREE, "the global step's SGD momentum; >= 0")      \
     X(global_ttt_epochs, INT, "1", "ttt", FREE, "passes of the global step over each chunk; 0 = no update") \
