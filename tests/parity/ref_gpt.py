@@ -159,6 +159,17 @@ class RefGPT:
         # GPTQ's calibration (docs/model.md, "The GPTQ quantizer"): when set, called with each
         # matrix's name and its input, flattened to (tokens, features), as the forward forms it
         self.capture = None
+        # test-time training's adapters (issue 57, tests/parity/ttt_ref.py): when set, called as
+        # lora(run, kind, x) -> the term to add, or None; run = the place in the plan's runs
+        # (self.run, a looped block's runs apart; "head" for the head), kind q/k/v/o/mlp/head, x
+        # the normed input the adapter reads. None (the default) leaves every product as it was.
+        self.lora = None
+        self.run = 0
+
+    def adapt(self, kind, x, y):
+        """y plus the adapter (self.run, kind)'s term on x, y itself without one."""
+        d = None if self.lora is None else self.lora(self.run, kind, x)
+        return y if d is None else y + d
 
     def inputs_of(self, name, x):
         if self.capture is not None:
@@ -177,9 +188,10 @@ class RefGPT:
         s = 1.0 / math.sqrt(i + 1) if self.ln_scale else 1.0
         h = rms_norm(x) * s if self.ln_scale else rms_norm(x)
         self.inputs_of(f"blocks.{i}.attn.c_q.weight", h)
-        q = (h @ self.w(f"blocks.{i}.attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
-        k = (h @ self.w(f"blocks.{i}.attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
-        v = (h @ self.w(f"blocks.{i}.attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        # the adapters add to the raw projections, before QK-norm, RoPE and XSA
+        q = self.adapt("q", h, h @ self.w(f"blocks.{i}.attn.c_q.weight").T).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = self.adapt("k", h, h @ self.w(f"blocks.{i}.attn.c_k.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
+        v = self.adapt("v", h, h @ self.w(f"blocks.{i}.attn.c_v.weight").T).view(B, T, self.KV, self.hd).transpose(1, 2)
         q = rope(rms_norm(q), self.cos, self.sin) * p("attn.q_gain").view(1, -1, 1, 1)
         k = rope(rms_norm(k), self.cos, self.sin)
         y = causal_attention(q, k, v, self.allowed)
@@ -190,7 +202,7 @@ class RefGPT:
             y = y * g.transpose(1, 2).unsqueeze(-1)
         y = y.transpose(1, 2).reshape(B, T, D)
         self.inputs_of(f"blocks.{i}.attn.proj.weight", y)
-        return y @ self.w(f"blocks.{i}.attn.proj.weight").T
+        return self.adapt("o", h, y @ self.w(f"blocks.{i}.attn.proj.weight").T)  # "o" reads h, not y
 
     def mlp(self, i, x):
         """Block i's MLP branch on its input x, before mlp_scale."""
@@ -199,7 +211,7 @@ class RefGPT:
         self.inputs_of(f"blocks.{i}.mlp.fc.weight", h)
         m = F.leaky_relu(h @ self.w(f"blocks.{i}.mlp.fc.weight").T, self.slope).square()
         self.inputs_of(f"blocks.{i}.mlp.proj.weight", m)
-        return m @ self.w(f"blocks.{i}.mlp.proj.weight").T
+        return self.adapt("mlp", h, m @ self.w(f"blocks.{i}.mlp.proj.weight").T)  # a bypass of the whole MLP
 
     def block(self, i, x, x0):
         p = lambda n: self.p[f"blocks.{i}.{n}"]
@@ -250,11 +262,13 @@ class RefGPT:
         runs = self.looped if self.loop else list(range(self.L))
         enc = len(runs) // 2
         rows = self.p["skip_weights"].shape[0]
-        for i in runs[:enc]:
+        for r, i in enumerate(runs[:enc]):
+            self.run = r
             x = self.block(i, x, x0)
             skips.append(x)
         lanes = None  # (lane 0, lane 1) from the first parallel run on
         for j, i in enumerate(runs[enc:]):
+            self.run = enc + j
             if lanes is None and 0 < self.lanes_from <= i:
                 lanes = (x, x)
             if lanes is not None:  # the skip goes into lane 0 alone
@@ -278,7 +292,8 @@ class RefGPT:
         self.inputs_of("tok_emb.weight" if self.cfg["tie_embeddings"] else "lm_head.weight", x)
         head = self.p["tok_emb.weight"] if self.cfg["tie_embeddings"] else self.w("lm_head.weight")
         c = self.cfg["logit_softcap"]
-        logits = c * torch.tanh((x @ head.T) / c)
+        self.run = "head"
+        logits = c * torch.tanh(self.adapt("head", x, x @ head.T) / c)
         main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         heads, weight = self.cfg.get("mtp_num_heads", 0), self.cfg.get("mtp_loss_weight", 0.0)
         if not training or heads == 0 or weight == 0:
