@@ -12,7 +12,9 @@ void cpu_linear_backward(float *dx, float *dW, const float *dout, const float *x
     /* dx[N,in] += dout[N,out] @ W[out,in] */
     cpu_sgemm(0, 0, N, in_features, out_features, 1.0f, dout, out_features, W, in_features, 1.0f, dx,
               in_features);
-    /* dW[out,in] += dout^T @ x: a reduction over tokens, ordered by cpu_sgemm's fixed tiling */
-    cpu_sgemm(1, 0, out_features, in_features, N, 1.0f, dout, out_features, x, in_features, 1.0f, dW,
-              in_features);
+    /* dW[out,in] += dout^T @ x: a reduction over tokens, ordered by cpu_sgemm's fixed tiling.
+     * NULL when only the input gradient is wanted (test-time training's frozen base weights). */
+    if (dW)
+        cpu_sgemm(1, 0, out_features, in_features, N, 1.0f, dout, out_features, x, in_features, 1.0f, dW,
+                  in_features);
 }

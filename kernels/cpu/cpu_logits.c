@@ -1,6 +1,8 @@
 /* cpu_logits.c — output logits (x @ W^T), tanh softcap and cross-entropy, fused and processed
  * in chunks of tokens so the [N,V] logits never exist at once. One function trains (losses and
- * gradients in one pass over each chunk), one validates (losses only). */
+ * gradients in one pass over each chunk), one validates (losses only); their low-rank variants
+ * add test-time training's head adapter (s * h B^T) to the logits. All four share one body, and
+ * without the adapter that body runs exactly the plain functions' operations. */
 #include <math.h>
 #include <stddef.h>
 
@@ -8,8 +10,12 @@
 #include "cpu_ops.h"
 #include "cpu_vecmath.h"
 
-static int check_arguments(const int32_t *targets, int N, int V, float softcap, int chunk) {
+static int check_arguments(const int32_t *targets, int N, int V, float softcap, int chunk,
+                           const CpuLogitsLowRank *lowrank) {
     if (!(softcap > 0.0f)) return ct_fail("logits: softcap must be positive, got %g", (double)softcap);
+    if (lowrank && (lowrank->r < 1 || !lowrank->h || !lowrank->B))
+        return ct_fail("logits: the low-rank head term needs h, B and a rank of at least 1, got rank %d%s%s",
+                       lowrank->r, lowrank->h ? "" : ", h NULL", lowrank->B ? "" : ", B NULL");
     if (chunk < 1) return ct_fail("logits: chunk must be at least 1 token, got %d", chunk);
     for (int n = 0; n < N; n++)
         if (targets[n] < 0 || targets[n] >= V)
@@ -66,16 +72,25 @@ static double softcap_ce_row(float *row, int V, int target, float softcap, int w
 }
 
 /* Shared body. losses may be NULL only without gradients (each row's loss is then parked in
- * the first element of its own scratch row, which is no longer needed). */
-static int logits_ce(float *dx, float *dW, float *losses, double *loss_sum, const float *x, const float *W,
-                     const int32_t *targets, int N, int C, int V, float softcap, int want_grad,
-                     float grad_scale, float *scratch, int chunk) {
-    if (check_arguments(targets, N, V, softcap, chunk)) return -1;
+ * the first element of its own scratch row, which is no longer needed). lowrank NULL: the plain
+ * op; otherwise its term joins the logits before the softcap and its gradients follow dx's. */
+static int logits_ce(float *dx, float *dW, const CpuLogitsLowRank *lowrank, float *losses, double *loss_sum,
+                     const float *x, const float *W, const int32_t *targets, int N, int C, int V, float softcap,
+                     int want_grad, float grad_scale, float *scratch, int chunk) {
+    if (check_arguments(targets, N, V, softcap, chunk, lowrank)) return -1;
     double sum = 0.0;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         const int rows = N - n0 < chunk ? N - n0 : chunk;
         const float *x_chunk = x + (size_t)n0 * C;
         cpu_sgemm(0, 1, rows, V, C, 1.0f, x_chunk, C, W, C, 0.0f, scratch, V); /* z = x W^T */
+        const float *h_chunk = NULL;
+        if (lowrank) {
+            /* z += s * h B^T. With B all zero the product is +-0 and adding it leaves every z
+             * as it was (a -0 may become +0, which tanh and the loss do not tell apart). */
+            const int r = lowrank->r;
+            h_chunk = lowrank->h + (size_t)n0 * r;
+            cpu_sgemm(0, 1, rows, V, r, lowrank->s, h_chunk, r, lowrank->B, r, 1.0f, scratch, V);
+        }
         #pragma omp parallel for schedule(static)
         for (int i = 0; i < rows; i++) {
             float *row = scratch + (size_t)i * V;
@@ -88,16 +103,26 @@ static int logits_ce(float *dx, float *dW, float *losses, double *loss_sum, cons
         if (want_grad) {
             /* scratch now holds dz [rows,V]: dx += dz @ W, dW += dz^T @ x. */
             cpu_sgemm(0, 0, rows, C, V, 1.0f, scratch, V, W, C, 1.0f, dx + (size_t)n0 * C, C);
-            cpu_sgemm(1, 0, V, C, rows, 1.0f, scratch, V, x_chunk, C, 1.0f, dW, C);
+            if (dW) cpu_sgemm(1, 0, V, C, rows, 1.0f, scratch, V, x_chunk, C, 1.0f, dW, C);
+            if (lowrank) {
+                /* dh += s * dz @ B, dB += s * dz^T @ h */
+                const int r = lowrank->r;
+                if (lowrank->dh)
+                    cpu_sgemm(0, 0, rows, r, V, lowrank->s, scratch, V, lowrank->B, r, 1.0f,
+                              lowrank->dh + (size_t)n0 * r, r);
+                if (lowrank->dB)
+                    cpu_sgemm(1, 0, V, r, rows, lowrank->s, scratch, V, h_chunk, r, 1.0f, lowrank->dB, r);
+            }
         }
     }
     *loss_sum = sum;
     return 0;
 }
 
-int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
-                               const float *W, const int32_t *targets, int N, int C, int V, float softcap,
-                               float loss_weight, float *scratch, int chunk) {
+int cpu_logits_ce_lowrank_forward_backward(float *dx, float *dW, const CpuLogitsLowRank *lowrank, float *losses,
+                                           double *mean_loss, const float *x, const float *W, const int32_t *targets,
+                                           int N, int C, int V, float softcap, float loss_weight, float *scratch,
+                                           int chunk) {
     if (!losses) return ct_fail("logits: the per-token loss buffer is required when training");
     if (N <= 0) {
         *mean_loss = 0.0;
@@ -106,13 +131,28 @@ int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *
     double loss_sum = 0.0;
     /* d(loss_weight * mean)/d loss[n] = loss_weight / N for every token. */
     const float grad_scale = (float)((double)loss_weight / N);
-    if (logits_ce(dx, dW, losses, &loss_sum, x, W, targets, N, C, V, softcap, 1, grad_scale, scratch, chunk))
+    if (logits_ce(dx, dW, lowrank, losses, &loss_sum, x, W, targets, N, C, V, softcap, 1, grad_scale, scratch,
+                  chunk))
         return -1;
     *mean_loss = loss_sum / N;
     return 0;
 }
 
+int cpu_logits_ce_lowrank_forward(float *losses, double *loss_sum, const float *x, const float *W,
+                                  const CpuLogitsLowRank *lowrank, const int32_t *targets, int N, int C, int V,
+                                  float softcap, float *scratch, int chunk) {
+    return logits_ce(NULL, NULL, lowrank, losses, loss_sum, x, W, targets, N, C, V, softcap, 0, 0.0f, scratch,
+                     chunk);
+}
+
+int cpu_logits_ce_forward_backward(float *dx, float *dW, float *losses, double *mean_loss, const float *x,
+                               const float *W, const int32_t *targets, int N, int C, int V, float softcap,
+                               float loss_weight, float *scratch, int chunk) {
+    return cpu_logits_ce_lowrank_forward_backward(dx, dW, NULL, losses, mean_loss, x, W, targets, N, C, V, softcap,
+                                                  loss_weight, scratch, chunk);
+}
+
 int cpu_logits_ce_forward(float *losses, double *loss_sum, const float *x, const float *W, const int32_t *targets,
                       int N, int C, int V, float softcap, float *scratch, int chunk) {
-    return logits_ce(NULL, NULL, losses, loss_sum, x, W, targets, N, C, V, softcap, 0, 0.0f, scratch, chunk);
+    return cpu_logits_ce_lowrank_forward(losses, loss_sum, x, W, NULL, targets, N, C, V, softcap, scratch, chunk);
 }

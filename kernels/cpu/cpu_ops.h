@@ -233,8 +233,9 @@ int cpu_logits_ce_forward(float *losses, double *loss_sum, const float *x, const
 /* The same with test-time training's head adapter (lowrank NULL: exactly the functions above):
  * z = x @ W^T + s * h @ B^T before the softcap, h [N,r] (the adapter's x A^T), B [V,r]. With B
  * all zero the losses are bit for bit those without it. The forward and backward also give
- * dh [N,r] += dL/dh (= s * dz B) and dB [V,r] += dL/dB (= s * dz^T h); dW may be NULL (not
- * computed). */
+ * dh [N,r] += dL/dh (= s * dz B) and dB [V,r] += dL/dB (= s * dz^T h), each skipped when NULL;
+ * dW may be NULL (not computed). Both return -1 also for a lowrank without h or B or with
+ * r < 1. */
 typedef struct {
     const float *h, *B;
     float s;

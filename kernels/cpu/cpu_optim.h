@@ -1,10 +1,10 @@
 /* cpu_optim.h — optimizer math of the CPU backend (fp32): Newton–Schulz orthogonalisation and
- * Muon, Adam, global gradient-norm clipping, plus the lr / momentum schedules shared with the
- * CUDA backend.
+ * Muon, Adam, SGD, global gradient-norm clipping, plus the lr / momentum schedules shared with
+ * the CUDA backend.
  *
  * Reference semantics: openai/parameter-golf train_gpt.py (zeropower_via_newtonschulz5, Muon,
- * lr_mul, the Muon momentum warmup in the training loop) and torch 1.13's torch.optim.Adam and
- * torch.nn.utils.clip_grad_norm_. Where torch does fp32 arithmetic we do the same fp32 operations
+ * lr_mul, the Muon momentum warmup in the training loop) and torch 1.13's torch.optim.Adam,
+ * torch.optim.SGD and torch.nn.utils.clip_grad_norm_. Where torch does fp32 arithmetic we do the same fp32 operations
  * in the same order (see each function); train_gpt.py runs Newton–Schulz in bf16, we run it in
  * fp32, so that one matches the algorithm, not the bits.
  *

@@ -14,8 +14,9 @@
  * a handful of fp32 roundings, bound 1e-5 relative on the update.
  *
  * Contents (sections, in order): double-precision references; Newton–Schulz; the 1.0611
- * record's Muon options (Polar Express, MuonEq-R, both through the update); Muon; Adam;
- * clipping (and the fixed-order sum of squares); weight decay per group (embed_wd). */
+ * record's Muon options (Polar Express, MuonEq-R, both through the update); Muon; Adam; SGD
+ * (test-time training's; also against torch's bits); clipping (and the fixed-order sum of
+ * squares); weight decay per group (embed_wd). */
 #include "backend.h"
 #include "common.h"
 #include "cpu_optim.h"
@@ -132,6 +133,18 @@ static float *random_matrix(size_t n, uint64_t seed, double lo, double hi) {
     uint64_t state = seed;
     ref_fill(x, n, lo, hi, &state);
     return x;
+}
+
+/* Relative error of an optimizer's change p - p0 (exact in double) against the reference's
+ * p_ref - p0: the change is what the optimizer computes; p itself hides its errors. */
+static double change_rel_err(const float *p, const float *p0, const double *p_ref, size_t n) {
+    double diff = 0, size = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double delta = (double)p[i] - p0[i], delta_ref = p_ref[i] - p0[i];
+        diff += (delta - delta_ref) * (delta - delta_ref);
+        size += delta_ref * delta_ref;
+    }
+    return sqrt(diff / size);
 }
 
 /* ---- Newton–Schulz ---- */
@@ -441,15 +454,8 @@ static void adam_five_steps_vs_double(void) {
         }
         free(g);
     }
-    /* The change p - p0 (exact in double) is what Adam computes; p itself hides its errors. */
-    double delta_diff = 0, delta_size = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double delta = (double)p[i] - p0[i], delta_ref = p_ref[i] - p0[i];
-        delta_diff += (delta - delta_ref) * (delta - delta_ref);
-        delta_size += delta_ref * delta_ref;
-    }
     const double m_err = ref_rel_err(m, m_ref, n), v_err = ref_rel_err(v, v_ref, n);
-    const double delta_err = sqrt(delta_diff / delta_size), p_err = ref_rel_err(p, p_ref, n);
+    const double delta_err = change_rel_err(p, p0, p_ref, n), p_err = ref_rel_err(p, p_ref, n);
     printf("  adam 5 steps: rel err m %.3g, v %.3g, param change %.3g, param %.3g\n", m_err, v_err,
            delta_err, p_err);
     free(p), free(m), free(v), free(p_ref), free(m_ref), free(v_ref), free(p0);
@@ -466,6 +472,107 @@ static void adam_first_step_is_sign_step(void) {
     CHECK_CLOSE(p[0], 0.999, 1e-6);
     CHECK_CLOSE(p[1], 1.001, 1e-6);
     CHECK(p[2] == 1.0f, "zero gradient moved the parameter to %.9g", p[2]);
+}
+
+/* ---- SGD ---- */
+
+/* Three steps (first, then two with momentum) with a changing lr and coupled weight decay
+ * against torch.optim.SGD's formula in double. n crosses the threading threshold. */
+static void sgd_steps_vs_double(void) {
+    const size_t n = 40009;
+    const double momentum = 0.9, wd = 0.05;
+    float *p = random_matrix(n, 90, -1, 1), *buf = malloc(n * sizeof *buf), *p0 = malloc(n * sizeof *p0);
+    double *p_ref = malloc(n * sizeof *p_ref), *buf_ref = malloc(n * sizeof *buf_ref);
+    ref_poison(buf, n); /* the first step must write buf without reading it */
+    memcpy(p0, p, n * sizeof *p0);
+    ref_to_double(p, p_ref, n);
+    for (int t = 0; t < 3; t++) {
+        float *g = random_matrix(n, 91 + t, -1, 1);
+        const double lr = 0.1 / (t + 1);
+        cpu_sgd_step(p, buf, g, n, lr, momentum, wd, t == 0);
+        for (size_t i = 0; i < n; i++) {
+            const double d = g[i] + wd * p_ref[i];
+            buf_ref[i] = t == 0 ? d : momentum * buf_ref[i] + d;
+            p_ref[i] -= lr * buf_ref[i];
+        }
+        free(g);
+    }
+    const double buf_err = ref_rel_err(buf, buf_ref, n), delta_err = change_rel_err(p, p0, p_ref, n);
+    printf("  sgd 3 steps: rel err buf %.3g, param change %.3g\n", buf_err, delta_err);
+    free(p), free(buf), free(p0), free(p_ref), free(buf_ref);
+    CHECK(buf_err < 1e-6, "momentum buffer rel err %.3g", buf_err);
+    CHECK(delta_err < 1e-5, "param change rel err %.3g", delta_err);
+}
+
+/* Values exact in fp32, by hand: the first step copies d into buf; later steps mix; momentum 0
+ * runs without a buffer (NULL) and ignores `first`; wd 0 leaves the gradient alone. */
+static void sgd_by_hand(void) {
+    float p[2] = {1.0f, -2.0f}, buf[2] = {NAN, NAN};
+    const float g[2] = {0.5f, 0.25f};
+    cpu_sgd_step(p, buf, g, 2, 0.5, 0.5, 0.25, 1); /* d = g + p/4 = {0.75, -0.25} */
+    CHECK(buf[0] == 0.75f && buf[1] == -0.25f, "first step buf %g %g", buf[0], buf[1]);
+    CHECK(p[0] == 0.625f && p[1] == -1.875f, "first step p %g %g", p[0], p[1]);
+    /* d = g + p/4 = {0.65625, -0.21875}; buf = buf/2 + d = {1.03125, -0.34375}; p -= buf/2 */
+    cpu_sgd_step(p, buf, g, 2, 0.5, 0.5, 0.25, 0);
+    CHECK(buf[0] == 1.03125f && buf[1] == -0.34375f, "second step buf %g %g", buf[0], buf[1]);
+    CHECK(p[0] == 0.109375f && p[1] == -1.703125f, "second step p %g %g", p[0], p[1]);
+    float q[2] = {1.0f, -2.0f};
+    cpu_sgd_step(q, NULL, g, 2, 0.5, 0.0, 0.0, 0); /* plain p -= lr * g */
+    CHECK(q[0] == 0.75f && q[1] == -2.125f, "momentum 0 p %g %g", q[0], q[1]);
+    cpu_sgd_step(q, NULL, g, 2, 0.5, 0.0, 0.5, 1); /* d = g + q/2 = {0.875, -0.8125} */
+    CHECK(q[0] == 0.3125f && q[1] == -1.71875f, "momentum 0 with wd p %g %g", q[0], q[1]);
+}
+
+static float float_of_bits(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* torch 1.13's bits (Debian 12's CPU build, SGD(lr 0.1, momentum 0.9, weight_decay 0.01), a
+ * second step at lr 0.05) for four elements picked where computing either add_ with alpha
+ * unfused (two roundings) gives another p: this fails unless both are fused like torch's. Over
+ * 100003 random elements and 3 steps cpu_sgd_step matched torch bit for bit in p and buf,
+ * single-tensor and foreach, with and without momentum and decay; unfused, 6% of p differ. */
+static void sgd_matches_torch_bits(void) {
+    static const uint32_t p0[4] = {0xbf9d7267, 0x3eda26a5, 0x3f34ee0e, 0xbf6a0897};
+    static const uint32_t g1[4] = {0x3f2fea0f, 0x3b8d948b, 0x3f055948, 0x3eb4558e};
+    static const uint32_t g2[4] = {0xbe30ad75, 0x3efbf413, 0xbf6ee118, 0xbf540e6d};
+    static const uint32_t torch_p[4] = {0xbfa8c8fc, 0x3ecccead, 0x3f2d3137, 0xbf6c0b52};
+    static const uint32_t torch_buf[4] = {0x3ed7fed5, 0x3f010add, 0xbee72034, 0xbf0770c0};
+    float p[4], a[4], b[4], buf[4];
+    for (int i = 0; i < 4; i++) p[i] = float_of_bits(p0[i]), a[i] = float_of_bits(g1[i]), b[i] = float_of_bits(g2[i]);
+    cpu_sgd_step(p, buf, a, 4, 0.1, 0.9, 0.01, 1);
+    cpu_sgd_step(p, buf, b, 4, 0.05, 0.9, 0.01, 0);
+    for (int i = 0; i < 4; i++) {
+        CHECK(p[i] == float_of_bits(torch_p[i]), "p[%d] = %.9g, torch %.9g", i, p[i], float_of_bits(torch_p[i]));
+        CHECK(buf[i] == float_of_bits(torch_buf[i]), "buf[%d] = %.9g, torch %.9g", i, buf[i],
+              float_of_bits(torch_buf[i]));
+    }
+}
+
+/* Element-wise, so 1, 2 and 3 threads must give the same bits (n above the threshold). */
+static void sgd_bitwise_across_thread_counts(void) {
+    const size_t n = 100003;
+    float *p0 = random_matrix(n, 95, -1, 1), *g = random_matrix(n, 96, -1, 1), *buf0 = random_matrix(n, 97, -1, 1);
+    float *out[3][2];
+    const int saved_threads = omp_get_max_threads();
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(t + 1);
+        out[t][0] = malloc(n * sizeof(float)), out[t][1] = malloc(n * sizeof(float));
+        memcpy(out[t][0], p0, n * sizeof(float));
+        memcpy(out[t][1], buf0, n * sizeof(float));
+        cpu_sgd_step(out[t][0], out[t][1], g, n, 0.03, 0.9, 0.01, 0);
+    }
+    omp_set_num_threads(saved_threads);
+    int same = 1;
+    for (int t = 1; t < 3; t++)
+        for (int k = 0; k < 2; k++) same &= !memcmp(out[0][k], out[t][k], n * sizeof(float));
+    int moved = memcmp(out[0][0], p0, n * sizeof(float)) != 0;
+    for (int t = 0; t < 3; t++) free(out[t][0]), free(out[t][1]);
+    free(p0), free(g), free(buf0);
+    CHECK(moved, "the step left p unchanged");
+    CHECK(same, "p or buf differ between 1, 2 and 3 threads");
 }
 
 /* ---- clipping ---- */
@@ -609,6 +716,10 @@ int main(void) {
     RUN(muon_plain_momentum_and_apply);
     RUN(adam_five_steps_vs_double);
     RUN(adam_first_step_is_sign_step);
+    RUN(sgd_steps_vs_double);
+    RUN(sgd_by_hand);
+    RUN(sgd_matches_torch_bits);
+    RUN(sgd_bitwise_across_thread_counts);
     RUN(clip_grad_norm_matches_torch_formula);
     RUN(sumsq_bitwise_across_thread_counts);
     RUN(step_decays_each_group_by_its_own_wd);
