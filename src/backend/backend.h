@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "lora.h"
 #include "model.h"
 #include "train_state.h"
 
@@ -60,6 +61,22 @@ typedef struct {
  * no combine; a distributed caller fills those in. */
 StepHyper step_hyper_from_config(const Config *cfg, int64_t step, double lr_scale);
 
+/* Test-time training (issue 57; src/infer/ttt_eval.c, docs/model.md "Test-time training"): the
+ * optimizer every document's adapters take after each chunk they are trained on. */
+typedef struct {
+    int adam;            /* 1: AdamW (decoupled decay p *= 1 - lr*wd, then Adam), 0: SGD (momentum beta1, coupled decay) */
+    double lr, beta1, beta2, eps, weight_decay;
+    int grad_steps;      /* optimizer steps per chunk; step 0 reuses the scoring forward */
+} TttOptimizer;
+/* One chunk of a batch of documents: row i is document slot slot0 + i's window. */
+typedef struct {
+    int rows, ctx, slot0;               /* rows <= the slots given to ttt_open, ctx <= its ctx */
+    const uint32_t *inputs, *targets;   /* [rows * ctx]; after a row's window, any ids (padding) */
+    const int32_t *from, *len;          /* [rows]: the positions [from, from + len) a row scores */
+    const uint8_t *train;               /* [rows]: 1 to train the row's adapters on those positions after */
+    int adapt;                          /* 0: the base model alone, nothing trained (the `docs` evaluation) */
+} TttChunk;
+
 typedef struct Backend Backend;
 struct Backend {
     const char *name;
@@ -95,6 +112,25 @@ struct Backend {
      * output for the tied embedding or lm_head, bigram.proj's. A block that runs more than once
      * (depth recurrence) adds each run's input. Sums in a fixed order: the same bits every time. */
     int (*accumulate_input_grams)(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
+    /* (optional, NULL where not implemented) Test-time training on this backend, which the
+     * caller made with micro-batches of `slots` sequences of `ctx` tokens and no packing:
+     * ttt_open allocates `slots` documents' adapters of `layout` (kept by pointer; it must outlive
+     * the backend) and their optimizer state; ttt_reset sets slots [slot0, slot0 + n) to
+     * `initial` (a slot's worth: lora_initial_slot) with fresh optimizer state; ttt_chunk runs one
+     * chunk (the forward with each row's adapters, every scored position's loss written to
+     * losses[row * ctx + position], then for rows with train set the gradient of the mean loss of
+     * their scored positions, to their adapters only, and grad_steps optimizer steps of o; the base
+     * weights and their gradients are not touched); ttt_slot_to_host copies a slot's adapters out. */
+    int (*ttt_open)(Backend *b, const LoraLayout *layout, int slots);
+    int (*ttt_reset)(Backend *b, const float *initial, int slot0, int n);
+    int (*ttt_chunk)(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses);
+    int (*ttt_slot_to_host)(Backend *b, int slot, float *out);
+    /* (optional, NULL where not implemented) torch.optim.SGD on every parameter with the
+     * (already reduced) gradients: clip the global gradient norm to clip when clip > 0
+     * (*grad_norm gets the norm, else 0), buf = g at the first step after `restart` (else
+     * momentum * buf + g), p -= lr * buf; then zero the gradients. Test-time training's global
+     * step. */
+    int (*sgd_step)(Backend *b, double lr, double momentum, double clip, int restart, double *grad_norm);
     /* Gradients as a host fp32 buffer for the collective (the CPU backend's are the state's). */
     float *(*grad_buffer)(Backend *b);
     /* Apply the optimizers to the (already reduced) gradients, then zero the gradients.

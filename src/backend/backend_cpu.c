@@ -18,9 +18,6 @@
 #include "blas_core.h"
 #include "omp_wait.h"
 #include "cpu_ops.h"
-#include "packing.h"
-
-enum { LOGITS_CHUNK = 256 };
 
 /* Whether run `run` is parallel in either plan (it needs lane 1's buffer). */
 static int run_parallel(const ModelSpec *s, int run) {
@@ -102,7 +99,7 @@ static void layout(CpuBackend *cb, BackendArena *a) {
     for (int j = 0; j < s->num_skip; j++) cb->dskip[j] = BACKEND_TAKE_FLOATS(a, N * D, NULL);
     cb->attn_scratch = BACKEND_TAKE_FLOATS(a, cb->attn_scratch_floats, NULL);
     cb->rope_scratch = BACKEND_TAKE_FLOATS(a, cpu_qk_norm_rope_backward_scratch_floats(B, T, s->num_heads), NULL);
-    cb->logits_scratch = BACKEND_TAKE_FLOATS(a, (size_t)LOGITS_CHUNK * (size_t)s->vocab, NULL);
+    cb->logits_scratch = BACKEND_TAKE_FLOATS(a, (size_t)CPU_LOGITS_CHUNK * (size_t)s->vocab, NULL);
 }
 
 int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
@@ -163,6 +160,11 @@ int backend_cpu_create(Backend **out, const Config *cfg, TrainState *st) {
     cb->base.accumulate_input_grams = cpu_accumulate_input_grams;
     cb->base.grad_buffer = cpu_grad_buffer;
     cb->base.optimizer_step = cpu_optimizer_step;
+    cb->base.ttt_open = cpu_ttt_open;
+    cb->base.ttt_reset = cpu_ttt_reset;
+    cb->base.ttt_chunk = cpu_ttt_chunk;
+    cb->base.ttt_slot_to_host = cpu_ttt_slot_to_host;
+    cb->base.sgd_step = cpu_sgd_optimizer_step;
     cb->base.destroy = cpu_destroy;
     *out = &cb->base;
     return 0;
@@ -202,86 +204,6 @@ static int qat_begin(CpuBackend *cb) {
     return 0;
 }
 
-/* The last run's output, the final norm's input: with parallel lanes the one
- * parallel_final_lane names, or their mean (x_lanes) */
-static const float *final_hidden(const CpuBackend *cb, const BlockPlan *plan) {
-    const CpuLayerActs *last = &cb->layers[plan->num_runs - 1];
-    if (plan->first_parallel == plan->num_runs) return last->x_out;
-    const int final = cb->base.state->spec.parallel_final;
-    return final == PARALLEL_FINAL_ATTN ? last->x_out : final == PARALLEL_FINAL_MLP ? last->l1_out : cb->x_lanes;
-}
-
-/* Forward through embeddings and blocks for B sequences; leaves the final normed x in cb->xf. */
-static int forward_blocks(CpuBackend *cb, int B) {
-    TrainState *st = cb->base.state;
-    const ModelSpec *s = &st->spec;
-    int T = cb->T, N = B * T, D = s->dim;
-    if (cb->seg_start) /* each row's documents, from its ids (the backward reuses them) */
-        for (int b = 0; b < B; b++)
-            packing_segments(cb->ids + (size_t)b * T, T, cb->base.bos_id, cb->max_doc_len,
-                             cb->seg_start + (size_t)b * T);
-    if (cpu_embedding_forward(cb->emb, cb->ids, st->params + s->params[s->tok_emb].offset, N, s->vocab, D) != 0) return -1;
-    if (s->bigram_vocab) { /* emb += scale * proj(bigram_embed[hash(prev, token)]) */
-        cpu_bigram_hash(cb->bigram_ids, cb->ids, B, T, s->bigram_vocab);
-        if (cpu_embedding_forward(cb->bigram_h, cb->bigram_ids, st->params + s->params[s->bigram_embed].offset, N,
-                                  s->bigram_vocab, s->bigram_dim) != 0)
-            return -1;
-        if (s->bigram_proj >= 0)
-            cpu_linear_forward(cb->bigram_p, cb->bigram_h, cpu_weights_of(cb, &s->params[s->bigram_proj]), N,
-                               s->bigram_dim, D);
-        cpu_add_scalar_scaled_forward(cb->emb, cb->emb, cb->bigram_p, st->params + s->params[s->bigram_scale].offset,
-                                      (size_t)N * D);
-    }
-    if (s->smear_bos) { /* the 1.0611 SmearGate: on the embedding (with the bigram's share), before the norm */
-        if (cb->base.bos_id < 0)
-            return ct_fail("smear_gate_enabled = 1 needs the data's bos_id, and this forward was given none");
-        cpu_smear_bos_forward(cb->emb_smeared, cb->emb, cb->ids, st->params + s->params[s->smear_gate_w].offset,
-                              st->params + s->params[s->smear_lambda].offset, B, T, D, s->gate_window,
-                              cb->base.bos_id);
-        cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb_smeared, N, D, FLT_EPSILON);
-    } else if (s->smear_gate) {
-        cpu_rmsnorm_forward(cb->x_normed, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
-        cpu_smear_forward(cb->x0, cb->x_normed, st->params + s->params[s->smear].offset, B, T, D);
-    } else {
-        cpu_rmsnorm_forward(cb->x0, cb->rstd0, cb->emb, N, D, FLT_EPSILON);
-    }
-    const float *x = cb->x0;
-    const float *skip_w = st->params + s->params[s->skip_weights].offset;
-    const BlockPlan *plan = model_plan(s, st->loop_active);
-    for (int run = 0; run < plan->num_runs; run++) {
-        CpuLayerActs *a = &cb->layers[run];
-        const int dec = plan->runs[run].skip_row; /* skip row, < 0 for none */
-        if (dec >= 0) {
-            /* U-Net skip: x + skip_weights[dec] * output of the run the plan pairs it with;
-             * with skip gates lerp(skip_weights[dec] * skip, x, sigmoid(skip_gates[dec])); a parallel
-             * run takes it into lane 0 only */
-            const float *skip = cb->layers[plan->runs[run].skip_source].x_out;
-            if (s->skip_gates >= 0)
-                cpu_skip_gate_forward(a->x_in, x, skip, skip_w + (size_t)dec * D,
-                                      st->params + s->params[s->skip_gates].offset + (size_t)dec * D, N, D);
-            else
-                cpu_scaled_add_forward(a->x_in, x, skip, skip_w + (size_t)dec * D, N, D);
-        } else {
-            cpu_copy(a->x_in, x, (size_t)N * D);
-        }
-        cpu_run_forward(cb, plan, run, B);
-        x = a->x_out;
-    }
-    if (cb->x_lanes && plan->first_parallel < plan->num_runs) { /* 0.5 * (lane 0 + lane 1) */
-        const size_t ND = (size_t)N * D;
-        cpu_copy(cb->x_lanes, x, ND);
-        cpu_add_into(cb->x_lanes, cb->layers[plan->num_runs - 1].l1_out, ND);
-        cpu_scale(cb->x_lanes, 0.5f, ND);
-    }
-    cpu_rmsnorm_forward(cb->xf, cb->rstdf, final_hidden(cb, plan), N, D, FLT_EPSILON);
-    return 0;
-}
-
-static const float *output_matrix(const CpuBackend *cb) {
-    const ModelSpec *s = &cb->base.state->spec;
-    return cpu_weights_of(cb, &s->params[s->tied ? s->tok_emb : s->lm_head]);
-}
-
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
     CpuBackend *cb = (CpuBackend *)b;
     const ModelSpec *s = &b->state->spec;
@@ -291,10 +213,10 @@ int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_
         int B = num_seqs - first < cb->B ? num_seqs - first : cb->B;
         size_t N = (size_t)B * cb->T;
         if (load_tokens(cb, tokens + (size_t)first * cb->T, N) != 0) return -1;
-        if (forward_blocks(cb, B) != 0) return -1;
+        if (cpu_forward_blocks(cb, B) != 0) return -1;
         double sum = 0;
-        if (cpu_logits_ce_forward(NULL, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab, s->softcap,
-                              cb->logits_scratch, LOGITS_CHUNK) != 0)
+        if (cpu_logits_ce_forward(NULL, &sum, cb->xf, cpu_output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab, s->softcap,
+                              cb->logits_scratch, CPU_LOGITS_CHUNK) != 0)
             return -1;
         *loss_sum += sum;
     }
@@ -315,10 +237,10 @@ int cpu_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *t
             cb->ids[i] = (int32_t)inputs[at + i];
             cb->targets[i] = (int32_t)targets[at + i];
         }
-        if (forward_blocks(cb, B) != 0) return -1;
+        if (cpu_forward_blocks(cb, B) != 0) return -1;
         double sum;
-        if (cpu_logits_ce_forward(losses + at, &sum, cb->xf, output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab,
-                                  s->softcap, cb->logits_scratch, LOGITS_CHUNK) != 0)
+        if (cpu_logits_ce_forward(losses + at, &sum, cb->xf, cpu_output_matrix(cb), cb->targets, (int)N, s->dim, s->vocab,
+                                  s->softcap, cb->logits_scratch, CPU_LOGITS_CHUNK) != 0)
             return -1;
     }
     return 0;
@@ -339,7 +261,7 @@ int cpu_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs,
     for (int first = 0; first < num_seqs; first += cb->B) {
         const int B = num_seqs - first < cb->B ? num_seqs - first : cb->B, N = B * cb->T;
         if (load_tokens(cb, tokens + (size_t)first * cb->T, (size_t)N) != 0) return -1;
-        if (forward_blocks(cb, B) != 0) return -1;
+        if (cpu_forward_blocks(cb, B) != 0) return -1;
         for (int run = 0; run < plan->num_runs; run++) {
             const CpuLayerActs *a = &cb->layers[run];
             const int l = plan->runs[run].block;
@@ -361,8 +283,8 @@ int cpu_position_logits(Backend *b, const uint32_t *tokens, int pos, float *logi
     if (pos < 0 || pos >= cb->T) return ct_fail("position %d outside the sequence of %d tokens", pos, cb->T);
     if (backend_check_tokens(tokens, (size_t)cb->T, s->vocab) != 0) return -1;
     for (int i = 0; i < cb->T; i++) cb->ids[i] = (int32_t)tokens[i];
-    if (forward_blocks(cb, 1) != 0) return -1;
-    cpu_linear_forward(logits, cb->xf + (size_t)pos * s->dim, output_matrix(cb), 1, s->dim, s->vocab);
+    if (cpu_forward_blocks(cb, 1) != 0) return -1;
+    cpu_linear_forward(logits, cb->xf + (size_t)pos * s->dim, cpu_output_matrix(cb), 1, s->dim, s->vocab);
     for (int v = 0; v < s->vocab; v++) logits[v] = s->softcap * tanhf(logits[v] / s->softcap);
     return 0;
 }
@@ -385,7 +307,7 @@ static int mtp_heads_backward(CpuBackend *cb, float loss_weight, double *mean_lo
             if (cpu_logits_ce_forward_backward(cb->dD1 + at * D, st->grads + head->offset, cb->losses, &mean,
                                                cb->xf + at * D, cpu_weights_of(cb, head), cb->targets + at + k + 1, rows,
                                                D, s->vocab, s->softcap, call_weight, cb->logits_scratch,
-                                               LOGITS_CHUNK) != 0)
+                                               CPU_LOGITS_CHUNK) != 0)
                 return ct_fail_prefix("%s, sequence %d", head->name, b);
             sum += mean;
         }
@@ -403,69 +325,20 @@ static int forward_backward_pass(Backend *b, const uint32_t *tokens, float loss_
     int B = cb->B, T = cb->T, N = B * T, D = s->dim;
     size_t ND = (size_t)N * D;
     if (load_tokens(cb, tokens, (size_t)N) != 0) return -1;
-    if (forward_blocks(cb, B) != 0) return -1;
+    if (cpu_forward_blocks(cb, B) != 0) return -1;
 
     /* loss and its gradient w.r.t. the final normed x (dD1) and the output matrix */
     float *dW_out = st->grads + s->params[s->tied ? s->tok_emb : s->lm_head].offset;
     cpu_zero(cb->dD1, ND);
-    if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, output_matrix(cb), cb->targets, N, D,
-                                   s->vocab, s->softcap, loss_weight, cb->logits_scratch, LOGITS_CHUNK) != 0)
+    if (cpu_logits_ce_forward_backward(cb->dD1, dW_out, cb->losses, mean_loss, cb->xf, cpu_output_matrix(cb), cb->targets, N, D,
+                                   s->vocab, s->softcap, loss_weight, cb->logits_scratch, CPU_LOGITS_CHUNK) != 0)
         return -1;
     if (backend_mtp_active(s, cb->mtp_loss_weight) && mtp_heads_backward(cb, loss_weight, mean_loss) != 0) return -1;
     if (backend_check_loss(*mean_loss) != 0) return -1;
     if (backend_grad_ready(b, 0) != 0) return -1;
 
     float *dx = cb->dx, *dx_alt = cb->dx_alt;
-    cpu_zero(dx, ND);
-    const BlockPlan *plan = model_plan(s, st->loop_active);
-    cpu_rmsnorm_backward(dx, cb->dD1, final_hidden(cb, plan), cb->rstdf, N, D);
-    if (plan->first_parallel < plan->num_runs) { /* dx: dL/d(final hidden) -> lane 0's, dl1 lane 1's */
-        if (s->parallel_final == PARALLEL_FINAL_MEAN) {
-            cpu_scale(dx, 0.5f, ND);
-            cpu_copy(cb->dl1, dx, ND);
-        } else if (s->parallel_final == PARALLEL_FINAL_MLP) {
-            cpu_copy(cb->dl1, dx, ND);
-            cpu_zero(dx, ND);
-        } else {
-            cpu_zero(cb->dl1, ND);
-        }
-    }
-    cpu_zero(cb->dx0, ND);
-    for (int j = 0; j < s->num_skip; j++) cpu_zero(cb->dskip[j], ND);
-    float *dskip_w = st->grads + s->params[s->skip_weights].offset;
-    const float *skip_w = st->params + s->params[s->skip_weights].offset;
-
-    for (int run = plan->num_runs - 1; run >= 0; run--) {
-        const int l = plan->runs[run].block;
-        /* dx holds dL/d(x_out). An encoder run whose output fed a skip also gets that path (its
-         * decoder run, later in the plan, has been through already). */
-        for (int j = plan->num_encoder; j < plan->num_runs; j++)
-            if (plan->runs[j].skip_source == run) cpu_add_into(dx, cb->dskip[plan->runs[j].skip_row], ND);
-        cpu_run_backward(cb, plan, run, B, &dx, &dx_alt);
-        /* x_in = x_prev + skip_weights[dec] * skip for decoder runs with a skip (gated: the
-         * lerp, whose x_prev gradient is a new buffer) */
-        const int dec = plan->runs[run].skip_row;
-        const float *skip = dec >= 0 ? cb->layers[plan->runs[run].skip_source].x_out : NULL;
-        if (dec >= 0 && s->skip_gates >= 0) {
-            const size_t row = (size_t)dec * D, gates = s->params[s->skip_gates].offset;
-            cpu_zero(dx_alt, ND);
-            cpu_skip_gate_backward(dx_alt, cb->dskip[dec], dskip_w + row, st->grads + gates + row, dx,
-                                   run > 0 ? cb->layers[run - 1].x_out : cb->x0, skip, skip_w + row, st->params + gates + row, N, D);
-            float *t = dx;
-            dx = dx_alt;
-            dx_alt = t;
-        } else if (dec >= 0) {
-            cpu_scaled_add_backward(NULL, cb->dskip[dec], dskip_w + (size_t)dec * D, dx, skip, skip_w + (size_t)dec * D,
-                                    N, D);
-        }
-        /* both lanes started from the previous run's output */
-        if (run == plan->first_parallel) cpu_add_into(dx, cb->dl1, ND);
-        /* a block's gradients are final once its first run is through (model.h) */
-        if (model_plan_first_run(plan, run) && backend_grad_ready(b, model_grad_stage_of_block(s, l)) != 0) return -1;
-    }
-    /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
-     * resid_mix (dx0) */
-    cpu_add_into(dx, cb->dx0, ND);
+    if (cpu_backward_blocks(cb, B, &dx, &dx_alt) != 0) return -1;
     if (s->smear_gate) {
         cpu_zero(dx_alt, ND);
         cpu_smear_backward(dx_alt, st->grads + s->params[s->smear].offset, dx, cb->x_normed,
@@ -512,6 +385,7 @@ int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, 
 void cpu_destroy(Backend *b) {
     CpuBackend *cb = (CpuBackend *)b;
     cpu_optimizer_free(cb);
+    cpu_ttt_free(cb);
     free(cb->qat_params);
     free(cb->arena);
     free(cb->dskip);

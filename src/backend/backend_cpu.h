@@ -37,9 +37,29 @@ typedef struct {
     float *l1_out;
 } CpuLayerActs;
 
+/* Tokens per chunk of the fused logits + cross-entropy (cpu_logits_ce_*): its scratch's rows. */
+enum { CPU_LOGITS_CHUNK = 256 };
+
+/* Test-time training's adapters on the CPU backend (backend_cpu_ttt.c; NULL until ttt_open). */
+typedef struct {
+    const LoraLayout *layout;
+    int slots;
+    float *w, *g, *m, *v; /* [slots * slot_floats]: adapters, their gradients, Adam's moments (SGD's buffer: m) */
+    int64_t *steps;       /* [slots]: optimizer steps taken since the slot's reset */
+    float *h;             /* [T * rank]: one row's x A^T */
+    float *dh, *dh_o;     /* [B * T * rank]: dL/dh of the adapter being differentiated; the o adapter's, kept
+                           * until the normed attention input's gradient is put together */
+    float *head_h, *head_dh; /* [B * T * rank]: the head adapter's h and dL/dh */
+    float *junk_grads;    /* the base gradients a chunk's backward adds to instead of the state's (never read) */
+    int slot0;            /* while a chunk runs: row 0's slot */
+    int active;           /* 1 while a chunk with adapters runs: the block passes add them */
+    const uint8_t *row_train; /* while a chunk's backward runs: which rows train (the others' gradients are 0) */
+} CpuTtt;
+
 typedef struct {
     Backend base;
-    int B, T;
+    int B, T; /* the buffers' capacity; a test-time-training chunk runs at T = its window (<= capacity) */
+    CpuTtt *ttt;
     void *arena; /* every buffer below (but the optimizer's) is carved from it */
     int32_t *ids, *targets;
     /* doc_packing (NULL when off): [N] each token's segment start within its row (packing.h),
@@ -71,6 +91,7 @@ typedef struct {
     float *muon_scratch;
     float **clip_grads;
     size_t *clip_counts;
+    float *sgd_buf; /* sgd_step's momentum (test-time training's global step), allocated at its first use */
     /* late QAT (backend_cpu.c): the fake-quantized weights of the linear layers (allocated with
      * qat_enabled or late_qat, else NULL), read instead of the master weights while qat_in_use */
     float *qat_params;
@@ -90,6 +111,22 @@ static inline float *cpu_block_g(CpuBackend *cb, int layer, int which) {
     TrainState *st = cb->base.state;
     return st->grads + model_block_param(&st->spec, layer, which)->offset;
 }
+/* A linear layer's weight gradient as the backward takes it: NULL (not computed) while a
+ * test-time-training chunk trains only its adapters. */
+static inline float *cpu_block_linear_g(CpuBackend *cb, int layer, int which) {
+    return cb->ttt && cb->ttt->active ? NULL : cpu_block_g(cb, layer, which);
+}
+
+/* ---- test-time training's adapters inside a pass (backend_cpu_lora.c): no-ops unless a chunk
+ * with adapters runs (cb->ttt->active); row b of the B rows uses slot ttt->slot0 + b ---- */
+/* out += s * (x A^T) B^T of adapter (run, kind), row by row (x [B*T, in], out [B*T, out]). */
+void cpu_lora_rows_forward(CpuBackend *cb, int run, LoraKind kind, const float *x, float *out, int B);
+/* Given dout = dL/d(out): dh (dh_keep [B*T, rank]) and the adapter's gradients for the training
+ * rows, and dx += dh A when dx is not NULL. */
+void cpu_lora_rows_backward(CpuBackend *cb, int run, LoraKind kind, const float *x, const float *dout, float *dx,
+                            float *dh_keep, int B);
+/* dx += dh A for the training rows, dh from an earlier cpu_lora_rows_backward (dx NULL there). */
+void cpu_lora_rows_backward_input(CpuBackend *cb, int run, LoraKind kind, const float *dh_keep, float *dx, int B);
 
 /* ---- one run of the block plan (backend_cpu_block.c), for B sequences ---- */
 int cpu_run_xsa(const ModelSpec *s, const BlockPlan *plan, int run);
@@ -107,6 +144,21 @@ void cpu_run_forward(CpuBackend *cb, const BlockPlan *plan, int run, int B);
  * *dx with *dx_alt (and dl1 with dl1_alt) as it goes; dD1, dD2, dH1, dH2, dq, dk, dv, dk_raw,
  * dao are its scratch. */
 void cpu_run_backward(CpuBackend *cb, const BlockPlan *plan, int run, int B, float **dx, float **dx_alt);
+
+/* backend_cpu.c's passes, for test-time training (backend_cpu_ttt.c): cb->ids -> the final
+ * normed x in cb->xf for B rows of cb->T; and cb->dD1 = dL/d(xf) -> *dx = dL/d(x0), the blocks'
+ * gradients accumulated (dx, dx_alt: cb's two work buffers, swapped as it goes). */
+int cpu_forward_blocks(CpuBackend *cb, int B);
+int cpu_backward_blocks(CpuBackend *cb, int B, float **dx, float **dx_alt);
+/* The output matrix (tok_emb tied, else lm_head) as the pass reads it. */
+const float *cpu_output_matrix(const CpuBackend *cb);
+/* The test-time-training hooks (backend.h), installed by backend_cpu_create. */
+int cpu_ttt_open(Backend *b, const LoraLayout *layout, int slots);
+int cpu_ttt_reset(Backend *b, const float *initial, int slot0, int n);
+int cpu_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses);
+int cpu_ttt_slot_to_host(Backend *b, int slot, float *out);
+void cpu_ttt_free(CpuBackend *cb);
+int cpu_sgd_optimizer_step(Backend *b, double lr, double momentum, double clip, int restart, double *grad_norm);
 
 int cpu_forward_backward(Backend *b, const uint32_t *tokens, float loss_weight, double *mean_loss);
 int cpu_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum);

@@ -38,6 +38,19 @@ void cpu_optimizer_free(CpuBackend *cb) {
     free(cb->muon_scratch);
     free(cb->clip_grads);
     free(cb->clip_counts);
+    free(cb->sgd_buf);
+}
+
+/* backend.h's sgd_step: torch.optim.SGD over every parameter, one flat buffer of momentum. */
+int cpu_sgd_optimizer_step(Backend *b, double lr, double momentum, double clip, int restart, double *grad_norm) {
+    CpuBackend *cb = (CpuBackend *)b;
+    TrainState *st = b->state;
+    const ModelSpec *s = &st->spec;
+    *grad_norm = clip > 0 ? cpu_clip_grad_norm(cb->clip_grads, cb->clip_counts, s->num_params, clip) : 0;
+    if (momentum != 0 && !cb->sgd_buf) cb->sgd_buf = ct_calloc(s->total_floats, sizeof(float), "SGD momentum");
+    cpu_sgd_step(st->params, cb->sgd_buf, st->grads, s->total_floats, lr, momentum, 0.0, restart);
+    cpu_zero(st->grads, s->total_floats);
+    return 0;
 }
 
 int cpu_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm) {

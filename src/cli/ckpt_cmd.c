@@ -139,8 +139,9 @@ static const char GOLF_USAGE[] =
     "\n"
     "What train_gpt.py does at the end of a run: quantize the checkpoint's weights, compress them, write\n"
     "the artifact and report its size; then read the artifact back, dequantize it and evaluate val_loss\n"
-    "and val_bpb with those weights. The formats (docs/checkpoint-format.md, \"The parameter-golf\n"
-    "artifact\"):\n"
+    "and val_bpb with those weights; with ttt_enabled=1 (the checkpoint's, or given as KEY=VALUE with the\n"
+    "other test-time-training keys) score them again with test-time training, as the 1.0611 record ends\n"
+    "(`ctrain eval --help`). The formats (docs/checkpoint-format.md, \"The parameter-golf artifact\"):\n"
     "  int8-zlib   the baseline's: int8 with per-row scales for matrices, small and control tensors kept\n"
     "              as floats, zlib level 9; a zlib-compressed safetensors file\n"
     "  int6-zstd   the 1.1248 record's: int6 per row for the attention and MLP matrices, int8 for the\n"
@@ -215,7 +216,8 @@ static void use_weights(const char *ckpt, TrainState *st, int live) {
 }
 
 /* KEY=VALUE arguments after the checkpoint (pos[1..npos)) of `ckpt golf` and `ckpt hessians`:
- * only the GPTQ artifact's keys, since the weights are the checkpoint's. check_artifact_keys
+ * only the GPTQ artifact's keys, since the weights are the checkpoint's, and for golf the
+ * test-time-training keys of the evaluation that ends its round trip. check_artifact_keys
  * prints a usage error naming a bad one; set_artifact_keys applies them (config_set's errors,
  * printed). */
 static int check_artifact_keys(const char *cmd, char **pos, int npos) {
@@ -223,10 +225,12 @@ static int check_artifact_keys(const char *cmd, char **pos, int npos) {
         char key[64];
         snprintf(key, sizeof key, "%.*s", (int)(strchr(pos[i], '=') - pos[i]), pos[i]);
         const ConfigKey *k = config_find_key(key);
-        if (!k || strcmp(k->group, "artifact") != 0)
-            return cli_usage_error("ckpt", cmd, "'%s': %s; only the GPTQ artifact's keys may be given here "
-                                   "(docs/configuration.md, \"GPTQ artifact\")", pos[i],
-                                   k ? "not a GPTQ artifact key" : "no such configuration key");
+        const int golf = !strcmp(cmd, "golf");
+        if (!k || (strcmp(k->group, "artifact") != 0 && !(golf && !strcmp(k->group, "ttt"))))
+            return cli_usage_error("ckpt", cmd, "'%s': %s; only the GPTQ artifact's keys%s may be given here "
+                                   "(docs/configuration.md, \"GPTQ artifact\"%s)", pos[i],
+                                   k ? "not a GPTQ artifact key" : "no such configuration key",
+                                   golf ? " and the test-time-training keys" : "", golf ? ", \"Test-time training\"" : "");
     }
     return 0;
 }

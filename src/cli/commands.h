@@ -14,6 +14,7 @@ int ckpt_main(int argc, char **argv);         /* ckpt_cmd.c: `ctrain ckpt ...` *
 int launch_check_main(int argc, char **argv); /* launch_check_cmd.c: `ctrain launch-check` */
 int plot_main(int argc, char **argv);         /* plot_cmd.c: `ctrain plot` */
 int sample_main(int argc, char **argv);       /* sample_cmd.c: `ctrain sample` */
+int eval_main(int argc, char **argv);         /* eval_cmd.c: `ctrain eval` */
 
 /* data_cmd.c: what `ctrain data import-bin` does once its arguments are read; also DATA_PATH's
  * import in `ctrain train` (golf_import.c), so both make the same files. Prints its errors and

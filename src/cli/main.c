@@ -1,5 +1,5 @@
 /* main.c — the `ctrain` command: dispatches to its commands (train, data, ckpt, sample, plot,
- * launch-check; each in src/cli/<name>_cmd.c, declared in commands.h) and handles --help /
+ * launch-check, eval; each in src/cli/<name>_cmd.c, declared in commands.h) and handles --help /
  * --version. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
  * error, 75 stopped with a checkpoint (requeue). */
 #include <stdio.h>
@@ -20,6 +20,7 @@ static void usage(FILE *out) {
             "  data <import-bin|from-text|info> ...     prepare and inspect HDF5 token data\n"
             "  ckpt <info|verify|diff|export|golf> ...  inspect, check and export HDF5 checkpoints\n"
             "  sample CHECKPOINT [--prompt TEXT] ...     generate text from a trained model\n"
+            "  eval CHECKPOINT [--mode MODES] ...       evaluate a model: plain, sliding, test-time training\n"
             "  plot RUN_DIR... [--out FILE.png]         training curves of runs as a PNG (matplotlib)\n"
             "  launch-check [--timeout S]               check a multi-rank launch (srun/mpiexec)\n"
             "\n"
@@ -39,7 +40,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     /* the commands that multiply matrices on the CPU (and --version, which reports it) run with
      * the best OpenBLAS kernels for this CPU; the others start once, quickly */
-    int uses_blas = !strcmp(cmd, "train") || !strcmp(cmd, "sample") || !strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
+    int uses_blas = !strcmp(cmd, "train") || !strcmp(cmd, "sample") || !strcmp(cmd, "eval") || !strcmp(cmd, "-V") ||
+                    !strcmp(cmd, "--version") ||
                     !strcmp(cmd, "version") || (!strcmp(cmd, "ckpt") && argc > 2 && !strcmp(argv[2], "golf"));
     if (uses_blas) {
         const int restart = omp_wait_choose(); /* OpenMP reads its waiting policy only at start */
@@ -60,6 +62,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "launch-check")) return launch_check_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return plot_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     fprintf(stderr, "ctrain: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CT_EXIT_USAGE;

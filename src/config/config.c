@@ -547,23 +547,6 @@ int config_uses_nccl(const Config *cfg, int world_size) {
     return !strcmp(cfg->nccl, "on") || (!strcmp(cfg->nccl, "auto") && world_size > 1);
 }
 
-int64_t config_head_dim(const Config *cfg) { return cfg->model_dim / cfg->num_heads; }
-
-BlockPlanSettings config_block_plan_settings(const Config *c) {
-    BlockPlanSettings s = {(int)c->num_layers, (int)c->num_loops, (int)c->loop_start, (int)c->loop_end,
-                           (int)c->parallel_start_layer};
-    return s;
-}
-int64_t config_local_tokens(const Config *cfg) { return cfg->train_batch_tokens / cfg->grad_accum_slots; }
-
-int64_t config_seq_len(const Config *cfg) { return cfg->doc_packing ? config_local_tokens(cfg) : cfg->train_seq_len; }
-
-int64_t config_max_doc_len(const Config *cfg) { return cfg->max_doc_len > 0 ? cfg->max_doc_len : cfg->train_seq_len; }
-
-int64_t config_eval_seq_len(const Config *cfg) { return cfg->eval_seq_len > 0 ? cfg->eval_seq_len : cfg->train_seq_len; }
-
-int64_t config_step_stream_tokens(const Config *cfg) { return cfg->grad_accum_slots * (config_local_tokens(cfg) + 1); }
-
 /* ---- printing ---- */
 
 /* Shortest %g form that parses back to the same double. */

@@ -185,6 +185,24 @@ static void eval_close(WeightsEval *e) {
     memset(e, 0, sizeof *e);
 }
 
+int print_weights_evaluation(const Config *cfg, TrainState *st, const DistInfo *d, const char *label, int64_t stride) {
+    WeightsEval e;
+    int rc = eval_open(cfg, st, &e);
+    double val_loss, val_bpb, start = ct_now_ms();
+    if (rc == 0) rc = val_evaluate_with_stride(e.b, &e.v, d, e.T, stride, &val_loss, &val_bpb);
+    if (rc == 0 && d->rank == 0) {
+        /* either way every target of the split's num_seqs * T is scored once */
+        const int64_t tokens = e.v.num_seqs * e.T;
+        const double bytes = val_target_bytes(&e.v, 0, tokens);
+        printf("%s val_loss:%.4f val_bpb:%.4f tokens:%lld bytes:%.0f eval_time:%.0fms\n", label, val_loss, val_bpb,
+               (long long)tokens, bytes, ct_now_ms() - start);
+        printf("%s_exact val_loss:%.8f val_bpb:%.8f\n", label, val_loss, val_bpb);
+        fflush(stdout);
+    }
+    eval_close(&e);
+    return rc;
+}
+
 int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label) {
     WeightsEval e;
     int rc = eval_open(cfg, st, &e);

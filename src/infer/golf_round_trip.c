@@ -1,12 +1,14 @@
 /* golf_round_trip.c — train_gpt.py's ending, for `golf_artifact = 1` and `ctrain ckpt golf`:
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
- * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets. The code's
+ * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets, and with
+ * ttt_enabled scored again with test-time training (ttt_eval.c), in this process. The code's
  * share is --code-bytes', else ctrain's own, measured by the build (golf_code_size.c; docs/model.md,
  * "The code's size"). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -112,5 +114,16 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
                         : o->format == GOLF_INT6_ZSTD ? "final_int6"
                                                       : "final_gptq";
     if (print_round_trip_evaluation(cfg, st, label) != 0) return -1;
-    return 0;
+    if (!cfg->ttt_enabled) return 0;
+    /* then, as the record ends, the artifact's weights scored with test-time training (which
+     * changes them: its global steps train the base) */
+    if (stop_requested()) return stop_abandon("the golf artifact's test-time-training evaluation");
+    DistInfo single;
+    memset(&single, 0, sizeof single);
+    single.world_size = 1;
+    char ttt_label[64];
+    snprintf(ttt_label, sizeof ttt_label, "%s_ttt_phased", label);
+    const TttOptions t = {1, ttt_label, NULL, -1};
+    TttResult r;
+    return ttt_evaluate(cfg, st, &single, &t, &r);
 }

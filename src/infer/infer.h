@@ -80,6 +80,11 @@ int val_evaluate_with_stride(Backend *b, const ValData *v, const DistInfo *d, in
  * and its _exact line; label is e.g. "final_int8_zlib". */
 int print_round_trip_evaluation(const Config *cfg, TrainState *st, const char *label);
 
+/* `ctrain eval`'s plain (stride 0) or sliding-window evaluation of the weights in st on cfg's
+ * val_files as the round trip evaluates them, every rank of d its share; rank 0 prints "<label>
+ * val_loss:... val_bpb:... tokens:N bytes:N eval_time:Nms" and "<label>_exact ...". */
+int print_weights_evaluation(const Config *cfg, TrainState *st, const DistInfo *d, const char *label, int64_t stride);
+
 /* train_gpt.py's ending (golf_artifact.h): write the artifact of st's weights in the chosen
  * format to path and print its size, with the code's (code_bytes; -1: ctrain's own, as the build
  * measured it, docs/model.md "The code's size") as
@@ -100,6 +105,26 @@ typedef struct {
     int refuse_oversize;
 } GolfOptions;
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o);
+
+/* Score-first test-time training (ttt_eval.c; issue 57, docs/model.md "Test-time training"):
+ * the validation documents of cfg's val_files (the split trimmed to eval sequences) scored as
+ * ttt_plan.h plans them, every rank its share, with each document's own adapters learning from
+ * the chunks it has scored and the base weights (st->params, changed in place) taking the
+ * phases' global steps. adapt 0 is the `docs` evaluation: the same windows and batches with the
+ * base model alone (no adapters, no global steps). Prints progress and "<label> val_loss:...
+ * val_bpb:... tokens:N bytes:N eval_time:Nms" and its _exact line (rank 0). */
+typedef struct {
+    int adapt;
+    const char *label;
+    const char *dump;  /* directory for the files tests/parity/ttt_ref.py reads (docs/testing.md); NULL: none */
+    int64_t dump_doc;  /* with dump: the document whose adapters are written (-1: none) */
+} TttOptions;
+typedef struct {
+    double val_loss, val_bpb, tokens, bytes, seconds;
+    int64_t unadapted_batches; /* scored without adapting, past ttt_time_budget */
+    int phases_run;
+} TttResult;
+int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const TttOptions *o, TttResult *r);
 
 /* Sampling text from a model: num_tokens new tokens after the prompt; temperature 0 (or
  * top_k 1) takes the most likely token, top_k 0 keeps the whole vocabulary; the same seed

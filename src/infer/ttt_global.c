@@ -1,0 +1,95 @@
+/* ttt_global.c — a phase's global step of the test-time-training evaluation (ttt_internal.h;
+ * docs/model.md "Test-time training"): SGD with momentum on every base weight over the documents
+ * already scored (ttt_plan_phase_docs), their slices joined into one stream, in chunks of
+ * global_ttt_chunk_tokens (the last skipped), each a batch of rows of S tokens. Every row is its
+ * own packed row (documents cut at each BOS, as training packs them), whatever the world size; a
+ * step's rows are shared out to the ranks in contiguous runs and its loss is the mean over them
+ * of each row's mean token loss, so one rank and many take the same steps up to the rounding of
+ * the gradients' sum across ranks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ttt_internal.h"
+
+/* The step's documents' slices (each from its BOS through its closing BOS) joined. */
+static uint32_t *join_slices(const TttRun *R, const int64_t *docs, int64_t count, int64_t *len) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < count; i++) n += R->plan.docs[docs[i]].predictions + 1;
+    uint32_t *stream = ct_malloc((size_t)n * sizeof(uint32_t), "TTT global stream");
+    int64_t at = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const TttDoc *d = &R->plan.docs[docs[i]];
+        memcpy(stream + at, R->v.tokens + d->start, (size_t)(d->predictions + 1) * sizeof(uint32_t));
+        at += d->predictions + 1;
+    }
+    *len = n;
+    return stream;
+}
+
+/* The gradients of every rank added (the CPU's host buffer or the device's). */
+static int reduce_gradients(const TttRun *R) {
+    Backend *b = R->gb;
+    const size_t n = R->st->spec.total_floats;
+    if (R->d->world_size <= 1) return 0;
+    if (b->device_grads) return ct_fail("test-time training's global step across ranks needs a host gradient buffer");
+    return dist_allreduce_sum_f32(R->d, b->grad_buffer(b), n);
+}
+
+int ttt_global_step(TttRun *R, int k) {
+    const Config *cfg = R->cfg;
+    const DistInfo *d = R->d;
+    Backend *b = R->gb;
+    const double start = ct_now_ms();
+    if (R->plan.phase_docs[k] == 0) { /* fewer documents than phases: this step has none */
+        if (d->rank == 0) printf("%s: global step %d/%d: no documents\n", R->opt->label, k + 1, R->plan.num_phases);
+        return 0;
+    }
+    int64_t *docs = ct_malloc((size_t)R->plan.phase_docs[k] * sizeof(int64_t), "TTT global documents");
+    const int64_t count = ttt_plan_phase_docs(&R->plan, k, docs);
+    int64_t len;
+    uint32_t *stream = join_slices(R, docs, count, &len);
+    free(docs);
+    const int64_t chunks = ttt_global_chunks(len, cfg->global_ttt_chunk_tokens);
+    int64_t steps = 0, rows_done = 0;
+    int restart = 1, rc = 0;
+    /* the weights the chunks' backend computes with may be its own copy: bring them to the host
+     * first, and back after (the CPU backends share the host weights: nothing to do) */
+    if (R->tb->sync_to_host && R->tb->sync_to_host(R->tb) != 0) rc = -1;
+    if (rc == 0 && b->weights_from_host && b->weights_from_host(b) != 0) rc = -1;
+    for (int64_t i = 0; i + 1 < chunks && rc == 0; i++) {
+        const int64_t rows = ttt_global_rows(len, cfg->global_ttt_chunk_tokens, R->S, i);
+        if (rows <= 0) continue;
+        const double lr = ttt_global_lr(i, chunks, cfg->global_ttt_lr, cfg->global_ttt_warmup_start_lr,
+                                        cfg->global_ttt_warmup_chunks);
+        for (int64_t epoch = 0; epoch < cfg->global_ttt_epochs && rc == 0; epoch++)
+            for (int64_t g0 = 0; g0 < rows && rc == 0; g0 += cfg->global_ttt_batch_seqs) {
+                const int64_t nrows = rows - g0 < cfg->global_ttt_batch_seqs ? rows - g0 : cfg->global_ttt_batch_seqs;
+                const int64_t r0 = g0 + nrows * d->rank / d->world_size, r1 = g0 + nrows * (d->rank + 1) / d->world_size;
+                for (int64_t r = r0; r < r1 && rc == 0; r++) {
+                    double mean;
+                    const uint32_t *row = stream + i * cfg->global_ttt_chunk_tokens + r * R->S;
+                    rc = b->forward_backward(b, row, (float)(1.0 / (double)nrows), &mean);
+                }
+                if (rc == 0) rc = reduce_gradients(R);
+                double norm;
+                if (rc == 0) rc = b->sgd_step(b, lr, cfg->global_ttt_momentum, cfg->global_ttt_grad_clip, restart, &norm);
+                restart = 0;
+                steps++;
+                rows_done += nrows;
+            }
+    }
+    free(stream);
+    if (rc == 0 && b->sync_to_host && b->sync_to_host(b) != 0) rc = -1;
+    if (rc == 0 && R->tb->weights_from_host && R->tb->weights_from_host(R->tb) != 0) rc = -1;
+    if (rc != 0) return ct_fail_prefix("test-time training, global step %d", k + 1);
+    if (d->rank == 0) {
+        printf("%s: global step %d/%d on %lld documents (%lld tokens): %lld SGD steps over %lld rows of %lld, "
+               "%.1fs\n",
+               R->opt->label, k + 1, R->plan.num_phases, (long long)count, (long long)len, (long long)steps,
+               (long long)rows_done, (long long)R->S, (ct_now_ms() - start) / 1000.0);
+        fflush(stdout);
+    }
+    return 0;
+}
