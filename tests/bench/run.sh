@@ -14,6 +14,8 @@
 #      the same documents (tokenize.sh)
 #   9. the GPTQ golf artifacts' compressors, gptq-brotli and gptq-pergroup (lrzip), on the same
 #      quantized weights of the 1.0611 record's shape (random weights; bench_golf_compress)
+#  10. `ctrain eval`'s plain, docs and test-time-training evaluations on a small model of the
+#      1.0611 record's make (ttt_cpu.sh)
 # Lines starting with "BENCH name value" are the figures recorded in docs/performance.md.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -95,3 +97,6 @@ bash "$root/tests/bench/tokenize.sh" "$build" "$(nproc)"
 echo "== 9. golf artifact compressors on the 1.0611 record's shape (random weights): gptq-brotli vs gptq-pergroup"
 if command -v lrzip >/dev/null; then "$build/bench/bench_golf_compress" "$work"
 else echo "  skipped: no lrzip on PATH (apt-get install lrzip)"; fi
+
+echo "== 10. test-time training's evaluation on a small model of the 1.0611 record's make: plain, docs and ttt tokens/s"
+bash "$root/tests/bench/ttt_cpu.sh" "$build" "$threads"
