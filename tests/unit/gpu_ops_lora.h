@@ -8,7 +8,8 @@
  *     (the gaps must keep their start values: the reference keeps them); LORA_NO_DX: dx NULL.
  *   logits d = {N, C, V, chunk, r, flags}: flags LOGITS_NO_DW: dW NULL.
  *   SGD d = {n, mode}: mode 0 momentum 0.9 (a later step), 1 the first step with wd 0.01,
- *     2 wd 0.5 without momentum (buf NULL), 3 plain (no momentum, no decay).
+ *     2 wd 0.5 without momentum (buf NULL), 3 plain (no momentum, no decay); the bf16 shadow
+ *     p_bf16 in every mode but 3 (NULL there).
  *
  * Bounds. The GPU rounds what only feeds products to bf16 (h, dh: cuda_lora.h; dz:
  * gpu_ops_logits.h), the CPU keeps fp32. Outputs one such rounding away from the CPU op:
@@ -18,7 +19,7 @@
  * GPU's own bf16 h / dh within LORA_ACC_TOL (fp32 sums of the same bf16 operands in another
  * order, as gpu_ops_gemm.h's ACC_TOL): so a wrong operand, stride or scale fails by O(1) and a
  * precision slip by >> 1e-5. dB (operands the same bf16 values on both sides) LORA_ACC_TOL.
- * SGD: OP_BITWISE. */
+ * SGD: OP_BITWISE, p_bf16 against host_bf16_value of the CPU's new p. */
 #ifndef CT_TEST_GPU_OPS_LORA_H
 #define CT_TEST_GPU_OPS_LORA_H
 
@@ -263,14 +264,18 @@ static void sgd_tensors(OpRun *r) {
     op_acc(r, "p", OP_F32, n, -1, 1, OP_BITWISE);
     op_in(r, "g", OP_F32, n, -1, 1);
     if (sgd_mode(r).momentum != 0) op_acc(r, "buf", OP_F32, n, -1, 1, OP_BITWISE);
+    if (r->d[1] != 3) op_out(r, "p_bf16", OP_BF16, n, OP_BITWISE);
 }
 static void sgd_cpu(OpRun *r) {
     const SgdMode m = sgd_mode(r);
     cpu_sgd_step(HOST("p"), HOST_OPT("buf"), HOST("g"), (size_t)r->d[0], m.lr, m.momentum, m.wd, m.first);
+    float *shadow = HOST_OPT("p_bf16");
+    for (size_t i = 0; shadow && i < (size_t)r->d[0]; i++) shadow[i] = host_bf16_value(HOST("p")[i]);
 }
 static int sgd_gpu(OpRun *r) {
     const SgdMode m = sgd_mode(r);
-    return cuda_sgd_step(DEV("p"), DEV_OPT("buf"), DEV("g"), (size_t)r->d[0], m.lr, m.momentum, m.wd, m.first, 0);
+    return cuda_sgd_step(DEV("p"), DEV_OPT("p_bf16"), DEV_OPT("buf"), DEV("g"), (size_t)r->d[0], m.lr, m.momentum,
+                         m.wd, m.first, 0);
 }
 
 static const OpDef op_sgd_step = {"sgd_step", 0, sgd_tensors, NULL, sgd_cpu, sgd_gpu, NULL, NULL, 0};
