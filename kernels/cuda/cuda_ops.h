@@ -53,8 +53,9 @@
 #include "cuda_skip_gate.h"     /* the gated U-Net skip's backward (skip_gates) */
 #include "cuda_lane_mix.h"      /* the parallel residual lanes' block end */
 #include "cuda_bigram.h"        /* the record's bigram hash and its scalar-scaled add */
-#include "cuda_logits.h"        /* logits + softcap + cross-entropy */
-#include "cuda_optim.h"         /* Adam, Muon, clipping */
+#include "cuda_logits.h"        /* logits + softcap + cross-entropy (+ the TTT head adapter) */
+#include "cuda_lora.h"          /* test-time training's LoRA, many documents at once */
+#include "cuda_optim.h"         /* Adam, Muon, SGD, clipping */
 #include "cuda_weights.h"       /* weight decay, EMA, SWA sum (the record's optimizer additions) */
 #include "cuda_fake_quant.h"    /* late QAT's int6 fake quantization */
 

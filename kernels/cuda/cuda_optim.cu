@@ -1,4 +1,4 @@
-/* cuda_optim.cu — Adam, Muon (momentum, Newton–Schulz on cuBLAS, scale, apply) and global-norm
+/* cuda_optim.cu — Adam, Muon (momentum, Newton–Schulz on cuBLAS, scale, apply), SGD and global-norm
  * clipping on the device (see cuda_optim.h; the CPU versions are kernels/cpu/cpu_optim*.c). The
  * element-wise lines spell out the CPU's fp32 roundings (__fmul_rn/__fadd_rn, fmaf where the
  * CPU uses fmaf) so nvcc cannot contract them differently; their scalars come from the host,
@@ -43,6 +43,37 @@ extern "C" int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *
                                                         (float)(1.0 - beta1), (float)beta2, (float)(1.0 - beta2),
                                                         (float)sqrt(bias_correction2), (float)eps, (float)(-step_size));
     CT_LAUNCHED("adam_step", stream);
+    return 0;
+}
+
+/* ---- SGD ---- */
+
+/* cpu_sgd_step's line: the momentum line is an explicit product then add (two roundings, as
+ * the CPU's buf[i] * momentum_f + d, which GCC does not contract: -ffp-contract=off), the two
+ * alpha adds fmaf as torch's. */
+static __global__ void sgd_kernel(float *p, __nv_bfloat16 *p_bf16, float *buf, const float *g, size_t n, float wd,
+                                  float momentum, float neg_lr, int decay, int use_momentum, int first) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
+        if (use_momentum) {
+            d = first ? d : __fadd_rn(__fmul_rn(buf[i], momentum), d);
+            buf[i] = d;
+        }
+        const float p_new = fmaf(d, neg_lr, p[i]);
+        p[i] = p_new;
+        if (p_bf16) p_bf16[i] = to_bf16(p_new);
+    }
+}
+
+extern "C" int cuda_sgd_step(float *p, ct_bf16 *p_bf16, float *buf, const float *g, size_t n, double lr,
+                             double momentum, double wd, int first, cudaStream_t stream) {
+    if (n == 0) return 0;
+    if (!p || !g || (momentum != 0.0 && !buf))
+        return ct_fail("cuda sgd: p and g are required, and buf with momentum %g", momentum);
+    /* cpu_sgd_step's scalars: the same (float) casts of the doubles */
+    sgd_kernel<<<ct_grid_1d(n, 256), 256, 0, stream>>>(p, host_as_bf(p_bf16), buf, g, n, (float)wd, (float)momentum,
+                                                       (float)(-lr), wd != 0.0, momentum != 0.0, first);
+    CT_LAUNCHED("sgd_step", stream);
     return 0;
 }
 

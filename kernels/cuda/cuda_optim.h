@@ -1,4 +1,4 @@
-/* cuda_optim.h — the optimizers on the device: Adam, Muon, global-norm clipping (cuda_optim.cu),
+/* cuda_optim.h — the optimizers on the device: Adam, Muon, SGD, global-norm clipping (cuda_optim.cu),
  * the pair of cpu_optim.c and cpu_optim_ns.c.
  * C-callable; the conventions of every CUDA op are in cuda_ops.h. */
 #ifndef CT_CUDA_OPTIM_H
@@ -20,6 +20,15 @@ typedef struct {
 } CudaAdamHyper;
 int cuda_adam_step(float *p, ct_bf16 *p_bf16, const float *g, float *m, float *v, size_t n, const CudaAdamHyper *h,
                    cudaStream_t stream);
+
+/* One torch.optim.SGD step, cpu_sgd_step's fp32 operations element by element (the same two
+ * fmaf, no other contraction), so from the same inputs p and buf are bitwise the CPU's: d = g
+ * (+ wd * p, fused, when wd != 0); with momentum != 0 buf = d at the first step (first = 1), else
+ * buf = momentum * buf + d, and d = buf; p = fmaf(d, -lr, p). buf may be NULL when momentum is
+ * 0; p_bf16 (may be NULL) receives bf16(new p), as cuda_adam_step's. Test-time training's global
+ * step and its SGD adapters. */
+int cuda_sgd_step(float *p, ct_bf16 *p_bf16, float *buf, const float *g, size_t n, double lr, double momentum,
+                  double wd, int first, cudaStream_t stream);
 
 /* Muon's update of one rows x cols matrix, cpu_muon_compute_update's semantics:
  *   buf = buf*mu + g; u = nesterov ? g + mu*buf : buf        (bitwise the CPU's lines)

@@ -16,6 +16,7 @@
 #include "gpu_ops_head_gate.h"
 #include "gpu_ops_lanes.h"
 #include "gpu_ops_logits.h"
+#include "gpu_ops_lora.h"
 #include "gpu_ops_optim.h"
 #include "gpu_ops_rope.h"
 #include "gpu_ops_rowops.h"
@@ -50,6 +51,12 @@
 #define REC_V_EXTRA 768
 /* the record's parameter count (11 layers, mlp_mult 3, bigram 2048 x 128): the weight passes' length */
 #define REC_PARAMS 26829913
+/* The record's test-time training (issue 57): batches of 64 documents, windows of up to 2048
+ * tokens (the rows below: every document at the full window), adapters of rank 80 on dim 512 (the
+ * 512 -> 512 shape here), the head's on a vocabulary of 8192, one document per call. */
+#define TTT_DOCS 64
+#define TTT_RANK 80
+#define TTT_VOCAB 8192
 
 static const OpCase gpu_op_cases[] = {
     /* ---- rowops (gpu_ops_rowops.h): d = {N, C, mode, ln_scale, BF16S} ---- */
@@ -389,6 +396,26 @@ static const OpCase gpu_op_cases[] = {
     {&op_head_gate_bwd_bf16, "frontier", {REC_TOKENS, 8, 64, 12, 2}, CASE_BENCH, REC_T},
     {&op_head_gate_dn, "hd64_w12", {611, 4, 64, 12, 2}, CASE_TEST, 0},
     {&op_head_gate_dn, "hd24_all_channels", {77, 3, 24, 72, 8}, CASE_TEST, 0},
+
+    /* ---- test-time training (gpu_ops_lora.h): LoRA d = {docs, T, in, r, out, flags}; the head's
+     * logits d = {N, C, V, chunk, r, flags}; SGD d = {n, mode} ---- */
+    {&op_lora_fwd, "ragged_docs", {3, 37, 70, 6, 45, 0}, CASE_TEST, 0},
+    {&op_lora_fwd, "odd_padded", {5, 13, 33, 3, 29, LORA_PADDED}, CASE_TEST, 0},
+    {&op_lora_fwd, "one_doc", {1, 50, 64, 8, 96, 0}, CASE_TEST, 0},
+    {&op_lora_bwd, "ragged_docs", {3, 37, 70, 6, 45, 0}, CASE_TEST, 0},
+    {&op_lora_bwd, "odd_padded", {5, 13, 33, 3, 29, LORA_PADDED}, CASE_TEST, 0},
+    {&op_lora_bwd, "one_doc_no_dx", {1, 50, 64, 8, 96, LORA_NO_DX}, CASE_TEST, 0},
+    {&op_lora_bwd, "padded_no_dx", {4, 21, 40, 5, 24, LORA_PADDED | LORA_NO_DX}, CASE_TEST, 0},
+    {&op_lora_fwd, "record", {TTT_DOCS, REC_T, B_MODEL, TTT_RANK, B_MODEL, 0}, CASE_BENCH, 0},
+    {&op_lora_bwd, "record", {TTT_DOCS, REC_T, B_MODEL, TTT_RANK, B_MODEL, 0}, CASE_BENCH, 0},
+    {&op_logits_lowrank, "ragged_chunk_and_vocab", {301, 96, 517, 100, 7, 0}, CASE_TEST, 0},
+    {&op_logits_lowrank, "one_chunk_no_dW", {77, 32, 300, 4096, 5, LOGITS_NO_DW}, CASE_TEST, 0},
+    {&op_logits_lowrank, "record", {REC_T, B_MODEL, TTT_VOCAB, REC_T, TTT_RANK, LOGITS_NO_DW}, CASE_BENCH, 0},
+    {&op_sgd_step, "momentum", {100003, 0}, CASE_TEST, 0},
+    {&op_sgd_step, "first_step_decay", {100003, 1}, CASE_TEST, 0},
+    {&op_sgd_step, "decay_no_momentum", {100003, 2}, CASE_TEST, 0},
+    {&op_sgd_step, "plain", {1001, 3}, CASE_TEST, 0},
+    {&op_sgd_step, "record", {REC_PARAMS, 0}, CASE_BENCH, 0},
 
     /* ---- optimizers, bench only (gpu_ops_optim.h; checked by test_gpu_optim) ---- */
     {&op_adam, "1024x512", {B_VOCAB * B_MODEL}, CASE_BENCH, 0},
