@@ -226,6 +226,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libctrain.a tests/harness.h
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libctrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ALL_INC) -Itests $< $(BUILD)/libctrain.a $(LDFLAGS) $(LDLIBS) -o $@
+# their headers (the GPU op table's tests/unit/gpu_ops_*.h, ...), from -MMD's files beside them
+-include $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
 
 # `make test` is the one command that runs every test on a fresh machine: it installs what the
 # tests need (quick when present), builds, then runs. Sub-makes re-read the library flags.

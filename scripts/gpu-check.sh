@@ -55,7 +55,7 @@ stage_table=(
     "convergence|1|330|residual_dtype bf16 against fp32 (two seeds each) and train_gpt.py (TRAIN_GPT_PY): val_bpb on held-out text after 300 steps of 131,072 tokens (tests/bench/convergence_vs_train_gpt.sh)"
     "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
     "record|1|300|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/record_gpu.sh"
-    "frontier|1|420|the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: packed rows, the BOS-masked SmearGate, depth recurrence, the parallel lanes) at its 786,432 tokens per step on one GPU before and after looping switches on, and a run stopped by SIGTERM and resumed across the switch, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/frontier_gpu.sh; then its own ops against their floors (bench_gpu_ops: the BOS SmearGate, the lanes' block end and mean at the record's shape)"
+    "frontier|1|420|the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: packed rows, the BOS-masked SmearGate, depth recurrence, the parallel lanes) at its 786,432 tokens per step on one GPU before and after looping switches on, and a run stopped by SIGTERM and resumed across the switch, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/frontier_gpu.sh; then its own ops against their floors (bench_gpu_ops: the BOS SmearGate, the lanes' block end and mean at the record's shape, and test-time training's LoRA, low-rank head and SGD at its TTT shape)"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
@@ -217,7 +217,8 @@ body_frontier() {
     bash "$root/tests/bench/frontier_gpu.sh" "$build" 12
     # the frontier's own kernels, each against its floor (their op-table rows at the record's shape)
     "$build/bench/bench_gpu_ops" --repeats 20 smear_bos_fwd_record smear_bos_bwd_record lane_mix_fwd_record \
-        lane_mix_fwd_record_bf16s lane_mix_bwd_record lane_mix_bwd_record_bf16s lane_mean_fwd_record lane_mean_bwd_record
+        lane_mix_fwd_record_bf16s lane_mix_bwd_record lane_mix_bwd_record_bf16s lane_mean_fwd_record lane_mean_bwd_record \
+        lora_fwd_record lora_bwd_record logits_lowrank_record sgd_step_record
 }
 
 body_record-side() {

@@ -1,8 +1,11 @@
 /* backend_cpu.c — the CPU backend's forward and backward pass through the parameter-golf GPT
  * (fp32, kernels/cpu/cpu_*). Activations of one micro-batch are allocated once, at creation;
  * nothing is allocated per step. Forward order and the saved tensors follow train_gpt.py's
- * GPT.forward; the backward walks the same graph in reverse (docs/model.md). This file walks
- * the block plan and does what comes before and after it; backend_cpu_block.c one run. */
+ * GPT.forward; the backward walks the same graph in reverse (docs/model.md). This file creates
+ * the backend and runs the training step (the loss, the multi-token heads, the embeddings'
+ * backward), the evaluations, sampling's logits and GPTQ's calibration; the pass through the
+ * network is backend_cpu_pass.c's, one run of the block plan backend_cpu_block.c's, test-time
+ * training backend_cpu_ttt.c's. */
 #include <math.h>
 #include <float.h>
 #include <omp.h>
