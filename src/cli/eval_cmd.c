@@ -41,7 +41,8 @@ static const char EVAL_USAGE[] =
     "                      output) instead of the checkpoint's; the checkpoint gives the model\n"
     "  --format F          the artifact's format (default: the checkpoint's golf_format)\n"
     "  --val-files GLOB    validation data (default: the checkpoint's val_files)\n"
-    "  --device D          auto (default: cuda if a GPU is visible), cpu or cuda\n"
+    "  --device D          auto (cuda if a GPU is visible), cpu or cuda; default auto, but cpu\n"
+    "                      when docs or ttt runs (the CUDA backend's test-time training is to come)\n"
     "  --live              a checkpoint with EMA (or SWA) weights: its live weights, not the\n"
     "                      averaged ones its run ends with (the default)\n"
     "  --dump DIR          ttt/docs: write what tests/parity/ttt_ref.py checks (docs.tsv,\n"
@@ -117,7 +118,7 @@ static int run_modes(const Config *cfg, TrainState *st, const DistInfo *d, int m
 
 int eval_main(int argc, char **argv) {
     char **pos;
-    const char *mode_s = NULL, *artifact = NULL, *format_s = NULL, *val_files = NULL, *device = "auto", *dump = NULL,
+    const char *mode_s = NULL, *artifact = NULL, *format_s = NULL, *val_files = NULL, *device = NULL, *dump = NULL,
                *dump_doc_s = NULL;
     int live = 0;
     const CliOption options[] = {{"--mode", &mode_s, NULL},         {"--artifact", &artifact, NULL},
@@ -154,6 +155,11 @@ int eval_main(int argc, char **argv) {
     }
     if (rc == 0) rc = set_keys(&cfg, pos, npos);
     free(pos);
+    if (rc == 0 && !mode_s)
+        modes = MODE_PLAIN | (cfg.eval_stride > 0 ? MODE_SLIDING : 0) | (cfg.ttt_enabled ? MODE_TTT : 0);
+    /* without --device: auto, but the CPU for test-time training (the CUDA backend's is to come) */
+    const int cpu_for_ttt = !device && (modes & (MODE_DOCS | MODE_TTT));
+    if (!device) device = cpu_for_ttt ? "cpu" : "auto";
     if (rc == 0 && ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files")) ||
                     config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0)) {
         ct_print_error();
@@ -161,7 +167,7 @@ int eval_main(int argc, char **argv) {
     }
     /* docs and ttt run the test-time-training evaluation: its keys are checked as when a run
      * asks for it (against model_dim and the evaluation's length too) */
-    if (rc == 0 && mode_s && (modes & (MODE_DOCS | MODE_TTT)) &&
+    if (rc == 0 && (modes & (MODE_DOCS | MODE_TTT)) &&
         config_set(&cfg, "ttt_enabled", "1", CT_SOURCE_COMMAND_LINE, "--mode") != 0) {
         ct_print_error();
         rc = CT_EXIT_USAGE;
@@ -170,8 +176,6 @@ int eval_main(int argc, char **argv) {
         ct_print_error();
         rc = CT_EXIT_USAGE;
     }
-    if (rc == 0 && !mode_s)
-        modes = MODE_PLAIN | (cfg.eval_stride > 0 ? MODE_SLIDING : 0) | (cfg.ttt_enabled ? MODE_TTT : 0);
     DistInfo d;
     int dist_up = 0;
     if (rc == 0 && stop_install(cfg.stop_signal) != 0) { /* a stop ends the evaluation at its next batch */
@@ -187,6 +191,8 @@ int eval_main(int argc, char **argv) {
         } else {
             dist_up = 1;
             if (note[0] && d.rank == 0) printf("%s\n", note);
+            if (cpu_for_ttt && d.rank == 0)
+                printf("device: cpu (test-time training runs on the CPU backend so far; --device to choose)\n");
         }
     }
     if (rc == 0) {
