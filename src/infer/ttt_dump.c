@@ -4,13 +4,13 @@
  * losses.f32 (every target's loss), adapters_doc_N.safetensors (one document's adapters after its
  * last step), phase_K.safetensors (the base weights after global step K, from 0) and
  * summary.json. Rank 0 writes each file to a temporary name and renames it into place. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "golf_artifact_internal.h" /* golf_file_write_atomically */
 #include "safetensors.h"
 #include "ttt_internal.h"
 
@@ -21,33 +21,25 @@ static int dump_path(const TttRun *R, const char *name, char *buf, size_t cap) {
     return 0;
 }
 
-/* Write n bytes of header then the data blocks to DIR/name through DIR/name.tmp. */
-static int write_file(const TttRun *R, const char *name, const void *head, size_t head_len, const void *const *parts,
-                      const size_t *sizes, int nparts) {
-    char path[4200], tmp[4210];
+/* Write the parts, back to back, to DIR/name (golf_file_write_atomically: a temporary file
+ * renamed into place). */
+static int write_file(const TttRun *R, const char *name, const void *const *parts, const size_t *sizes, int nparts) {
+    char path[4200];
     if (dump_path(R, name, path, sizeof path) != 0) return -1;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = ct_fopen_nofollow(tmp, "w");
-    if (!f) return ct_fail("--dump: cannot create '%s': %s", tmp, ct_open_error(errno));
-    int bad = head_len && fwrite(head, 1, head_len, f) != head_len;
-    for (int i = 0; i < nparts && !bad; i++) bad = sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i];
-    if ((fclose(f) != 0) | bad) {
-        const int err = errno;
-        remove(tmp);
-        return ct_fail("--dump: cannot write '%s': %s", tmp, strerror(err));
-    }
-    if (rename(tmp, path) != 0) return ct_fail("--dump: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-    return 0;
+    return golf_file_write_atomically(path, parts, sizes, nparts) == 0 ? 0 : ct_fail_prefix("--dump");
 }
 
 /* f32 tensors as one safetensors file. */
 static int write_tensors(const TttRun *R, const char *name, const CtSafetensor *t, const float *const *data, int n) {
     size_t len;
     unsigned char *head = ct_safetensors_header("\"format\":\"pt\"", t, n, &len);
-    size_t *sizes = ct_malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes, "dump");
-    for (int i = 0; i < n; i++) sizes[i] = t[i].bytes;
-    const int rc = write_file(R, name, head, len, (const void *const *)data, sizes, n);
-    free(sizes);
+    /* the header, then the tensors' data */
+    const void **parts = ct_malloc((size_t)(n + 1) * sizeof *parts, "dump");
+    size_t *sizes = ct_malloc((size_t)(n + 1) * sizeof *sizes, "dump");
+    parts[0] = head, sizes[0] = len;
+    for (int i = 0; i < n; i++) parts[i + 1] = data[i], sizes[i + 1] = t[i].bytes;
+    const int rc = write_file(R, name, parts, sizes, n + 1);
+    free(parts), free(sizes);
     free(head);
     return rc;
 }
@@ -121,7 +113,7 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
     for (int64_t j = 0; j + 1 < R->n; j++) losses[j] = R->target_count[j] == 1.0f ? R->target_loss[j] : NAN;
     const void *part[1] = {losses};
     size_t size[1] = {(size_t)(R->n - 1) * sizeof(float)};
-    int rc = write_file(R, "losses.f32", NULL, 0, part, size, 1);
+    int rc = write_file(R, "losses.f32", part, size, 1);
     free(losses);
     char *text;
     size_t len;
@@ -141,14 +133,14 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
     free(queue_pos);
     fclose(f);
     part[0] = text, size[0] = len;
-    if (rc == 0) rc = write_file(R, "docs.tsv", NULL, 0, part, size, 1);
+    if (rc == 0) rc = write_file(R, "docs.tsv", part, size, 1);
     free(text);
     f = ct_open_memstream(&text, &len, "dump");
     fprintf(f, "{\"val_loss\": %.17g, \"val_bpb\": %.17g, \"tokens\": %.0f, \"bytes\": %.0f}\n", val_loss, val_bpb,
             tokens, bytes);
     fclose(f);
     part[0] = text, size[0] = len;
-    if (rc == 0) rc = write_file(R, "summary.json", NULL, 0, part, size, 1);
+    if (rc == 0) rc = write_file(R, "summary.json", part, size, 1);
     free(text);
     return rc;
 }

@@ -63,11 +63,11 @@ import sys
 import h5py
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import ref_gpt  # noqa: E402
 from parity import read_config  # noqa: E402
+from sliding import _UnreducedF  # noqa: E402  (RefGPT.loss keeping every position's loss)
 
 # one thread: the shapes are tiny, and two threads on a busy machine spend most of the time waiting
 # for each other (a 4 ms repeat_interleave of 512 floats measured)
@@ -211,19 +211,6 @@ def global_lr(i, n, lr, warm_lr, warm_chunks):
 
 
 # ---- the model ----
-
-class _UnreducedF:
-    """torch.nn.functional whose cross_entropy keeps every position's loss, so that RefGPT.loss,
-    unchanged, returns per-position losses (with their graph)."""
-
-    def __getattr__(self, name):
-        return getattr(F, name)
-
-    @staticmethod
-    def cross_entropy(*args, **kwargs):
-        kwargs["reduction"] = "none"
-        return F.cross_entropy(*args, **kwargs)
-
 
 def position_losses(model, x, y):
     saved = ref_gpt.F
