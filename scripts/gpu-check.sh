@@ -38,7 +38,7 @@ build=${GPU_CHECK_BUILD:-$root/build}
 # name | needs a GPU | expected seconds on an H100 machine (about 1.5-4x what the stage took on
 # 2026-11-25, docs/testing.md; cpu-scaling from its one- and two-thread times there, its run
 # having been cut short; record took about 70 s as a script before it was a stage; profile and
-# record-side are estimates, not yet run; frontier is an estimate from record's (17 block runs
+# record-side are estimates, not yet run; ttt an estimate from the record's TTT speed per GPU (47.9 M tokens in about 480 s on 8) at a third of it, plus its shards and model; frontier is an estimate from record's (17 block runs
 # of a 4x MLP against 11 of a 3x one, about 1.8x its step); convergence, and the bf16 runs added to step-baseline,
 # step-wide and record, estimated from their step times there) | what
 stage_table=(
@@ -56,6 +56,7 @@ stage_table=(
     "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
     "record|1|300|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/record_gpu.sh"
     "frontier|1|420|the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: packed rows, the BOS-masked SmearGate, depth recurrence, the parallel lanes) at its 786,432 tokens per step on one GPU before and after looping switches on, and a run stopped by SIGTERM and resumed across the switch, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/frontier_gpu.sh; then its own ops against their floors (bench_gpu_ops: the BOS SmearGate, the lanes' block end and mean at the record's shape, and test-time training's LoRA, low-rank head and SGD at its TTT shape)"
+    "ttt|1|300|the 1.0611 record's test-time training (ctrain eval --mode docs,ttt --device cuda: per-document LoRA rank 80, chunks of 48 in windows of 2,048, 64 documents a batch, 3 phases of global SGD) on 524,288 synthetic validation tokens at the record's vocabulary: tokens/s, and the seconds of the record's whole split on one GPU and on 8 beside its 455-509 s (tests/bench/ttt_gpu.sh)"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
@@ -219,6 +220,11 @@ body_frontier() {
     "$build/bench/bench_gpu_ops" --repeats 20 smear_bos_fwd_record smear_bos_bwd_record lane_mix_fwd_record \
         lane_mix_fwd_record_bf16s lane_mix_bwd_record lane_mix_bwd_record_bf16s lane_mean_fwd_record lane_mean_bwd_record \
         lora_fwd_record lora_bwd_record logits_lowrank_record sgd_step_record
+}
+
+body_ttt() {
+    python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
+    bash "$root/tests/bench/ttt_gpu.sh" "$build" 524288
 }
 
 body_record-side() {
