@@ -7,7 +7,8 @@
 #      tokens; the record's 8 GPUs each take one), before and after looping switches on
 #      (enable_looping_at of the run's steps), and the allocation, with the residual stream in
 #      fp32 and in bf16, one after the other;
-#   2. exact resume across the looping switch (98,304 tokens per step, 6 steps, looping from step
+#   2. GPTQ's calibration on the GPU and the gptq-brotli artifact (issue 58), timed;
+#   3. exact resume across the looping switch (98,304 tokens per step, 6 steps, looping from step
 #      3, a checkpoint every step): a run stopped by SIGTERM in step 2 and started again must give
 #      the uninterrupted run's losses and step-6 checkpoint bit for bit (`ckpt diff --exact`).
 # Data: synthetic parameter-golf shards (tests/bench/golf_shards.py --bos: a SentencePiece BPE of
@@ -60,6 +61,27 @@ for dtype in fp32 bf16; do
     echo "BENCH frontier_gpu_${tag}tokens_per_s $loop_tps"
     echo "BENCH frontier_gpu_${tag}alloc_gib ${gib:-0}"
 done
+
+# GPTQ's calibration on the GPU (issue 58): the fp32 run's final weights over the record's 16
+# micro-batch slots of train_files (`ckpt hessians --device cuda`, the whole command), beside the
+# record's "collected 67 Hessians in 4.7s"; then the gptq-brotli artifact with those Hessians on
+# this machine's CPU (`ckpt golf --no-eval`: GPTQ, LQER, brotli), its seconds and bytes (12 steps'
+# weights: a trained model's compress better)
+echo "== GPTQ calibration (16 slots of 98,304 tokens, device cuda) and the gptq-brotli artifact"
+start=$(date +%s.%N)
+"$ctrain" ckpt hessians "$work/time-fp32" gptq_calibration_batches=16 --device cuda --out "$work/h.h5" \
+    >"$work/hessians.log" 2>&1 || { tail -20 "$work/hessians.log"; exit 1; }
+mid=$(date +%s.%N)
+"$ctrain" ckpt golf "$work/time-fp32" --format gptq-brotli --hessians "$work/h.h5" --out "$work/a.br" --no-eval \
+    >"$work/golf.log" 2>&1 || { tail -20 "$work/golf.log"; exit 1; }
+end=$(date +%s.%N)
+read -r h_s g_s < <(python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print('%.1f %.1f' % (b - a, c - b))" \
+    "$start" "$mid" "$end")
+bytes=$(sed -n 's/^Serialized model quantized+brotli: \([0-9]*\) bytes$/\1/p' "$work/golf.log")
+echo "  ckpt hessians (16 slots, cuda): $h_s s (the record: 4.7 s on 8xH100); ckpt golf gptq-brotli: $g_s s, ${bytes:-?} bytes"
+echo "BENCH frontier_gpu_hessians_16_slots_s $h_s"
+echo "BENCH frontier_gpu_gptq_brotli_s $g_s"
+echo "BENCH frontier_gpu_gptq_brotli_bytes ${bytes:-0}"
 
 source "$root/tests/bench/bitwise_resume.sh"
 ok=1
