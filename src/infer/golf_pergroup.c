@@ -8,8 +8,10 @@
  * same bytes run to run). What is left of the container (its header, scales, LQER factors, gate
  * rows, float16 tensors) is one brotli stream, the row orders another. Reading splices the
  * groups back into the container, so the weights are gptq-brotli's exactly and the container's
- * CRC-32 checks every byte after lrzip's own MD5. lrzip's files live in a private temporary
- * directory removed on every path. */
+ * CRC-32 checks every byte after lrzip's own MD5. The groups' lrzip processes run side by side
+ * (each group's bytes depend on its input alone, so the artifact is the same whatever the order
+ * they finish in; the record's reader likewise decompresses its groups in parallel threads); their
+ * files live in a private temporary directory removed on every path. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,9 +115,13 @@ static void scratch_file(const Scratch *s, const char *name, char *out, size_t c
 
 static void scratch_close(Scratch *s) {
     static const char *const names[] = {"in", "out", "log"};
-    char f[4300];
+    char f[4300], name[32];
     if (!s->dir[0]) return;
-    for (int i = 0; i < 3; i++) scratch_file(s, names[i], f, sizeof f), unlink(f);
+    for (int g = 0; g < NUM_GROUPS; g++)
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "%s-%d", names[i], g);
+            scratch_file(s, name, f, sizeof f), unlink(f);
+        }
     rmdir(s->dir);
     s->dir[0] = 0;
 }
@@ -142,47 +148,74 @@ static void log_complaint(const char *log, char *buf, size_t cap) {
     fclose(f);
 }
 
-/* in -> lrzip (compress: -z -L 9; else -d) -> *out (malloc'd). what names the group. */
-static int lrzip(Scratch *s, int compress, const unsigned char *in, size_t len, unsigned char **out,
-                 size_t *out_len, const char *what) {
-    char fin[4300], fout[4300], flog[4300];
-    scratch_file(s, "in", fin, sizeof fin);
-    scratch_file(s, "out", fout, sizeof fout);
-    scratch_file(s, "log", flog, sizeof flog);
-    *out = NULL;
-    *out_len = 0;
-    unlink(fout);
-    if (write_whole(fin, in, len) != 0) return -1;
-    const char *argv_z[] = {"lrzip", "-q", "-f", "-z", "-L", "9", "-o", fout, fin, NULL};
-    const char *argv_d[] = {"lrzip", "-q", "-f", "-d", "-o", fout, fin, NULL};
+/* One group's lrzip process: its files in the scratch directory, its pid while it runs. */
+typedef struct {
+    char in[4300], out[4300], log[4300];
+    pid_t pid; /* 0: not started (an empty group) */
+} LrzipJob;
+
+/* Starts lrzip (compress: -z -L 9; else -d) on in[len] as group g's job. */
+static int lrzip_start(Scratch *s, int compress, int g, const unsigned char *in, size_t len, LrzipJob *j) {
+    char name[32];
+    snprintf(name, sizeof name, "in-%d", g), scratch_file(s, name, j->in, sizeof j->in);
+    snprintf(name, sizeof name, "out-%d", g), scratch_file(s, name, j->out, sizeof j->out);
+    snprintf(name, sizeof name, "log-%d", g), scratch_file(s, name, j->log, sizeof j->log);
+    unlink(j->out);
+    if (write_whole(j->in, in, len) != 0) return -1;
+    const char *argv_z[] = {"lrzip", "-q", "-f", "-z", "-L", "9", "-o", j->out, j->in, NULL};
+    const char *argv_d[] = {"lrzip", "-q", "-f", "-d", "-o", j->out, j->in, NULL};
     fflush(stdout);
     fflush(stderr);
     const pid_t pid = fork();
     if (pid == 0) {
-        const int nul = open("/dev/null", O_RDONLY), log = open(flog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int nul = open("/dev/null", O_RDONLY), log = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (nul >= 0) dup2(nul, STDIN_FILENO);
         if (log >= 0) dup2(log, STDOUT_FILENO), dup2(log, STDERR_FILENO);
         execvp("lrzip", (char *const *)(compress ? argv_z : argv_d));
         _exit(127);
     }
     if (pid < 0) return ct_fail("'%s': cannot start lrzip: %s", s->path, strerror(errno));
+    j->pid = pid;
+    return 0;
+}
+
+/* Waits for a started job; its output -> *out (malloc'd) when rc is 0 and it succeeded. what
+ * names the group. Always waits (no process is left behind), whatever rc says. */
+static int lrzip_finish(const Scratch *s, int compress, LrzipJob *j, int rc, unsigned char **out, size_t *out_len,
+                        const char *what) {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR) {
     }
-    unlink(fin);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return ct_fail("'%s': gptq-pergroup runs lrzip (its groups' ZPAQ compression) and none was found on PATH; "
-                       "install it (Debian: apt-get install lrzip, or run scripts/install-deps.sh)", s->path);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    j->pid = 0;
+    unlink(j->in);
+    if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        rc = ct_fail("'%s': gptq-pergroup runs lrzip (its groups' ZPAQ compression) and none was found on PATH; "
+                     "install it (Debian: apt-get install lrzip, or run scripts/install-deps.sh)", s->path);
+    if (rc == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
         char why[512];
-        log_complaint(flog, why, sizeof why);
-        unlink(fout);
-        if (compress) return ct_fail("'%s': lrzip failed compressing the %s group: %s", s->path, what, why);
-        return ct_fail("'%s' is damaged: lrzip cannot decompress its %s group: %s", s->path, what,
-                       *why ? why : "(no message)");
+        log_complaint(j->log, why, sizeof why);
+        rc = compress ? ct_fail("'%s': lrzip failed compressing the %s group: %s", s->path, what, why)
+                      : ct_fail("'%s' is damaged: lrzip cannot decompress its %s group: %s", s->path, what,
+                                *why ? why : "(no message)");
     }
-    const int rc = golf_file_read(fout, out, out_len);
-    unlink(fout);
+    if (rc == 0) rc = golf_file_read(j->out, out, out_len);
+    unlink(j->out);
+    return rc;
+}
+
+/* in[g] -> lrzip -> out[g] (malloc'd) for every group with len[g] > 0, all processes side by
+ * side; the first failure in group order is the error. */
+static int lrzip_groups(Scratch *s, int compress, unsigned char *const *in, const size_t *len, unsigned char **out,
+                        size_t *out_len) {
+    LrzipJob jobs[NUM_GROUPS];
+    int rc = 0;
+    for (int g = 0; g < NUM_GROUPS; g++) {
+        jobs[g].pid = 0;
+        out[g] = NULL, out_len[g] = 0;
+        if (rc == 0 && len[g]) rc = lrzip_start(s, compress, g, in[g], len[g], &jobs[g]);
+    }
+    for (int g = 0; g < NUM_GROUPS; g++)
+        if (jobs[g].pid > 0) rc = lrzip_finish(s, compress, &jobs[g], rc, &out[g], &out_len[g], GROUPS[g].suffix);
     return rc;
 }
 
@@ -251,12 +284,15 @@ int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t r
     uint16_t *orders = rc == 0 ? ct_malloc(sp.order_rows * sizeof *orders + 2, "row orders") : NULL;
     size_t orders_used = 0;
     const unsigned char *data = raw + sp.header_len;
+    unsigned char *blobs[NUM_GROUPS] = {0};
+    size_t blob_len[NUM_GROUPS] = {0};
     for (int g = 0; rc == 0 && g < NUM_GROUPS; g++) {
         size_t bytes = 0;
         for (int i = 0; i < sp.n; i++)
             if (sp.values[i].bytes && group_of(spec->params[i].name) == g) bytes += sp.values[i].bytes;
         if (!bytes) continue; /* an empty stream */
         unsigned char *blob = ct_malloc(bytes, "artifact group"), *at = blob;
+        blobs[g] = blob, blob_len[g] = bytes;
         for (int i = 0; i < sp.n; i++) {
             if (!sp.values[i].bytes || group_of(spec->params[i].name) != g) continue;
             const int rows = (int)spec->params[i].shape[0], cols = (int)spec->params[i].shape[1];
@@ -267,9 +303,9 @@ int golf_pergroup_pack(const ModelSpec *spec, const unsigned char *raw, size_t r
                 for (int k = 0; k < rows; k++)
                     *at++ = (unsigned char)m[(size_t)(GROUPS[g].hot ? order[k] : k) * cols + c];
         }
-        rc = lrzip(&scratch, 1, blob, bytes, &stream[g], &stream_len[g], GROUPS[g].suffix);
-        free(blob);
     }
+    if (rc == 0) rc = lrzip_groups(&scratch, 1, blobs, blob_len, stream, stream_len);
+    for (int g = 0; g < NUM_GROUPS; g++) free(blobs[g]);
     if (rc == 0) {
         const size_t rest_len = sp.header_len + sp.data_bytes - sp.grouped_bytes;
         unsigned char *rest = ct_malloc(rest_len + 1, "artifact remainder");
@@ -386,18 +422,20 @@ int golf_pergroup_read(const ModelSpec *spec, const char *path, float *params) {
         rc = scratch_open(&scratch, path);
     }
     const uint16_t *next_order = orders;
+    unsigned char *stored_at[NUM_GROUPS] = {0}, *blobs[NUM_GROUPS] = {0};
+    size_t stored[NUM_GROUPS] = {0}, got[NUM_GROUPS] = {0};
+    for (int g = 0; g < NUM_GROUPS; g++)
+        if (rc == 0) stored_at[g] = file + offset[g], stored[g] = offset[g + 1] - offset[g];
+    if (rc == 0) rc = lrzip_groups(&scratch, 0, stored_at, stored, blobs, got);
     for (int g = 0; rc == 0 && g < NUM_GROUPS; g++) {
-        size_t want = 0, got = 0;
+        size_t want = 0;
         for (int i = 0; i < sp.n; i++) want += group_of(spec->params[i].name) == g ? sp.values[i].bytes : 0;
-        unsigned char *blob = NULL;
-        const size_t stored = offset[g + 1] - offset[g];
-        if (stored) rc = lrzip(&scratch, 0, st + offset[g], stored, &blob, &got, GROUPS[g].suffix);
-        if (rc == 0 && got != want)
+        if (got[g] != want)
             rc = ct_fail("'%s' is damaged or not of this model: its %s group holds %zu bytes, this model's plan %zu",
-                         path, GROUPS[g].suffix, got, want);
-        if (rc == 0) rc = unpack_group(spec, &sp, g, blob, &next_order, raw + sp.header_len, seen, path);
-        free(blob);
+                         path, GROUPS[g].suffix, got[g], want);
+        if (rc == 0) rc = unpack_group(spec, &sp, g, blobs[g], &next_order, raw + sp.header_len, seen, path);
     }
+    for (int g = 0; g < NUM_GROUPS; g++) free(blobs[g]);
     scratch_close(&scratch);
     if (rc == 0) rc = golf_gptq_decode(spec, raw, sp.header_len + sp.data_bytes, path, params);
     free(seen), free(orders), free(ob), free(raw), free(rest), free(sp.values), free(file);
