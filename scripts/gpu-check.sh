@@ -56,7 +56,7 @@ stage_table=(
     "profile|1|180|where one baseline step's GPU time goes: every kernel of a whole step under ncu, per op class its time, DRAM bytes and floor (bytes over the copy rate, FLOPs over the product rate): tests/bench/step_profile.sh"
     "record|1|300|the 1.1248 record's configuration (slurm/golf-record-8xh100.conf) at its 786,432 tokens per step on one GPU, and a run stopped by SIGTERM and resumed, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/record_gpu.sh"
     "frontier|1|510|the 1.0611 record's configuration (slurm/golf-frontier-8xh100.conf: packed rows, the BOS-masked SmearGate, depth recurrence, the parallel lanes) at its 786,432 tokens per step on one GPU before and after looping switches on, GPTQ's calibration on the GPU (ckpt hessians, 16 slots) and the gptq-brotli artifact, and a run stopped by SIGTERM and resumed across the switch, bitwise, each with the residual stream in fp32 and in bf16: tests/bench/frontier_gpu.sh; then its own ops against their floors (bench_gpu_ops: the BOS SmearGate, the lanes' block end and mean at the record's shape, and test-time training's LoRA, low-rank head and SGD at its TTT shape)"
-    "ttt|1|300|the 1.0611 record's test-time training (ctrain eval --mode docs,ttt --device cuda: per-document LoRA rank 80, chunks of 48 in windows of 2,048, 64 documents a batch, 3 phases of global SGD) on 524,288 synthetic validation tokens at the record's vocabulary: tokens/s, and the seconds of the record's whole split on one GPU and on 8 beside its 455-509 s (tests/bench/ttt_gpu.sh)"
+    "ttt|1|200|the 1.0611 record's test-time training (ctrain eval --mode docs,ttt --device cuda: per-document LoRA rank 80, chunks of 48 in windows of 2,048, 64 documents a batch, 3 phases of global SGD) on 262,144 synthetic validation tokens at the record's vocabulary: tokens/s, and the seconds of the record's whole split on one GPU and on 8 beside its 455-509 s (tests/bench/ttt_gpu.sh)"
     "record-side|1|420|the record's configuration side by side with the record's own train_gpt.py (RECORD_TRAIN_GPT_PY) from the same initial weights on the same shards, 200 steps: per-step losses, ms/step (tests/bench/record_vs_train_gpt.sh)"
     "cpu-scaling|0|300|the CPU backend's thread scaling beside PyTorch fp32 on this machine's cores"
 )
@@ -224,7 +224,7 @@ body_frontier() {
 
 body_ttt() {
     python3 -c 'import sentencepiece, numpy' 2>/dev/null || not_run "python3 lacks sentencepiece or numpy (for the synthetic shards)"
-    bash "$root/tests/bench/ttt_gpu.sh" "$build" 524288
+    bash "$root/tests/bench/ttt_gpu.sh" "$build" 262144
 }
 
 body_record-side() {

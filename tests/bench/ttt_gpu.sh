@@ -13,7 +13,7 @@
 # prefix documents scaled to this split as the record's are to its (2,500 of its 50,000
 # documents: 5%) and the global step's chunks of 4,096 tokens instead of 32,768 (a chunk is one
 # learning rate and the last one is not trained on: the record's size would leave this prefix,
-# some 26,000 tokens, one untrained chunk; its cost per prefix token is about the same).
+# some 13,000 tokens, one untrained chunk; its cost per prefix token is about the same).
 # The data: synthetic parameter-golf shards (tests/bench/golf_shards.py --bos: ctrain's docs and
 # sources as text, repeated), imported with vocab_size 8192, the validation split cut into
 # documents of geometric lengths with the mean of the record's split (957 tokens: 47,851,520
@@ -22,13 +22,13 @@
 # is an estimate.
 # Scaling to 8 GPUs divides by 8: ctrain's assignment of batches to ranks is static (LPT, the
 # global steps' sequences shared out), so this assumes the ranks' shares are even.
-#   bash tests/bench/ttt_gpu.sh [BUILD] [VAL_TOKENS]     (defaults: build, 524288)
+#   bash tests/bench/ttt_gpu.sh [BUILD] [VAL_TOKENS]     (defaults: build, 262144)
 # TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow).
 # Prints BENCH lines; fails when a run fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
-val_tokens=${2:-524288}
+val_tokens=${2:-262144}
 [[ "$val_tokens" =~ ^[1-9][0-9]*$ ]] || { echo "ttt_gpu.sh: VAL_TOKENS '$val_tokens': expected a count > 0" >&2; exit 2; }
 work=$(mktemp -d /tmp/ctrain-ttt-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
