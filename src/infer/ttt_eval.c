@@ -1,10 +1,12 @@
 /* ttt_eval.c — the score-first test-time-training evaluation (infer.h's ttt_evaluate; issue 57,
  * docs/model.md "Test-time training"): the plan (ttt_plan.h) run on the ranks. Every rank scores
  * the batches the plan gives it, segment by segment; between segments the ranks take the phase's
- * global step together (ttt_global.c). A batch's numbers depend only on its documents and the
- * base weights, and the sums are gathered per batch and added in queue order, so the result is
- * the same bits on any number of ranks (given the same base weights; the global steps' gradient
- * sums are the one place the world size can change rounding). */
+ * global step together (ttt_global.c); after every queue position and global step they agree
+ * (ttt_agree), so a stop or an error on one rank ends the evaluation on all of them there. A
+ * batch's numbers depend only on its documents and the base weights, and the sums are gathered
+ * per batch and added in queue order, so the result is the same bits on any number of ranks
+ * (given the same base weights; the global steps' gradient sums are the one place the world size
+ * can change rounding). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
