@@ -150,9 +150,12 @@ int trainer_end_golf(Trainer *t, unsigned *left) {
     /* the format is known: trainer_end_check refused any other before the first step */
     if (trainer_artifact_path(cfg, path, sizeof path) != 0 || golf_format_from_name(cfg->golf_format, &format) != 0)
         return -1;
-    /* the weights are in the final checkpoint: the training backend can go */
-    t->backend->destroy(t->backend);
-    t->backend = NULL;
+    /* the weights are in the final checkpoint: the training backend can go (on the ranks that
+     * run something here) */
+    if (t->rank == 0 || (*left & TRAINER_END_TTT)) {
+        t->backend->destroy(t->backend);
+        t->backend = NULL;
+    }
     int rc = 0, have = 0; /* have: t->st holds the artifact's weights as a reader gets them */
     if (*left & TRAINER_END_ARTIFACT) {
         /* rank 0 alone; the other ranks take it as done (rank 0 records what is left) */

@@ -115,9 +115,10 @@ void trainer_end_describe(unsigned left, char *buf, size_t cap);
 /* Every rank: the parts TRAINER_END_ARTIFACT (rank 0 writes the artifact and prints its round
  * trip) and TRAINER_END_TTT (every rank reads the artifact's weights into t->st and scores them
  * with test-time training, the job's ranks sharing the batches) of *left, each cleared from *left
- * and recorded done once done; the training backend is destroyed first. 0, or -1 with the error
- * set: a stop (stop_abandoned: the caller exits 75 with *left recorded) or an error (with the
- * test-time training asked for, on every rank alike: t->failed_together). */
+ * and recorded done once done; the training backend of the ranks that run either is destroyed
+ * first. 0, or -1 with the error set: a stop (stop_abandoned: the caller exits 75 with *left
+ * recorded) or an error (with the test-time training asked for, on every rank alike:
+ * t->failed_together). */
 int trainer_end_golf(Trainer *t, unsigned *left);
 /* out_dir/<the artifact's file name> for cfg's golf_format (fails on an unknown format). */
 int trainer_artifact_path(const Config *cfg, char *path, size_t cap);
