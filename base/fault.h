@@ -14,7 +14,10 @@
  *   CTRAIN_FAULT="TERM@val:6"      SIGTERM as the validation of step 6 starts; the other stages
  *                                  of a run's end: TERM@ema_val (the EMA/SWA validation),
  *                                  TERM@artifact (the golf artifact's write), TERM@round_trip
- *                                  (its evaluation); a stage without :STEP fires at any step
+ *                                  (its evaluation), TERM@ttt:N (as batch N, 1-based in queue
+ *                                  order, of the test-time-training evaluation of a run's
+ *                                  end or of `ckpt golf` starts); a stage without :STEP
+ *                                  fires at any step
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H

@@ -217,35 +217,17 @@ static void use_weights(const char *ckpt, TrainState *st, int live) {
 
 /* KEY=VALUE arguments after the checkpoint (pos[1..npos)) of `ckpt golf` and `ckpt hessians`:
  * only the GPTQ artifact's keys, since the weights are the checkpoint's, and for golf the
- * test-time-training keys of the evaluation that ends its round trip. check_artifact_keys
- * prints a usage error naming a bad one; set_artifact_keys applies them (config_set's errors,
- * printed). */
-static int check_artifact_keys(const char *cmd, char **pos, int npos) {
-    for (int i = 1; i < npos; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "%.*s", (int)(strchr(pos[i], '=') - pos[i]), pos[i]);
-        const ConfigKey *k = config_find_key(key);
-        const int golf = !strcmp(cmd, "golf");
-        if (!k || (strcmp(k->group, "artifact") != 0 && !(golf && !strcmp(k->group, "ttt"))))
-            return cli_usage_error("ckpt", cmd, "'%s': %s; only the GPTQ artifact's keys%s may be given here "
-                                   "(docs/configuration.md, \"GPTQ artifact\"%s)", pos[i],
-                                   k ? "not a GPTQ artifact key" : "no such configuration key",
-                                   golf ? " and the test-time-training keys" : "", golf ? ", \"Test-time training\"" : "");
-    }
-    return 0;
-}
-static int set_artifact_keys(Config *cfg, char **pos, int npos) {
-    for (int i = 1; i < npos; i++) {
-        char key[64];
-        const char *eq = strchr(pos[i], '=');
-        snprintf(key, sizeof key, "%.*s", (int)(eq - pos[i]), pos[i]);
-        if (config_set(cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
-            ct_print_error();
-            return -1;
-        }
-    }
-    return 0;
-}
+ * test-time-training keys of the evaluation that ends its round trip. Checked before the
+ * checkpoint is read (cli_set_keys without a Config), set once it is. */
+static int artifact_key(const ConfigKey *k) { return !strcmp(k->group, "artifact"); }
+static int golf_key(const ConfigKey *k) { return artifact_key(k) || !strcmp(k->group, "ttt"); }
+static const CliKeyRule golf_keys = {golf_key, "not a GPTQ artifact key",
+                                     "only the GPTQ artifact's keys and the test-time-training keys may be given "
+                                     "here (docs/configuration.md, \"GPTQ artifact\", \"Test-time training\")"};
+static const CliKeyRule hessians_keys = {artifact_key, "not a GPTQ artifact key",
+                                         "only the GPTQ artifact's keys may be given here (docs/configuration.md, "
+                                         "\"GPTQ artifact\")"};
+
 /* The number of positional arguments that are not KEY=VALUE; the first must be one. */
 static int count_files(char **pos, int npos) {
     int n = 0;
@@ -273,11 +255,11 @@ static int cmd_golf(int argc, char **argv) {
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         return rc ? rc : cli_usage_error("ckpt", "golf", "give one checkpoint file first, then any KEY=VALUE");
     }
-    if (check_artifact_keys("golf", pos, npos) != 0) {
+    if (cli_set_keys("ckpt", "golf", &golf_keys, pos + 1, npos - 1, NULL) != 0) {
         free(pos);
         return CT_EXIT_USAGE;
     }
-    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL, !allow_oversize};
+    GolfOptions golf = {GOLF_INT8_ZLIB, !no_eval, -1, dequantized, NULL, !allow_oversize, 0};
     if (format && golf_format_from_name(format, &golf.format) != 0) {
         free(pos);
         return cli_usage_error("ckpt", "golf", "--format '%s': expected " GOLF_FORMAT_NAMES, format);
@@ -296,7 +278,7 @@ static int cmd_golf(int argc, char **argv) {
     TrainState st;
     rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
     if (rc != 0) ct_print_error();
-    if (rc == 0 && set_artifact_keys(&cfg, pos, npos) != 0) rc = CT_EXIT_USAGE;
+    if (rc == 0 && cli_set_keys("ckpt", "golf", &golf_keys, pos + 1, npos - 1, &cfg) != 0) rc = CT_EXIT_USAGE;
     /* without --format, the format the run chose for its own artifact (config_validate below
      * names a bad one) */
     if (rc == 0 && !format && golf_format_from_name(cfg.golf_format, &golf.format) != 0) golf.format = GOLF_INT8_ZLIB;
@@ -513,7 +495,7 @@ static int cmd_hessians(int argc, char **argv) {
     const CliOption options[] = {{"--out", &out, NULL}, {"--device", &device, NULL}, {"--live", NULL, &live}};
     int npos, rc = cli_parse("ckpt", argc, argv, HESSIANS_USAGE, options, 3, &pos, &npos);
     const int nfiles = rc == 0 ? count_files(pos, npos) : 0;
-    if (rc != 0 || nfiles != 1 || check_artifact_keys("hessians", pos, npos) != 0) {
+    if (rc != 0 || nfiles != 1 || cli_set_keys("ckpt", "hessians", &hessians_keys, pos + 1, npos - 1, NULL) != 0) {
         free(pos);
         if (rc == CLI_HELP_SHOWN) return CT_EXIT_OK;
         return rc ? rc : nfiles != 1 ? cli_usage_error("ckpt", "hessians", "give one checkpoint file first, then any "
@@ -530,7 +512,7 @@ static int cmd_hessians(int argc, char **argv) {
     TrainState st;
     rc = checkpoint_read_weights(ckpt, &cfg, &st) == 0 ? 0 : CT_EXIT_FAILURE;
     if (rc != 0) ct_print_error();
-    if (rc == 0 && (set_artifact_keys(&cfg, pos, npos) != 0 ||
+    if (rc == 0 && (cli_set_keys("ckpt", "hessians", &hessians_keys, pos + 1, npos - 1, &cfg) != 0 ||
                     config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0 ||
                     config_validate(&cfg, 1) != 0)) {
         if (ct_error()[0]) ct_print_error();

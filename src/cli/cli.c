@@ -1,4 +1,4 @@
-/* cli.c — argument handling shared by the `ctrain data` and `ctrain ckpt` command groups
+/* cli.c — argument handling shared by the `ctrain data`, `ctrain ckpt` and `ctrain eval` commands
  * (cli.h). */
 #include "cli.h"
 
@@ -96,6 +96,24 @@ int cli_parse(const char *group, int argc, char **argv, const char *usage, const
             if (matched < 0) return cli_usage_error(group, command, "option %s needs a value", options[k].name);
         }
         if (!matched) return cli_usage_error(group, command, "unknown option '%s'", arg);
+    }
+    return 0;
+}
+
+int cli_set_keys(const char *group, const char *command, const CliKeyRule *rule, char **args, int n, Config *cfg) {
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(args[i], '=');
+        if (!eq) return cli_usage_error(group, command, "'%s': give one checkpoint, then KEY=VALUE arguments", args[i]);
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - args[i]), args[i]);
+        const ConfigKey *k = config_find_key(key);
+        if (!k || !rule->allowed(k))
+            return cli_usage_error(group, command, "'%s': %s; %s", args[i], k ? rule->refused : "no such configuration key",
+                                   rule->only);
+        if (cfg && config_set(cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
+            ct_print_error();
+            return CT_EXIT_USAGE;
+        }
     }
     return 0;
 }

@@ -1,9 +1,10 @@
-/* cli.h — the argument handling the `ctrain data` and `ctrain ckpt` command groups share: help
- * flags, usage errors that say where the help is, options (with a value, or flags), positional
- * arguments, and dispatch of a group's subcommands. */
+/* cli.h — the argument handling the `ctrain data` and `ctrain ckpt` command groups and `ctrain
+ * eval` share: help flags, usage errors that say where the help is, options (with a value, or
+ * flags), positional arguments, KEY=VALUE arguments, and dispatch of a group's subcommands. */
 #ifndef CT_CLI_H
 #define CT_CLI_H
 
+#include "config.h"
 #include "paths.h"
 
 /* "-h" or "--help" */
@@ -45,6 +46,21 @@ int cli_parse(const char *group, int argc, char **argv, const char *usage, const
 int cli_catch_stops(void);
 
 int cli_check_outputs(const char *group, const char *command, const CtPathList *outputs, const CtPathList *inputs);
+
+/* Which configuration keys a command's KEY=VALUE arguments may set (`ctrain eval`: the
+ * evaluation's; `ckpt golf` / `ckpt hessians`: the artifact's): allowed(k) accepts a key; refused
+ * says what a key it refuses is not ("not an evaluation key"); only says which keys may be given
+ * and where they are described ("only the ... may be given here (docs/configuration.md)"). */
+typedef struct {
+    int (*allowed)(const ConfigKey *k);
+    const char *refused, *only;
+} CliKeyRule;
+
+/* args[0..n), each KEY=VALUE naming a key the rule allows; with cfg, each is also set there
+ * (config_set, from the command line), in order. Returns 0, or CT_EXIT_USAGE after printing what
+ * is wrong: an argument without '=', an unknown key, a key the rule refuses (a usage error naming
+ * the argument), or config_set's error (a bad value). */
+int cli_set_keys(const char *group, const char *command, const CliKeyRule *rule, char **args, int n, Config *cfg);
 
 /* One subcommand of a group: its name and its main (argv[0] is the subcommand's name). */
 typedef struct {

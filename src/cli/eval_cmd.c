@@ -79,24 +79,9 @@ static int key_allowed(const ConfigKey *k) {
            !strcmp(k->name, "seed") || !strcmp(k->name, "threads");
 }
 
-static int set_keys(Config *cfg, char **pos, int npos) {
-    for (int i = 1; i < npos; i++) {
-        const char *eq = strchr(pos[i], '=');
-        if (!eq) return cli_usage_error("eval", NULL, "'%s': give one checkpoint, then KEY=VALUE arguments", pos[i]);
-        char key[64];
-        snprintf(key, sizeof key, "%.*s", (int)(eq - pos[i]), pos[i]);
-        const ConfigKey *k = config_find_key(key);
-        if (!k || !key_allowed(k))
-            return cli_usage_error("eval", NULL, "'%s': %s; only the test-time-training keys, eval_seq_len, eval_stride, "
-                                   "seed and threads may be given here (docs/configuration.md)",
-                                   pos[i], k ? "not an evaluation key" : "no such configuration key");
-        if (config_set(cfg, key, eq + 1, CT_SOURCE_COMMAND_LINE, "the command line") != 0) {
-            ct_print_error();
-            return CT_EXIT_USAGE;
-        }
-    }
-    return 0;
-}
+static const CliKeyRule eval_keys = {key_allowed, "not an evaluation key",
+                                      "only the test-time-training keys, eval_seq_len, eval_stride, seed and threads "
+                                      "may be given here (docs/configuration.md)"};
 
 static int run_modes(const Config *cfg, TrainState *st, const DistInfo *d, int modes, const char *dump,
                      int64_t dump_doc) {
@@ -153,7 +138,7 @@ int eval_main(int argc, char **argv) {
             loaded = 1;
         }
     }
-    if (rc == 0) rc = set_keys(&cfg, pos, npos);
+    if (rc == 0) rc = cli_set_keys("eval", NULL, &eval_keys, pos + 1, npos - 1, &cfg);
     free(pos);
     if (rc == 0 && !mode_s)
         modes = MODE_PLAIN | (cfg.eval_stride > 0 ? MODE_SLIDING : 0) | (cfg.ttt_enabled ? MODE_TTT : 0);

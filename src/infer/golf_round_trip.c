@@ -2,7 +2,9 @@
  * the artifact written (golf_artifact.c, int8 + zlib as the baseline or mixed int6 + zstd as the
  * 1.1248 record) and its size printed as that train_gpt.py prints it, then read back and
  * evaluated (eval.c), so the score is that of the weights a reader of the artifact gets, and with
- * ttt_enabled scored again with test-time training (ttt_eval.c), in this process. The code's
+ * ttt_enabled scored again with test-time training (ttt_eval.c): in this process for `ckpt
+ * golf`, on every rank of the job for a run's end (golf_ttt_evaluate, which train.c calls once
+ * the artifact is written). The code's
  * share is --code-bytes', else ctrain's own, measured by the build (golf_code_size.c; docs/model.md,
  * "The code's size"). */
 #include <stdint.h>
@@ -110,20 +112,25 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
     fault_point_stage("round_trip", -1);
     if (stop_requested()) return stop_abandon("the golf artifact's round-trip evaluation");
     /* evaluated as train_gpt.py does, and with eval_stride, the record's sliding window too */
-    const char *label = o->format == GOLF_INT8_ZLIB   ? "final_int8_zlib"
-                        : o->format == GOLF_INT6_ZSTD ? "final_int6"
-                                                      : "final_gptq";
-    if (print_round_trip_evaluation(cfg, st, label) != 0) return -1;
-    if (!cfg->ttt_enabled) return 0;
-    /* then, as the record ends, the artifact's weights scored with test-time training (which
-     * changes them: its global steps train the base) */
+    if (print_round_trip_evaluation(cfg, st, golf_eval_label(o->format)) != 0) return -1;
+    if (!cfg->ttt_enabled || o->ttt_elsewhere) return 0;
+    /* then, as the record ends, the artifact's weights scored with test-time training, here in
+     * this one process */
     if (stop_requested()) return stop_abandon("the golf artifact's test-time-training evaluation");
     DistInfo single;
     memset(&single, 0, sizeof single);
     single.world_size = 1;
-    char ttt_label[64];
-    snprintf(ttt_label, sizeof ttt_label, "%s_ttt_phased", label);
-    const TttOptions t = {1, ttt_label, NULL, -1};
+    return golf_ttt_evaluate(cfg, st, &single, o->format);
+}
+
+const char *golf_eval_label(GolfFormat format) {
+    return format == GOLF_INT8_ZLIB ? "final_int8_zlib" : format == GOLF_INT6_ZSTD ? "final_int6" : "final_gptq";
+}
+
+int golf_ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, GolfFormat format) {
+    char label[64];
+    snprintf(label, sizeof label, "%s_ttt_phased", golf_eval_label(format));
+    const TttOptions t = {1, label, NULL, -1};
     TttResult r;
-    return ttt_evaluate(cfg, st, &single, &t, &r);
+    return ttt_evaluate(cfg, st, d, &t, &r);
 }

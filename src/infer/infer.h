@@ -90,8 +90,10 @@ int print_weights_evaluation(const Config *cfg, TrainState *st, const DistInfo *
  * measured it, docs/model.md "The code's size") as
  * train_gpt.py prints them, and the total against parameter-golf's 16,000,000-byte cap; with
  * evaluate, read it back into st->params (replacing the weights) and print the round-trip
- * val_loss and val_bpb on cfg's val_files; with dequantized, read it back and also write those
- * weights there as safetensors. */
+ * val_loss and val_bpb on cfg's val_files, then with cfg->ttt_enabled (unless ttt_elsewhere)
+ * the test-time-training score; with dequantized, read it back and also write those weights
+ * there as safetensors. A stop asked for (stop.h) is honoured between the parts and at an
+ * evaluation's batches, failing through stop_abandon. */
 typedef struct {
     GolfFormat format;
     int evaluate;
@@ -103,6 +105,10 @@ typedef struct {
     /* 1: an artifact whose size with the code's is above the 16,000,000-byte cap is not written
      * (an error naming both and the cap); 0 (a run's end): written, and said OVER */
     int refuse_oversize;
+    /* 1 (a run's end): the test-time-training evaluation that ttt_enabled adds is left to the
+     * caller, which runs it on every rank of its job (golf_ttt_evaluate); 0: run here, in this
+     * process alone, after the round trip */
+    int ttt_elsewhere;
 } GolfOptions;
 int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path, const GolfOptions *o);
 
@@ -112,7 +118,11 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
  * the chunks it has scored and the base weights (st->params, changed in place) taking the
  * phases' global steps. adapt 0 is the `docs` evaluation: the same windows and batches with the
  * base model alone (no adapters, no global steps). Prints progress and "<label> val_loss:...
- * val_bpb:... tokens:N bytes:N eval_time:Nms" and its _exact line (rank 0). */
+ * val_bpb:... tokens:N bytes:N eval_time:Nms" and its _exact line (rank 0). Every rank of d
+ * calls it; the ranks agree before each batch and after each global step, so a stop asked of
+ * any rank ends it on all of them there (failing through stop_abandon) and an error on one
+ * fails all of them (the lowest failing rank's message on every rank), none left waiting in a
+ * collective. */
 typedef struct {
     int adapt;
     const char *label;
@@ -125,6 +135,21 @@ typedef struct {
     int phases_run;
 } TttResult;
 int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const TttOptions *o, TttResult *r);
+/* One step of work that every rank of d does agreed before the next (ttt_evaluate's batches and
+ * global steps, a run's end before its test-time training): rc is this rank's outcome (0, or -1
+ * with the error set). Returns 0 on every rank when every rank's rc is 0 and no stop was asked
+ * of any (stop.h); else -1 on every rank: a stop anywhere fails through stop_abandon(what) (a
+ * rank whose own rc was a stop keeps its message), an error anywhere with the lowest failing
+ * rank's message ("rank R failed during WHAT: ..."; the failing ranks keep their own). One
+ * collective (two on an error); none with one rank. */
+int ttt_agree(const DistInfo *d, int rc, const char *what);
+/* The label of a format's round trip ("final_int8_zlib", "final_int6", "final_gptq"). */
+const char *golf_eval_label(GolfFormat format);
+/* The record's last stage: the weights in st (an artifact's, as golf_read gives them) scored with
+ * test-time training on every rank of d, printed as "<golf_eval_label>_ttt_phased val_loss:..."
+ * (rank 0). Every rank of d calls it; a stop or an error on any rank ends it on all of them
+ * (ttt_evaluate). */
+int golf_ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, GolfFormat format);
 
 /* Sampling text from a model: num_tokens new tokens after the prompt; temperature 0 (or
  * top_k 1) takes the most likely token, top_k 0 keeps the whole vocabulary; the same seed

@@ -1,10 +1,12 @@
 /* ttt_eval.c — the score-first test-time-training evaluation (infer.h's ttt_evaluate; issue 57,
  * docs/model.md "Test-time training"): the plan (ttt_plan.h) run on the ranks. Every rank scores
  * the batches the plan gives it, segment by segment; between segments the ranks take the phase's
- * global step together (ttt_global.c). A batch's numbers depend only on its documents and the
- * base weights, and the sums are gathered per batch and added in queue order, so the result is
- * the same bits on any number of ranks (given the same base weights; the global steps' gradient
- * sums are the one place the world size can change rounding). */
+ * global step together (ttt_global.c); after every queue position and global step they agree
+ * (ttt_agree), so a stop or an error on one rank ends the evaluation on all of them there. A
+ * batch's numbers depend only on its documents and the base weights, and the sums are gathered
+ * per batch and added in queue order, so the result is the same bits on any number of ranks
+ * (given the same base weights; the global steps' gradient sums are the one place the world size
+ * can change rounding). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,14 +14,34 @@
 
 #include "common.h"
 #include "data.h"
+#include "fault.h"
 #include "stop.h"
 #include "ttt_internal.h"
+
+/* ---- the ranks' agreement ---- */
+
+int ttt_agree(const DistInfo *d, int rc, const char *what) {
+    const int stopped = rc != 0 ? stop_abandoned() : stop_requested() != 0;
+    if (d->world_size <= 1) return rc != 0 ? -1 : stopped ? stop_abandon(what) : 0;
+    /* 0: go on; 1: a stop; 1 + world - rank: an error on rank (the lowest failing rank's is the
+     * largest) */
+    int v = rc == 0 || stopped ? stopped : 1 + d->world_size - d->rank;
+    if (dist_allreduce_max_i32(d, &v) != 0) return -1;
+    if (v == 0) return 0;
+    if (v == 1) return rc != 0 ? -1 : stop_abandon(what);
+    const int from = d->world_size + 1 - v;
+    char error[1024];
+    snprintf(error, sizeof error, "%s", ct_error());
+    if (dist_bcast(d, error, sizeof error, from) != 0) return -1;
+    return rc != 0 ? -1 : ct_fail("rank %d failed during %s: %s", from, what, error);
+}
 
 /* ---- one batch ---- */
 
 typedef struct {
     uint32_t *inputs, *targets;
-    int32_t *from, *len;
+    int64_t *start;     /* per row: its window's first token (document offset) */
+    int32_t *from, *len; /* and the window positions it scores */
     uint8_t *train;
     float *losses;
 } ChunkBuffers;
@@ -29,13 +51,14 @@ static void chunk_buffers_alloc(ChunkBuffers *c, int64_t rows, int64_t ctx) {
     c->inputs = ct_calloc(n, sizeof(uint32_t), "TTT inputs");
     c->targets = ct_calloc(n, sizeof(uint32_t), "TTT targets");
     c->losses = ct_calloc(n, sizeof(float), "TTT losses");
+    c->start = ct_calloc((size_t)rows, sizeof(int64_t), "TTT rows");
     c->from = ct_calloc((size_t)rows, sizeof(int32_t), "TTT rows");
     c->len = ct_calloc((size_t)rows, sizeof(int32_t), "TTT rows");
     c->train = ct_calloc((size_t)rows, 1, "TTT rows");
 }
 
 static void chunk_buffers_free(ChunkBuffers *c) {
-    free(c->inputs), free(c->targets), free(c->losses), free(c->from), free(c->len), free(c->train);
+    free(c->inputs), free(c->targets), free(c->losses), free(c->start), free(c->from), free(c->len), free(c->train);
 }
 
 /* Score (and, with adapt, adapt on) batch `batch`: its documents' loss sums and bytes into
@@ -63,7 +86,7 @@ static int run_batch(TttRun *R, ChunkBuffers *cb, int64_t batch, int adapt) {
             const uint32_t *at = R->v.tokens + doc->start + ws;
             memcpy(cb->inputs + i * ctx, at, (size_t)wl * sizeof(uint32_t));
             memcpy(cb->targets + i * ctx, at + 1, (size_t)wl * sizeof(uint32_t));
-            cb->from[i] = (int32_t)sf, cb->len[i] = (int32_t)sl;
+            cb->start[i] = ws, cb->from[i] = (int32_t)sf, cb->len[i] = (int32_t)sl;
             cb->train[i] = adapt && c + 1 < ttt_doc_chunks(doc->predictions, R->C);
         }
         const TttChunk chunk = {(int)rows, (int)ctx, (int)first_active, cb->inputs, cb->targets,
@@ -71,19 +94,18 @@ static int run_batch(TttRun *R, ChunkBuffers *cb, int64_t batch, int adapt) {
         if (R->tb->ttt_chunk(R->tb, &chunk, &R->o, cb->losses) != 0) return -1;
         for (int64_t i = 0; i < rows; i++) {
             const int64_t d = docs[first_active + i];
-            const TttDoc *doc = &p->docs[d];
-            ttt_chunk_window(doc->predictions, c, R->C, R->E, &ws, &wl, &sf, &sl);
-            const float *l = cb->losses + i * ctx + sf;
+            /* the scored targets' split positions: each predicted from the token before it, at
+             * the document's start + the window's + the scored position's */
+            const int64_t at = p->docs[d].start + cb->start[i] + cb->from[i], n = cb->len[i];
+            const float *l = cb->losses + i * ctx + cb->from[i];
             double sum = 0;
-            for (int64_t j = 0; j < sl; j++) sum += l[j];
+            for (int64_t j = 0; j < n; j++) sum += l[j];
             R->doc_loss[d] += sum;
-            /* the targets' bytes: each predicted from the token before it, at split position
-             * start + ws + sf + j */
-            R->doc_bytes[d] += val_target_bytes(&R->v, doc->start + ws + sf, sl);
+            R->doc_bytes[d] += val_target_bytes(&R->v, at, n);
             if (R->target_loss)
-                for (int64_t j = 0; j < sl; j++) {
-                    R->target_loss[doc->start + ws + sf + j] = l[j];
-                    R->target_count[doc->start + ws + sf + j] += 1.0f;
+                for (int64_t j = 0; j < n; j++) {
+                    R->target_loss[at + j] = l[j];
+                    R->target_count[at + j] += 1.0f;
                 }
         }
     }
@@ -210,10 +232,7 @@ static int evaluate(TttRun *R, TttResult *res) {
     for (int k = 0; k <= p->num_phases && rc == 0; k++) {
         const int64_t q0 = k == 0 ? 0 : p->segment_end[k - 1], q1 = p->segment_end[k];
         for (int64_t q = q0; q < q1 && rc == 0; q++) {
-            if (stop_requested()) {
-                rc = stop_abandon("the test-time-training evaluation");
-                break;
-            }
+            fault_point_stage("ttt", q + 1);
             if (!budget_hit && cfg->ttt_time_budget > 0 && ct_now_ms() - R->start_ms > cfg->ttt_time_budget * 1000.0)
                 budget_hit = 1;
             const int adapt = R->opt->adapt && !budget_hit;
@@ -222,6 +241,9 @@ static int evaluate(TttRun *R, TttResult *res) {
                 if (!adapt && R->opt->adapt) res->unadapted_batches++;
             }
             if (rc == 0) progress(R, q, k, adapt);
+            /* every rank at every queue position, its own batch or not: a stop or an error ends
+             * the evaluation on all of them here */
+            rc = ttt_agree(d, rc, "the test-time-training evaluation");
         }
         if (rc != 0 || k == p->num_phases) break;
         /* every rank has scored the segment: the phase's global step, unless the time is up
@@ -238,6 +260,7 @@ static int evaluate(TttRun *R, TttResult *res) {
         rc = ttt_global_step(R, k);
         if (rc == 0) res->phases_run++;
         if (rc == 0 && R->opt->dump) rc = ttt_dump_phase(R, k);
+        rc = ttt_agree(d, rc, "the test-time-training evaluation");
     }
     chunk_buffers_free(&cb);
     if (rc != 0) return -1;
@@ -300,6 +323,8 @@ int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const Ttt
             rc = ct_fail("--dump-doc %lld: the validation split has %lld documents", (long long)o->dump_doc,
                          (long long)R.plan.num_docs);
     }
+    /* every rank set up (or a stop asked for before the first batch) */
+    rc = ttt_agree(d, rc, "the test-time-training evaluation");
     if (rc == 0 && d->rank == 0) {
         printf("%s: %lld documents, %lld targets, %lld batches of up to %lld, chunks of %lld in windows of %lld, "
                "%s, %d global step%s on %lld prefix documents, %d rank%s\n",

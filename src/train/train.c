@@ -8,8 +8,8 @@
  * Contents, in order: the start banner and small formatting helpers; validation
  * (validate_once, run_validation); one optimizer step over the micro-batches (train_step) and its
  * log line; the loop (train_loop); the run's end after the last step (the averaged weights,
- * finish_run: the golf artifact with its Hessians); train_run, which sets everything up and
- * tears it down. */
+ * finish_run: the golf artifact and its test-time training, train_end.c's); train_run, which
+ * sets everything up and tears it down. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -423,10 +423,9 @@ static int end_stopped(Trainer *t, unsigned left) {
 }
 
 /* The end of the run after its final checkpoint: the parts in left (TRAINER_END_AVERAGED,
- * _ARTIFACT), each recorded done once done; a stop asked for before or during one of them
+ * _ARTIFACT, _TTT), each recorded done once done; a stop asked for before or during one of them
  * ends the run with exit 75 and the rest recorded. Returns the exit code. */
 static int finish_run(Trainer *t, unsigned left) {
-    const Config *cfg = t->cfg;
     int stop = stop_requested() != 0;
     if (t->world > 1 && dist_allreduce_max_i32(t->dist, &stop) != 0) return CT_EXIT_FAILURE;
     if (stop && left) return end_stopped(t, left);
@@ -434,26 +433,8 @@ static int finish_run(Trainer *t, unsigned left) {
         return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
     left &= ~(unsigned)TRAINER_END_AVERAGED;
     if (trainer_end_record(t, left) != 0) return CT_EXIT_FAILURE;
-    if ((left & TRAINER_END_ARTIFACT) && t->rank == 0) {
-        /* the weights are in the final checkpoint: the training backend can go */
-        t->backend->destroy(t->backend);
-        t->backend = NULL;
-        /* the code's size: ctrain's own; an artifact above the cap is still written (said OVER) */
-        GolfOptions golf = {GOLF_INT8_ZLIB, cfg->val_files[0] != '\0', -1, NULL, NULL, 0};
-        char path[4300];
-        /* the format is known: trainer_end_check refused any other before the first step */
-        if (trainer_artifact_path(cfg, path, sizeof path) != 0 ||
-            golf_format_from_name(cfg->golf_format, &golf.format) != 0)
-            return CT_EXIT_FAILURE;
-        GolfHessians h = {0};
-        if (golf_format_is_gptq(golf.format)) {
-            if (trainer_gptq_hessians(t, &h) != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
-            golf.hessians = (const float *const *)h.h;
-        }
-        const int rc = golf_write_and_evaluate(cfg, &t->st, path, &golf);
-        golf_hessians_free(&h);
-        if (rc != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
-    }
+    /* the golf artifact (rank 0), then its test-time-training score (every rank) */
+    if (trainer_end_golf(t, &left) != 0) return stop_abandoned() ? end_stopped(t, left) : CT_EXIT_FAILURE;
     return trainer_end_record(t, 0) != 0 ? CT_EXIT_FAILURE : CT_EXIT_OK;
 }
 

@@ -1,13 +1,15 @@
 /* train_end.c — the work of a run's end after its last step (the last step's validation, the
- * EMA/SWA validation, the golf artifact and its round trip), what of it is left, and the checks
- * of that work that can be made before the first step.
+ * EMA/SWA validation, the golf artifact and its round trip, the artifact's test-time-training
+ * score on every rank), what of it is left, and the checks of that work that can be made before
+ * the first step.
  *
  * What is left is recorded in out_dir/end_of_run.txt (written atomically by rank 0 when the run
  * starts, rewritten as each part is done, removed when the end is complete), so that a run
  * stopped (exit 75) or killed during its end is finished by the next call of the same command
  * instead of being reported finished. The last step's validation needs no record: the final
  * checkpoint says whether it holds it. The artifact's absence is seen too, so a run finished
- * before golf_artifact = 1 was asked for makes its artifact. */
+ * before golf_artifact = 1 was asked for makes its artifact. The test-time training is a part of
+ * its own, so a run stopped during it does it again without writing the artifact again. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 static const struct { unsigned part; const char *word, *text; } parts[] = {
     {TRAINER_END_AVERAGED, "averaged_validation", "the EMA/SWA weights' validation"},
     {TRAINER_END_ARTIFACT, "golf_artifact", "the golf artifact and its round-trip evaluation"},
+    {TRAINER_END_TTT, "golf_ttt", "the golf artifact's test-time-training evaluation"},
 };
 
 unsigned trainer_end_asked(const Trainer *t) {
@@ -30,6 +33,8 @@ unsigned trainer_end_asked(const Trainer *t) {
     unsigned asked = 0;
     if ((cfg->ema_enabled || cfg->swa_enabled) && t->val.tokens) asked |= TRAINER_END_AVERAGED;
     if (cfg->golf_artifact) asked |= TRAINER_END_ARTIFACT;
+    /* as golf_write_and_evaluate: the round trip, and so its test-time training, needs val_files */
+    if (cfg->golf_artifact && cfg->ttt_enabled && cfg->val_files[0]) asked |= TRAINER_END_TTT;
     return asked;
 }
 
@@ -108,6 +113,9 @@ int trainer_end_left(Trainer *t, unsigned *left) {
         if (rc == 0 && t->cfg->golf_artifact && (rc = trainer_artifact_path(t->cfg, artifact, sizeof artifact)) == 0 &&
             stat(artifact, &sb) != 0)
             found |= TRAINER_END_ARTIFACT;
+        /* the test-time training scores the artifact: whatever makes the artifact again scores it
+         * again (a record of before it was a part of its own says golf_artifact alone) */
+        if (found & TRAINER_END_ARTIFACT) found |= TRAINER_END_TTT;
     }
     int shared[2] = {rc, (int)found};
     if (t->world > 1 && dist_bcast(t->dist, shared, sizeof shared, 0) != 0) return -1;
@@ -115,6 +123,58 @@ int trainer_end_left(Trainer *t, unsigned *left) {
     /* only what this configuration asks for */
     *left = (unsigned)shared[1] & trainer_end_asked(t);
     if (t->val.tokens && t->last_val_step != (double)t->step) *left |= TRAINER_END_FINAL_VAL;
+    return 0;
+}
+
+/* Rank 0: the artifact written and its round trip printed (the test-time training is every
+ * rank's, after). */
+static int write_artifact(Trainer *t, const char *path, GolfFormat format) {
+    const Config *cfg = t->cfg;
+    /* the code's size: ctrain's own; an artifact above the cap is still written (said OVER) */
+    GolfOptions golf = {format, cfg->val_files[0] != '\0', -1, NULL, NULL, 0, 1};
+    GolfHessians h = {0};
+    if (golf_format_is_gptq(format)) {
+        if (trainer_gptq_hessians(t, &h) != 0) return -1;
+        golf.hessians = (const float *const *)h.h;
+    }
+    const int rc = golf_write_and_evaluate(cfg, &t->st, path, &golf);
+    golf_hessians_free(&h);
+    return rc;
+}
+
+int trainer_end_golf(Trainer *t, unsigned *left) {
+    const Config *cfg = t->cfg;
+    if (!(*left & (TRAINER_END_ARTIFACT | TRAINER_END_TTT))) return 0;
+    char path[4300];
+    GolfFormat format;
+    /* the format is known: trainer_end_check refused any other before the first step */
+    if (trainer_artifact_path(cfg, path, sizeof path) != 0 || golf_format_from_name(cfg->golf_format, &format) != 0)
+        return -1;
+    /* the weights are in the final checkpoint: the training backend can go (on the ranks that
+     * run something here) */
+    if (t->rank == 0 || (*left & TRAINER_END_TTT)) {
+        t->backend->destroy(t->backend);
+        t->backend = NULL;
+    }
+    int rc = 0, have = 0; /* have: t->st holds the artifact's weights as a reader gets them */
+    if (*left & TRAINER_END_ARTIFACT) {
+        /* rank 0 alone; the other ranks take it as done (rank 0 records what is left) */
+        if (t->rank == 0 && (rc = write_artifact(t, path, format)) == 0) have = cfg->val_files[0] != '\0';
+        if (rc == 0) *left &= ~(unsigned)TRAINER_END_ARTIFACT;
+        if (rc == 0) rc = trainer_end_record(t, *left);
+    }
+    if (!(*left & TRAINER_END_TTT)) return rc; /* a failure of rank 0's alone: train.c ends the job */
+    /* rank 0's artifact (written, or its error, or a stop asked of any rank) reaches every rank
+     * before they read it; then every rank's weights, before the evaluation, which agrees at
+     * each of its batches */
+    const char *what = "the golf artifact's test-time-training evaluation";
+    if (ttt_agree(t->dist, rc, what) != 0 ||
+        ttt_agree(t->dist, have ? 0 : golf_read(&t->st.spec, format, path, t->st.params), what) != 0 ||
+        golf_ttt_evaluate(cfg, &t->st, t->dist, format) != 0) {
+        t->failed_together = 1;
+        return -1;
+    }
+    *left &= ~(unsigned)TRAINER_END_TTT;
     return 0;
 }
 

@@ -101,8 +101,8 @@ int trainer_aside_suffix(const char *out_dir, char *suffix, size_t cap);
  * NULL) receives the new path of metrics.jsonl ("" when there was none). */
 int trainer_move_aside(const char *out_dir, const char *suffix, const char *why, char *metrics_aside, size_t cap);
 /* train_end.c: the end of a run after its last step, the parts of it left (a bit set) */
-enum { TRAINER_END_FINAL_VAL = 1, TRAINER_END_AVERAGED = 2, TRAINER_END_ARTIFACT = 4 };
-/* The parts of the end (TRAINER_END_AVERAGED, _ARTIFACT) this configuration asks for. */
+enum { TRAINER_END_FINAL_VAL = 1, TRAINER_END_AVERAGED = 2, TRAINER_END_ARTIFACT = 4, TRAINER_END_TTT = 8 };
+/* The parts of the end (TRAINER_END_AVERAGED, _ARTIFACT, _TTT) this configuration asks for. */
 unsigned trainer_end_asked(const Trainer *t);
 /* Rank 0 records in out_dir/end_of_run.txt (atomically) the parts still to do; 0 removes it. */
 int trainer_end_record(const Trainer *t, unsigned left);
@@ -112,6 +112,14 @@ int trainer_end_record(const Trainer *t, unsigned left);
 int trainer_end_left(Trainer *t, unsigned *left);
 /* The parts of left in words, ", "-separated. */
 void trainer_end_describe(unsigned left, char *buf, size_t cap);
+/* Every rank: the parts TRAINER_END_ARTIFACT (rank 0 writes the artifact and prints its round
+ * trip) and TRAINER_END_TTT (every rank reads the artifact's weights into t->st and scores them
+ * with test-time training, the job's ranks sharing the batches) of *left, each cleared from *left
+ * and recorded done once done; the training backend of the ranks that run either is destroyed
+ * first. 0, or -1 with the error set: a stop (stop_abandoned: the caller exits 75 with *left
+ * recorded) or an error (with the test-time training asked for, on every rank alike:
+ * t->failed_together). */
+int trainer_end_golf(Trainer *t, unsigned *left);
 /* out_dir/<the artifact's file name> for cfg's golf_format (fails on an unknown format). */
 int trainer_artifact_path(const Config *cfg, char *path, size_t cap);
 /* Rank 0, golf_format = gptq-brotli: the Hessians of the run's final weights (t->st), from

@@ -7,7 +7,8 @@
 # adapters switched off and phases; learning rate 0 equals the `docs` evaluation bit for bit;
 # prefix 0 is per-document LoRA alone (any phase count); every target scored exactly once;
 # changing one validation token changes no earlier score; 2 ranks give the bits of 1; the time
-# budget stops adapting and says so.
+# budget stops adapting and says so; a run's end scores its artifact on every rank of its job, and
+# a stop there leaves the test-time training alone to its requeue.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -256,5 +257,68 @@ expect_grep run_end_ttt_line '^final_int8_zlib_ttt_phased val_loss:[0-9.]+ val_b
 expect_ok run_end_artifact_eval "$CTRAIN" eval m2 --artifact m2/final_model.int8.stz --mode ttt
 expect_same run_end_ttt_equals_eval "val_loss and val_bpb" "$(exact final_int8_zlib_ttt_phased run_end.out)" \
     "$(exact ttt out)"
+
+# ---- a run's end on 2 ranks: rank 0 writes the artifact, then both ranks score it with test-time
+# training (the batches shared out), the line printed once; the score of a 1-rank evaluation of the
+# same artifact (the same bits without global steps, with them within the ranks_2 cases' bound). A
+# stop (rank 1's, as batch 3 starts) exits 75 with the test-time training left; the requeued run
+# does it without writing the artifact again ----
+close() { # name a b: the _exact val_loss of a and b within the ranks_2 cases' relative 1e-6
+    "$PY" - "$2" "$3" <<'PY' >close.out 2>&1 && pass "$1" || fail "$1" "$(tail -2 close.out)"
+import sys
+a, b = (float(x.split()[0].split(":")[1]) for x in sys.argv[1:3])
+rel = abs(a - b) / a
+print(f"val_loss {a!r} and {b!r}: relative {rel:.1e}")
+assert rel <= 1e-6
+PY
+}
+if command -v mpiexec >/dev/null 2>&1; then
+    r2=(timeout 300 mpiexec -launcher fork -n 2 "$CTRAIN" train "${run[@]}" iterations=2 golf_artifact=1 ttt_enabled=1
+        "${ttt[@]}" threads=1)
+    expect_ok run_end_ranks_2 "${r2[@]}" out_dir=e2
+    cp out e2.out
+    expect_same run_end_ranks_2_line_once "final_int8_zlib_ttt_phased lines" 1 \
+        "$(grep -c '^final_int8_zlib_ttt_phased val_loss:' e2.out)"
+    expect_grep run_end_ranks_2_said '^final_int8_zlib_ttt_phased: 43 documents, .* 2 ranks$' e2.out
+    expect_ok run_end_ranks_2_eval "$CTRAIN" eval e2 --artifact e2/final_model.int8.stz --mode ttt
+    expect_same run_end_ranks_2_equals_1 "val_loss and val_bpb" "$(exact final_int8_zlib_ttt_phased e2.out)" \
+        "$(exact ttt out)"
+    # with global steps, stopped during the test-time training
+    CTRAIN_FAULT='TERM@ttt:3%1' "${r2[@]}" "${phased[@]}" out_dir=e2p >stop.out 2>stop.err
+    rc=$?
+    if [ $rc -eq 75 ] && grep -qx 'left: golf_ttt' e2p/end_of_run.txt 2>/dev/null &&
+        grep -q "^final_int8_zlib_ttt_phased: batch 3/11 " stop.out &&
+        ! grep -q '^final_int8_zlib_ttt_phased val_loss:' stop.out &&
+        grep -q "left: the golf artifact's test-time-training evaluation (recorded in" stop.out; then
+        pass run_end_ttt_stop
+    else fail run_end_ttt_stop "exit $rc, end_of_run.txt: $(cat e2p/end_of_run.txt 2>&1 | tail -1) :: $(tail -c 300 stop.out) $(tail -c 300 stop.err)"; fi
+    artifact() { stat -c '%i %y %s' e2p/final_model.int8.stz; cksum <e2p/final_model.int8.stz; }
+    before=$(artifact)
+    expect_ok run_end_ttt_requeue "${r2[@]}" "${phased[@]}" out_dir=e2p
+    cp out requeue.out
+    expect_grep run_end_ttt_requeue_said "doing what is left: the golf artifact's test-time-training evaluation$" \
+        requeue.out
+    if ! grep -q 'Serialized model' requeue.out && [ "$(artifact)" = "$before" ] && [ ! -e e2p/end_of_run.txt ] &&
+        [ "$(grep -c '^final_int8_zlib_ttt_phased val_loss:' requeue.out)" = 1 ]; then
+        pass run_end_ttt_requeue_kept_artifact
+    else fail run_end_ttt_requeue_kept_artifact "before: $before; after: $(artifact); $(grep -c Serialized requeue.out) \
+Serialized line(s); end_of_run.txt $([ -e e2p/end_of_run.txt ] && echo left || echo removed)"; fi
+    expect_ok run_end_phased_eval "$CTRAIN" eval e2p --artifact e2p/final_model.int8.stz --mode ttt
+    close run_end_phased_close "$(exact final_int8_zlib_ttt_phased requeue.out)" "$(exact ttt out)"
+    # rank 0's artifact fails (its GPTQ Hessians' path is a folder): both ranks end at once, exit 1,
+    # the error said once, the artifact and its test-time training left
+    mkdir -p e2x/final_model.hessians.h5
+    "${r2[@]}" out_dir=e2x golf_format=gptq-brotli collective_timeout=60 >err_run.out 2>err_run.err
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(grep -c "cannot rename .*final_model.hessians.h5': Is a directory" err_run.err)" = 1 ] &&
+        grep -qx 'left: golf_artifact golf_ttt' e2x/end_of_run.txt 2>/dev/null; then pass run_end_error_together
+    else fail run_end_error_together "exit $rc :: $(tail -c 400 err_run.err)"; fi
+else
+    for c in run_end_ranks_2 run_end_ranks_2_line_once run_end_ranks_2_said run_end_ranks_2_eval \
+        run_end_ranks_2_equals_1 run_end_ttt_stop run_end_ttt_requeue run_end_ttt_requeue_said \
+        run_end_ttt_requeue_kept_artifact run_end_phased_eval run_end_phased_close run_end_error_together; do
+        skip "$c" "mpiexec not installed (apt-get install mpich)"
+    done
+fi
 
 finish
