@@ -5,9 +5,44 @@
  *   out1 = resid[1] * l1 + post[1] * A + post[3] * M,
  * evaluated left to right in fp32 as the record's tensors are; forward and backward (to both
  * lanes, both branch outputs, both per-channel scales and the six lambdas). */
+#include <math.h>
 #include <stddef.h>
 
+#include "cpu_lane_mix.h"
 #include "cpu_ops.h"
+
+/* cpu_lane_mix_track_magnitudes' state: off (NULL) but in the test that sets it */
+static const float *track_grads;
+static double *track_mag;
+
+void cpu_lane_mix_track_magnitudes(const float *grads, double *mag) {
+    track_grads = grads;
+    track_mag = mag;
+}
+
+/* The sums of |term| of the six lambdas' gradients (as the backward's sums, in double, serial:
+ * test support only) into track_mag at each lambda's index in track_grads. */
+static void add_magnitudes(float *dresid, float *dpost, const float *d0, const float *d1, const float *l0,
+                           const float *l1, const float *ao, const float *mo, const float *attn_scale,
+                           const float *mlp_scale, int N, int C) {
+    double m[6] = {0};
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            const size_t i = (size_t)n * C + c;
+            const float a = attn_scale[c] * ao[i], mm = mlp_scale[c] * mo[i];
+            const double g0 = d0[i], g1 = d1[i];
+            m[0] += fabs(g0 * l0[i]);
+            m[1] += fabs(g1 * l1[i]);
+            m[2] += fabs(g0 * a);
+            m[3] += fabs(g1 * a);
+            m[4] += fabs(g0 * mm);
+            m[5] += fabs(g1 * mm);
+        }
+    for (int j = 0; j < 6; j++) {
+        const ptrdiff_t k = (j < 2 ? dresid + j : dpost + (j - 2)) - track_grads;
+        track_mag[k] += m[j];
+    }
+}
 
 void cpu_lane_mix_forward(float *out0, float *out1, const float *l0, const float *l1, const float *ao, const float *mo,
                           const float *attn_scale, const float *mlp_scale, const float *resid, const float *post, int N,
@@ -75,6 +110,7 @@ void cpu_lane_mix_backward(float *dl0, float *dl1, float *dao, float *dmo, float
 #pragma omp ordered
         for (int j = 0; j < 6; j++) lam[j] += part[j];
     }
+    if (track_mag) add_magnitudes(dresid, dpost, d0, d1, l0, l1, ao, mo, attn_scale, mlp_scale, N, C);
     dresid[0] += (float)lam[0];
     dresid[1] += (float)lam[1];
     for (int j = 0; j < 4; j++) dpost[j] += (float)lam[2 + j];

@@ -143,7 +143,7 @@ static const OpCase gpu_op_cases[] = {
     {&op_out_mix_norm_fwd, "ragged_selfskip_gated_bf16s", {RAGGED, 2, 0, BF16S, 1}, CASE_TEST, 0},
     {&op_skip_gate_bwd, "ragged_bf16s", {RAGGED, 0, 0, BF16S}, CASE_TEST, 0},
     {&op_skip_gate_bwd, "odd_in_place_bf16s", {ODD, 1, 0, BF16S}, CASE_TEST, 0},
-    /* the parallel lanes' block end (gpu_ops_lanes.h): d = {N, C, in place, -, BF16S} */
+    /* the parallel lanes' block end (gpu_ops_lanes.h): d = {N, C, in place, cancelling, BF16S} */
     {&op_lane_mix_fwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
     {&op_lane_mix_fwd, "odd_in_place", {ODD, 1}, CASE_TEST, 0},
     {&op_lane_mix_fwd, "ragged_in_place_bf16s", {RAGGED, 1, 0, BF16S}, CASE_TEST, 0},
@@ -152,6 +152,8 @@ static const OpCase gpu_op_cases[] = {
     {&op_lane_mix_bwd, "odd_in_place", {ODD, 1}, CASE_TEST, 0},
     {&op_lane_mix_bwd, "ragged_in_place_bf16s", {RAGGED, 1, 0, BF16S}, CASE_TEST, 0},
     {&op_lane_mix_bwd, "odd_bf16s", {ODD, 0, 0, BF16S}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "ragged_cancelling", {RAGGED, 0, 1}, CASE_TEST, 0},
+    {&op_lane_mix_bwd, "ragged_cancelling_bf16s", {RAGGED, 0, 1, BF16S}, CASE_TEST, 0},
     /* the final lane mean (gpu_ops_lanes.h): d = {N, C, in place, -, BF16S} */
     {&op_lane_mean_fwd, "ragged", {RAGGED, 0}, CASE_TEST, 0},
     {&op_lane_mean_fwd, "odd_in_place_bf16s", {ODD, 1, 0, BF16S}, CASE_TEST, 0},
