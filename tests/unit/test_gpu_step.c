@@ -1519,14 +1519,21 @@ static void sliding_eval_matches_cpu(void) {
  * tokens, 3 document slots: documents of 40, 30 and 17 tokens scored and trained in chunks of
  * 12 (three chunks: windows of 12, 24 and 32 tokens, rows that score nothing, rows scored but not
  * trained after their last chunk), every adapter on (rank 4, scale 1.5), through both backends'
- * hooks. Bounds: those of the step cases (the same bf16 rounding of every product operand): the
- * scored losses within LOSS_TOL, the adapters after the last chunk relative to their change
- * within PARAM_TOL_ALL (Adam with beta1 0 moves each element by about lr in the sign of its
+ * hooks, every adapter's B starting random (ttt_layout). Bounds (the bf16 rounding of every
+ * product operand, as in the step cases), measured in emulation: the scored losses within LOSS_TOL
+ * (measured 7e-5..1.1e-4); their error relative to what the adapters change in them (against the
+ * CPU's scores without adapters) TTT_CHANGE_TOL 2.5e-2 (measured 3.5e-3..5.3e-3); the adapters
+ * after the last chunk relative to their change TTT_ADAPTER_TOL 0.15 (measured 3.5e-3 with SGD,
+ * 3.4e-2..3.7e-2 with AdamW: Adam with beta1 0 moves each element by about lr in the sign of its
  * gradient, so an element whose gradient is under the bf16 noise may move the other way, as in
- * the step cases). With --exact-bf16 the wiring alone: TTT_EXACT_TOL (fp32 rounding, measured
- * below 1e-5 for both). */
+ * the step cases). With --exact-bf16 the wiring alone: TTT_EXACT_TOL 1e-4 for each (measured:
+ * losses 1.5e-8, 7.6e-7 of the change, adapters 5.4e-7..1.7e-6). Planted faults: the q adapter's forward add dropped gives
+ * AdamW's adapters 0.25 of their change (its effect through QK-norm on this small model's near
+ * uniform attention is small: the losses move by 7.6e-3 of the change); the o adapter's add
+ * dropped fails both cases on the losses, 0.11 of the change (docs/cuda.md, "What ran where"). */
 #define TTT_EXACT_TOL 1e-4
-#define TTT_CHANGE_TOL 1.5e-1
+#define TTT_CHANGE_TOL 2.5e-2
+#define TTT_ADAPTER_TOL 1.5e-1
 enum { TTT_E = 32, TTT_SLOTS = 3, TTT_C = 12, TTT_CHUNKS = 3, TTT_RANK = 4 };
 static const int ttt_doc_len[TTT_SLOTS] = {40, 30, 17};
 
@@ -1609,11 +1616,23 @@ static double ttt_loss_err(const TttRun *g, const TttRun *c) {
 static const TttOptimizer ttt_adamw = {1, 2e-3, 0.0, 0.999, 1e-10, 0.5, 2};
 static const TttOptimizer ttt_sgd = {0, 0.05, 0.9, 0.0, 0.0, 0.01, 1};
 
-static void ttt_layout(LoraLayout *L, const TrainState *st, float **initial) {
+/* The layout and a slot's starting adapters: lora_initial_slot's (every B zero), or with random_b
+ * every B random too, so that from the first chunk each adapter adds about a tenth of its
+ * projection's output and every gradient path (dA through dh = s dout B, dx) carries values: an
+ * adapter left out, in the forward or the backward, moves the losses or the adapters by O(1) of
+ * what the adapters change. */
+static void ttt_layout(LoraLayout *L, const TrainState *st, float **initial, int random_b) {
     CHECK(lora_layout_init(L, &st->spec, model_plan(&st->spec, st->loop_active), TTT_RANK, 6.0, 1, 1, 1) == 0,
           "lora_layout_init: %s", ct_error());
     *initial = malloc(L->slot_floats * sizeof(float));
     lora_initial_slot(L, 1234, *initial);
+    uint64_t rng = 5;
+    for (int run = 0; run < L->num_runs && random_b; run++)
+        for (int k = 0; k < LORA_KINDS; k++) {
+            const LoraEntry *e = lora_entry(L, run, (LoraKind)k);
+            if (e) ref_fill(*initial + e->b, (size_t)e->out * L->rank, -0.1, 0.1, &rng);
+        }
+    if (random_b) ref_fill(*initial + L->head.b, (size_t)L->head.out * L->rank, -0.1, 0.1, &rng);
 }
 
 /* The CUDA hooks against the CPU's with optimizer o on the model of keys. */
@@ -1629,7 +1648,7 @@ static void check_ttt_matches_cpu(const TttOptimizer *o, const char *const (*key
     if (!gpu || !cpu) return;
     LoraLayout L;
     float *initial;
-    ttt_layout(&L, &cs, &initial);
+    ttt_layout(&L, &cs, &initial, 1);
     TttRun g, c, docs;
     ttt_run(gpu, &L, initial, o, 1, &g);
     ttt_run(cpu, &L, initial, o, 1, &c);
@@ -1659,7 +1678,7 @@ static void check_ttt_matches_cpu(const TttOptimizer *o, const char *const (*key
     CHECK(den > 0 && lc <= change_tol, "TTT losses: error %.3e of the adapters' change > %.1e", lc, change_tol);
     /* the adapters' change from their start, every slot (slot 2 took one step, slot 1 two, slot 0 three) */
     const size_t per = L.slot_floats;
-    const double tol_all = HOST_BF16_EXACT ? TTT_EXACT_TOL : PARAM_TOL_ALL;
+    const double tol_all = HOST_BF16_EXACT ? TTT_EXACT_TOL : TTT_ADAPTER_TOL;
     num = 0, den = 0;
     for (int d = 0; d < TTT_SLOTS; d++)
         for (size_t i = 0; i < per; i++) {
@@ -1713,7 +1732,7 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
           "download");
     LoraLayout L;
     float *initial;
-    ttt_layout(&L, &gs, &initial);
+    ttt_layout(&L, &gs, &initial, 0);
     TttOptimizer zero = ttt_adamw;
     zero.lr = 0;
     TttRun a, docs, again;
