@@ -19,17 +19,28 @@ static int check_lora(const CudaLora *l, const char *what) {
 static int ld_x(const CudaLora *l) { return l->ld_x ? l->ld_x : l->in; }
 static int ld_out(const CudaLora *l) { return l->ld_out ? l->ld_out : l->out_features; }
 
-extern "C" int cuda_lora_forward(cublasHandle_t handle, const CudaLora *l, float *out, ct_bf16 *h, const ct_bf16 *x) {
-    if (check_lora(l, "cuda_lora_forward") != 0) return -1;
+extern "C" int cuda_lora_h(cublasHandle_t handle, const CudaLora *l, ct_bf16 *h, const ct_bf16 *x) {
+    if (check_lora(l, "cuda_lora_h") != 0) return -1;
     if (l->docs == 0 || l->T == 0) return 0;
-    const int T = l->T, in = l->in, r = l->r, of = l->out_features, lx = ld_x(l), lo = ld_out(l);
+    const int T = l->T, in = l->in, r = l->r, lx = ld_x(l);
     /* h_b [T,r] = x_b [T,in] A_b^T, rounded to bf16 once (it only feeds products) */
     if (cuda_gemm_batched(handle, 0, 1, T, r, in, 1.0f, x, CT_BF16, lx, (long long)T * lx, l->A, CT_BF16, in,
                           l->a_stride, 0.0f, h, CT_BF16, r, (long long)T * r, l->docs) != 0)
         return ct_fail_prefix("lora forward (h = x A^T)");
-    /* out_b [T,out] += s * h_b B_b^T (s as the product's alpha, as cpu_lora_forward) */
+    return 0;
+}
+
+extern "C" int cuda_lora_forward(cublasHandle_t handle, const CudaLora *l, void *out, ct_bf16 *h, const ct_bf16 *x) {
+    if (check_lora(l, "cuda_lora_forward") != 0) return -1;
+    if (l->out_type != CT_F32 && l->out_type != CT_BF16)
+        return ct_fail("cuda_lora_forward: out_type %d must be CT_F32 or CT_BF16", l->out_type);
+    if (l->docs == 0 || l->T == 0) return 0;
+    const int T = l->T, r = l->r, of = l->out_features, lo = ld_out(l);
+    if (cuda_lora_h(handle, l, h, x) != 0) return -1;
+    /* out_b [T,out] += s * h_b B_b^T (s as the product's alpha, as cpu_lora_forward; a bf16 out
+     * is read, added to in the fp32 accumulator and rounded once) */
     if (cuda_gemm_batched(handle, 0, 1, T, of, r, l->s, h, CT_BF16, r, (long long)T * r, l->B, CT_BF16, r,
-                          l->b_stride, 1.0f, out, CT_F32, lo, (long long)T * lo, l->docs) != 0)
+                          l->b_stride, 1.0f, out, l->out_type, lo, (long long)T * lo, l->docs) != 0)
         return ct_fail_prefix("lora forward (out += s h B^T)");
     return 0;
 }

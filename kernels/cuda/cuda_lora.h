@@ -34,10 +34,18 @@ typedef struct {
     int ld_x;   /* elements between rows of x (and dx): >= in; 0 = in */
     int ld_out; /* elements between rows of out (and dout): >= out_features; 0 = out_features (an
                    adapter on one part of a fused [q | k | v] row: out points at its columns) */
+    /* the forward's out: CT_F32 (0, the default) or CT_BF16, a bf16 projection output the
+     * backend keeps (its fused [q | k | v] rows, attn.proj's and mlp.proj's): out = bf16(out +
+     * s * h B^T), the sum formed in fp32 by the product (beta 1) and rounded once */
+    int out_type;
 } CudaLora;
 
-/* h [docs*T, r] (bf16, written) = x A^T; out [docs*T, ld_out] (fp32) += s * h B^T. */
-int cuda_lora_forward(cublasHandle_t handle, const CudaLora *l, float *out, ct_bf16 *h, const ct_bf16 *x);
+/* h [docs*T, r] (bf16, written) = x A^T; out [docs*T, ld_out] (fp32, or bf16 with out_type
+ * CT_BF16) += s * h B^T. */
+int cuda_lora_forward(cublasHandle_t handle, const CudaLora *l, void *out, ct_bf16 *h, const ct_bf16 *x);
+/* The forward's first product alone, h = x A^T (the same call, so the same bits): a backward
+ * that did not keep h makes it again. B, b_stride, out_features and s are not read. */
+int cuda_lora_h(cublasHandle_t handle, const CudaLora *l, ct_bf16 *h, const ct_bf16 *x);
 /* Given dout = dL/d(out) (bf16) and the forward's x and h: dh [docs*T, r] (bf16, written, the
  * caller's scratch) = s * dout B; dB (fp32, at the stride of B) += s * dout^T h; then
  * cuda_lora_backward_h. */

@@ -221,6 +221,7 @@ static void cuda_destroy(Backend *b) {
     if (!cb) return;
     if (cb->stream) cudaStreamSynchronize(cb->stream);
     if (cb->graph) cudaGraphExecDestroy(cb->graph);
+    cuda_ttt_free(cb);
     if (cb->blas) cublasDestroy(cb->blas);
     if (cb->arena) cudaFree(cb->arena);
     if (cb->h_tok) cudaFreeHost(cb->h_tok);
@@ -297,6 +298,11 @@ static CudaBackend *new_cuda_backend(const Config *cfg, TrainState *st, int devi
     cb->base.weights_from_host = cuda_weights_from_host;
     cb->base.device_grads = backend_cuda_device_grads;
     cb->base.device_stream = backend_cuda_stream;
+    cb->base.ttt_open = cuda_ttt_open;
+    cb->base.ttt_reset = cuda_ttt_reset;
+    cb->base.ttt_chunk = cuda_ttt_chunk;
+    cb->base.ttt_slot_to_host = cuda_ttt_slot_to_host;
+    cb->base.sgd_step = cuda_sgd_optimizer_step;
     cb->base.destroy = cuda_destroy;
     cb->B = B;
     cb->T = T;

@@ -204,6 +204,10 @@ int cuda_forward_blocks(CudaBackend *cb, int B) {
         /* [q | k | v] = a_in [W_q; W_k; W_v]^T: one product, rows of QKV */
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->qkv, CT_BF16, cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        /* test-time training's q, k, v adapters into their columns (no-ops outside a chunk) */
+        RETURN_ON_FAILURE(cuda_lora_rows_forward(cb, run, LORA_Q, cb->a_in, a->qkv, QKV));
+        RETURN_ON_FAILURE(cuda_lora_rows_forward(cb, run, LORA_K, cb->a_in, a->qkv + D, QKV));
+        RETURN_ON_FAILURE(cuda_lora_rows_forward(cb, run, LORA_V, cb->a_in, a->qkv + D + KV, QKV));
         const CudaRopeShape q_shape = rope_shape(cb, B, cb->num_heads), k_shape = rope_shape(cb, B, cb->num_kv_heads);
         RETURN_ON_FAILURE(
             cuda_qk_norm_rope_forward(NULL, a->q16, a->qkv, block_param(cb, l, BLK_Q_GAIN), &q_shape, st));
@@ -223,6 +227,7 @@ int cuda_forward_blocks(CudaBackend *cb, int B) {
         }
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->ao, CT_BF16, proj_input(a, xsa), block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
+        RETURN_ON_FAILURE(cuda_lora_rows_forward(cb, run, LORA_O, cb->a_in, a->ao, D)); /* TTT's o reads a_in */
         if (plan->runs[run].parallel) /* the MLP reads lane 1, not x1 */
             RETURN_ON_FAILURE(mlp_norm_forward_lane(cb, a, lane1_input(cb, plan, run), ln, N));
         else
@@ -233,6 +238,7 @@ int cuda_forward_blocks(CudaBackend *cb, int B) {
         RETURN_ON_FAILURE(cuda_relu2_forward(cb->h, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
         RETURN_ON_FAILURE(
             cuda_linear_forward(cb->blas, a->mo, CT_BF16, cb->h, block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
+        RETURN_ON_FAILURE(cuda_lora_rows_forward(cb, run, LORA_MLP, a->m_in, a->mo, D)); /* TTT's mlp bypasses the MLP */
         if (cb->gram_dev) { /* GPTQ's calibration: this run's matrix inputs, before the next run's overwrite them */
             const int first = s->first_block + l * BLK_NUM_PARAMS; /* block l's parameters, BLK_* order */
             RETURN_ON_FAILURE(cuda_add_gram(cb, first + BLK_C_Q, cb->a_in, N, D));
@@ -289,6 +295,7 @@ static int lanes_backward(CudaBackend *cb, const BlockPlan *plan, int run, void 
                                            NULL, N, HID, D));
     RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16, a->m_in,
                                            block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+    RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_MLP, a->m_in, cb->gD16, D, cb->dD2));
     if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, (size_t)N * D, st));
     RETURN_ON_FAILURE(cuda_rmsnorm_backward(cb->dl1, cb->dD2, l1, a->rstd_mlp, N, D, dt, st));
     /* xm = mix(x_in, x0) and a_in = bf16(rms_norm(xm) * ln), the forward's bits (rstd_attn rewritten
@@ -352,6 +359,7 @@ int cuda_backward_blocks(CudaBackend *cb) {
                                                    cb->gD16, cb->h, NULL, N, HID, D));
             RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
                                                    a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
+            RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_MLP, a->m_in, cb->gD16, D, cb->dD2));
             if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
             /* the MLP norm's input x1 = xm + attn_scale * ao, xm = mix(x_in, x0), recomputed; a_in =
              * rms_norm(xm) too, for the c_q/c_k/c_v weight gradients below; and, in the same pass,
@@ -409,6 +417,11 @@ int cuda_backward_blocks(CudaBackend *cb) {
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
         RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
                                                cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
+        /* test-time training's adapters reading a_in (the CPU's order: o, from dao, still intact; q, k, v) */
+        RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_O, cb->a_in, dao, D, cb->dD2));
+        RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_Q, cb->a_in, cb->dqkv16, QKV, cb->dD2));
+        RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_K, cb->a_in, cb->dqkv16 + D, QKV, cb->dD2));
+        RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_V, cb->a_in, cb->dqkv16 + D + KV, QKV, cb->dD2));
         if (gate_w) /* the gate read a_in's first gate_window channels */
             RETURN_ON_FAILURE(
                 cuda_head_gate_input_backward(cb->dD2, cb->gate_dz, cb->d_params + gate_w->offset, &gs, st));

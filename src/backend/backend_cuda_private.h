@@ -14,6 +14,8 @@
  *   backend_cuda_grams.c  GPTQ's calibration: X^T X of each matrix's input over a forward
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
  *                         checkpoint holds), the bf16 weight shadows (plain, or late QAT's)
+ *   backend_cuda_ttt.c    test-time training: per-document adapters (the ttt_* hooks, their calls
+ *                         inside the block passes) and the global step's sgd_step
  *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
  *
  * The graph, the saved activations and the backward order are the CPU backend's
@@ -67,6 +69,9 @@ typedef struct {
     void *x_out; /* the block's output; of a parallel run (docs/model.md), lane 0's */
     void *l1_out; /* a parallel run's lane 1 output (runs parallel in either plan; NULL elsewhere) */
 } CudaLayer;
+
+/* Test-time training's state (backend_cuda_ttt.c). */
+typedef struct CudaTtt CudaTtt;
 
 typedef struct {
     Backend base;
@@ -194,6 +199,12 @@ typedef struct {
     float **share_bufs;
     size_t *share_counts;
     int *share_roots;
+
+    /* test-time training (backend_cuda_ttt.c): the adapters and their scratch (NULL until
+     * ttt_open; `active` there while a chunk with adapters runs), and sgd_step's momentum
+     * (NULL until its first step with momentum); allocated apart from the arena */
+    CudaTtt *ttt;
+    float *d_sgd_buf;
 } CudaBackend;
 
 /* For a call that returns 0 or -1 with ct_error() set: return -1 from the caller on failure. */
@@ -238,6 +249,23 @@ float *cuda_grad_buffer(Backend *b);
 int cuda_optimizer_step(Backend *b, const StepHyper *h, double *grad_norm);
 /* backend_cuda_state.c */
 int cuda_sync_for_checkpoint(Backend *b);
+
+/* backend_cuda_ttt.c: the Backend hooks ttt_open, ttt_reset, ttt_chunk, ttt_slot_to_host and
+ * sgd_step; cuda_ttt_free releases what they allocated (destroy calls it). */
+int cuda_ttt_open(Backend *b, const LoraLayout *layout, int slots);
+int cuda_ttt_reset(Backend *b, const float *initial, int slot0, int n);
+int cuda_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses);
+int cuda_ttt_slot_to_host(Backend *b, int slot, float *out);
+int cuda_sgd_optimizer_step(Backend *b, double lr, double momentum, double clip, int restart, double *grad_norm);
+void cuda_ttt_free(CudaBackend *cb);
+/* backend_cuda_ttt.c, called by the block passes (backend_cuda_blocks.c) where the CPU backend
+ * calls cpu_lora_rows_*: each row's adapter (run, kind) while a chunk with adapters runs, else
+ * they return 0 at once (training and evaluation run as without them). Forward: out (bf16 rows
+ * of ld_out elements, columns of the adapter's output) += s * (x A^T) B^T, rounded once.
+ * Backward, for the adapter's gradients and dx (fp32 [N, in], +=) from dout (bf16, ld_out). */
+int cuda_lora_rows_forward(CudaBackend *cb, int run, LoraKind kind, const ct_bf16 *x, ct_bf16 *out, int ld_out);
+int cuda_lora_rows_backward(CudaBackend *cb, int run, LoraKind kind, const ct_bf16 *x, const ct_bf16 *dout,
+                            int ld_out, float *dx);
 
 /* backend_cuda_state.c: copies the state buffers (the five of every run, the weight averages
  * of those that have them) device -> host (to_host) or host -> device (then refreshes the bf16

@@ -41,8 +41,7 @@ static const char EVAL_USAGE[] =
     "                      output) instead of the checkpoint's; the checkpoint gives the model\n"
     "  --format F          the artifact's format (default: the checkpoint's golf_format)\n"
     "  --val-files GLOB    validation data (default: the checkpoint's val_files)\n"
-    "  --device D          auto (cuda if a GPU is visible), cpu or cuda; default auto, but cpu\n"
-    "                      when docs or ttt runs (the CUDA backend's test-time training is to come)\n"
+    "  --device D          auto (cuda if a GPU is visible; the default), cpu or cuda\n"
     "  --live              a checkpoint with EMA (or SWA) weights: its live weights, not the\n"
     "                      averaged ones its run ends with (the default)\n"
     "  --dump DIR          ttt/docs: write what tests/parity/ttt_ref.py checks (docs.tsv,\n"
@@ -142,9 +141,7 @@ int eval_main(int argc, char **argv) {
     free(pos);
     if (rc == 0 && !mode_s)
         modes = MODE_PLAIN | (cfg.eval_stride > 0 ? MODE_SLIDING : 0) | (cfg.ttt_enabled ? MODE_TTT : 0);
-    /* without --device: auto, but the CPU for test-time training (the CUDA backend's is to come) */
-    const int cpu_for_ttt = !device && (modes & (MODE_DOCS | MODE_TTT));
-    if (!device) device = cpu_for_ttt ? "cpu" : "auto";
+    if (!device) device = "auto"; /* every mode runs on either backend */
     if (rc == 0 && ((val_files && config_set(&cfg, "val_files", val_files, CT_SOURCE_COMMAND_LINE, "--val-files")) ||
                     config_set(&cfg, "device", device, CT_SOURCE_COMMAND_LINE, "--device") != 0)) {
         ct_print_error();
@@ -176,8 +173,6 @@ int eval_main(int argc, char **argv) {
         } else {
             dist_up = 1;
             if (note[0] && d.rank == 0) printf("%s\n", note);
-            if (cpu_for_ttt && d.rank == 0)
-                printf("device: cpu (test-time training runs on the CPU backend so far; --device to choose)\n");
         }
     }
     if (rc == 0) {

@@ -24,9 +24,6 @@ int config_validate_ttt(const Config *c) {
             "ttt_lora_rank = %lld with ttt_enabled = 1: expected in [1, model_dim = %lld] (an adapter's rank above "
             "its input width adds nothing)",
             (long long)c->ttt_lora_rank, (long long)c->model_dim);
-    REQUIRE(!on || strcmp(c->device, "cuda") != 0,
-            "ttt_enabled = 1 with device = cuda: test-time training runs on the CPU backend only so far (issue 57); "
-            "give device = cpu for the evaluation");
     REQUIRE(c->ttt_lora_alpha >= 0, "ttt_lora_alpha = %g: expected >= 0 (the adapters' scale is alpha / rank)",
             c->ttt_lora_alpha);
     REQUIRE(c->ttt_lora_lr >= 0, "ttt_lora_lr = %g: expected >= 0", c->ttt_lora_lr);

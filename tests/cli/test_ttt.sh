@@ -84,6 +84,9 @@ expect_fail bad_mode 2 "--mode 'ttt,fast': 'fast' is not one of" "$CTRAIN" eval 
 expect_fail no_bos 1 "needs the validation data's bos_id: 'val0.h5' records none" "$CTRAIN" eval "$ck" --mode ttt --val-files val0.h5 "${ttt[@]}"
 expect_fail bos_not_first 1 "val_late.h5' does not start with BOS" "$CTRAIN" eval "$ck" --mode ttt --val-files val_late.h5 \
     "${ttt[@]}"
+# device = cuda takes test-time training (its hooks against the CPU's: tests/unit/test_gpu_step.c's
+# ttt_* cases); with no GPU visible here it gets as far as choosing one (a refusal would exit 2)
+expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"
 
 # ---- the evaluation, its lines and files ----
 expect_ok ttt_runs "$CTRAIN" eval "$ck" --mode plain,docs,ttt --dump d_ttt --dump-doc 20 "${ttt[@]}"

@@ -177,7 +177,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           long long stride_c, int batch, cublasComputeType_t compute,
                                           cublasGemmAlgo_t algo) {
     if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) return CUBLAS_STATUS_INVALID_VALUE;
-    const size_t ea = at == CUDA_R_16BF ? 2 : 4, eb = bt == CUDA_R_16BF ? 2 : 4, ec = ct == CUDA_R_16BF ? 2 : 4;
+    /* a bf16 element's size as ld/st see it: 4 bytes in the exact-bf16 mode, which holds fp32 */
+    const size_t e16 = sizeof(__nv_bfloat16);
+    const size_t ea = at == CUDA_R_16BF ? e16 : 4, eb = bt == CUDA_R_16BF ? e16 : 4, ec = ct == CUDA_R_16BF ? e16 : 4;
     for (int b = 0; b < batch; b++) {
         cublasStatus_t r = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char *)A + (size_t)b * stride_a * ea, at, lda,
                                         (const char *)B + (size_t)b * stride_b * eb, bt, ldb, beta,

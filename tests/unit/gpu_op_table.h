@@ -404,6 +404,7 @@ static const OpCase gpu_op_cases[] = {
     {&op_lora_fwd, "ragged_docs", {3, 37, 70, 6, 45, 0}, CASE_TEST, 0},
     {&op_lora_fwd, "odd_padded", {5, 13, 33, 3, 29, LORA_PADDED}, CASE_TEST, 0},
     {&op_lora_fwd, "one_doc", {1, 50, 64, 8, 96, 0}, CASE_TEST, 0},
+    {&op_lora_fwd, "bf16_out_padded", {3, 37, 70, 6, 45, LORA_PADDED | LORA_BF16_OUT}, CASE_TEST, 0},
     {&op_lora_bwd, "ragged_docs", {3, 37, 70, 6, 45, 0}, CASE_TEST, 0},
     {&op_lora_bwd, "odd_padded", {5, 13, 33, 3, 29, LORA_PADDED}, CASE_TEST, 0},
     {&op_lora_bwd, "one_doc_no_dx", {1, 50, 64, 8, 96, LORA_NO_DX}, CASE_TEST, 0},

@@ -21,7 +21,9 @@
  * attention gate (issue 56: sparse_gate_keys) with either stream. The parallel residual lanes
  * (lanes_*, and bf16_stream_lanes_* with the lane lambdas under a bound for sums with
  * cancellation, LAMBDA_C) and every frontier key at once (frontier_all_*), and GPTQ's calibration
- * hook against the CPU's (gptq_grams_match_cpu, issue 58).
+ * hook against the CPU's (gptq_grams_match_cpu, issue 58). Test-time training's hooks and
+ * sgd_step against the CPU backend's (ttt_*, sgd_step_matches_cpu, issue 57: their own model and
+ * bounds, above them).
  *
  * Bounds (the CUDA backend rounds every matrix-product operand to bf16, 2^-9 relative, the CPU
  * computes in fp32; the per-op tests check each kernel tightly, this test checks the wiring).
@@ -1680,6 +1682,301 @@ static void sliding_eval_matches_cpu(void) {
     config_free(&cfg);
 }
 
+/* ---- test-time training (issue 57, backend_cuda_ttt.c) ----
+ * A 2-layer model (dim 64, head_dim 32, vocab 128, one U-Net skip) made for rows of E = 32
+ * tokens, 3 document slots: documents of 40, 30 and 17 tokens scored and trained in chunks of
+ * 12 (three chunks: windows of 12, 24 and 32 tokens, rows that score nothing, rows scored but not
+ * trained after their last chunk), every adapter on (rank 4, scale 1.5), through both backends'
+ * hooks, every adapter's B starting random (ttt_layout). Bounds (the bf16 rounding of every
+ * product operand, as in the step cases), measured in emulation: the scored losses within LOSS_TOL
+ * (measured 7e-5..1.1e-4); their error relative to what the adapters change in them (against the
+ * CPU's scores without adapters) TTT_CHANGE_TOL 2.5e-2 (measured 3.5e-3..5.3e-3); the adapters
+ * after the last chunk relative to their change TTT_ADAPTER_TOL 0.15 (measured 3.5e-3 with SGD,
+ * 3.4e-2..3.7e-2 with AdamW: Adam with beta1 0 moves each element by about lr in the sign of its
+ * gradient, so an element whose gradient is under the bf16 noise may move the other way, as in
+ * the step cases). With --exact-bf16 the wiring alone: TTT_EXACT_TOL 1e-4 for each (measured:
+ * losses 1.5e-8, 7.6e-7 of the change, adapters 5.4e-7..1.7e-6). Planted faults: the q adapter's forward add dropped gives
+ * AdamW's adapters 0.25 of their change (its effect through QK-norm on this small model's near
+ * uniform attention is small: the losses move by 7.6e-3 of the change); the o adapter's add
+ * dropped fails both cases on the losses, 0.11 of the change (docs/cuda.md, "What ran where"). */
+#define TTT_EXACT_TOL 1e-4
+#define TTT_CHANGE_TOL 2.5e-2
+#define TTT_ADAPTER_TOL 1.5e-1
+enum { TTT_E = 32, TTT_SLOTS = 3, TTT_C = 12, TTT_CHUNKS = 3, TTT_RANK = 4 };
+static const int ttt_doc_len[TTT_SLOTS] = {40, 30, 17};
+
+static void make_ttt_config(Config *cfg, const char *const (*keys)[2]) {
+    config_init(cfg);
+    const char *kv[][2] = {{"vocab_size", "128"},     {"num_layers", "2"},          {"model_dim", "64"},
+                           {"num_heads", "2"},        {"num_kv_heads", "1"},        {"mlp_mult", "2"},
+                           {"train_seq_len", "32"},   {"train_batch_tokens", "96"}, {"grad_accum_slots", "1"},
+                           {"train_files", "unused"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (config_set(cfg, kv[i][0], kv[i][1], CT_SOURCE_COMMAND_LINE, "test") != 0) {
+            ct_print_error();
+            exit(1);
+        }
+    if (keys) set_keys(cfg, keys);
+}
+
+/* One run of every chunk: losses [TTT_CHUNKS][slots * E] (NaN where nothing is scored) and the
+ * adapters of every slot after the last chunk. */
+typedef struct {
+    float *losses, *adapters;
+} TttRun;
+
+static void ttt_run(Backend *b, const LoraLayout *L, const float *initial, const TttOptimizer *o, int adapt, TttRun *out) {
+    const size_t per = L->slot_floats, cap = (size_t)TTT_SLOTS * TTT_E;
+    out->losses = malloc(TTT_CHUNKS * cap * sizeof(float));
+    out->adapters = malloc(TTT_SLOTS * per * sizeof(float));
+    for (size_t i = 0; i < TTT_CHUNKS * cap; i++) out->losses[i] = NAN;
+    CHECK(b->ttt_open(b, L, TTT_SLOTS) == 0, "%s ttt_open: %s", b->name, ct_error());
+    CHECK(b->ttt_reset(b, initial, 0, TTT_SLOTS) == 0, "%s ttt_reset: %s", b->name, ct_error());
+    uint32_t *doc[TTT_SLOTS];
+    for (int d = 0; d < TTT_SLOTS; d++) doc[d] = make_tokens((size_t)ttt_doc_len[d] + 1, 128, 100 + (uint64_t)d);
+    uint32_t in[TTT_SLOTS * TTT_E], tg[TTT_SLOTS * TTT_E];
+    int32_t from[TTT_SLOTS], len[TTT_SLOTS];
+    uint8_t train[TTT_SLOTS];
+    for (int k = 0; k < TTT_CHUNKS; k++) {
+        int ctx = 1, start[TTT_SLOTS], end[TTT_SLOTS];
+        for (int d = 0; d < TTT_SLOTS; d++) { /* the window: the E tokens up to the chunk's end */
+            const int L_d = ttt_doc_len[d], first = k * TTT_C;
+            end[d] = first + TTT_C < L_d ? first + TTT_C : L_d;
+            start[d] = end[d] > TTT_E ? end[d] - TTT_E : 0;
+            from[d] = first < end[d] ? first - start[d] : 0;
+            len[d] = first < end[d] ? end[d] - first : 0;
+            train[d] = (uint8_t)(len[d] > 0 && end[d] < L_d);
+            if (end[d] - start[d] > ctx) ctx = end[d] - start[d];
+        }
+        for (int d = 0; d < TTT_SLOTS; d++)
+            for (int j = 0; j < ctx; j++) { /* after the window: padding */
+                const int p = start[d] + j;
+                in[d * ctx + j] = p < end[d] ? doc[d][p] : 0;
+                tg[d * ctx + j] = p < end[d] ? doc[d][p + 1] : 0;
+            }
+        float got[TTT_SLOTS * TTT_E];
+        for (int i = 0; i < TTT_SLOTS * TTT_E; i++) got[i] = NAN;
+        const TttChunk c = {TTT_SLOTS, ctx, 0, in, tg, from, len, train, adapt};
+        CHECK(b->ttt_chunk(b, &c, o, got) == 0, "%s ttt_chunk %d: %s", b->name, k, ct_error());
+        for (int d = 0; d < TTT_SLOTS; d++) /* by slot and position in the document's row of E */
+            for (int j = 0; j < len[d]; j++) out->losses[k * cap + (size_t)d * TTT_E + j] = got[d * ctx + from[d] + j];
+    }
+    for (int d = 0; d < TTT_SLOTS; d++) {
+        CHECK(b->ttt_slot_to_host(b, d, out->adapters + d * per) == 0, "%s ttt_slot_to_host: %s", b->name, ct_error());
+        free(doc[d]);
+    }
+}
+static void ttt_run_free(TttRun *r) { free(r->losses), free(r->adapters); }
+
+/* The relative error of the scored losses (NaN elsewhere on both; infinite when one backend
+ * scored a position the other did not). */
+static double ttt_loss_err(const TttRun *g, const TttRun *c) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)TTT_CHUNKS * TTT_SLOTS * TTT_E; i++) {
+        if (isnan(g->losses[i]) != isnan(c->losses[i])) return INFINITY; /* scored on one backend only */
+        if (isnan(c->losses[i])) continue;
+        num += ((double)g->losses[i] - c->losses[i]) * ((double)g->losses[i] - c->losses[i]);
+        den += (double)c->losses[i] * c->losses[i];
+    }
+    return sqrt(num / den);
+}
+
+static const TttOptimizer ttt_adamw = {1, 2e-3, 0.0, 0.999, 1e-10, 0.5, 2};
+static const TttOptimizer ttt_sgd = {0, 0.05, 0.9, 0.0, 0.0, 0.01, 1};
+
+/* The layout and a slot's starting adapters: lora_initial_slot's (every B zero), or with random_b
+ * every B random too, so that from the first chunk each adapter adds about a tenth of its
+ * projection's output and every gradient path (dA through dh = s dout B, dx) carries values: an
+ * adapter left out, in the forward or the backward, moves the losses or the adapters by O(1) of
+ * what the adapters change. */
+static void ttt_layout(LoraLayout *L, const TrainState *st, float **initial, int random_b) {
+    CHECK(lora_layout_init(L, &st->spec, model_plan(&st->spec, st->loop_active), TTT_RANK, 6.0, 1, 1, 1) == 0,
+          "lora_layout_init: %s", ct_error());
+    *initial = malloc(L->slot_floats * sizeof(float));
+    lora_initial_slot(L, 1234, *initial);
+    uint64_t rng = 5;
+    for (int run = 0; run < L->num_runs && random_b; run++)
+        for (int k = 0; k < LORA_KINDS; k++) {
+            const LoraEntry *e = lora_entry(L, run, (LoraKind)k);
+            if (e) ref_fill(*initial + e->b, (size_t)e->out * L->rank, -0.1, 0.1, &rng);
+        }
+    if (random_b) ref_fill(*initial + L->head.b, (size_t)L->head.out * L->rank, -0.1, 0.1, &rng);
+}
+
+/* The CUDA hooks against the CPU's with optimizer o on the model of keys. */
+static void check_ttt_matches_cpu(const TttOptimizer *o, const char *const (*keys)[2]) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_ttt_config(&cfg, keys);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1), *cpu = NULL;
+    CHECK(gpu != NULL, "cuda backend");
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    if (!gpu || !cpu) return;
+    LoraLayout L;
+    float *initial;
+    ttt_layout(&L, &cs, &initial, 1);
+    TttRun g, c, docs;
+    ttt_run(gpu, &L, initial, o, 1, &g);
+    ttt_run(cpu, &L, initial, o, 1, &c);
+    ttt_run(cpu, &L, initial, o, 0, &docs);
+    const double loss_tol = HOST_BF16_EXACT ? TTT_EXACT_TOL : LOSS_TOL;
+    for (int k = 0; k < TTT_CHUNKS && gpu_verbose(); k++) { /* chunk by chunk: where a difference starts */
+        const size_t cap = (size_t)TTT_SLOTS * TTT_E;
+        double num = 0, den = 0;
+        for (size_t i = k * cap; i < (k + 1) * cap; i++)
+            if (!isnan(c.losses[i]))
+                num += ((double)g.losses[i] - c.losses[i]) * ((double)g.losses[i] - c.losses[i]),
+                    den += (double)c.losses[i] * c.losses[i];
+        fprintf(stderr, "  chunk %d: scored losses rel err %.3e\n", k, sqrt(num / den));
+    }
+    const double le = ttt_loss_err(&g, &c);
+    report("TTT scored losses", le, loss_tol);
+    CHECK(le <= loss_tol, "TTT losses: relative error %.3e > %.1e", le, loss_tol);
+    /* and against what the adapters changed in them (the CPU's scores without adapters) */
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)TTT_CHUNKS * TTT_SLOTS * TTT_E; i++)
+        if (!isnan(c.losses[i])) {
+            const double e = (double)g.losses[i] - c.losses[i], ch = (double)c.losses[i] - docs.losses[i];
+            num += e * e, den += ch * ch;
+        }
+    const double lc = sqrt(num / den), change_tol = HOST_BF16_EXACT ? TTT_EXACT_TOL : TTT_CHANGE_TOL;
+    report("TTT losses (relative to the adapters' change)", lc, change_tol);
+    CHECK(den > 0 && lc <= change_tol, "TTT losses: error %.3e of the adapters' change > %.1e", lc, change_tol);
+    /* the adapters' change from their start, every slot (slot 2 took one step, slot 1 two, slot 0 three) */
+    const size_t per = L.slot_floats;
+    const double tol_all = HOST_BF16_EXACT ? TTT_EXACT_TOL : TTT_ADAPTER_TOL;
+    num = 0, den = 0;
+    for (int d = 0; d < TTT_SLOTS; d++)
+        for (size_t i = 0; i < per; i++) {
+            const double e = (double)g.adapters[d * per + i] - c.adapters[d * per + i];
+            const double ch = (double)c.adapters[d * per + i] - initial[i];
+            num += e * e, den += ch * ch;
+        }
+    const double ae = sqrt(num / den);
+    report("TTT adapters (relative to their change)", ae, tol_all);
+    CHECK(den > 0 && ae <= tol_all, "TTT adapters: error %.3e of their change > %.1e", ae, tol_all);
+    ttt_run_free(&g), ttt_run_free(&c), ttt_run_free(&docs);
+    free(initial);
+    lora_layout_free(&L);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+static void ttt_match_cpu(void) { check_ttt_matches_cpu(&ttt_adamw, NULL); }
+static void ttt_sgd_match_cpu(void) { check_ttt_matches_cpu(&ttt_sgd, NULL); }
+/* the record stack's parts that touch the adapters' neighbours: ln_scale, XSA, the sparse gate,
+ * a parallel second block (the o and mlp adapters through the lanes' backward) */
+static const char *const ttt_record_keys[][2] = {{"ln_scale", "1"},          {"xsa_last_n", "1"},
+                                                 {"sparse_attn_gate_enabled", "1"}, {"gate_window", "12"},
+                                                 {"sparse_attn_gate_init_std", "0.5"}, {"parallel_start_layer", "1"},
+                                                 {NULL, NULL}};
+static void ttt_record_keys_match_cpu(void) { check_ttt_matches_cpu(&ttt_adamw, ttt_record_keys); }
+
+/* With a learning rate of 0 the adapters add exactly zero (B stays 0): the scores are bitwise
+ * those of the base alone (adapt = 0, the `docs` evaluation); a second run after ttt_reset is
+ * bitwise the first; and the base's weights and gradients are bitwise what they were. */
+static void ttt_lr0_equals_docs_and_base_untouched(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_ttt_config(&cfg, NULL);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu != NULL, "cuda backend");
+    if (!gpu) return;
+    const CudaBackend *cb = (const CudaBackend *)gpu;
+    const ModelSpec *s = &gs.spec;
+    /* gradients that are not zero, to see them kept */
+    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
+    double mean;
+    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
+    const size_t bytes = s->total_floats * sizeof(float);
+    float *p0 = malloc(bytes), *g0 = malloc(bytes), *p1 = malloc(bytes), *g1 = malloc(bytes);
+    CHECK(cudaMemcpy(p0, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g0, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+    LoraLayout L;
+    float *initial;
+    ttt_layout(&L, &gs, &initial, 0);
+    TttOptimizer zero = ttt_adamw;
+    zero.lr = 0;
+    TttRun a, docs, again;
+    ttt_run(gpu, &L, initial, &zero, 1, &a);
+    ttt_run(gpu, &L, initial, &zero, 0, &docs);
+    const size_t n = (size_t)TTT_CHUNKS * TTT_SLOTS * TTT_E;
+    CHECK(memcmp(a.losses, docs.losses, n * sizeof(float)) == 0, "lr 0: the scores are not bitwise the docs mode's");
+    CHECK(memcmp(a.adapters, docs.adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
+          "lr 0: the adapters moved");
+    TttRun b1, b2;
+    ttt_run(gpu, &L, initial, &ttt_adamw, 1, &b1);
+    ttt_run(gpu, &L, initial, &ttt_adamw, 1, &again);
+    ttt_run(gpu, &L, initial, &ttt_sgd, 1, &b2);
+    CHECK(memcmp(b1.losses, again.losses, n * sizeof(float)) == 0, "two runs: losses differ");
+    CHECK(memcmp(b1.adapters, again.adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
+          "two runs: adapters differ");
+    CHECK(memcmp(b1.adapters, initial, L.slot_floats * sizeof(float)) != 0, "AdamW: slot 0's adapters never moved");
+    CHECK(cudaMemcpy(p1, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g1, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+    CHECK(memcmp(p0, p1, bytes) == 0, "test-time training changed the base weights");
+    CHECK(memcmp(g0, g1, bytes) == 0, "test-time training changed the base gradients");
+    ttt_run_free(&a), ttt_run_free(&docs), ttt_run_free(&again), ttt_run_free(&b1), ttt_run_free(&b2);
+    free(p0), free(g0), free(p1), free(g1), free(tokens), free(initial);
+    lora_layout_free(&L);
+    gpu->destroy(gpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+
+/* The global step: the same gradients handed to both backends' sgd_step (clip, momentum, a
+ * restart, then a later step): the weights bitwise the CPU's (cuda_sgd_step is its fp32
+ * operations, the clip coefficient from the same norm), the shadows bf16(w), the gradients 0. */
+static void sgd_step_matches_cpu(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_ttt_config(&cfg, NULL);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1), *cpu = NULL;
+    CHECK(gpu != NULL, "cuda backend");
+    CHECK(backend_cpu_create(&cpu, &cfg, &cs) == 0, "cpu backend: %s", ct_error());
+    if (!gpu || !cpu) return;
+    const ModelSpec *s = &cs.spec;
+    const size_t bytes = s->total_floats * sizeof(float);
+    const double clip[2] = {0.05, 0}, momentum[2] = {0.9, 0.9};
+    for (int step = 0; step < 2; step++) {
+        uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 40 + (uint64_t)step);
+        double mean, gn, cn;
+        CHECK(cpu->forward_backward(cpu, tokens, 1.0f, &mean) == 0, "cpu forward_backward: %s", ct_error());
+        float *hg = gpu->grad_buffer(gpu); /* the CPU's gradients, uploaded by sgd_step */
+        CHECK(hg != NULL, "grad_buffer: %s", ct_error());
+        memcpy(hg, cs.grads, bytes);
+        CHECK(gpu->sgd_step(gpu, 0.1, momentum[step], clip[step], step == 0, &gn) == 0, "cuda sgd_step: %s",
+              ct_error());
+        CHECK(cpu->sgd_step(cpu, 0.1, momentum[step], clip[step], step == 0, &cn) == 0, "cpu sgd_step: %s", ct_error());
+        CHECK(fabs(gn - cn) <= 1e-12 * cn, "step %d: gradient norm %.17g vs cpu %.17g", step, gn, cn);
+        CHECK(gpu->sync_to_host(gpu) == 0, "sync_to_host: %s", ct_error());
+        CHECK(memcmp(gs.params, cs.params, bytes) == 0, "step %d: weights not bitwise the CPU's", step);
+        check_shadows((const CudaBackend *)gpu, &gs, 0, "after sgd_step");
+        float *g = malloc(bytes);
+        CHECK(cudaMemcpy(g, ((const CudaBackend *)gpu)->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+              "download");
+        for (size_t i = 0; i < s->total_floats; i++)
+            if (g[i] != 0) {
+                CHECK(0, "gradient %zu not zeroed after sgd_step", i);
+                break;
+            }
+        free(g), free(tokens);
+    }
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+
 /* device=auto (the default) with a GPU visible resolves to cuda and names the device. */
 static void device_auto_picks_cuda(void) {
     REQUIRE_GPU();
@@ -1742,6 +2039,11 @@ int main(void) {
     RUN(frontier_all_match_cpu);
     RUN(frontier_all_two_runs_bitwise);
     RUN(gptq_grams_match_cpu);
+    RUN(ttt_match_cpu);
+    RUN(ttt_sgd_match_cpu);
+    RUN(ttt_record_keys_match_cpu);
+    RUN(ttt_lr0_equals_docs_and_base_untouched);
+    RUN(sgd_step_matches_cpu);
     TEST_EXIT();
 }
 
