@@ -28,7 +28,7 @@ python3 "$root/tests/bench/golf_shards.py" "$work/data" $(((steps + 4) * 786432)
     "$root"/docs/*.md "$root"/src/*/*.c >"$work/shards.log" 2>&1 || { tail -5 "$work/shards.log"; exit 1; }
 "$ctrain" data import-bin --out "$work/h5" --bos-id 1 "$work"/data/fineweb_*.bin >/dev/null
 frontier=(--config "$root/slurm/golf-frontier-8xh100.conf" train_files="$work/h5/fineweb_train_*.h5"
-          val_files="$work/h5/fineweb_val_*.h5" vocab_size=1024 val_loss_every=0 device=cuda)
+          val_files="$work/h5/fineweb_val_*.h5" vocab_size=1024 val_loss_every=0 golf_artifact=0 device=cuda)
 
 # median ms/step and tokens/s of steps [from, to] of a run's metrics.jsonl
 median_of() {

@@ -16,7 +16,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/ctrain-frontier-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$root/tests/bench/synthetic_tokens.py" "$work/docs.h5" 1024 3000000 800
-batch=(vocab_size=1024 train_seq_len=2048 train_batch_tokens=16384 grad_accum_slots=8 iterations=3 val_files=
+batch=(vocab_size=1024 train_seq_len=2048 train_batch_tokens=16384 grad_accum_slots=8 iterations=3 val_files= golf_artifact=0
        val_loss_every=0 checkpoint_every=0 threads=$threads device=cpu train_files="$work/docs.h5")
 "$build/ctrain" train num_layers=11 mlp_mult=4 "${batch[@]}" out_dir="$work/plain" >"$work/plain.log"
 # enable_looping_at = 1 never loops within the run; 0 loops from the first step

@@ -24,7 +24,8 @@
 # global steps' sequences shared out), so this assumes the ranks' shares are even.
 #   bash tests/bench/ttt_gpu.sh [BUILD] [VAL_TOKENS]     (defaults: build, 262144)
 # TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow).
-# Prints BENCH lines; fails when a run fails.
+# Then two ranks sharing the GPU against one (below), when mpiexec is there.
+# Prints BENCH lines; fails when a run fails or the two-rank check does.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -81,3 +82,52 @@ for mode in docs ttt; do
         printf "BENCH ttt_gpu_%s_record_split_s_1gpu %.0f\nBENCH ttt_gpu_%s_record_split_s_8gpu %.0f\n", m, all / tps, m, all / tps / 8 }'
 done
 echo "  the record's own test-time training on 8xH100: 455-509 s (its three seeds' logs)"
+
+# The global step across ranks: two ranks sharing this GPU (mpiexec; the gradients summed through
+# the host, as training with nccl = off) against one, on the split's first quarter (at most 65,536
+# tokens): the documents scored before the first global step the same bits (their batches do not
+# depend on the world size), the val_loss within the rounding of the gradients' sum across ranks
+# (its relative difference printed; more than 1e-3 fails: a wrong sum is far more).
+command -v mpiexec >/dev/null || { echo "  no mpiexec: the two-rank check did not run"; exit 0; }
+small=$((val_tokens / 4 < 65536 ? val_tokens / 4 : 65536))
+mkdir -p "$work/small"
+read -r small_prefix < <(python3 - "$work"/data/fineweb_val_*.bin "$work/small/fineweb_val_000000.bin" "$small" \
+    "$record_prefix" "$record_docs" <<'EOF'
+import sys
+import numpy as np
+header = np.fromfile(sys.argv[1], dtype="<i4", count=256)
+t = np.fromfile(sys.argv[1], dtype="<u2", offset=1024)[: int(sys.argv[3]) + 1]
+header[2] = len(t)
+with open(sys.argv[2], "wb") as f:
+    f.write(header.tobytes())
+    f.write(t.tobytes())
+print(max(3, round(int((t == 1).sum()) * int(sys.argv[4]) / int(sys.argv[5]))))
+EOF
+)
+"$ctrain" data import-bin --out "$work/h5s" --bos-id 1 --vocab-size 8192 "$work/small/fineweb_val_000000.bin" >/dev/null
+one=("$ctrain" eval "$work/m" --mode ttt --device "$device" --val-files "$work/h5s/fineweb_val_000000.h5" "${ttt[@]}"
+     phased_ttt_prefix_docs="$small_prefix")
+echo "== two ranks on one GPU against one: $small tokens, $small_prefix prefix documents"
+"${one[@]}" --dump "$work/d1" >"$work/r1.log" 2>&1 || { tail -20 "$work/r1.log"; exit 1; }
+NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 600 mpiexec -launcher fork -n 2 "${one[@]}" --dump "$work/d2" >"$work/r2.log" 2>&1 ||
+    { tail -20 "$work/r2.log"; exit 1; }
+grep -E '^ttt: [0-9]+ documents|^ttt: global step' "$work/r2.log" | sed 's/^/  /'
+python3 - "$work/d1" "$work/d2" <<'EOF'
+import csv, json, sys
+import numpy as np
+a, b = (json.load(open(d + "/summary.json")) for d in sys.argv[1:3])
+rel = abs(a["val_loss"] - b["val_loss"]) / a["val_loss"]
+print(f"  val_loss 1 rank {a['val_loss']!r}, 2 ranks {b['val_loss']!r}: relative {rel:.1e}")
+print(f"BENCH ttt_gpu_ranks2_val_loss_rel {rel:.3e}")
+la, lb = (np.fromfile(d + "/losses.f32", dtype=np.uint32) for d in sys.argv[1:3])
+same = differ = 0
+for r in csv.DictReader(open(sys.argv[2] + "/docs.tsv"), delimiter="\t"):
+    if r["segment"] == "0":
+        s, n = int(r["start"]), int(r["predictions"])
+        if (la[s:s + n] == lb[s:s + n]).all():
+            same += 1
+        else:
+            differ += 1
+print(f"  documents scored before the first global step: {same} the same bits, {differ} not")
+sys.exit(0 if differ == 0 and rel <= 1e-3 and a["tokens"] == b["tokens"] else 1)
+EOF
