@@ -167,7 +167,7 @@
     X(lqer_asym_group, INT, "64", "artifact", FREE, "LQER: B's group size, >= 1")                 \
     /* test-time training (issue 57; docs/model.md, "Test-time training"); off by default */     \
     X(ttt_enabled, BOOL, "0", "ttt", FREE,                                                          \
-      "score-first phased LoRA test-time training of the validation documents (the 1.0611 record ran 1); needs the validation data's bos_id; the golf artifact's round trip (ckpt golf, a run's end) then runs it, as `ctrain eval --mode ttt` does; CPU backend only so far (issue 57)") \
+      "score-first phased LoRA test-time training of the validation documents (the 1.0611 record ran 1); needs the validation data's bos_id; the golf artifact's round trip (ckpt golf, a run's end) then runs it, as `ctrain eval --mode ttt` does; on either backend") \
     X(ttt_lora_rank, INT, "96", "ttt", FREE, "rank of the per-document LoRA adapters, in [1, model_dim] (the 1.0611 record ran 80)") \
     X(ttt_lora_alpha, FLOAT, "144", "ttt", FREE, "the adapters' scale is ttt_lora_alpha / ttt_lora_rank; >= 0") \
     X(ttt_lora_lr, FLOAT, "1e-4", "ttt", FREE, "learning rate of the adapters' optimizer; >= 0")  \

@@ -165,8 +165,8 @@ static int open_data(TttRun *R) {
     if (backend_create(&R->tb, &at, R->st) != 0) return -1;
     R->tb->bos_id = bos;
     if (!R->tb->ttt_open || !R->tb->ttt_chunk)
-        return ct_fail("test-time training: the %s backend has none yet (issue 57: the CPU backend's only); give "
-                       "--device cpu (device = cpu)", R->tb->name);
+        return ct_fail("test-time training: the %s backend has no test-time-training hooks; give --device cpu or "
+                       "cuda (device = cpu or cuda)", R->tb->name);
     if (R->tb->ttt_open(R->tb, &R->layout, (int)cfg->ttt_batch_size) != 0) return -1;
     if (R->plan.num_phases > 0) { /* the global steps' backend: one packed row of S tokens a call */
         Config g = *cfg;
