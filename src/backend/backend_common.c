@@ -20,6 +20,20 @@ int backend_check_tokens(const uint32_t *tokens, size_t count, int64_t vocab) {
     return 0;
 }
 
+int backend_check_ttt_chunk(const TttChunk *c, int slots, int capacity, int64_t vocab) {
+    if (slots < 1) return ct_fail("a chunk before ttt_open");
+    if (c->rows < 1 || c->slot0 < 0 || c->slot0 + c->rows > slots)
+        return ct_fail("rows [%d, %d) outside the %d slots", c->slot0, c->slot0 + c->rows, slots);
+    if (c->ctx < 1 || c->ctx > capacity)
+        return ct_fail("a window of %d tokens, the backend holds %d", c->ctx, capacity);
+    for (int i = 0; i < c->rows; i++)
+        if (c->from[i] < 0 || c->len[i] < 0 || c->from[i] + c->len[i] > c->ctx)
+            return ct_fail("row %d scores [%d, %d) of a %d-token window", i, c->from[i],
+                           c->from[i] + c->len[i], c->ctx);
+    const size_t n = (size_t)c->rows * c->ctx;
+    return backend_check_tokens(c->inputs, n, vocab) != 0 || backend_check_tokens(c->targets, n, vocab) != 0 ? -1 : 0;
+}
+
 int backend_check_loss(double mean_loss) {
     if (isfinite(mean_loss)) return 0;
     return ct_fail("the training loss is %s: training diverged (lower the learning rates or enable "

@@ -29,6 +29,12 @@ void *backend_arena_take(BackendArena *a, size_t bytes, size_t *tally);
  * changed underneath must not index out of bounds); -1 naming the first bad id otherwise. */
 int backend_check_tokens(const uint32_t *tokens, size_t count, int64_t vocab);
 
+/* A test-time-training chunk (backend.h's ttt_chunk) against a backend that opened `slots`
+ * document slots (0: ttt_open never ran) in rows of at most `capacity` tokens of vocab ids: its
+ * rows within the slots, its window within the rows, each row's scored span within the window,
+ * every id below vocab; -1 naming what is out of range otherwise. */
+int backend_check_ttt_chunk(const TttChunk *c, int slots, int capacity, int64_t vocab);
+
 /* 0 if the micro-batch's mean loss is finite; else -1 with the message that ends a diverged
  * run (no checkpoint is written from such a state). */
 int backend_check_loss(double mean_loss);

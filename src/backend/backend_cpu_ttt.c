@@ -73,24 +73,6 @@ int cpu_ttt_slot_to_host(Backend *b, int slot, float *out) {
     return 0;
 }
 
-static int check_chunk(const CpuBackend *cb, const TttChunk *c) {
-    const CpuTtt *t = cb->ttt;
-    if (!t) return ct_fail("test-time training: a chunk before ttt_open");
-    if (c->rows < 1 || c->slot0 < 0 || c->slot0 + c->rows > t->slots)
-        return ct_fail("test-time training: rows [%d, %d) outside the %d slots", c->slot0, c->slot0 + c->rows, t->slots);
-    if (c->ctx < 1 || c->ctx > cb->T)
-        return ct_fail("test-time training: a window of %d tokens, the backend holds %d", c->ctx, cb->T);
-    for (int i = 0; i < c->rows; i++)
-        if (c->from[i] < 0 || c->len[i] < 0 || c->from[i] + c->len[i] > c->ctx)
-            return ct_fail("test-time training: row %d scores [%d, %d) of a %d-token window", i, c->from[i],
-                           c->from[i] + c->len[i], c->ctx);
-    const size_t n = (size_t)c->rows * c->ctx;
-    if (backend_check_tokens(c->inputs, n, cb->base.state->spec.vocab) != 0 ||
-        backend_check_tokens(c->targets, n, cb->base.state->spec.vocab) != 0)
-        return -1;
-    return 0;
-}
-
 /* The head on every row's scored positions: losses written there (scoring, losses not NULL);
  * for training rows (train_now) dL/d(xf) into cb->dD1 and the head adapter's gradients. */
 static int head_pass(CpuBackend *cb, const TttChunk *c, float *losses, int train_now) {
@@ -186,7 +168,7 @@ static int run_chunk(CpuBackend *cb, const TttChunk *c, const TttOptimizer *o, f
 
 int cpu_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses) {
     CpuBackend *cb = (CpuBackend *)b;
-    if (check_chunk(cb, c) != 0) return ct_fail_prefix("test-time training");
+    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->base.state->spec.vocab) != 0) return ct_fail_prefix("test-time training");
     /* the chunk's window length is the pass's T: rows of ctx tokens, buffers of capacity cb->T */
     const int capacity = cb->T;
     cb->T = c->ctx;

@@ -161,23 +161,6 @@ int cuda_lora_rows_backward(CudaBackend *cb, int run, LoraKind kind, const ct_bf
 
 /* ---- a chunk ---- */
 
-static int check_chunk(const CudaBackend *cb, const TttChunk *c) {
-    const CudaTtt *t = cb->ttt;
-    if (!t) return ct_fail("test-time training: a chunk before ttt_open");
-    if (c->rows < 1 || c->slot0 < 0 || c->slot0 + c->rows > t->slots)
-        return ct_fail("test-time training: rows [%d, %d) outside the %d slots", c->slot0, c->slot0 + c->rows, t->slots);
-    if (c->ctx < 1 || c->ctx > cb->T)
-        return ct_fail("test-time training: a window of %d tokens, the backend holds %d", c->ctx, cb->T);
-    for (int i = 0; i < c->rows; i++)
-        if (c->from[i] < 0 || c->len[i] < 0 || c->from[i] + c->len[i] > c->ctx)
-            return ct_fail("test-time training: row %d scores [%d, %d) of a %d-token window", i, c->from[i],
-                           c->from[i] + c->len[i], c->ctx);
-    const size_t n = (size_t)c->rows * c->ctx;
-    if (backend_check_tokens(c->inputs, n, cb->vocab) != 0 || backend_check_tokens(c->targets, n, cb->vocab) != 0)
-        return -1;
-    return 0;
-}
-
 /* The rows' ids and targets into the staging layout (ids [N] | targets [N], N = the chunk's). */
 static int upload_rows(CudaBackend *cb, const TttChunk *c) {
     RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
@@ -301,7 +284,7 @@ static int run_chunk(CudaBackend *cb, const TttChunk *c, const TttOptimizer *o, 
 
 int cuda_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses) {
     CudaBackend *cb = (CudaBackend *)b;
-    if (check_chunk(cb, c) != 0) return ct_fail_prefix("test-time training");
+    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->vocab) != 0) return ct_fail_prefix("test-time training");
     /* the chunk is the pass's shape: rows of ctx tokens, in buffers of capacity B * T */
     const int B = cb->B, T = cb->T, N = cb->num_tokens;
     cb->B = c->rows, cb->T = c->ctx, cb->num_tokens = c->rows * c->ctx;
