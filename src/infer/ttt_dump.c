@@ -136,8 +136,12 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
     if (rc == 0) rc = write_file(R, "docs.tsv", part, size, 1);
     free(text);
     f = ct_open_memstream(&text, &len, "dump");
-    fprintf(f, "{\"val_loss\": %.17g, \"val_bpb\": %.17g, \"tokens\": %.0f, \"bytes\": %.0f}\n", val_loss, val_bpb,
-            tokens, bytes);
+    /* JSON has no NaN: a figure that is not finite (val_bpb without the data's byte counts) is null */
+    char loss_s[32] = "null", bpb_s[32] = "null";
+    if (isfinite(val_loss)) snprintf(loss_s, sizeof loss_s, "%.17g", val_loss);
+    if (isfinite(val_bpb)) snprintf(bpb_s, sizeof bpb_s, "%.17g", val_bpb);
+    fprintf(f, "{\"val_loss\": %s, \"val_bpb\": %s, \"tokens\": %.0f, \"bytes\": %.0f}\n", loss_s, bpb_s, tokens,
+            bytes);
     fclose(f);
     part[0] = text, size[0] = len;
     if (rc == 0) rc = write_file(R, "summary.json", part, size, 1);

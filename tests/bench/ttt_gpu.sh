@@ -91,8 +91,7 @@ echo "  the record's own test-time training on 8xH100: 455-509 s (its three seed
 command -v mpiexec >/dev/null || { echo "  no mpiexec: the two-rank check did not run"; exit 0; }
 small=$((val_tokens / 4 < 65536 ? val_tokens / 4 : 65536))
 mkdir -p "$work/small"
-read -r small_prefix < <(python3 - "$work"/data/fineweb_val_*.bin "$work/small/fineweb_val_000000.bin" "$small" \
-    "$record_prefix" "$record_docs" <<'EOF'
+python3 - "$work"/data/fineweb_val_*.bin "$work/small/fineweb_val_000000.bin" "$small" <<'EOF'
 import sys
 import numpy as np
 header = np.fromfile(sys.argv[1], dtype="<i4", count=256)
@@ -101,9 +100,11 @@ header[2] = len(t)
 with open(sys.argv[2], "wb") as f:
     f.write(header.tobytes())
     f.write(t.tobytes())
-print(max(3, round(int((t == 1).sum()) * int(sys.argv[4]) / int(sys.argv[5]))))
 EOF
-)
+# 16 prefix documents (some 15,000 tokens: chunks of 4,096 of which the global steps train all but
+# the last, each a step of 2 rows, one per rank), more than the record's share, so that the
+# gradients' sum across ranks runs
+small_prefix=16
 "$ctrain" data import-bin --out "$work/h5s" --bos-id 1 --vocab-size 8192 "$work/small/fineweb_val_000000.bin" >/dev/null
 one=("$ctrain" eval "$work/m" --mode ttt --device "$device" --val-files "$work/h5s/fineweb_val_000000.h5" "${ttt[@]}"
      phased_ttt_prefix_docs="$small_prefix")

@@ -139,6 +139,21 @@ exact() { grep -E "^$1_exact " "$2" | sed "s/^$1_exact //"; }
 # learning rate 0 (adapters and global steps, 3 phases) is the docs evaluation, bit for bit
 expect_ok docs_runs "$CTRAIN" eval "$ck" --mode docs --dump d_docs "${ttt[@]}"
 cp out docs.out
+# data without byte counts (no tokenizer tables): val_bpb is not a number, and summary.json still
+# JSON (null)
+"$PY" -c '
+import h5py
+with h5py.File("val.h5", "r") as f, h5py.File("val_nobytes.h5", "w") as g:
+    d = g.create_dataset("tokens", data=f["tokens"][:])
+    for k, v in f["tokens"].attrs.items():
+        d.attrs[k] = v
+'
+expect_ok nobytes_runs "$CTRAIN" eval "$ck" --mode docs --val-files val_nobytes.h5 --dump d_nob "${ttt[@]}"
+"$PY" - <<'PY' >nob.out 2>&1 && pass nobytes_summary_is_json || fail nobytes_summary_is_json "$(tail -2 nob.out)"
+import json
+s = json.load(open("d_nob/summary.json"))
+assert s["val_bpb"] is None and isinstance(s["val_loss"], float) and s["bytes"] == 0, s
+PY
 expect_ok lr0_runs "$CTRAIN" eval "$ck" --mode ttt --dump d_lr0 "${ttt[@]}" "${phased[@]}" ttt_lora_lr=0 global_ttt_lr=0
 cp out lr0.out
 same_dump lr0_equals_docs d_docs d_lr0

@@ -1725,6 +1725,10 @@ typedef struct {
     float *losses, *adapters;
 } TttRun;
 
+/* ttt_run's documents: with ttt_flip_doc >= 0, that document's token ttt_flip_pos changed (the
+ * causality case) */
+static int ttt_flip_doc = -1, ttt_flip_pos;
+
 static void ttt_run(Backend *b, const LoraLayout *L, const float *initial, const TttOptimizer *o, int adapt, TttRun *out) {
     const size_t per = L->slot_floats, cap = (size_t)TTT_SLOTS * TTT_E;
     out->losses = malloc(TTT_CHUNKS * cap * sizeof(float));
@@ -1734,6 +1738,7 @@ static void ttt_run(Backend *b, const LoraLayout *L, const float *initial, const
     CHECK(b->ttt_reset(b, initial, 0, TTT_SLOTS) == 0, "%s ttt_reset: %s", b->name, ct_error());
     uint32_t *doc[TTT_SLOTS];
     for (int d = 0; d < TTT_SLOTS; d++) doc[d] = make_tokens((size_t)ttt_doc_len[d] + 1, 128, 100 + (uint64_t)d);
+    if (ttt_flip_doc >= 0) doc[ttt_flip_doc][ttt_flip_pos] = (doc[ttt_flip_doc][ttt_flip_pos] + 1) % 128;
     uint32_t in[TTT_SLOTS * TTT_E], tg[TTT_SLOTS * TTT_E];
     int32_t from[TTT_SLOTS], len[TTT_SLOTS];
     uint8_t train[TTT_SLOTS];
@@ -1931,6 +1936,50 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
     config_free(&cfg);
 }
 
+/* Legal by construction (issue 57): one token of document 0 changed (its token 20: the target of
+ * position 19, the input of position 20, in its second chunk, positions 12..23), everything else
+ * the same, AdamW: every score before it (positions 0..18 of document 0) and every score of the
+ * other documents bitwise the same; and the change does reach document 0's later scores (the case
+ * can fail: position 19's target and the adapters trained on the changed chunk). */
+static void ttt_causal(void) {
+    REQUIRE_GPU();
+    Config cfg;
+    make_ttt_config(&cfg, NULL);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu != NULL, "cuda backend");
+    if (!gpu) return;
+    LoraLayout L;
+    float *initial;
+    ttt_layout(&L, &gs, &initial, 1);
+    TttRun a, b;
+    ttt_run(gpu, &L, initial, &ttt_adamw, 1, &a);
+    ttt_flip_doc = 0, ttt_flip_pos = 20;
+    ttt_run(gpu, &L, initial, &ttt_adamw, 1, &b);
+    ttt_flip_doc = -1;
+    const size_t cap = (size_t)TTT_SLOTS * TTT_E;
+    int earlier_differ = 0, others_differ = 0, later_differ = 0;
+    for (int k = 0; k < TTT_CHUNKS; k++)
+        for (int d = 0; d < TTT_SLOTS; d++)
+            for (int j = 0; j < TTT_E; j++) {
+                const size_t i = k * cap + (size_t)d * TTT_E + j;
+                if (isnan(a.losses[i]) && isnan(b.losses[i])) continue;
+                const int pos = k * TTT_C + j, same = memcmp(&a.losses[i], &b.losses[i], sizeof(float)) == 0;
+                if (d != 0) others_differ += !same;
+                else if (pos < 19) earlier_differ += !same;
+                else later_differ += !same;
+            }
+    CHECK(earlier_differ == 0, "%d scores of document 0 before the changed token differ", earlier_differ);
+    CHECK(others_differ == 0, "%d scores of the other documents differ", others_differ);
+    CHECK(later_differ > 0, "no later score of document 0 changed: the changed token never reached the model");
+    ttt_run_free(&a), ttt_run_free(&b), free(initial);
+    lora_layout_free(&L);
+    gpu->destroy(gpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+
 /* The global step: the same gradients handed to both backends' sgd_step (clip, momentum, a
  * restart, then a later step): the weights bitwise the CPU's (cuda_sgd_step is its fp32
  * operations, the clip coefficient from the same norm), the shadows bf16(w), the gradients 0. */
@@ -2043,6 +2092,7 @@ int main(void) {
     RUN(ttt_sgd_match_cpu);
     RUN(ttt_record_keys_match_cpu);
     RUN(ttt_lr0_equals_docs_and_base_untouched);
+    RUN(ttt_causal);
     RUN(sgd_step_matches_cpu);
     TEST_EXIT();
 }
