@@ -14,8 +14,9 @@
  *   backend_cuda_grams.c  GPTQ's calibration: X^T X of each matrix's input over a forward
  *   backend_cuda_state.c  copies of the TrainState between device and host (whole, or what a
  *                         checkpoint holds), the bf16 weight shadows (plain, or late QAT's)
- *   backend_cuda_ttt.c    test-time training: per-document adapters (the ttt_* hooks, their calls
- *                         inside the block passes) and the global step's sgd_step
+ *   backend_cuda_ttt.c    test-time training: per-document adapters (the ttt_* hooks) and the
+ *                         global step's sgd_step
+ *   backend_cuda_lora.c   the adapters' calls inside the block passes
  *   backend_cuda_stubs.c  builds without CUDA: every public function, failing clearly
  *
  * The graph, the saved activations and the backward order are the CPU backend's
@@ -70,8 +71,21 @@ typedef struct {
     void *l1_out; /* a parallel run's lane 1 output (runs parallel in either plan; NULL elsewhere) */
 } CudaLayer;
 
-/* Test-time training's state (backend_cuda_ttt.c). */
-typedef struct CudaTtt CudaTtt;
+/* Test-time training's state (backend_cuda_ttt.c; its adapters' calls in the block passes:
+ * backend_cuda_lora.c). */
+typedef struct CudaTtt {
+    const LoraLayout *layout;
+    int slots;
+    float *w, *g, *m, *v;  /* device [slots * slot_floats]: adapters, gradients, Adam moments (SGD: m its momentum) */
+    ct_bf16 *w16;          /* the adapters' bf16 shadow, the products' operand */
+    ct_bf16 *h, *dh;       /* device [B*T, r]: one adapter's h and dh at a time */
+    ct_bf16 *head_h;       /* device [B*T, r]: the head adapter's h of every row */
+    float *head_dh;        /* device [B*T, r]: its dh from the logits op (fp32) */
+    float *junk_grads;     /* device, total_floats: the base's gradients in a chunk's backward, never read */
+    int64_t *steps;        /* host [slots]: optimizer steps each slot has taken */
+    int slot0, active;     /* the chunk's first slot; 1 while a chunk with adapters runs */
+    int train_lo, train_hi; /* the rows [lo, hi) that hold every training row of the chunk */
+} CudaTtt;
 
 typedef struct {
     Backend base;
@@ -258,7 +272,10 @@ int cuda_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *
 int cuda_ttt_slot_to_host(Backend *b, int slot, float *out);
 int cuda_sgd_optimizer_step(Backend *b, double lr, double momentum, double clip, int restart, double *grad_norm);
 void cuda_ttt_free(CudaBackend *cb);
-/* backend_cuda_ttt.c, called by the block passes (backend_cuda_blocks.c) where the CPU backend
+/* backend_cuda_lora.c: the CudaLora of adapter entry e for the `rows` documents from chunk row
+ * row0 on (slot slot0 + row0), rows of cb->T, out rows of ld_out elements (0: e->out). */
+CudaLora cuda_ttt_rows_lora(const CudaBackend *cb, const LoraEntry *e, int row0, int rows, int ld_out);
+/* backend_cuda_lora.c, called by the block passes (backend_cuda_blocks.c) where the CPU backend
  * calls cpu_lora_rows_*: each row's adapter (run, kind) while a chunk with adapters runs, else
  * they return 0 at once (training and evaluation run as without them). Forward: out (bf16 rows
  * of ld_out elements, columns of the adapter's output) += s * (x A^T) B^T, rounded once.

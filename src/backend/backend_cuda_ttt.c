@@ -22,20 +22,6 @@
 
 #include "backend_cuda_private.h"
 
-struct CudaTtt {
-    const LoraLayout *layout;
-    int slots;
-    float *w, *g, *m, *v;  /* device [slots * slot_floats]: adapters, gradients, Adam moments (SGD: m its momentum) */
-    ct_bf16 *w16;          /* the adapters' bf16 shadow, the products' operand */
-    ct_bf16 *h, *dh;       /* device [B*T, r]: one adapter's h and dh at a time */
-    ct_bf16 *head_h;       /* device [B*T, r]: the head adapter's h of every row */
-    float *head_dh;        /* device [B*T, r]: its dh from the logits op (fp32) */
-    float *junk_grads;     /* device, total_floats: the base's gradients in a chunk's backward, never read */
-    int64_t *steps;        /* host [slots]: optimizer steps each slot has taken */
-    int slot0, active;     /* the chunk's first slot; 1 while a chunk with adapters runs */
-    int train_lo, train_hi; /* the rows [lo, hi) that hold every training row of the chunk */
-};
-
 static int dev_alloc(void *p, size_t bytes, const char *what) {
     return cuda_check(cudaMalloc((void **)p, bytes ? bytes : 1), what);
 }
@@ -119,46 +105,6 @@ int cuda_ttt_slot_to_host(Backend *b, int slot, float *out) {
     return sync_stream(cb, "test-time training: adapter download");
 }
 
-/* ---- the adapters inside the block passes (backend_cuda_blocks.c) ---- */
-
-/* The adapter (run, kind) when a chunk with adapters runs and it is on, else NULL. */
-static const LoraEntry *active_entry(const CudaBackend *cb, int run, LoraKind kind) {
-    return cb->ttt && cb->ttt->active ? lora_entry(cb->ttt->layout, run, kind) : NULL;
-}
-
-/* Entry e of the `rows` documents from chunk row row0 on (slot slot0 + row0), rows of cb->T. */
-static CudaLora rows_lora(const CudaBackend *cb, const LoraEntry *e, int row0, int rows, int ld_out) {
-    const CudaTtt *t = cb->ttt;
-    const size_t per = t->layout->slot_floats, at = (size_t)(t->slot0 + row0) * per;
-    return (CudaLora){rows, cb->T, e->in, t->layout->rank, e->out, t->layout->scale, t->w16 + at + e->a,
-                      t->w16 + at + e->b, (long long)per, (long long)per, 0, ld_out, CT_BF16};
-}
-
-int cuda_lora_rows_forward(CudaBackend *cb, int run, LoraKind kind, const ct_bf16 *x, ct_bf16 *out, int ld_out) {
-    const LoraEntry *e = active_entry(cb, run, kind);
-    if (!e) return 0;
-    const CudaLora l = rows_lora(cb, e, 0, cb->B, ld_out);
-    return cuda_lora_forward(cb->blas, &l, out, cb->ttt->h, x);
-}
-
-int cuda_lora_rows_backward(CudaBackend *cb, int run, LoraKind kind, const ct_bf16 *x, const ct_bf16 *dout,
-                            int ld_out, float *dx) {
-    const LoraEntry *e = active_entry(cb, run, kind);
-    if (!e) return 0;
-    CudaTtt *t = cb->ttt;
-    const int lo = t->train_lo, n = t->train_hi - t->train_lo, r = t->layout->rank;
-    if (n <= 0) return 0;
-    /* h again over every row rather than kept from the forward: one small product instead of a
-     * buffer per adapter and run; the forward's very call (the same batch), so the same bits */
-    const CudaLora all = rows_lora(cb, e, 0, cb->B, ld_out);
-    RETURN_ON_FAILURE(cuda_lora_h(cb->blas, &all, t->h, x));
-    /* the rows that can hold a loss: the others' dout is zero, so are all their gradients */
-    const CudaLora l = rows_lora(cb, e, lo, n, ld_out);
-    const size_t row = (size_t)lo * cb->T, at = (size_t)(t->slot0 + lo) * t->layout->slot_floats;
-    return cuda_lora_backward(cb->blas, &l, dx + row * e->in, t->g + at + e->a, t->g + at + e->b, t->dh,
-                              dout + row * (ld_out ? ld_out : e->out), x + row * e->in, t->h + row * r);
-}
-
 /* ---- a chunk ---- */
 
 /* The rows' ids and targets into the staging layout (ids [N] | targets [N], N = the chunk's). */
@@ -190,7 +136,7 @@ static int head_pass(CudaBackend *cb, const TttChunk *c, float *losses, int trai
                                          "cuda: zeroing the head adapter's dh"));
     }
     if (c->adapt) { /* every row's h = xf A^T, one batched product */
-        const CudaLora all = rows_lora(cb, e, 0, c->rows, 0);
+        const CudaLora all = cuda_ttt_rows_lora(cb, e, 0, c->rows, 0);
         RETURN_ON_FAILURE(cuda_lora_h(cb->blas, &all, t->head_h, cb->xf16));
     }
     for (int i = 0; i < c->rows; i++) {
