@@ -168,7 +168,8 @@ static int run_chunk(CpuBackend *cb, const TttChunk *c, const TttOptimizer *o, f
 
 int cpu_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses) {
     CpuBackend *cb = (CpuBackend *)b;
-    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->base.state->spec.vocab) != 0) return ct_fail_prefix("test-time training");
+    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->base.state->spec.vocab) != 0)
+        return ct_fail_prefix("test-time training");
     /* the chunk's window length is the pass's T: rows of ctx tokens, buffers of capacity cb->T */
     const int capacity = cb->T;
     cb->T = c->ctx;

@@ -253,6 +253,10 @@ int cuda_backward_blocks(CudaBackend *cb);
 /* backend_cuda_step.c: uploads the ids and targets of N tokens (evaluation's layout), with
  * packing's segments. */
 int cuda_load_tokens(CudaBackend *cb, const uint32_t *tokens, int N);
+/* backend_cuda_step.c: B rows of cb->T ids and their targets given apart (sliding windows,
+ * test-time training's chunks; already checked) into the staging layout's ids | targets of
+ * cb->num_tokens each, uploaded, with packing's segments. */
+int cuda_load_rows(CudaBackend *cb, const uint32_t *inputs, const uint32_t *targets, int B);
 /* backend_cuda_grams.c: Backend.accumulate_input_grams. */
 int cuda_accumulate_input_grams(Backend *b, const uint32_t *tokens, int num_seqs, float *const *grams);
 /* backend_cuda_blocks.c (the forward calls it while the calibration runs): gram_dev[param] +=

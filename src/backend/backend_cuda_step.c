@@ -76,6 +76,21 @@ static int load_tokens(CudaBackend *cb, const uint32_t *tokens, int N, int with_
 
 int cuda_load_tokens(CudaBackend *cb, const uint32_t *tokens, int N) { return load_tokens(cb, tokens, N, 0); }
 
+int cuda_load_rows(CudaBackend *cb, const uint32_t *inputs, const uint32_t *targets, int B) {
+    const int N = B * cb->T;
+    /* the previous upload from the staging buffer must be done before it is rewritten */
+    RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
+    int32_t *ids = cb->h_tok, *tgt = ids + cb->num_tokens;
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)inputs[i];
+        tgt[i] = (int32_t)targets[i];
+    }
+    RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, 2 * (size_t)cb->num_tokens * sizeof(int32_t),
+                                                 cudaMemcpyHostToDevice, cb->stream),
+                                 "cuda: token upload (cudaMemcpyAsync)"));
+    return load_segments(cb, B, 1);
+}
+
 int cuda_evaluate(Backend *b, const uint32_t *tokens, int num_seqs, double *loss_sum) {
     CudaBackend *cb = (CudaBackend *)b;
     *loss_sum = 0;
@@ -109,17 +124,7 @@ int cuda_evaluate_positions(Backend *b, const uint32_t *inputs, const uint32_t *
         const size_t at = (size_t)first * cb->T;
         RETURN_ON_FAILURE(backend_check_tokens(inputs + at, (size_t)N, cb->vocab));
         RETURN_ON_FAILURE(backend_check_tokens(targets + at, (size_t)N, cb->vocab));
-        /* the previous upload from the staging buffer must be done before it is rewritten */
-        RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
-        int32_t *ids = cb->h_tok, *tgt = ids + cb->num_tokens;
-        for (int i = 0; i < N; i++) {
-            ids[i] = (int32_t)inputs[at + i];
-            tgt[i] = (int32_t)targets[at + i];
-        }
-        RETURN_ON_FAILURE(cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, 2 * (size_t)cb->num_tokens * sizeof(int32_t),
-                                                     cudaMemcpyHostToDevice, cb->stream),
-                                     "cuda: token upload (cudaMemcpyAsync)"));
-        RETURN_ON_FAILURE(load_segments(cb, B, 1));
+        RETURN_ON_FAILURE(cuda_load_rows(cb, inputs + at, targets + at, B));
         RETURN_ON_FAILURE(cuda_forward_blocks(cb, B));
         const CudaLogits logits = logits_of(cb, cb->d_tok + cb->num_tokens, N);
         RETURN_ON_FAILURE(cuda_logits_ce_forward(cb->blas, &logits, cb->stream));

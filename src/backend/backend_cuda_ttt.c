@@ -26,15 +26,19 @@ static int dev_alloc(void *p, size_t bytes, const char *what) {
     return cuda_check(cudaMalloc((void **)p, bytes ? bytes : 1), what);
 }
 
-void cuda_ttt_free(CudaBackend *cb) {
+/* The adapters and their scratch (ttt_open's); the global step's momentum stays. */
+static void free_adapters(CudaBackend *cb) {
     CudaTtt *t = cb->ttt;
-    if (t) {
-        cudaFree(t->w), cudaFree(t->g), cudaFree(t->m), cudaFree(t->v), cudaFree(t->w16);
-        cudaFree(t->h), cudaFree(t->dh), cudaFree(t->head_h), cudaFree(t->head_dh), cudaFree(t->junk_grads);
-        free(t->steps);
-        free(t);
-        cb->ttt = NULL;
-    }
+    if (!t) return;
+    cudaFree(t->w), cudaFree(t->g), cudaFree(t->m), cudaFree(t->v), cudaFree(t->w16);
+    cudaFree(t->h), cudaFree(t->dh), cudaFree(t->head_h), cudaFree(t->head_dh), cudaFree(t->junk_grads);
+    free(t->steps);
+    free(t);
+    cb->ttt = NULL;
+}
+
+void cuda_ttt_free(CudaBackend *cb) {
+    free_adapters(cb);
     if (cb->d_sgd_buf) cudaFree(cb->d_sgd_buf);
     cb->d_sgd_buf = NULL;
 }
@@ -47,12 +51,7 @@ int cuda_ttt_open(Backend *b, const LoraLayout *layout, int slots) {
     if (cb->h_seg)
         return ct_fail("test-time training: the backend packs documents (doc_packing = 1); a chunk's rows are one "
                        "document each");
-    if (cb->ttt) {
-        float *sgd = cb->d_sgd_buf; /* the global step's momentum is not the adapters' */
-        cb->d_sgd_buf = NULL;
-        cuda_ttt_free(cb);
-        cb->d_sgd_buf = sgd;
-    }
+    free_adapters(cb);
     CudaTtt *t = ct_calloc(1, sizeof *t, "TTT adapters");
     cb->ttt = t;
     t->layout = layout;
@@ -67,7 +66,7 @@ int cuda_ttt_open(Backend *b, const LoraLayout *layout, int slots) {
         dev_alloc(&t->head_h, rows * sizeof(ct_bf16), what) != 0 ||
         dev_alloc(&t->head_dh, rows * sizeof(float), what) != 0 ||
         dev_alloc(&t->junk_grads, b->state->spec.total_floats * sizeof(float), what) != 0) {
-        cuda_ttt_free(cb);
+        free_adapters(cb);
         return -1;
     }
     return 0;
@@ -106,19 +105,6 @@ int cuda_ttt_slot_to_host(Backend *b, int slot, float *out) {
 }
 
 /* ---- a chunk ---- */
-
-/* The rows' ids and targets into the staging layout (ids [N] | targets [N], N = the chunk's). */
-static int upload_rows(CudaBackend *cb, const TttChunk *c) {
-    RETURN_ON_FAILURE(sync_stream(cb, "cuda: waiting for the previous token upload"));
-    const size_t N = (size_t)cb->num_tokens;
-    for (size_t i = 0; i < N; i++) {
-        cb->h_tok[i] = (int32_t)c->inputs[i];
-        cb->h_tok[N + i] = (int32_t)c->targets[i];
-    }
-    return cuda_check(cudaMemcpyAsync(cb->d_tok, cb->h_tok, 2 * N * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                      cb->stream),
-                      "cuda: token upload (cudaMemcpyAsync)");
-}
 
 /* The head on every row's scored positions: losses written there (scoring: losses not NULL);
  * for training rows (train_now) dL/d(xf) into dxf and the head adapter's gradients. */
@@ -211,7 +197,7 @@ static int adapt_rows(CudaBackend *cb, const TttChunk *c, const TttOptimizer *o)
 static int run_chunk(CudaBackend *cb, const TttChunk *c, const TttOptimizer *o, float *losses) {
     CudaTtt *t = cb->ttt;
     RETURN_ON_FAILURE(cuda_use_shadows(cb, 0)); /* the weights, never late QAT's */
-    RETURN_ON_FAILURE(upload_rows(cb, c));
+    RETURN_ON_FAILURE(cuda_load_rows(cb, c->inputs, c->targets, c->rows));
     t->train_lo = c->rows, t->train_hi = 0;
     for (int i = 0; i < c->rows && c->adapt; i++)
         if (c->train[i]) {
@@ -230,7 +216,8 @@ static int run_chunk(CudaBackend *cb, const TttChunk *c, const TttOptimizer *o, 
 
 int cuda_ttt_chunk(Backend *b, const TttChunk *c, const TttOptimizer *o, float *losses) {
     CudaBackend *cb = (CudaBackend *)b;
-    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->vocab) != 0) return ct_fail_prefix("test-time training");
+    if (backend_check_ttt_chunk(c, cb->ttt ? cb->ttt->slots : 0, cb->T, cb->vocab) != 0)
+        return ct_fail_prefix("test-time training");
     /* the chunk is the pass's shape: rows of ctx tokens, in buffers of capacity B * T */
     const int B = cb->B, T = cb->T, N = cb->num_tokens;
     cb->B = c->rows, cb->T = c->ctx, cb->num_tokens = c->rows * c->ctx;
