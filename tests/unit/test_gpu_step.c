@@ -772,6 +772,17 @@ static void frontier_all_match_cpu(void) {
     case_bos = -1;
 }
 
+/* The same on the bf16 residual stream (issue 59), the lane lambdas under their cancellation bound
+ * as in bf16_stream_lanes_* */
+static void bf16_stream_frontier_all_match_cpu(void) {
+    REQUIRE_GPU();
+    case_bos = 1;
+    case_loop_from_step = 1;
+    lambda_bound_case(1, 0.0, frontier_all_keys, 1.0, bf16_stream_keys);
+    case_loop_from_step = -1;
+    case_bos = -1;
+}
+
 static void frontier_all_two_runs_bitwise(void) {
     REQUIRE_GPU();
     case_bos = 1;
@@ -2086,6 +2097,7 @@ int main(void) {
     RUN(bf16_stream_lanes_attn_match_cpu);
     RUN(bf16_stream_lanes_mlp_match_cpu);
     RUN(frontier_all_match_cpu);
+    RUN(bf16_stream_frontier_all_match_cpu);
     RUN(frontier_all_two_runs_bitwise);
     RUN(gptq_grams_match_cpu);
     RUN(ttt_match_cpu);
