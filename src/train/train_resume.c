@@ -263,10 +263,12 @@ int trainer_resume(Trainer *t, int *exit_code) {
     if (choice.plan.new_lineage) {
         /* files are moved aside only once every rank has the state: a refused resume leaves
          * out_dir as it was */
-        int failed = rc != 0;
-        if (t->world > 1 && dist_allreduce_max_i32(t->dist, &failed) != 0) return -1;
-        if (rc != 0) return -1;
-        if (failed) return ct_fail("another rank could not resume from %s (see its error)", choice.path);
+        char what[4500];
+        snprintf(what, sizeof what, "the resume from %s", choice.path);
+        if (dist_agree_errors(t->dist, rc, what) != 0) {
+            t->failed_together = 1; /* every rank knows: none waits for another, rank 0 says why */
+            return -1;
+        }
         checkpoint_lineage_start(&t->lineage, &from, t->step, crc, t->cfg->resume);
         /* a finished run does nothing more (train.c): nothing to replace */
         if (t->rank == 0 && t->step < t->cfg->iterations && start_lineage(t, &choice.plan) != 0) return -1;
