@@ -85,6 +85,9 @@ expect_fail bad_mode 2 "--mode 'ttt,fast': 'fast' is not one of" "$CTRAIN" eval 
 expect_fail no_bos 1 "needs the validation data's bos_id: 'val0.h5' records none" "$CTRAIN" eval "$ck" --mode ttt --val-files val0.h5 "${ttt[@]}"
 expect_fail bos_not_first 1 "val_late.h5' does not start with BOS" "$CTRAIN" eval "$ck" --mode ttt --val-files val_late.h5 \
     "${ttt[@]}"
+# CTRAIN_FAULT's ERR (an injected error, for the ranks' cases below) is for a named stage only
+expect_fail fault_err_needs_stage 1 "CTRAIN_FAULT: 'ERR@3.1': ERR is for a named stage" \
+    env CTRAIN_FAULT=ERR@3.1 "$CTRAIN" train "${run[@]}" out_dir=m_fault
 # device = cuda takes test-time training (its hooks against the CPU's: tests/unit/test_gpu_step.c's
 # ttt_* cases); with no GPU visible here it gets as far as choosing one (a refusal would exit 2)
 expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"
