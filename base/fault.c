@@ -61,7 +61,8 @@ int fault_init(int rank) {
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
             return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP], "
                            "SIGNAL@import:TOKENS or ERR@STAGE[:STEP]", item);
-        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt", "ttt_global"};
+        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt", "ttt_global",
+                                             "resume"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");
         int is_stage = 0;
@@ -129,7 +130,8 @@ void fault_point_stage(const char *stage, int64_t step) {
 int fault_error_stage(const char *stage, int64_t step) {
     for (int i = 0; i < num_faults; i++)
         if (faults[i].sig == 0 && !strcmp(faults[i].stage, stage) && (faults[i].any_step || faults[i].step == step))
-            return ct_fail("CTRAIN_FAULT: injected error ERR@%s:%lld", stage, (long long)step);
+            return step < 0 ? ct_fail("CTRAIN_FAULT: injected error ERR@%s", stage)
+                            : ct_fail("CTRAIN_FAULT: injected error ERR@%s:%lld", stage, (long long)step);
     return 0;
 }
 

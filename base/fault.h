@@ -22,7 +22,8 @@
  *                                  the phases) of its global steps starts
  *   CTRAIN_FAULT="ERR@ttt:3%1"     not a signal: rank 1's part of the stage fails there with an
  *                                  error (fault_error_stage), as a failing forward pass would;
- *                                  for the stages that call it (ttt, ttt_global)
+ *                                  for the stages that call it (ttt, ttt_global, and resume: a
+ *                                  run's load of the checkpoint it resumes from)
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP; ERR: an error.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H
@@ -40,7 +41,7 @@ void fault_point_checkpoint(int64_t step);
 /* Called as a named stage (see above) starts; step -1 where the stage has no step. */
 void fault_point_stage(const char *stage, int64_t step);
 /* An injected error (ERR@STAGE[:STEP]): -1 with "CTRAIN_FAULT: injected error ERR@STAGE:STEP"
- * when an entry names this stage and step, else 0. The stage's work calls it where it could
+ * (ERR@STAGE for step -1) when an entry names this stage and step, else 0. The stage's work calls it where it could
  * fail, after fault_point_stage. */
 int fault_error_stage(const char *stage, int64_t step);
 /* In the background checkpoint writer's child process: a checkpoint fault signals the parent

@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "common.h"
+#include "fault.h"
 #include "trainer.h"
 
 static void report_changed_key(const char *key, const char *old_value, const char *new_value) {
@@ -259,7 +260,8 @@ int trainer_resume(Trainer *t, int *exit_code) {
     }
     CheckpointLineage from;
     uint32_t crc = 0;
-    int rc = load_from(t, choice.path, choice.verified, &from, &crc);
+    int rc = fault_error_stage("resume", -1);
+    if (rc == 0) rc = load_from(t, choice.path, choice.verified, &from, &crc);
     if (choice.plan.new_lineage) {
         /* files are moved aside only once every rank has the state: a refused resume leaves
          * out_dir as it was */
