@@ -41,8 +41,8 @@ void fault_point_checkpoint(int64_t step);
 /* Called as a named stage (see above) starts; step -1 where the stage has no step. */
 void fault_point_stage(const char *stage, int64_t step);
 /* An injected error (ERR@STAGE[:STEP]): -1 with "CTRAIN_FAULT: injected error ERR@STAGE:STEP"
- * (ERR@STAGE for step -1) when an entry names this stage and step, else 0. The stage's work calls it where it could
- * fail, after fault_point_stage. */
+ * (ERR@STAGE for step -1) when an entry names this stage and step, else 0. The stage's work
+ * calls it where it could fail, after fault_point_stage. */
 int fault_error_stage(const char *stage, int64_t step);
 /* In the background checkpoint writer's child process: a checkpoint fault signals the parent
  * (the training process) too, so that "killed half-way through a checkpoint write" still means

@@ -3,11 +3,10 @@
  * the batches the plan gives it, segment by segment; between segments the ranks take the phase's
  * global step together (ttt_global.c); after every queue position and global step (and within
  * a global step before every gradient sum) they agree (dist.h's dist_agree), so a stop or an
- * error on one rank ends the evaluation on all of them there. A
- * batch's numbers depend only on its documents and the base weights, and the sums are gathered
- * per batch and added in queue order, so the result is the same bits on any number of ranks
- * (given the same base weights; the global steps' gradient sums are the one place the world size
- * can change rounding). */
+ * error on one rank ends the evaluation on all of them there. A batch's numbers depend only on
+ * its documents and the base weights, and the sums are gathered per batch and added in queue
+ * order, so the result is the same bits on any number of ranks (given the same base weights;
+ * the global steps' gradient sums are the one place the world size can change rounding). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

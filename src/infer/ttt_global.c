@@ -63,11 +63,11 @@ int ttt_global_step(TttRun *R, int k) {
     char what[96];
     snprintf(what, sizeof what, "the test-time-training evaluation's global step %d", k + 1);
     /* the weights the chunks' backend computes with may be its own copy: bring them to the host
-     * first, and back after (the CPU backends share the host weights: nothing to do) */
+     * first, and back after (the CPU backends share the host weights: nothing to do). A rank
+     * that fails, here or below, goes straight to its next agreement (the next SGD step's, or
+     * the evaluation's after the step), where the others meet it: each is the same collectives */
     if (R->tb->sync_to_host && R->tb->sync_to_host(R->tb) != 0) rc = -1;
     if (rc == 0 && b->weights_from_host && b->weights_from_host(b) != 0) rc = -1;
-    /* a rank that fails from here on goes straight to its next agreement (the next SGD step's,
-     * or the evaluation's after the step), where the others meet it */
     for (int64_t i = 0; i + 1 < chunks && rc == 0; i++) {
         const int64_t rows = ttt_global_rows(len, cfg->global_ttt_chunk_tokens, R->S, i);
         if (rows <= 0) continue;

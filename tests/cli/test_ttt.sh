@@ -364,12 +364,19 @@ e2p/final_model.int8.stz "$name/final_model.int8.stz" 2>&1 || true); $(grep -c '
     ranks_fail run_end_ttt_stop_and_error_global 'TERM@ttt_global:2%0,ERR@ttt_global:2%1' \
         "the test-time-training evaluation's global step 1"
     ranks_fail run_end_ttt_stop_and_error_batch 'TERM@ttt:3%0,ERR@ttt:3%1' "the test-time-training evaluation"
+    # a stop alone in a global step ends it at the next SGD step's agreement, not at the step's end
+    CTRAIN_FAULT='TERM@ttt_global:2%1' "${r2[@]}" "${phased[@]}" out_dir=e2g >stop_g.out 2>stop_g.err
+    rc=$?
+    if [ $rc -eq 75 ] && grep -qx 'left: golf_ttt' e2g/end_of_run.txt 2>/dev/null &&
+        grep -q "stopped by a signal during the test-time-training evaluation's global step 1)" stop_g.out &&
+        ! grep -q '^final_int8_zlib_ttt_phased: global step 1/3' stop_g.out; then pass run_end_ttt_stop_global
+    else fail run_end_ttt_stop_global "exit $rc :: $(tail -c 300 stop_g.out) $(tail -c 300 stop_g.err)"; fi
 else
     for c in run_end_ranks_2 run_end_ranks_2_line_once run_end_ranks_2_said run_end_ranks_2_eval \
         run_end_ranks_2_equals_1 run_end_ttt_stop run_end_ttt_requeue run_end_ttt_requeue_said \
         run_end_ttt_requeue_kept_artifact run_end_phased_eval run_end_phased_close run_end_error_together \
         run_end_ttt_error_global{,_kept} run_end_ttt_error_batch{,_kept} run_end_ttt_stop_and_error_global{,_kept} \
-        run_end_ttt_stop_and_error_batch{,_kept}; do
+        run_end_ttt_stop_and_error_batch{,_kept} run_end_ttt_stop_global; do
         skip "$c" "mpiexec not installed (apt-get install mpich)"
     done
 fi
