@@ -13,7 +13,7 @@
 enum { MAX_FAULTS = 16 };
 
 typedef struct {
-    int sig;
+    int sig;           /* 0: ERR, an injected error (fault_error_stage) */
     int in_checkpoint; /* 1: ckpt:STEP, 0: STEP.MICRO, a stage or import */
     int in_import;     /* 1: import:TOKENS (step holds TOKENS) */
     char stage[16];    /* a named stage (fault_point_stage), "" otherwise */
@@ -25,7 +25,9 @@ typedef struct {
 static Fault faults[MAX_FAULTS];
 static int num_faults;
 
+/* A signal's number, or 0 for ERR (an error, not a signal); -1 for neither. */
 static int parse_signal(const char *s, size_t n) {
+    if (n == 3 && !strncasecmp(s, "ERR", 3)) return 0;
     static const struct { const char *name; int sig; } names[] = {
         {"TERM", SIGTERM}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
         {"STOP", SIGSTOP}};
@@ -57,9 +59,10 @@ int fault_init(int rank) {
         long long step = 0;
         int micro = 0, used = 0;
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
-            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP] or "
-                           "SIGNAL@import:TOKENS", item);
-        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt"};
+            return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP], "
+                           "SIGNAL@import:TOKENS or ERR@STAGE[:STEP]", item);
+        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt", "ttt_global",
+                                             "resume"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");
         int is_stage = 0;
@@ -82,6 +85,8 @@ int fault_init(int rank) {
         } else if (sscanf(at + 1, "%lld.%d%n", &step, &micro, &used) != 2 || at[1 + used] != '\0') {
             return ct_fail("CTRAIN_FAULT: bad STEP.MICRO in '%s'", item);
         }
+        if (f.sig == 0 && !is_stage)
+            return ct_fail("CTRAIN_FAULT: '%s': ERR is for a named stage (ERR@STAGE[:STEP], e.g. ERR@ttt:3)", item);
         f.step = step;
         f.micro = micro;
         faults[num_faults++] = f;
@@ -97,6 +102,7 @@ static int forward_to_parent;
 void fault_forward_to_parent(void) { forward_to_parent = 1; }
 
 static void fire(const Fault *f) {
+    if (f->sig == 0) return; /* ERR: fault_error_stage's */
     fflush(stdout);
     fflush(stderr);
     /* a child's fault is the whole job's (the node dies), except a stop: a stuck writer */
@@ -119,6 +125,14 @@ void fault_point_checkpoint(int64_t step) {
 void fault_point_stage(const char *stage, int64_t step) {
     for (int i = 0; i < num_faults; i++)
         if (!strcmp(faults[i].stage, stage) && (faults[i].any_step || faults[i].step == step)) fire(&faults[i]);
+}
+
+int fault_error_stage(const char *stage, int64_t step) {
+    for (int i = 0; i < num_faults; i++)
+        if (faults[i].sig == 0 && !strcmp(faults[i].stage, stage) && (faults[i].any_step || faults[i].step == step))
+            return step < 0 ? ct_fail("CTRAIN_FAULT: injected error ERR@%s", stage)
+                            : ct_fail("CTRAIN_FAULT: injected error ERR@%s:%lld", stage, (long long)step);
+    return 0;
 }
 
 void fault_point_import(int64_t before, int64_t after) {

@@ -18,7 +18,13 @@
  *                                  order, of the test-time-training evaluation of a run's
  *                                  end or of `ckpt golf` starts); a stage without :STEP
  *                                  fires at any step
- *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP.
+ *                                  TERM@ttt_global:N as SGD step N (1-based, counted across
+ *                                  the phases) of its global steps starts
+ *   CTRAIN_FAULT="ERR@ttt:3%1"     not a signal: rank 1's part of the stage fails there with an
+ *                                  error (fault_error_stage), as a failing forward pass would;
+ *                                  for the stages that call it (ttt, ttt_global, and resume: a
+ *                                  run's load of the checkpoint it resumes from)
+ *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP; ERR: an error.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H
 #define CT_FAULT_H
@@ -34,6 +40,10 @@ void fault_point_micro(int64_t step, int micro);
 void fault_point_checkpoint(int64_t step);
 /* Called as a named stage (see above) starts; step -1 where the stage has no step. */
 void fault_point_stage(const char *stage, int64_t step);
+/* An injected error (ERR@STAGE[:STEP]): -1 with "CTRAIN_FAULT: injected error ERR@STAGE:STEP"
+ * (ERR@STAGE for step -1) when an entry names this stage and step, else 0. The stage's work
+ * calls it where it could fail, after fault_point_stage. */
+int fault_error_stage(const char *stage, int64_t step);
 /* In the background checkpoint writer's child process: a checkpoint fault signals the parent
  * (the training process) too, so that "killed half-way through a checkpoint write" still means
  * the whole run dies there, as a crash of the node would. */

@@ -89,6 +89,8 @@ int stop_abandon(const char *what) {
 
 int stop_abandoned(void) { return abandoned; }
 
+void stop_abandon_undo(void) { abandoned = 0; }
+
 /* scontrol talks to the controller, which can hang: the run must not wait on it for long. */
 #define SCONTROL_TIMEOUT_S 10
 

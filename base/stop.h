@@ -25,6 +25,9 @@ double stop_requested_ms(void);
 int stop_abandon(const char *what);
 /* 1 after stop_abandon: the latest failure was a stop, not an error. */
 int stop_abandoned(void);
+/* The latest failure is an error after all (another rank's, which outranks a stop: dist.h's
+ * dist_agree): stop_abandoned() is 0 again. */
+void stop_abandon_undo(void);
 
 /* How many times the process was continued (SIGCONT) after being stopped, e.g. by Slurm's
  * suspend (SIGSTOP ... SIGCONT): a change across a step means the step's wall time holds a

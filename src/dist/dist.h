@@ -74,6 +74,27 @@ int dist_barrier(const DistInfo *d);
 /* With an NCCL communicator (d->nccl, GPU jobs) the five collectives above go over NCCL instead,
  * with the same results: sums in rank order (every rank's values gathered, then added 0..W-1). */
 
+/* ---- agreeing on a piece of work's outcome (dist_agree.c) ----
+ *
+ * After a piece of work that every rank of d does (a batch, an SGD step, loading a checkpoint),
+ * before anything that needs all of them to have done it (the next collective): rc is this
+ * rank's outcome, 0 or -1 with the error set (a stop: -1 after stop_abandon). Returns 0 on every
+ * rank when every rc is 0 and no stop was asked of any rank (stop.h); else -1 on every rank, for
+ * one reason, by one rule:
+ *   - an error on any rank wins, over any stop: the lowest failing rank's message reaches every
+ *     rank, which fails with "rank R failed during WHAT: <its message>" (the failing ranks keep
+ *     their own; a rank that stopped takes the error and is no longer stop_abandoned), so every
+ *     rank ends with exit 1;
+ *   - else a stop on any rank: every rank fails through stop_abandon(WHAT) (a rank whose own rc
+ *     was the stop keeps its message), so every rank ends with exit 75.
+ * Every rank calls it at the same point, every time (a rank that fails goes straight to its
+ * next agreement: any two agreements pair up, as each is the same collectives). One allreduce
+ * of an int, and a broadcast of the message (2 KiB) on an error; no collective with one rank.
+ * dist_agree_errors is the same without stops: a stop asked for is left to the caller (0 when
+ * every rc is 0). */
+int dist_agree(const DistInfo *d, int rc, const char *what);
+int dist_agree_errors(const DistInfo *d, int rc, const char *what);
+
 /* Every rank's string (at most cap-1 characters, no newlines): entry r of all (world_size
  * entries of cap bytes each) is rank r's `mine`. Through the PMI2 KVS (before NCCL exists);
  * key unique per call within the job. */

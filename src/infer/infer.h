@@ -119,10 +119,10 @@ int golf_write_and_evaluate(const Config *cfg, TrainState *st, const char *path,
  * phases' global steps. adapt 0 is the `docs` evaluation: the same windows and batches with the
  * base model alone (no adapters, no global steps). Prints progress and "<label> val_loss:...
  * val_bpb:... tokens:N bytes:N eval_time:Nms" and its _exact line (rank 0). Every rank of d
- * calls it; the ranks agree before each batch and after each global step, so a stop asked of
- * any rank ends it on all of them there (failing through stop_abandon) and an error on one
- * fails all of them (the lowest failing rank's message on every rank), none left waiting in a
- * collective. */
+ * calls it; the ranks agree (dist.h's dist_agree) after each batch, before each SGD step's
+ * gradient sum and after each global step, so a stop asked of any rank ends it on all of them
+ * there (failing through stop_abandon) and an error on one fails all of them (the lowest failing
+ * rank's message on every rank; an error outranks a stop), none left waiting in a collective. */
 typedef struct {
     int adapt;
     const char *label;
@@ -135,14 +135,6 @@ typedef struct {
     int phases_run;
 } TttResult;
 int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const TttOptions *o, TttResult *r);
-/* One step of work that every rank of d does agreed before the next (ttt_evaluate's batches and
- * global steps, a run's end before its test-time training): rc is this rank's outcome (0, or -1
- * with the error set). Returns 0 on every rank when every rank's rc is 0 and no stop was asked
- * of any (stop.h); else -1 on every rank: a stop anywhere fails through stop_abandon(what) (a
- * rank whose own rc was a stop keeps its message), an error anywhere with the lowest failing
- * rank's message ("rank R failed during WHAT: ..."; the failing ranks keep their own). One
- * collective (two on an error); none with one rank. */
-int ttt_agree(const DistInfo *d, int rc, const char *what);
 /* The label of a format's round trip ("final_int8_zlib", "final_int6", "final_gptq"). */
 const char *golf_eval_label(GolfFormat format);
 /* The record's last stage: the weights in st (an artifact's, as golf_read gives them) scored with

@@ -1,12 +1,12 @@
 /* ttt_eval.c — the score-first test-time-training evaluation (infer.h's ttt_evaluate; issue 57,
  * docs/model.md "Test-time training"): the plan (ttt_plan.h) run on the ranks. Every rank scores
  * the batches the plan gives it, segment by segment; between segments the ranks take the phase's
- * global step together (ttt_global.c); after every queue position and global step they agree
- * (ttt_agree), so a stop or an error on one rank ends the evaluation on all of them there. A
- * batch's numbers depend only on its documents and the base weights, and the sums are gathered
- * per batch and added in queue order, so the result is the same bits on any number of ranks
- * (given the same base weights; the global steps' gradient sums are the one place the world size
- * can change rounding). */
+ * global step together (ttt_global.c); after every queue position and global step (and within
+ * a global step before every gradient sum) they agree (dist.h's dist_agree), so a stop or an
+ * error on one rank ends the evaluation on all of them there. A batch's numbers depend only on
+ * its documents and the base weights, and the sums are gathered per batch and added in queue
+ * order, so the result is the same bits on any number of ranks (given the same base weights;
+ * the global steps' gradient sums are the one place the world size can change rounding). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,26 +15,7 @@
 #include "common.h"
 #include "data.h"
 #include "fault.h"
-#include "stop.h"
 #include "ttt_internal.h"
-
-/* ---- the ranks' agreement ---- */
-
-int ttt_agree(const DistInfo *d, int rc, const char *what) {
-    const int stopped = rc != 0 ? stop_abandoned() : stop_requested() != 0;
-    if (d->world_size <= 1) return rc != 0 ? -1 : stopped ? stop_abandon(what) : 0;
-    /* 0: go on; 1: a stop; 1 + world - rank: an error on rank (the lowest failing rank's is the
-     * largest) */
-    int v = rc == 0 || stopped ? stopped : 1 + d->world_size - d->rank;
-    if (dist_allreduce_max_i32(d, &v) != 0) return -1;
-    if (v == 0) return 0;
-    if (v == 1) return rc != 0 ? -1 : stop_abandon(what);
-    const int from = d->world_size + 1 - v;
-    char error[1024];
-    snprintf(error, sizeof error, "%s", ct_error());
-    if (dist_bcast(d, error, sizeof error, from) != 0) return -1;
-    return rc != 0 ? -1 : ct_fail("rank %d failed during %s: %s", from, what, error);
-}
 
 /* ---- one batch ---- */
 
@@ -233,17 +214,18 @@ static int evaluate(TttRun *R, TttResult *res) {
         const int64_t q0 = k == 0 ? 0 : p->segment_end[k - 1], q1 = p->segment_end[k];
         for (int64_t q = q0; q < q1 && rc == 0; q++) {
             fault_point_stage("ttt", q + 1);
+            rc = fault_error_stage("ttt", q + 1);
             if (!budget_hit && cfg->ttt_time_budget > 0 && ct_now_ms() - R->start_ms > cfg->ttt_time_budget * 1000.0)
                 budget_hit = 1;
             const int adapt = R->opt->adapt && !budget_hit;
-            if (rank_of[q] == d->rank) {
+            if (rc == 0 && rank_of[q] == d->rank) {
                 rc = run_batch(R, &cb, p->queue[q], adapt);
                 if (!adapt && R->opt->adapt) res->unadapted_batches++;
             }
             if (rc == 0) progress(R, q, k, adapt);
             /* every rank at every queue position, its own batch or not: a stop or an error ends
              * the evaluation on all of them here */
-            rc = ttt_agree(d, rc, "the test-time-training evaluation");
+            rc = dist_agree(d, rc, "the test-time-training evaluation");
         }
         if (rc != 0 || k == p->num_phases) break;
         /* every rank has scored the segment: the phase's global step, unless the time is up
@@ -260,7 +242,7 @@ static int evaluate(TttRun *R, TttResult *res) {
         rc = ttt_global_step(R, k);
         if (rc == 0) res->phases_run++;
         if (rc == 0 && R->opt->dump) rc = ttt_dump_phase(R, k);
-        rc = ttt_agree(d, rc, "the test-time-training evaluation");
+        rc = dist_agree(d, rc, "the test-time-training evaluation");
     }
     chunk_buffers_free(&cb);
     if (rc != 0) return -1;
@@ -324,7 +306,7 @@ int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const Ttt
                          (long long)R.plan.num_docs);
     }
     /* every rank set up (or a stop asked for before the first batch) */
-    rc = ttt_agree(d, rc, "the test-time-training evaluation");
+    rc = dist_agree(d, rc, "the test-time-training evaluation");
     if (rc == 0 && d->rank == 0) {
         printf("%s: %lld documents, %lld targets, %lld batches of up to %lld, chunks of %lld in windows of %lld, "
                "%s, %d global step%s on %lld prefix documents, %d rank%s\n",

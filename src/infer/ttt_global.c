@@ -5,12 +5,16 @@
  * own packed row (documents cut at each BOS, as training packs them), whatever the world size; a
  * step's rows are shared out to the ranks in contiguous runs and its loss is the mean over them
  * of each row's mean token loss, so one rank and many take the same steps up to the rounding of
- * the gradients' sum across ranks. */
+ * the gradients' sum across ranks. Before each gradient sum the ranks agree (dist_agree): an
+ * error in one rank's rows, or a stop, ends the step on every rank there, none left in the sum
+ * until collective_timeout; one allreduce of an int per SGD step (a few dozen a phase for the
+ * record's settings) beside the sum of every weight's gradient. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "fault.h"
 #include "ttt_internal.h"
 
 /* The step's documents' slices (each from its BOS through its closing BOS) joined. */
@@ -55,9 +59,13 @@ int ttt_global_step(TttRun *R, int k) {
     free(docs);
     const int64_t chunks = ttt_global_chunks(len, cfg->global_ttt_chunk_tokens);
     int64_t steps = 0, rows_done = 0;
-    int restart = 1, rc = 0;
+    int restart = 1, rc = 0, agreed = 0; /* agreed: the failure is every rank's (dist_agree's message) */
+    char what[96];
+    snprintf(what, sizeof what, "the test-time-training evaluation's global step %d", k + 1);
     /* the weights the chunks' backend computes with may be its own copy: bring them to the host
-     * first, and back after (the CPU backends share the host weights: nothing to do) */
+     * first, and back after (the CPU backends share the host weights: nothing to do). A rank
+     * that fails, here or below, goes straight to its next agreement (the next SGD step's, or
+     * the evaluation's after the step), where the others meet it: each is the same collectives */
     if (R->tb->sync_to_host && R->tb->sync_to_host(R->tb) != 0) rc = -1;
     if (rc == 0 && b->weights_from_host && b->weights_from_host(b) != 0) rc = -1;
     for (int64_t i = 0; i + 1 < chunks && rc == 0; i++) {
@@ -69,11 +77,15 @@ int ttt_global_step(TttRun *R, int k) {
             for (int64_t g0 = 0; g0 < rows && rc == 0; g0 += cfg->global_ttt_batch_seqs) {
                 const int64_t nrows = rows - g0 < cfg->global_ttt_batch_seqs ? rows - g0 : cfg->global_ttt_batch_seqs;
                 const int64_t r0 = g0 + nrows * d->rank / d->world_size, r1 = g0 + nrows * (d->rank + 1) / d->world_size;
+                fault_point_stage("ttt_global", ++R->sgd_steps);
+                rc = fault_error_stage("ttt_global", R->sgd_steps);
                 for (int64_t r = r0; r < r1 && rc == 0; r++) {
                     double mean;
                     const uint32_t *row = stream + i * cfg->global_ttt_chunk_tokens + r * R->S;
                     rc = b->forward_backward(b, row, (float)(1.0 / (double)nrows), &mean);
                 }
+                rc = dist_agree(d, rc, what); /* every rank, before the sum */
+                agreed = rc != 0;
                 if (rc == 0) rc = reduce_gradients(R);
                 double norm;
                 if (rc == 0) rc = b->sgd_step(b, lr, cfg->global_ttt_momentum, cfg->global_ttt_grad_clip, restart, &norm);
@@ -85,7 +97,7 @@ int ttt_global_step(TttRun *R, int k) {
     free(stream);
     if (rc == 0 && b->sync_to_host && b->sync_to_host(b) != 0) rc = -1;
     if (rc == 0 && R->tb->weights_from_host && R->tb->weights_from_host(R->tb) != 0) rc = -1;
-    if (rc != 0) return ct_fail_prefix("test-time training, global step %d", k + 1);
+    if (rc != 0) return agreed ? -1 : ct_fail_prefix("test-time training, global step %d", k + 1);
     if (d->rank == 0) {
         printf("%s: global step %d/%d on %lld documents (%lld tokens): %lld SGD steps over %lld rows of %lld, "
                "%.1fs\n",

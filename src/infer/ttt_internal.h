@@ -29,6 +29,7 @@ typedef struct {
     float *target_loss, *target_count; /* --dump: every target's loss, and whether it was scored */
     int *rank_of;                      /* [num_batches]: the rank scoring each queue position */
     double start_ms;
+    int64_t sgd_steps; /* the global steps' SGD steps so far (CTRAIN_FAULT's ttt_global:N) */
 } TttRun;
 
 /* Global step k (ttt_global.c): SGD on the base weights over the step's documents. */

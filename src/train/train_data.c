@@ -152,18 +152,14 @@ int train_check_tokens(const TokenSet *train, const DistInfo *dist, int rank, in
     double start = ct_now_ms();
     Progress progress;
     progress_begin(&progress, "checking training tokens", "tokens", mine.total_tokens);
-    int failed = mine.num_files > 0 && data_scan_tokens(&mine, NULL, report_scan, &progress) != 0;
+    const int rc = mine.num_files > 0 && data_scan_tokens(&mine, NULL, report_scan, &progress) != 0
+                       ? ct_fail_prefix("train_files")
+                       : 0;
     progress_end(&progress);
     free(mine.files);
-    char error[2048];
-    snprintf(error, sizeof error, "%s", failed ? ct_error() : "");
-    if (world > 1) { /* the lowest failing rank's message goes to every rank (rank 0 prints it) */
-        int first = failed ? world - rank : 0;
-        if (dist_allreduce_max_i32(dist, &first) != 0) return -1;
-        if (first > 0 && dist_bcast(dist, error, sizeof error, world - first) != 0) return -1;
-        failed = first > 0;
-    }
-    if (failed) return ct_fail("train_files: %s", error);
+    /* the lowest failing rank's message goes to every rank (rank 0 prints it); a stop asked for
+     * meanwhile is the training loop's */
+    if (dist_agree_errors(dist, rc, "the check of the training tokens") != 0) return -1;
     int with_crc = 0;
     for (int i = 0; i < train->num_files; i++) with_crc += train->files[i].tokens_crc32 >= 0;
     printf("train data: checked all %lld tokens in %.1f s: below vocab_size, tokens_crc32 matches in %d of %d "

@@ -168,8 +168,8 @@ int trainer_end_golf(Trainer *t, unsigned *left) {
      * before they read it; then every rank's weights, before the evaluation, which agrees at
      * each of its batches */
     const char *what = "the golf artifact's test-time-training evaluation";
-    if (ttt_agree(t->dist, rc, what) != 0 ||
-        ttt_agree(t->dist, have ? 0 : golf_read(&t->st.spec, format, path, t->st.params), what) != 0 ||
+    if (dist_agree(t->dist, rc, what) != 0 ||
+        dist_agree(t->dist, have ? 0 : golf_read(&t->st.spec, format, path, t->st.params), what) != 0 ||
         golf_ttt_evaluate(cfg, &t->st, t->dist, format) != 0) {
         t->failed_together = 1;
         return -1;

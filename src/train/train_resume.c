@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "common.h"
+#include "fault.h"
 #include "trainer.h"
 
 static void report_changed_key(const char *key, const char *old_value, const char *new_value) {
@@ -259,14 +260,17 @@ int trainer_resume(Trainer *t, int *exit_code) {
     }
     CheckpointLineage from;
     uint32_t crc = 0;
-    int rc = load_from(t, choice.path, choice.verified, &from, &crc);
+    int rc = fault_error_stage("resume", -1);
+    if (rc == 0) rc = load_from(t, choice.path, choice.verified, &from, &crc);
     if (choice.plan.new_lineage) {
         /* files are moved aside only once every rank has the state: a refused resume leaves
          * out_dir as it was */
-        int failed = rc != 0;
-        if (t->world > 1 && dist_allreduce_max_i32(t->dist, &failed) != 0) return -1;
-        if (rc != 0) return -1;
-        if (failed) return ct_fail("another rank could not resume from %s (see its error)", choice.path);
+        char what[4500];
+        snprintf(what, sizeof what, "the resume from %s", choice.path);
+        if (dist_agree_errors(t->dist, rc, what) != 0) {
+            t->failed_together = 1; /* every rank knows: none waits for another, rank 0 says why */
+            return -1;
+        }
         checkpoint_lineage_start(&t->lineage, &from, t->step, crc, t->cfg->resume);
         /* a finished run does nothing more (train.c): nothing to replace */
         if (t->rank == 0 && t->step < t->cfg->iterations && start_lineage(t, &choice.plan) != 0) return -1;

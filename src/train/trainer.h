@@ -88,7 +88,8 @@ void trainer_reducer_free(Trainer *t);
 /* train_resume.c */
 /* Decide where the run starts (resume = auto | none | PATH) and load the checkpoint if any:
  * fills t->st, t->step, t->training_ms, t->start_cursor. Returns 0, or -1 with *exit_code set
- * (2 for a refused configuration, 1 otherwise). */
+ * (2 for a refused configuration, 1 otherwise; t->failed_together when the ranks agreed on a
+ * failure to load a checkpoint that starts a new lineage: rank 0's message names the rank). */
 int trainer_resume(Trainer *t, int *exit_code);
 /* Open metrics.jsonl: fresh, or truncated after the resumed step so that the file continues
  * without duplicated or missing steps. */

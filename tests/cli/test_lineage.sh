@@ -75,6 +75,31 @@ expect_grep fallback_resumes_own_lineage 'resumed from .*lin/checkpoints/step_00
 [ "$(ls lin/checkpoints | tr '\n' ' ')" = "latest step_00000015.h5 step_00000016.h5 step_00000018.h5 " ] \
     && pass pruning_leaves_other_lineage || fail pruning_leaves_other_lineage "checkpoints: $(ls lin/checkpoints | tr '\n' ' ')"
 
+# 2b. the same start on 2 ranks (mpiexec), rank 1's load failing (CTRAIN_FAULT's ERR@resume): the
+#     ranks agree before anything is moved aside, so both exit 1 at once, rank 0 says once which
+#     rank failed and why, and out_dir is as it was (the abandoned lineage's checkpoints in place)
+if command -v mpiexec >/dev/null 2>&1; then
+    for v in $(compgen -e | grep -E '^(SLURM_|SLURMD_|PMI_|PMIX_|HYDI_|MPI_LOCAL)'); do unset "$v"; done
+    cp -r orig lin2
+    rm -f codes
+    start=$SECONDS
+    CTRAIN_FAULT='ERR@resume%1' timeout 120 mpiexec -launcher fork -n 2 sh -c '"$@"; rc=$?; echo "$PMI_RANK $rc" >>codes; exit $rc' \
+        sh "$CTRAIN" train "${cfg[@]}" threads=1 collective_timeout=600 resume="$WORK/lin2/checkpoints/step_00000012.h5" \
+        out_dir=lin2 >lin2.out 2>lin2.err
+    rc=$?
+    took=$((SECONDS - start))
+    said="ctrain: error: rank 1 failed during the resume from $WORK/lin2/checkpoints/step_00000012.h5: CTRAIN_FAULT: injected error ERR@resume"
+    if [ $rc -eq 1 ] && [ "$(sort codes 2>/dev/null | tr '\n' ' ')" = "0 1 1 1 " ] && [ $took -lt 60 ] &&
+        [ "$(grep -cxF "$said" lin2.err)" = 1 ]; then pass ranks_2_resume_error_together
+    else fail ranks_2_resume_error_together "exit $rc after ${took}s, ranks' exits: $(tr '\n' ' ' <codes 2>&1) :: $(tail -c 400 lin2.err)"; fi
+    expect_same ranks_2_resume_error_nothing_moved "the files and metrics.jsonl" \
+        "$(cd orig && ls . checkpoints && cksum <metrics.jsonl)" "$(cd lin2 && ls . checkpoints && cksum <metrics.jsonl)"
+else
+    for c in ranks_2_resume_error_together ranks_2_resume_error_nothing_moved; do
+        skip "$c" "mpiexec not installed (apt-get install mpich)"
+    done
+fi
+
 # 3. overwrite=1 moves the earlier run's artifact aside too; names taken by earlier
 #    replacements (two overwrites within one second) are never reused
 expect_ok artifact_run "$CTRAIN" train "${cfg[@]}" iterations=2 golf_artifact=1 out_dir=ow

@@ -7,8 +7,9 @@
 # adapters switched off and phases; learning rate 0 equals the `docs` evaluation bit for bit;
 # prefix 0 is per-document LoRA alone (any phase count); every target scored exactly once;
 # changing one validation token changes no earlier score; 2 ranks give the bits of 1; the time
-# budget stops adapting and says so; a run's end scores its artifact on every rank of its job, and
-# a stop there leaves the test-time training alone to its requeue.
+# budget stops adapting and says so; a run's end scores its artifact on every rank of its job, a
+# stop there leaves the test-time training alone to its requeue, and an error on one rank (in a
+# global step or a batch, with or without a stop on another) ends every rank at once with exit 1.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -84,6 +85,9 @@ expect_fail bad_mode 2 "--mode 'ttt,fast': 'fast' is not one of" "$CTRAIN" eval 
 expect_fail no_bos 1 "needs the validation data's bos_id: 'val0.h5' records none" "$CTRAIN" eval "$ck" --mode ttt --val-files val0.h5 "${ttt[@]}"
 expect_fail bos_not_first 1 "val_late.h5' does not start with BOS" "$CTRAIN" eval "$ck" --mode ttt --val-files val_late.h5 \
     "${ttt[@]}"
+# CTRAIN_FAULT's ERR (an injected error, for the ranks' cases below) is for a named stage only
+expect_fail fault_err_needs_stage 1 "CTRAIN_FAULT: 'ERR@3.1': ERR is for a named stage" \
+    env CTRAIN_FAULT=ERR@3.1 "$CTRAIN" train "${run[@]}" out_dir=m_fault
 # device = cuda takes test-time training (its hooks against the CPU's: tests/unit/test_gpu_step.c's
 # ttt_* cases); with no GPU visible here it gets as far as choosing one (a refusal would exit 2)
 expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"
@@ -331,10 +335,48 @@ Serialized line(s); end_of_run.txt $([ -e e2p/end_of_run.txt ] && echo left || e
     if [ $rc -eq 1 ] && [ "$(grep -c "cannot rename .*final_model.hessians.h5': Is a directory" err_run.err)" = 1 ] &&
         grep -qx 'left: golf_artifact golf_ttt' e2x/end_of_run.txt 2>/dev/null; then pass run_end_error_together
     else fail run_end_error_together "exit $rc :: $(tail -c 400 err_run.err)"; fi
+    # an error on rank 1 alone (CTRAIN_FAULT's ERR) in a global step's SGD step (its forward and
+    # backward passes) and in a per-document batch, and with a stop on rank 0 at the same point:
+    # the ranks agree before each gradient sum and after each batch, so both ranks exit 1 (an
+    # error outranks a stop) within seconds, well before collective_timeout = 600 would end a rank
+    # left waiting; rank 0 says once that rank 1 failed and why; the artifact as written, its
+    # test-time training left, no score printed
+    ranks_fail() { # name fault what
+        local name=$1 start=$SECONDS
+        rm -f codes
+        CTRAIN_FAULT=$2 timeout 300 mpiexec -launcher fork -n 2 sh -c '"$@"; rc=$?; echo "$PMI_RANK $rc" >>codes; exit $rc' \
+            sh "$CTRAIN" train "${run[@]}" iterations=2 golf_artifact=1 ttt_enabled=1 "${ttt[@]}" threads=1 \
+            "${phased[@]}" out_dir="$name" collective_timeout=600 >"$name.out" 2>"$name.err"
+        local rc=$? took=$((SECONDS - start))
+        local said="ctrain: error: rank 1 failed during $3: CTRAIN_FAULT: injected error ERR@${2##*ERR@}"
+        said=${said%\%1}
+        if [ $rc -eq 1 ] && [ "$(sort codes 2>/dev/null | tr '\n' ' ')" = "0 1 1 1 " ] && [ $took -lt 60 ] &&
+            [ "$(grep -cxF "$said" "$name.err")" = 1 ]; then pass "$name"
+        else fail "$name" "exit $rc after ${took}s, ranks' exits: $(tr '\n' ' ' <codes 2>&1) :: $(tail -c 400 "$name.err")"; fi
+        if grep -qx 'left: golf_ttt' "$name/end_of_run.txt" 2>/dev/null && cmp -s e2p/final_model.int8.stz \
+            "$name/final_model.int8.stz" && ! grep -q '^final_int8_zlib_ttt_phased val_loss:' "$name.out"; then
+            pass "${name}_kept"
+        else fail "${name}_kept" "end_of_run.txt: $(tail -1 "$name/end_of_run.txt" 2>&1); artifact $(cmp \
+e2p/final_model.int8.stz "$name/final_model.int8.stz" 2>&1 || true); $(grep -c '_ttt_phased val_loss:' "$name.out") score line(s)"; fi
+    }
+    ranks_fail run_end_ttt_error_global 'ERR@ttt_global:2%1' "the test-time-training evaluation's global step 1"
+    ranks_fail run_end_ttt_error_batch 'ERR@ttt:3%1' "the test-time-training evaluation"
+    ranks_fail run_end_ttt_stop_and_error_global 'TERM@ttt_global:2%0,ERR@ttt_global:2%1' \
+        "the test-time-training evaluation's global step 1"
+    ranks_fail run_end_ttt_stop_and_error_batch 'TERM@ttt:3%0,ERR@ttt:3%1' "the test-time-training evaluation"
+    # a stop alone in a global step ends it at the next SGD step's agreement, not at the step's end
+    CTRAIN_FAULT='TERM@ttt_global:2%1' "${r2[@]}" "${phased[@]}" out_dir=e2g >stop_g.out 2>stop_g.err
+    rc=$?
+    if [ $rc -eq 75 ] && grep -qx 'left: golf_ttt' e2g/end_of_run.txt 2>/dev/null &&
+        grep -q "stopped by a signal during the test-time-training evaluation's global step 1)" stop_g.out &&
+        ! grep -q '^final_int8_zlib_ttt_phased: global step 1/3' stop_g.out; then pass run_end_ttt_stop_global
+    else fail run_end_ttt_stop_global "exit $rc :: $(tail -c 300 stop_g.out) $(tail -c 300 stop_g.err)"; fi
 else
     for c in run_end_ranks_2 run_end_ranks_2_line_once run_end_ranks_2_said run_end_ranks_2_eval \
         run_end_ranks_2_equals_1 run_end_ttt_stop run_end_ttt_requeue run_end_ttt_requeue_said \
-        run_end_ttt_requeue_kept_artifact run_end_phased_eval run_end_phased_close run_end_error_together; do
+        run_end_ttt_requeue_kept_artifact run_end_phased_eval run_end_phased_close run_end_error_together \
+        run_end_ttt_error_global{,_kept} run_end_ttt_error_batch{,_kept} run_end_ttt_stop_and_error_global{,_kept} \
+        run_end_ttt_stop_and_error_batch{,_kept} run_end_ttt_stop_global; do
         skip "$c" "mpiexec not installed (apt-get install mpich)"
     done
 fi

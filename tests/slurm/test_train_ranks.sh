@@ -95,7 +95,8 @@ took=$((SECONDS - start))
 [ $took -lt 30 ] && pass killed_rank_fast || fail killed_rank_fast "took ${took}s"
 expect_grep killed_rank_message 'task 2.*(Killed|signal 9)|rank 2|Killed' killed.log
 
-# ---- a bad token in a file another rank checks: every rank stops before step 1, rank 0 names it ----
+# ---- a bad token in a file another rank checks: every rank stops before step 1, rank 0 names it
+# and the rank that found it ----
 mkdir -p badtok && cp train.h5 badtok/a.h5 && /usr/bin/python3 -c '
 import h5py, numpy as np
 with h5py.File("badtok/b.h5", "w") as f:
@@ -105,7 +106,7 @@ with h5py.File("badtok/b.h5", "w") as f:
 train badtok_run 2 train_files="$WORK/badtok/*.h5"
 rc=$?
 [ $rc = 1 ] && pass bad_token_other_rank_fails || fail bad_token_other_rank_fails "exit $rc: $(tail -3 badtok_run.log)"
-expect_grep bad_token_other_rank_named "error: train_files: '.*badtok/b.h5': token 3000 of /tokens is 999, which is >= vocab_size 256" badtok_run.log
+expect_grep bad_token_other_rank_named "error: rank 1 failed during the check of the training tokens: train_files: '.*badtok/b.h5': token 3000 of /tokens is 999, which is >= vocab_size 256" badtok_run.log
 if grep -q '^step 1/' badtok_run.log; then fail bad_token_before_step_1 "it trained: $(grep -m1 '^step 1/' badtok_run.log)"
 else pass bad_token_before_step_1; fi
 

@@ -1,7 +1,9 @@
 /* test_dist.c — the single-process parts of the distributed layer: launcher detection for a
  * plain start and an srun task without PMI, collectives as no-ops with one rank, the
- * PMI_process_mapping and tasks-per-node parsers, hex, the rank-map line and the watchdog.
+ * PMI_process_mapping and tasks-per-node parsers, hex, the rank-map line, the agreement with one
+ * rank (dist_agree) and the watchdog.
  * Multi-rank behaviour (PMI2, MPI, hangs) is tested under Slurm in tests/slurm/test_launch.sh. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "dist.h"
 #include "dist_internal.h"
 #include "harness.h"
+#include "stop.h"
 
 /* Forget whatever launcher ran this test program (make test may itself run under Slurm). */
 static void clear_launch_env(void) {
@@ -257,6 +260,35 @@ static void rank_map_line(void) {
     CHECK(dist_format_rank_map(e, 4, buf, 16) < 0, "16-byte buffer accepted");
 }
 
+/* dist_agree with one rank: no collective; a failure keeps its message; a stop asked for fails
+ * through stop_abandon (exit 75's path) unless only errors are agreed on; an error after a stop
+ * undone is an error. In a child process: it installs the stop handlers and signals itself. */
+static void single_rank_agreement(void) {
+    clear_launch_env();
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        DistInfo d;
+        if (dist_init(&d, 1, 5) != 0) _exit(2);
+        if (dist_agree(&d, 0, "the work") != 0 || dist_agree_errors(&d, 0, "the work") != 0) _exit(3);
+        ct_fail("boom");
+        if (dist_agree(&d, -1, "the work") != -1 || strcmp(ct_error(), "boom") != 0 || stop_abandoned()) _exit(4);
+        if (stop_install("USR1") != 0 || raise(SIGTERM) != 0 || !stop_requested()) _exit(5);
+        if (dist_agree_errors(&d, 0, "the work") != 0) _exit(6); /* the stop is the caller's */
+        if (dist_agree(&d, 0, "the work") != -1 || !stop_abandoned() ||
+            strcmp(ct_error(), "stopped by a signal during the work") != 0)
+            _exit(7);
+        stop_abandon_undo();
+        if (stop_abandoned()) _exit(8);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d (exit %d: the check that failed)", status,
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* A step that outlasts its timeout ends the process with a message naming rank and step. */
 static void watchdog_ends_a_hang(void) {
     clear_launch_env();
@@ -315,6 +347,7 @@ int main(void) {
     RUN(tasks_per_node);
     RUN(hex);
     RUN(rank_map_line);
+    RUN(single_rank_agreement);
     RUN(watchdog_ends_a_hang);
     RUN(watchdog_disarm_in_time);
     TEST_EXIT();
