@@ -59,15 +59,19 @@ int ttt_global_step(TttRun *R, int k) {
     free(docs);
     const int64_t chunks = ttt_global_chunks(len, cfg->global_ttt_chunk_tokens);
     int64_t steps = 0, rows_done = 0;
-    int restart = 1, rc = 0, agreed = 0; /* agreed: the failure is every rank's (dist_agree's message) */
+    int restart = 1, rc = 0, agreed = 0; /* agreed: every rank has failed together (dist_agree) */
     char what[96];
     snprintf(what, sizeof what, "the test-time-training evaluation's global step %d", k + 1);
     /* the weights the chunks' backend computes with may be its own copy: bring them to the host
      * first, and back after (the CPU backends share the host weights: nothing to do). A rank
-     * that fails, here or below, goes straight to its next agreement (the next SGD step's, or
-     * the evaluation's after the step), where the others meet it: each is the same collectives */
+     * that fails below goes straight to its next agreement (the next SGD step's, where the others
+     * meet it) */
     if (R->tb->sync_to_host && R->tb->sync_to_host(R->tb) != 0) rc = -1;
     if (rc == 0 && b->weights_from_host && b->weights_from_host(b) != 0) rc = -1;
+    /* a rank failing here agrees now, with the others, not at their first SGD step's agreement
+     * (which would pair with its own agreement after the step, leaving them in one more) */
+    rc = dist_agree(d, rc, what);
+    agreed = rc != 0;
     for (int64_t i = 0; i + 1 < chunks && rc == 0; i++) {
         const int64_t rows = ttt_global_rows(len, cfg->global_ttt_chunk_tokens, R->S, i);
         if (rows <= 0) continue;
@@ -97,7 +101,11 @@ int ttt_global_step(TttRun *R, int k) {
     free(stream);
     if (rc == 0 && b->sync_to_host && b->sync_to_host(b) != 0) rc = -1;
     if (rc == 0 && R->tb->weights_from_host && R->tb->weights_from_host(R->tb) != 0) rc = -1;
-    if (rc != 0) return agreed ? -1 : ct_fail_prefix("test-time training, global step %d", k + 1);
+    /* a rank whose SGD step or copy back failed after its last agreement meets the others at
+     * their next one (an SGD step's, or this one); after an agreed failure every rank is past it */
+    if (!agreed) rc = dist_agree(d, rc, what);
+    /* (on many ranks dist_agree's message names the rank and the step) */
+    if (rc != 0) return d->world_size > 1 ? -1 : ct_fail_prefix("test-time training, global step %d", k + 1);
     if (d->rank == 0) {
         printf("%s: global step %d/%d on %lld documents (%lld tokens): %lld SGD steps over %lld rows of %lld, "
                "%.1fs\n",
