@@ -22,7 +22,8 @@
  *                                  the phases) of its global steps starts
  *   CTRAIN_FAULT="ERR@ttt:3%1"     not a signal: rank 1's part of the stage fails there with an
  *                                  error (fault_error_stage), as a failing forward pass would;
- *                                  for the stages that call it (ttt, ttt_global, and resume: a
+ *                                  for the stages that call it (ttt, ttt_global, ttt_sgd: SGD
+ *                                  step N's update, after the ranks' agreement, and resume: a
  *                                  run's load of the checkpoint it resumes from)
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP; ERR: an error.
  * Unset (the normal case), every hook is one branch on a flag. */

@@ -93,6 +93,7 @@ int ttt_global_step(TttRun *R, int k) {
                 if (rc == 0) rc = reduce_gradients(R);
                 double norm;
                 if (rc == 0) rc = b->sgd_step(b, lr, cfg->global_ttt_momentum, cfg->global_ttt_grad_clip, restart, &norm);
+                if (rc == 0) rc = fault_error_stage("ttt_sgd", R->sgd_steps); /* a failure after the agreement */
                 restart = 0;
                 steps++;
                 rows_done += nrows;

@@ -361,6 +361,9 @@ e2p/final_model.int8.stz "$name/final_model.int8.stz" 2>&1 || true); $(grep -c '
     }
     ranks_fail run_end_ttt_error_global 'ERR@ttt_global:2%1' "the test-time-training evaluation's global step 1"
     ranks_fail run_end_ttt_error_batch 'ERR@ttt:3%1' "the test-time-training evaluation"
+    # an SGD step's update failing on rank 1 after the ranks agreed: rank 1's next agreement (the
+    # step's last) meets rank 0's next SGD step's
+    ranks_fail run_end_ttt_error_sgd 'ERR@ttt_sgd:2%1' "the test-time-training evaluation's global step 1"
     ranks_fail run_end_ttt_stop_and_error_global 'TERM@ttt_global:2%0,ERR@ttt_global:2%1' \
         "the test-time-training evaluation's global step 1"
     ranks_fail run_end_ttt_stop_and_error_batch 'TERM@ttt:3%0,ERR@ttt:3%1' "the test-time-training evaluation"
@@ -375,7 +378,7 @@ else
     for c in run_end_ranks_2 run_end_ranks_2_line_once run_end_ranks_2_said run_end_ranks_2_eval \
         run_end_ranks_2_equals_1 run_end_ttt_stop run_end_ttt_requeue run_end_ttt_requeue_said \
         run_end_ttt_requeue_kept_artifact run_end_phased_eval run_end_phased_close run_end_error_together \
-        run_end_ttt_error_global{,_kept} run_end_ttt_error_batch{,_kept} run_end_ttt_stop_and_error_global{,_kept} \
+        run_end_ttt_error_global{,_kept} run_end_ttt_error_batch{,_kept} run_end_ttt_error_sgd{,_kept} run_end_ttt_stop_and_error_global{,_kept} \
         run_end_ttt_stop_and_error_batch{,_kept} run_end_ttt_stop_global; do
         skip "$c" "mpiexec not installed (apt-get install mpich)"
     done
