@@ -59,7 +59,7 @@ int fault_init(int rank) {
         if (!at || (f.sig = parse_signal(item, (size_t)(at - item))) < 0)
             return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP] or "
                            "SIGNAL@import:TOKENS", item);
-        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt"};
+        static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt", "calibration"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");
         int is_stage = 0;

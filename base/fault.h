@@ -16,8 +16,9 @@
  *                                  TERM@artifact (the golf artifact's write), TERM@round_trip
  *                                  (its evaluation), TERM@ttt:N (as batch N, 1-based in queue
  *                                  order, of the test-time-training evaluation of a run's
- *                                  end or of `ckpt golf` starts); a stage without :STEP
- *                                  fires at any step
+ *                                  end or of `ckpt golf` starts), TERM@calibration:N (as
+ *                                  GPTQ's calibration batch N, 1-based, starts); a stage
+ *                                  without :STEP fires at any step
  *   several, comma-separated.      Signals: TERM, INT, KILL, USR1, USR2, STOP.
  * Unset (the normal case), every hook is one branch on a flag. */
 #ifndef CT_FAULT_H

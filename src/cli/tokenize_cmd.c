@@ -264,7 +264,7 @@ static int detokenize(const char *pattern, int jsonl) {
     TokenPieces pieces = {0};
     uint32_t *ids = NULL, *chunk = NULL;
     int64_t n = 0, cap = 0;
-    int rc = -1, present = 0;
+    int rc = -1, present = 0, in_document = 0; /* in_document: a BOS began one (it may be empty) */
     if (data_open_set(pattern, &set) != 0) goto done;
     if (data_read_pieces_file(set.files[0].path, set.vocab_size, &pieces, &present) != 0) goto done;
     if (!present) {
@@ -282,11 +282,12 @@ static int detokenize(const char *pattern, int jsonl) {
             const int64_t k = set.files[f].num_tokens - pos < block ? set.files[f].num_tokens - pos : block;
             if (token_reader_read(reader, f, pos, k, chunk) != 0) goto done;
             for (int64_t i = 0; i < k; i++) {
-                if ((int64_t)chunk[i] == bos && n > 0) { /* a document ends where the next begins */
-                    if (write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+                if ((int64_t)chunk[i] == bos) { /* a document ends where the next begins */
+                    if ((in_document || n > 0) && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
                     n = 0;
+                    in_document = 1;
+                    continue;
                 }
-                if ((int64_t)chunk[i] == bos) continue;
                 if (n == cap) {
                     cap = cap ? 2 * cap : 4096;
                     uint32_t *bigger = ct_malloc((size_t)cap * sizeof *bigger, "document ids");
@@ -298,7 +299,7 @@ static int detokenize(const char *pattern, int jsonl) {
             }
         }
     }
-    if (n > 0 && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+    if ((in_document || n > 0) && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
     rc = fflush(stdout) == 0 ? 0 : ct_fail("cannot write the text to standard output");
 done:
     free(ids);

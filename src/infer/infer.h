@@ -12,6 +12,7 @@
 #include "data.h"
 #include "dist.h"
 #include "golf_artifact.h"
+#include "paths.h"
 #include "train_state.h"
 
 /* Validation data, read once: train_gpt.py's load_validation_tokens keeps
@@ -135,6 +136,9 @@ typedef struct {
     int phases_run;
 } TttResult;
 int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const TttOptions *o, TttResult *r);
+/* Every file `--dump DIR` may write (ttt_dump.c's names: the phases' of cfg, dump_doc's adapters
+ * when >= 0), added to outputs, for the check that none is a file the evaluation reads. */
+void ttt_dump_outputs(const char *dir, const Config *cfg, int64_t dump_doc, CtPathList *outputs);
 /* One step of work that every rank of d does agreed before the next (ttt_evaluate's batches and
  * global steps, a run's end before its test-time training): rc is this rank's outcome (0, or -1
  * with the error set). Returns 0 on every rank when every rank's rc is 0 and no stop was asked

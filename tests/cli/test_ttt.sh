@@ -84,6 +84,13 @@ expect_fail bad_mode 2 "--mode 'ttt,fast': 'fast' is not one of" "$CTRAIN" eval 
 expect_fail no_bos 1 "needs the validation data's bos_id: 'val0.h5' records none" "$CTRAIN" eval "$ck" --mode ttt --val-files val0.h5 "${ttt[@]}"
 expect_fail bos_not_first 1 "val_late.h5' does not start with BOS" "$CTRAIN" eval "$ck" --mode ttt --val-files val_late.h5 \
     "${ttt[@]}"
+# the dump never over a file the evaluation reads, nor into checkpoints/ (it wrote them, exit 0)
+mkdir -p din && cp val.h5 din/losses.f32
+expect_fail dump_over_input 2 "--dump 'din/losses.f32' is the input 'din/losses.f32'" \
+    "$CTRAIN" eval "$ck" --mode docs --dump din --val-files din/losses.f32 "${ttt[@]}"
+cmp -s val.h5 din/losses.f32 && pass dump_input_kept || fail dump_input_kept "din/losses.f32 was written over"
+expect_fail dump_in_checkpoints 2 "--dump 'm/checkpoints/[a-z_.]+' lies in a checkpoints/ folder" \
+    "$CTRAIN" eval "$ck" --mode docs --dump m/checkpoints "${ttt[@]}"
 # device = cuda takes test-time training (its hooks against the CPU's: tests/unit/test_gpu_step.c's
 # ttt_* cases); with no GPU visible here it gets as far as choosing one (a refusal would exit 2)
 expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"
