@@ -76,10 +76,12 @@ static int write_datasets(hid_t file, const ModelSpec *spec, const GolfHessians 
             continue;
         }
         const hsize_t dims[2] = {(hsize_t)p->shape[1], (hsize_t)p->shape[1]};
-        /* one chunk with the Fletcher32 checksum, as a checkpoint's datasets: a damaged Hessian is
-         * a read error naming it, not a quietly different artifact */
+        /* chunks with the Fletcher32 checksum, as a checkpoint's datasets: a damaged Hessian is a
+         * read error naming it, not a quietly different artifact (rows of 1024 at most: a chunk
+         * stays far below HDF5's 4 GiB limit for any width) */
+        const hsize_t chunk[2] = {dims[0] < 1024 ? dims[0] : 1024, dims[1]};
         hid_t space = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        if (dcpl >= 0 && (H5Pset_chunk(dcpl, 2, dims) < 0 || H5Pset_fletcher32(dcpl) < 0)) {
+        if (dcpl >= 0 && (H5Pset_chunk(dcpl, 2, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0)) {
             H5Pclose(dcpl);
             dcpl = -1;
         }

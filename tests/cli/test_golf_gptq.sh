@@ -5,8 +5,10 @@
 # factors, float16 for the rest), the weights ctrain reads back equal the record's dequantization
 # in Python, the printed round-trip val_loss equals the project's PyTorch model on them; the
 # artifact is the same bytes twice, KEY=VALUE changes its settings, and bad input (no Hessians,
-# Hessians of another model, a key that is not the artifact's) is a clear error that writes
-# nothing. gptq-pergroup: the same tensors, read by a Python reader written from the docs.
+# Hessians of another model, a damaged or 1-D Hessian, a key that is not the artifact's) is a
+# clear error that writes nothing; a stop in `ckpt hessians`' calibration exits 75 leaving the
+# file it would replace. gptq-pergroup: the same tensors, read by a Python reader written from the
+# docs; an lrzip killed or writing nothing is said so, and the artifact it would replace stays.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \

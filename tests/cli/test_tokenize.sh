@@ -7,8 +7,8 @@
 # than a shard spans two); the same bytes for 1, 2 and 8 threads; .bin shards holding the same
 # tokens; --part 1/3 + 2/3 + 3/3 (and slurm/tokenize.sbatch as an array) holding a one-process
 # run's tokens; `data info` and a short training run on the output; bad input (not JSON, no
-# "text", invalid UTF-8, an existing output) failing with the file and line and leaving no shard
-# behind, nor does a stop (exit 75). CaseOps: the transform (the tests' own encoder,
+# "text", invalid UTF-8, a NUL inside a JSONL "text", an existing output) failing with the file and
+# line and leaving no shard behind, nor does a stop (exit 75). CaseOps: the transform (the tests' own encoder,
 # tests/cli/caseops_ref.py, written from the record's description) and each validation token's
 # original byte count (summing to each document's UTF-8 length), the .bin byte sidecar, training
 # counting it, and detokenize giving back every document. --byte-counts without a transform:

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # test_ttt.sh — `ctrain eval` and the score-first test-time-training evaluation (issue 57,
 # docs/running.md "Test-time training") on the CPU: bad values are errors naming the key or the
-# file; the evaluation against the PyTorch reference of the same procedure
-# (tests/parity/ttt_ref.py: every document's loss sum, one document's adapters, the base weights
-# after each phase, val_bpb, within 1e-5) for AdamW and SGD adapters, several gradient steps,
-# adapters switched off and phases; learning rate 0 equals the `docs` evaluation bit for bit;
-# prefix 0 is per-document LoRA alone (any phase count); every target scored exactly once;
-# changing one validation token changes no earlier score; 2 ranks give the bits of 1; the time
-# budget stops adapting and says so; a run's end scores its artifact on every rank of its job, and
-# a stop there leaves the test-time training alone to its requeue.
+# file (a --dump over an input or into checkpoints/ too); the evaluation against the PyTorch
+# reference of the same procedure (tests/parity/ttt_ref.py: every document's loss sum, one
+# document's adapters, the base weights after each phase, val_bpb, within 1e-5) for AdamW and
+# SGD adapters, several gradient steps, adapters switched off and phases; learning rate 0
+# equals the `docs` evaluation bit for bit; prefix 0 is per-document LoRA alone (any phase
+# count); every target scored exactly once; changing one validation token changes no earlier
+# score; 2 ranks give the bits of 1; the time budget stops adapting and says so; a run's end
+# scores its artifact on every rank of its job, and a stop there leaves the test-time training
+# alone to its requeue.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
