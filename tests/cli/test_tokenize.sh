@@ -261,7 +261,7 @@ same('train', stream('e10/train_*.h5'), train)
 # a file given twice (here through a link): its documents in validation and training both (exit 0)
 ln -s corpus.jsonl again.jsonl
 expect_fail input_given_twice 2 "INPUT 'again.jsonl' is the file 'corpus.jsonl' given before it" \
-    "$CTRAIN" data tokenize --tokenizer m.model --out e11 --val-docs 4 corpus.jsonl bad_utf8.jsonl again.jsonl
+    "$CTRAIN" data tokenize --tokenizer m.model --out e11 --val-docs 4 corpus.jsonl texts/t00.txt again.jsonl
 expect_fail existing_output_refused 1 "--out 'shards' already holds '(train|val)_0000[0-9]+\.h5'" \
     "$CTRAIN" data tokenize --tokenizer m.model --out shards --val-docs 4 corpus.jsonl
 # a failure after shards were written (the bad line comes in the second batch of 512 documents)
