@@ -97,8 +97,20 @@ static int write_datasets(hid_t file, const ModelSpec *spec, const GolfHessians 
     return rc;
 }
 
-int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
+int golf_hessians_check_writable(const char *path) {
     if (ct_mkdir_parent(path) != 0) return -1;
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* fopen for the system's reason (HDF5's create gives none), under the name the write uses */
+    FILE *probe = fopen(tmp, "wb");
+    if (!probe) return ct_fail("cannot create '%s': %s", tmp, strerror(errno));
+    fclose(probe);
+    unlink(tmp);
+    return 0;
+}
+
+int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
+    if (golf_hessians_check_writable(path) != 0) return -1;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     ct_hdf5_lock();

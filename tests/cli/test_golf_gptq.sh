@@ -301,6 +301,12 @@ expect_ok gptq_golf_collected "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --o
 expect_grep gptq_golf_collected_named '^hessians: run/final_model.hessians.h5 \(16 calibration batches, 4096 tokens, step 6\)$' out
 expect_fail gptq_hessians_not_in_checkpoints 2 "lies in a checkpoints/ folder" \
     "$CTRAIN" ckpt hessians "$CK" --out run/checkpoints/h.h5
+# an --out that cannot be written fails with the system's reason before the calibration (it
+# collected first, then said "cannot create '/proc/h.h5.tmp.N'" without a reason)
+expect_fail gptq_hessians_unwritable 1 "cannot create '/proc/h.h5.tmp.[0-9]+': No such file or directory" \
+    "$CTRAIN" ckpt hessians "$CK" --out /proc/h.h5
+grep -q 'GPTQ: collected' out && fail gptq_hessians_unwritable_at_once "it collected first: $(head -c 300 out)" ||
+    pass gptq_hessians_unwritable_at_once
 # a stop during the calibration ends it there (exit 75: it went on to the end and wrote the file,
 # exit 0), and the Hessians file it would replace stays as it was, with nothing beside it
 cp run/final_model.hessians.h5 hessians_before.h5
