@@ -62,7 +62,7 @@ int fault_init(int rank) {
             return ct_fail("CTRAIN_FAULT: '%s' is not SIGNAL@STEP.MICRO, SIGNAL@ckpt:STEP, SIGNAL@STAGE[:STEP], "
                            "SIGNAL@import:TOKENS or ERR@STAGE[:STEP]", item);
         static const char *const stages[] = {"val", "ema_val", "artifact", "round_trip", "ttt", "ttt_global",
-                                             "ttt_sgd", "resume"};
+                                             "ttt_sgd", "resume", "calibration"};
         const char *name = at + 1;
         size_t name_len = strcspn(name, ":");
         int is_stage = 0;

@@ -16,8 +16,9 @@
  *                                  TERM@artifact (the golf artifact's write), TERM@round_trip
  *                                  (its evaluation), TERM@ttt:N (as batch N, 1-based in queue
  *                                  order, of the test-time-training evaluation of a run's
- *                                  end or of `ckpt golf` starts); a stage without :STEP
- *                                  fires at any step
+ *                                  end or of `ckpt golf` starts), TERM@calibration:N (as
+ *                                  GPTQ's calibration batch N, 1-based, starts); a stage
+ *                                  without :STEP fires at any step
  *                                  TERM@ttt_global:N as SGD step N (1-based, counted across
  *                                  the phases) of its global steps starts
  *   CTRAIN_FAULT="ERR@ttt:3%1"     not a signal: rank 1's part of the stage fails there with an

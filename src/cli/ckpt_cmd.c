@@ -532,6 +532,10 @@ static int cmd_hessians(int argc, char **argv) {
         ct_print_error();
         rc = CT_EXIT_FAILURE;
     }
+    if (rc == 0 && golf_hessians_check_writable(out) != 0) { /* before the calibration's minutes, not after */
+        ct_print_error();
+        rc = CT_EXIT_FAILURE;
+    }
     GolfHessians h = {0};
     if (rc == 0) {
         use_weights(ckpt, &st, live);

@@ -158,6 +158,16 @@ int eval_main(int argc, char **argv) {
         ct_print_error();
         rc = CT_EXIT_USAGE;
     }
+    if (rc == 0 && dump) { /* the dump never over a file the evaluation reads, nor into checkpoints/ */
+        CtPathList outputs = {0}, inputs = {0};
+        ttt_dump_outputs(dump, &cfg, dump_doc, &outputs);
+        ct_path_list_add(&inputs, "the checkpoint", "the model evaluated", path);
+        if (artifact) ct_path_list_add(&inputs, "--artifact", "the weights evaluated", artifact);
+        ct_path_list_add_glob(&inputs, val_files ? "--val-files" : "val_files", "the validation data", cfg.val_files);
+        rc = cli_check_outputs("eval", NULL, &outputs, &inputs);
+        ct_path_list_free(&outputs);
+        ct_path_list_free(&inputs);
+    }
     DistInfo d;
     int dist_up = 0;
     if (rc == 0 && stop_install(cfg.stop_signal) != 0) { /* a stop ends the evaluation at its next batch */

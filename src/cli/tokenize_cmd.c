@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -37,6 +38,8 @@ static const char TOKENIZE_USAGE[] =
     "  FILE (any other name)    plain text: the whole file is one document (an empty file none),\n"
     "                           or one document per non-blank line with --doc-per-line\n"
     "  -                        standard input, as text (or JSONL with --input-format jsonl)\n"
+    "  (a file given twice, by any spelling or link, is refused: its documents would be in both\n"
+    "  splits)\n"
     "\n"
     "options:\n"
     "  --tokenizer MODEL.model  the SentencePiece model (it must have a BOS piece)\n"
@@ -85,6 +88,37 @@ static int parse_part(const char *text, int *part, int *num_parts) {
     *part = (int)i;
     *num_parts = (int)n;
     return 0;
+}
+
+/* The index of the earliest input that names the same file as one before it (by device and
+ * inode: another spelling or a link too), that one's index in *first; -1 when none does. Files
+ * that cannot be stat'ed are left to the reader's error. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int index;
+} InputId;
+
+static int by_identity(const void *a, const void *b) {
+    const InputId *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->index - y->index;
+}
+
+static int repeated_input(char **inputs, int num_inputs, int *first) {
+    InputId *ids = ct_malloc((size_t)num_inputs * sizeof *ids + 1, "input identities");
+    int n = 0, repeat = -1;
+    for (int i = 0; i < num_inputs; i++) {
+        struct stat st;
+        if (strcmp(inputs[i], "-") && stat(inputs[i], &st) == 0) ids[n++] = (InputId){st.st_dev, st.st_ino, i};
+    }
+    qsort(ids, (size_t)n, sizeof *ids, by_identity);
+    for (int k = 1; k < n; k++) /* in a run of one file, by index: each entry repeats the one before it */
+        if (ids[k].dev == ids[k - 1].dev && ids[k].ino == ids[k - 1].ino && (repeat < 0 || ids[k].index < repeat))
+            repeat = ids[k].index, *first = ids[k - 1].index;
+    free(ids);
+    return repeat;
 }
 
 /* What made the shards, for their provenance attribute. */
@@ -177,6 +211,15 @@ int data_tokenize_main(int argc, char **argv) {
         cli_usage_error("data", cmd, "- (standard input) is given %d times; it can be read once", stdin_count);
         goto done;
     }
+    /* a file given twice would be tokenized twice: with --val-docs, the same documents in
+     * validation and in training */
+    int first, repeat = repeated_input(inputs, num_inputs, &first);
+    if (repeat >= 0) {
+        cli_usage_error("data", cmd, "INPUT '%s' is the file '%s' given before it: its documents would be tokenized "
+                        "twice (with --val-docs, the same ones in validation and training); give each file once",
+                        inputs[repeat], inputs[first]);
+        goto done;
+    }
     /* The inputs and the model are read, and never inside the shards' names: data tokenize's own
      * check refuses an --out holding any file of those names (tokenize.c). */
     CtPathList outputs = {0}, read = {0};
@@ -264,7 +307,7 @@ static int detokenize(const char *pattern, int jsonl) {
     TokenPieces pieces = {0};
     uint32_t *ids = NULL, *chunk = NULL;
     int64_t n = 0, cap = 0;
-    int rc = -1, present = 0;
+    int rc = -1, present = 0, in_document = 0; /* in_document: a BOS began one (it may be empty) */
     if (data_open_set(pattern, &set) != 0) goto done;
     if (data_read_pieces_file(set.files[0].path, set.vocab_size, &pieces, &present) != 0) goto done;
     if (!present) {
@@ -282,11 +325,12 @@ static int detokenize(const char *pattern, int jsonl) {
             const int64_t k = set.files[f].num_tokens - pos < block ? set.files[f].num_tokens - pos : block;
             if (token_reader_read(reader, f, pos, k, chunk) != 0) goto done;
             for (int64_t i = 0; i < k; i++) {
-                if ((int64_t)chunk[i] == bos && n > 0) { /* a document ends where the next begins */
-                    if (write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+                if ((int64_t)chunk[i] == bos) { /* a document ends where the next begins */
+                    if ((in_document || n > 0) && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
                     n = 0;
+                    in_document = 1;
+                    continue;
                 }
-                if ((int64_t)chunk[i] == bos) continue;
                 if (n == cap) {
                     cap = cap ? 2 * cap : 4096;
                     uint32_t *bigger = ct_malloc((size_t)cap * sizeof *bigger, "document ids");
@@ -298,7 +342,7 @@ static int detokenize(const char *pattern, int jsonl) {
             }
         }
     }
-    if (n > 0 && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
+    if ((in_document || n > 0) && write_document(&pieces, caseops, ids, n, jsonl) != 0) goto done;
     rc = fflush(stdout) == 0 ? 0 : ct_fail("cannot write the text to standard output");
 done:
     free(ids);

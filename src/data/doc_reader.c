@@ -110,6 +110,33 @@ static int parse_json_line(DocReader *r, size_t n, Doc *doc) {
                    doc_reader_input_name(r, r->current));
 }
 #else
+/* The length of a line's decoded "text" (the item at the same place in obj). cJSON ends its
+ * strings at a NUL, while a line may put one in "text" (a raw byte or \u0000): strlen would drop
+ * the rest of the document without a word. The same line with each such NUL made 0x01 decodes
+ * to as many bytes and none of them NUL, so its strlen is the length; the NULs, kept, then meet
+ * the UTF-8 check as in text inputs (an error, or U+FFFD with --replace-invalid). */
+static size_t json_text_length(const char *line, size_t n, const cJSON *obj, const cJSON *text) {
+    int nuls = 0;
+    for (size_t i = 0; i < n && !nuls; i++)
+        nuls = line[i] == '\0' || (line[i] == '\\' && i + 6 <= n && !memcmp(line + i + 1, "u0000", 5));
+    if (!nuls) return strlen(text->valuestring);
+    char *copy = ct_malloc(n + 1, "JSON line");
+    memcpy(copy, line, n);
+    copy[n] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (copy[i] == '\0') copy[i] = '\1';
+        else if (copy[i] == '\\' && i + 6 <= n && !memcmp(copy + i + 1, "u0000", 5)) copy[i + 5] = '1';
+        if (copy[i] == '\\') i++; /* an escaped character is not the start of another escape */
+    }
+    cJSON *again = cJSON_ParseWithLength(copy, n);
+    const cJSON *a = again ? again->child : NULL;
+    for (const cJSON *o = obj->child; a && o && o != text; o = o->next) a = a->next;
+    const size_t len = a && cJSON_IsString(a) && a->valuestring ? strlen(a->valuestring) : strlen(text->valuestring);
+    cJSON_Delete(again);
+    free(copy);
+    return len;
+}
+
 static int parse_json_line(DocReader *r, size_t n, Doc *doc) {
     const char *name = doc_reader_input_name(r, r->current);
     cJSON *obj = cJSON_ParseWithLength(r->buf, n);
@@ -130,7 +157,7 @@ static int parse_json_line(DocReader *r, size_t n, Doc *doc) {
     else if (!cJSON_IsString(text) || !text->valuestring)
         rc = ct_fail("'%s' line %lld: \"text\" is not a string", name, (long long)r->line);
     if (rc == 0) {
-        doc->len = strlen(text->valuestring);
+        doc->len = json_text_length(r->buf, n, obj, text);
         doc->text = ct_malloc(doc->len + 1, "document");
         memcpy(doc->text, text->valuestring, doc->len + 1);
     }

@@ -35,14 +35,19 @@ int golf_file_read(const char *path, unsigned char **buf, size_t *len) {
         if (f) fclose(f);
         return ct_fail("cannot open artifact '%s': %s", path, strerror(e));
     }
+    if (!S_ISREG(st.st_mode)) { /* a directory opens, and its read fails with no word of why */
+        fclose(f);
+        return ct_fail("artifact '%s' is %s, not a file", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    }
     *len = (size_t)st.st_size;
     *buf = ct_malloc(*len + 1, "compressed artifact");
-    int bad = fread(*buf, 1, *len, f) != *len;
+    int bad = fread(*buf, 1, *len, f) != *len, e = errno;
+    if (bad && !ferror(f)) e = 0; /* shorter than its size: it changed while read */
     fclose(f);
     if (bad) {
         free(*buf);
         *buf = NULL;
-        return ct_fail("cannot read '%s'", path);
+        return ct_fail("cannot read artifact '%s': %s", path, e ? strerror(e) : "it ended before its size (changed while read?)");
     }
     return 0;
 }

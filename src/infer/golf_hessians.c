@@ -76,19 +76,41 @@ static int write_datasets(hid_t file, const ModelSpec *spec, const GolfHessians 
             continue;
         }
         const hsize_t dims[2] = {(hsize_t)p->shape[1], (hsize_t)p->shape[1]};
-        hid_t space = H5Screate_simple(2, dims, NULL);
-        hid_t d = space < 0 ? -1 : H5Dcreate2(group, p->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        /* chunks with the Fletcher32 checksum, as a checkpoint's datasets: a damaged Hessian is a
+         * read error naming it, not a quietly different artifact (rows of 1024 at most: a chunk
+         * stays far below HDF5's 4 GiB limit for any width) */
+        const hsize_t chunk[2] = {dims[0] < 1024 ? dims[0] : 1024, dims[1]};
+        hid_t space = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        if (dcpl >= 0 && (H5Pset_chunk(dcpl, 2, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0)) {
+            H5Pclose(dcpl);
+            dcpl = -1;
+        }
+        hid_t d = space < 0 || dcpl < 0 ? -1
+                                        : H5Dcreate2(group, p->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->h[i]) < 0)
             rc = ct_h5_fail("'%s': cannot write /hessians/%s", path, p->name);
         if (d >= 0) H5Dclose(d);
+        if (dcpl >= 0) H5Pclose(dcpl);
         if (space >= 0) H5Sclose(space);
     }
     H5Gclose(group);
     return rc;
 }
 
-int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
+int golf_hessians_check_writable(const char *path) {
     if (ct_mkdir_parent(path) != 0) return -1;
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* fopen for the system's reason (HDF5's create gives none), under the name the write uses */
+    FILE *probe = fopen(tmp, "wb");
+    if (!probe) return ct_fail("cannot create '%s': %s", tmp, strerror(errno));
+    fclose(probe);
+    unlink(tmp);
+    return 0;
+}
+
+int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
+    if (golf_hessians_check_writable(path) != 0) return -1;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     ct_hdf5_lock();
@@ -120,10 +142,14 @@ static int read_dataset(hid_t group, const char *path, const ParamInfo *p, float
     if (ndim == 2) H5Sget_simple_extent_dims(space, dims, NULL);
     int rc = 0;
     const hsize_t cols = (hsize_t)p->shape[1];
-    if (ndim != 2 || dims[0] != cols || dims[1] != cols) {
-        rc = ct_fail("'%s': /hessians/%s has shape [%llu, %llu] (%d dimensions), expected [%llu, %llu]: the "
+    if (ndim != 2) {
+        rc = ct_fail("'%s': /hessians/%s has %d dimensions, expected a [%llu, %llu] matrix: the Hessian of the %lld "
+                     "inputs of %s in this model", path, p->name, ndim, (unsigned long long)cols,
+                     (unsigned long long)cols, (long long)cols, p->name);
+    } else if (dims[0] != cols || dims[1] != cols) {
+        rc = ct_fail("'%s': /hessians/%s has shape [%llu, %llu], expected [%llu, %llu]: the "
                      "Hessian of the %lld inputs of %s in this model",
-                     path, p->name, (unsigned long long)dims[0], (unsigned long long)dims[1], ndim,
+                     path, p->name, (unsigned long long)dims[0], (unsigned long long)dims[1],
                      (unsigned long long)cols, (unsigned long long)cols, (long long)cols, p->name);
     } else if (H5Tget_class(type) != H5T_FLOAT) {
         char t[64];

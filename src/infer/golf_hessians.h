@@ -33,6 +33,10 @@ int golf_hessian_wanted(const ModelSpec *spec, int i, int *shares);
 void golf_hessians_alloc(const ModelSpec *spec, GolfHessians *h);
 void golf_hessians_free(GolfHessians *h);
 
+/* Whether path can be written (its folder made, its temporary file created and removed): an
+ * error naming the file and the system's reason, so that a command fails before its calibration
+ * rather than after it. */
+int golf_hessians_check_writable(const char *path);
 /* Write h to path atomically (a temporary file renamed into place). */
 int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path);
 /* Read the Hessians file at path for this model: each wanted parameter's dataset if present

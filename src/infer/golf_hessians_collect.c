@@ -14,9 +14,11 @@
 
 #include "common.h"
 #include "data.h"
+#include "fault.h"
 #include "golf_hessians.h"
 #include "infer.h"
 #include "loader.h"
+#include "stop.h"
 
 /* The calibration tokens: batches slots of slot tokens and one more, checked against the vocab. */
 static int read_calibration(const Config *cfg, TokenSet *set, int64_t batches, int64_t slot, uint32_t **tokens) {
@@ -66,8 +68,16 @@ int golf_collect_hessians(const Config *cfg, TrainState *st, GolfHessians *h) {
             rc = ct_fail("device = %s cannot collect the GPTQ Hessians yet; collect them with device=cpu "
                          "(ctrain ckpt hessians CHECKPOINT --device cpu)", cfg->device);
     }
-    for (int64_t k = 0; rc == 0 && k < batches; k++)
+    for (int64_t k = 0; rc == 0 && k < batches; k++) {
+        /* a stop (a preempted job's, or `ckpt hessians`'s) is honoured at each batch: the
+         * calibration can be long (gptq_calibration_batches up to 10^6) and writes nothing */
+        fault_point_stage("calibration", k + 1);
+        if (stop_requested()) {
+            rc = stop_abandon("GPTQ's calibration");
+            break;
+        }
         rc = b->accumulate_input_grams(b, tokens + k * slot, (int)(slot / T), grams);
+    }
     for (int i = 0; rc == 0 && i < h->num_params; i++) {
         if (!grams[i]) continue;
         const size_t cols = (size_t)st->spec.params[i].shape[1];

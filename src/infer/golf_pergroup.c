@@ -191,13 +191,23 @@ static int lrzip_finish(const Scratch *s, int compress, LrzipJob *j, int rc, uns
     if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 127)
         rc = ct_fail("'%s': gptq-pergroup runs lrzip (its groups' ZPAQ compression) and none was found on PATH; "
                      "install it (Debian: apt-get install lrzip, or run scripts/install-deps.sh)", s->path);
+    /* killed (a kill, the OOM killer): no fault of the data, and lrzip had no time to say a word */
+    if (rc == 0 && WIFSIGNALED(status))
+        rc = ct_fail("'%s': lrzip was killed by signal %d (%s) while %s the %s group; run the command again",
+                     s->path, WTERMSIG(status), strsignal(WTERMSIG(status)), compress ? "compressing" : "decompressing",
+                     what);
     if (rc == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
         char why[512];
         log_complaint(j->log, why, sizeof why);
-        rc = compress ? ct_fail("'%s': lrzip failed compressing the %s group: %s", s->path, what, why)
+        rc = compress ? ct_fail("'%s': lrzip failed compressing the %s group (exit status %d): %s", s->path, what,
+                                WEXITSTATUS(status), *why ? why : "(no message)")
                       : ct_fail("'%s' is damaged: lrzip cannot decompress its %s group: %s", s->path, what,
                                 *why ? why : "(no message)");
     }
+    struct stat st;
+    if (rc == 0 && stat(j->out, &st) != 0)
+        rc = ct_fail("'%s': lrzip exited 0 but wrote no output for the %s group (%s: %s); is the lrzip on PATH "
+                     "Debian's?", s->path, what, j->out, strerror(errno));
     if (rc == 0) rc = golf_file_read(j->out, out, out_len);
     unlink(j->out);
     return rc;

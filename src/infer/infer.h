@@ -12,6 +12,7 @@
 #include "data.h"
 #include "dist.h"
 #include "golf_artifact.h"
+#include "paths.h"
 #include "train_state.h"
 
 /* Validation data, read once: train_gpt.py's load_validation_tokens keeps
@@ -135,6 +136,9 @@ typedef struct {
     int phases_run;
 } TttResult;
 int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const TttOptions *o, TttResult *r);
+/* Every file `--dump DIR` may write (ttt_dump.c's names: the phases' of cfg, dump_doc's adapters
+ * when >= 0), added to outputs, for the check that none is a file the evaluation reads. */
+void ttt_dump_outputs(const char *dir, const Config *cfg, int64_t dump_doc, CtPathList *outputs);
 /* The label of a format's round trip ("final_int8_zlib", "final_int6", "final_gptq"). */
 const char *golf_eval_label(GolfFormat format);
 /* The record's last stage: the weights in st (an artifact's, as golf_read gives them) scored with

@@ -14,6 +14,23 @@
 #include "safetensors.h"
 #include "ttt_internal.h"
 
+void ttt_dump_outputs(const char *dir, const Config *cfg, int64_t dump_doc, CtPathList *outputs) {
+    static const char *const fixed[] = {"lora_init.safetensors", "docs.tsv", "losses.f32", "summary.json"};
+    char path[4300];
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, fixed[i]);
+        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+    }
+    for (int64_t k = 0; k <= cfg->phased_ttt_num_phases && k < 1000; k++) {
+        snprintf(path, sizeof path, "%s/phase_%d.safetensors", dir, (int)k); /* as ttt_dump_phase names it */
+        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+    }
+    if (dump_doc >= 0) {
+        snprintf(path, sizeof path, "%s/adapters_doc_%lld.safetensors", dir, (long long)dump_doc); /* ttt_dump_slot's */
+        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+    }
+}
+
 /* DIR/name, or an error naming it when it does not fit. */
 static int dump_path(const TttRun *R, const char *name, char *buf, size_t cap) {
     if ((size_t)snprintf(buf, cap, "%s/%s", R->opt->dump, name) >= cap)

@@ -5,8 +5,10 @@
 # factors, float16 for the rest), the weights ctrain reads back equal the record's dequantization
 # in Python, the printed round-trip val_loss equals the project's PyTorch model on them; the
 # artifact is the same bytes twice, KEY=VALUE changes its settings, and bad input (no Hessians,
-# Hessians of another model, a key that is not the artifact's) is a clear error that writes
-# nothing. gptq-pergroup: the same tensors, read by a Python reader written from the docs.
+# Hessians of another model, a damaged or 1-D Hessian, a key that is not the artifact's) is a
+# clear error that writes nothing; a stop in `ckpt hessians`' calibration exits 75 leaving the
+# file it would replace. gptq-pergroup: the same tensors, read by a Python reader written from the
+# docs; an lrzip killed or writing nothing is said so, and the artifact it would replace stays.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 "$CTRAIN" data from-text --out train.h5 --val-out val.h5 --val-fraction 0.2 /usr/share/common-licenses/GPL-3 \
@@ -154,7 +156,8 @@ assert meta["plan"].count("s") == 2 and "a" not in meta["plan"] and meta["lqer"]
 # docs/checkpoint-format.md alone ("gptq-pergroup": brotli + lrzip -d as a subprocess) rebuilds the
 # very container gptq-brotli compresses; the round trip prints the same val_loss; lrzip's files go.
 PG_CASES=(pergroup_golf_runs pergroup_size_line pergroup_same_round_trip pergroup_python_reader
-          pergroup_again pergroup_deterministic pergroup_tmp_removed pergroup_no_lrzip pergroup_nothing_written)
+          pergroup_again pergroup_deterministic pergroup_tmp_removed pergroup_no_lrzip pergroup_nothing_written
+          pergroup_lrzip_killed pergroup_killed_keeps_output pergroup_lrzip_no_output)
 if ! command -v lrzip >/dev/null; then
     for c in "${PG_CASES[@]}"; do skip "$c" "no lrzip on PATH (apt-get install lrzip)"; done
 else
@@ -225,6 +228,22 @@ assert bytes(container) == brotli.decompress(open(sys.argv[2], "rb").read()), "n
     expect_fail pergroup_no_lrzip 1 "none.pgrp.*apt-get install lrzip" env PATH=/nonexistent "$CTRAIN" ckpt golf \
         "$CK" --format gptq-pergroup --hessians h.h5 --out none.pgrp --no-eval
     [ ! -e none.pgrp ] && pass pergroup_nothing_written || fail pergroup_nothing_written "none.pgrp exists"
+    # an lrzip that dies (killed: the OOM killer, a kill) or writes nothing: said so, the artifact it
+    # would replace kept (the message was "lrzip failed compressing the tok_emb.weight group: " and
+    # "cannot open artifact '/tmp/ctrain-pgrp-.../out-0'")
+    mkdir -p killed_lrzip silent_lrzip
+    printf '#!/bin/sh\nkill -KILL $$\n' >killed_lrzip/lrzip
+    printf '#!/bin/sh\nexit 0\n' >silent_lrzip/lrzip
+    chmod +x killed_lrzip/lrzip silent_lrzip/lrzip
+    echo "an earlier artifact" >kept.pgrp
+    expect_fail pergroup_lrzip_killed 1 "kept.pgrp.*lrzip was killed by signal 9 .* while compressing the tok_emb.weight group" \
+        env PATH="$WORK/killed_lrzip:$PATH" TMPDIR="$WORK/tmpd" "$CTRAIN" ckpt golf "$CK" --format gptq-pergroup \
+        --hessians h.h5 --out kept.pgrp --no-eval
+    [ "$(cat kept.pgrp)" = "an earlier artifact" ] && [ -z "$(ls -A tmpd)" ] && pass pergroup_killed_keeps_output ||
+        fail pergroup_killed_keeps_output "kept.pgrp: $(head -c 40 kept.pgrp | od -c | head -2); in TMPDIR: $(ls tmpd)"
+    expect_fail pergroup_lrzip_no_output 1 "kept.pgrp.*lrzip exited 0 but wrote no output for the tok_emb.weight group" \
+        env PATH="$WORK/silent_lrzip:$PATH" "$CTRAIN" ckpt golf "$CK" --format gptq-pergroup --hessians h.h5 \
+        --out kept.pgrp --no-eval
 fi
 
 # the run's final_model.hessians.h5 is the default, when it is of the checkpoint's step
@@ -282,6 +301,41 @@ expect_ok gptq_golf_collected "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --o
 expect_grep gptq_golf_collected_named '^hessians: run/final_model.hessians.h5 \(16 calibration batches, 4096 tokens, step 6\)$' out
 expect_fail gptq_hessians_not_in_checkpoints 2 "lies in a checkpoints/ folder" \
     "$CTRAIN" ckpt hessians "$CK" --out run/checkpoints/h.h5
+# an --out that cannot be written fails with the system's reason before the calibration (it
+# collected first, then said "cannot create '/proc/h.h5.tmp.N'" without a reason)
+expect_fail gptq_hessians_unwritable 1 "cannot create '/proc/h.h5.tmp.[0-9]+': No such file or directory" \
+    "$CTRAIN" ckpt hessians "$CK" --out /proc/h.h5
+grep -q 'GPTQ: collected' out && fail gptq_hessians_unwritable_at_once "it collected first: $(head -c 300 out)" ||
+    pass gptq_hessians_unwritable_at_once
+# a stop during the calibration ends it there (exit 75: it went on to the end and wrote the file,
+# exit 0), and the Hessians file it would replace stays as it was, with nothing beside it
+cp run/final_model.hessians.h5 hessians_before.h5
+CTRAIN_FAULT=TERM@calibration:3 expect_fail gptq_hessians_stop 75 "stopped by a signal during GPTQ's calibration" \
+    "$CTRAIN" ckpt hessians "$CK"
+cmp -s hessians_before.h5 run/final_model.hessians.h5 && [ -z "$(ls run | grep '\.tmp')" ] &&
+    pass gptq_hessians_stop_keeps_file || fail gptq_hessians_stop_keeps_file "run/ holds: $(ls run | tr '\n' ' ')"
+# a damaged Hessian (one bit of its data) is a read error naming the file and the dataset (it made
+# another artifact, exit 0): ctrain's datasets carry the Fletcher32 checksum
+cp run/final_model.hessians.h5 flipped.h5
+"$PY" - flipped.h5 <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    off = f["hessians/blocks.0.mlp.fc.weight"].id.get_chunk_info(0).byte_offset
+with open(sys.argv[1], "r+b") as f:
+    f.seek(off + 100); b = f.read(1); f.seek(off + 100); f.write(bytes([b[0] ^ 0x10]))
+PY
+"$PY" -c '
+import sys, h5py, numpy as np, shutil
+shutil.copy(sys.argv[1], "flat.h5")
+with h5py.File("flat.h5", "r+") as f:
+    del f["hessians/blocks.1.attn.proj.weight"]
+    f["hessians/blocks.1.attn.proj.weight"] = np.ones(320 * 320, dtype=np.float32)
+' run/final_model.hessians.h5
+# (it said "has shape [0, 0] (1 dimensions)")
+expect_fail gptq_hessians_not_a_matrix 1 "flat.h5': /hessians/blocks.1.attn.proj.weight has 1 dimensions, expected a \[320, 320\] matrix" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians flat.h5 --out none.br --no-eval
+expect_fail gptq_hessians_damaged 1 "flipped.h5': cannot read /hessians/blocks.0.mlp.fc.weight .*Fletcher32" \
+    "$CTRAIN" ckpt golf "$CK" --format gptq-brotli --hessians flipped.h5 --out none.br --no-eval
 rm run/final_model.hessians.h5
 
 # a run that ends with the artifact collects the Hessians after its final checkpoint, writes them

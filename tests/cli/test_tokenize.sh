@@ -7,8 +7,8 @@
 # than a shard spans two); the same bytes for 1, 2 and 8 threads; .bin shards holding the same
 # tokens; --part 1/3 + 2/3 + 3/3 (and slurm/tokenize.sbatch as an array) holding a one-process
 # run's tokens; `data info` and a short training run on the output; bad input (not JSON, no
-# "text", invalid UTF-8, an existing output) failing with the file and line and leaving no shard
-# behind, nor does a stop (exit 75). CaseOps: the transform (the tests' own encoder,
+# "text", invalid UTF-8, a NUL inside a JSONL "text", an existing output) failing with the file and
+# line and leaving no shard behind, nor does a stop (exit 75). CaseOps: the transform (the tests' own encoder,
 # tests/cli/caseops_ref.py, written from the record's description) and each validation token's
 # original byte count (summing to each document's UTF-8 length), the .bin byte sidecar, training
 # counting it, and detokenize giving back every document. --byte-counts without a transform:
@@ -243,6 +243,25 @@ texts = [json.loads(l.decode('utf-8', 'replace'))['text'] for l in open('bad_utf
 _, _, train = expected('m.model', texts, 0)
 same('train', stream('e4/train_*.h5'), train)
 "
+# a NUL in a JSONL "text" (\u0000 or a raw byte) is a NUL of the document, as in a text file: cJSON's
+# string ends at it, and the rest of the document was dropped without a word (exit 0)
+printf '{"text": "before\\u0000after the escape", "id": "\\u0000"}\n{"text": "raw\000byte then more"}\n' >nul.jsonl
+expect_fail nul_in_json_text 1 "document 1 \('nul.jsonl' line 1\) is not valid UTF-8: its byte 6 \(0x00\)" \
+    "$CTRAIN" data tokenize --tokenizer m.model --out e9 nul.jsonl
+[ ! -e e9 ] || [ -z "$(ls -A e9)" ] && pass nul_nothing_written || fail nul_nothing_written "e9 holds: $(ls e9)"
+expect_ok nul_replaced "$CTRAIN" data tokenize --tokenizer m.model --out e10 --replace-invalid nul.jsonl
+expect_grep nul_replaced_counts '^--replace-invalid: 2 bytes of invalid UTF-8 in 2 documents written as U\+FFFD' out
+check nul_replaced_ids "
+from common import *
+texts = [json.loads(l, strict=False)['text'].replace('\\0', '\\ufffd') for l in open('nul.jsonl', encoding='utf-8') if l.strip()]
+assert texts[0].endswith('after the escape') and texts[1].endswith('then more'), texts
+_, _, train = expected('m.model', texts, 0)
+same('train', stream('e10/train_*.h5'), train)
+"
+# a file given twice (here through a link): its documents in validation and training both (exit 0)
+ln -s corpus.jsonl again.jsonl
+expect_fail input_given_twice 2 "INPUT 'again.jsonl' is the file 'corpus.jsonl' given before it" \
+    "$CTRAIN" data tokenize --tokenizer m.model --out e11 --val-docs 4 corpus.jsonl texts/t00.txt again.jsonl
 expect_fail existing_output_refused 1 "--out 'shards' already holds '(train|val)_0000[0-9]+\.h5'" \
     "$CTRAIN" data tokenize --tokenizer m.model --out shards --val-docs 4 corpus.jsonl
 # a failure after shards were written (the bad line comes in the second batch of 512 documents)
@@ -327,5 +346,11 @@ for i, (a, b) in enumerate(zip(texts, back)):
     assert a.replace('\u2581', ' ') == b, ('document', i, 'differs from byte', next(k for k in range(len(a)) if a[k:k+1] != b[k:k+1]))
 assert sum('\u2581' in t for t in texts) >= 1
 "
+
+# a document of nothing but its BOS (an empty "text") comes back as one: detokenize skipped it
+printf '{"text": "one"}\n{"text": ""}\n{"text": ""}\n{"text": "four"}\n' >empties.jsonl
+"$CTRAIN" data tokenize --tokenizer m.model --out empties empties.jsonl >/dev/null 2>&1
+"$CTRAIN" data detokenize 'empties/train_*.h5' >empties.out 2>&1
+expect_same detokenize_empty_documents "documents" "$(cat empties.jsonl | tr -d ' ')" "$(cat empties.out)"
 
 finish

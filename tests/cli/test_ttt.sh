@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # test_ttt.sh — `ctrain eval` and the score-first test-time-training evaluation (issue 57,
 # docs/running.md "Test-time training") on the CPU: bad values are errors naming the key or the
-# file; the evaluation against the PyTorch reference of the same procedure
-# (tests/parity/ttt_ref.py: every document's loss sum, one document's adapters, the base weights
-# after each phase, val_bpb, within 1e-5) for AdamW and SGD adapters, several gradient steps,
-# adapters switched off and phases; learning rate 0 equals the `docs` evaluation bit for bit;
-# prefix 0 is per-document LoRA alone (any phase count); every target scored exactly once;
-# changing one validation token changes no earlier score; 2 ranks give the bits of 1; the time
-# budget stops adapting and says so; a run's end scores its artifact on every rank of its job, a
-# stop there leaves the test-time training alone to its requeue, and an error on one rank (in a
-# global step or a batch, with or without a stop on another) ends every rank at once with exit 1.
+# file (a --dump over an input or into checkpoints/ too); the evaluation against the PyTorch
+# reference of the same procedure (tests/parity/ttt_ref.py: every document's loss sum, one
+# document's adapters, the base weights after each phase, val_bpb, within 1e-5) for AdamW and
+# SGD adapters, several gradient steps, adapters switched off and phases; learning rate 0
+# equals the `docs` evaluation bit for bit; prefix 0 is per-document LoRA alone (any phase
+# count); every target scored exactly once; changing one validation token changes no earlier
+# score; 2 ranks give the bits of 1; the time budget stops adapting and says so; a run's end
+# scores its artifact on every rank of its job, a stop there leaves the test-time training
+# alone to its requeue, and an error on one rank (in a global step or a batch, with or without
+# a stop on another) ends every rank at once with exit 1.
 source "$CT_ROOT/tests/cli/lib.sh"
 PY=/usr/bin/python3
 
@@ -88,6 +89,13 @@ expect_fail bos_not_first 1 "val_late.h5' does not start with BOS" "$CTRAIN" eva
 # CTRAIN_FAULT's ERR (an injected error, for the ranks' cases below) is for a named stage only
 expect_fail fault_err_needs_stage 1 "CTRAIN_FAULT: 'ERR@3.1': ERR is for a named stage" \
     env CTRAIN_FAULT=ERR@3.1 "$CTRAIN" train "${run[@]}" out_dir=m_fault
+# the dump never over a file the evaluation reads, nor into checkpoints/ (it wrote them, exit 0)
+mkdir -p din && cp val.h5 din/losses.f32
+expect_fail dump_over_input 2 "--dump 'din/losses.f32' is the input 'din/losses.f32'" \
+    "$CTRAIN" eval "$ck" --mode docs --dump din --val-files din/losses.f32 "${ttt[@]}"
+cmp -s val.h5 din/losses.f32 && pass dump_input_kept || fail dump_input_kept "din/losses.f32 was written over"
+expect_fail dump_in_checkpoints 2 "--dump 'm/checkpoints/[a-z_.]+' lies in a checkpoints/ folder" \
+    "$CTRAIN" eval "$ck" --mode docs --dump m/checkpoints "${ttt[@]}"
 # device = cuda takes test-time training (its hooks against the CPU's: tests/unit/test_gpu_step.c's
 # ttt_* cases); with no GPU visible here it gets as far as choosing one (a refusal would exit 2)
 expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"

@@ -5,6 +5,7 @@
  * (golf_artifact.h) written and read back, with the errors a damaged file gives. */
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -311,6 +312,9 @@ static void damaged_artifacts(void) {
     unsigned char *b = file_bytes(good, &len);
     CHECK(b && len > 100, "no artifact");
     CHECK(read_fails(GOLF_INT6_ZSTD, test_path("missing.zst"), "cannot open artifact"), "missing: %s", ct_error());
+    const char *dir = test_path("a_directory.zst"); /* it opens; its read failed with "cannot read" alone */
+    CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    CHECK(read_fails(GOLF_INT6_ZSTD, dir, "is a directory, not a file"), "directory: %s", ct_error());
     put_file(bad, b, len / 2);
     CHECK(read_fails(GOLF_INT6_ZSTD, bad, "damaged"), "truncated: %s", ct_error());
     put_file(bad, b, 3);
