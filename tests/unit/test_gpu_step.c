@@ -1980,6 +1980,80 @@ static void ttt_causal(void) {
     config_free(&cfg);
 }
 
+/* CT_TTT_BASE_GRADS (backend_ttt_base_grads): a chunk's backward that makes no base weight
+ * gradient (the default: the matrices' products skipped, the backward stopped at x0) gives the
+ * scores and adapters of the one that makes them all (=1, the earlier path, kept for timing) bit
+ * for bit, on the record stack's parts (ttt_record_keys) with the bigram (projected) and the
+ * SmearGate below x0, AdamW with two steps a chunk. The scratch the chunks' gradients go to shows
+ * the flag works: block 0's c_q and the bigram projection's gradients stay exactly 0 without it,
+ * are made with it. The state's weights and gradients are untouched either way; a bad value is
+ * refused by ttt_open, naming the variable. */
+static void ttt_skip_base_grads_bitwise(void) {
+    REQUIRE_GPU();
+    static const char *const more[][2] = {{"bigram_vocab_size", "16"}, {"bigram_dim", "32"},
+                                          {"smear_gate", "1"},         {NULL, NULL}};
+    Config cfg;
+    make_ttt_config(&cfg, ttt_record_keys);
+    set_keys(&cfg, more);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu != NULL, "cuda backend");
+    if (!gpu) return;
+    const CudaBackend *cb = (const CudaBackend *)gpu;
+    const ModelSpec *s = &gs.spec;
+    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
+    double mean;
+    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
+    const size_t bytes = s->total_floats * sizeof(float);
+    float *p0 = malloc(bytes), *g0 = malloc(bytes), *p1 = malloc(bytes), *g1 = malloc(bytes), *junk = malloc(bytes);
+    CHECK(cudaMemcpy(p0, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g0, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+    LoraLayout L;
+    float *initial;
+    ttt_layout(&L, &gs, &initial, 1);
+    const ParamInfo *cq = model_block_param(s, 0, BLK_C_Q), *bp = &s->params[s->bigram_proj];
+    CHECK(s->bigram_proj >= 0, "the model has no bigram projection");
+    TttRun run[2];
+    int made[2][2]; /* [without, with the flag][c_q, bigram.proj]: any gradient element not 0 */
+    for (int with = 0; with < 2; with++) {
+        CHECK(setenv("CT_TTT_BASE_GRADS", with ? "1" : "0", 1) == 0, "setenv");
+        ttt_run(gpu, &L, initial, &ttt_adamw, 1, &run[with]);
+        CHECK(cudaMemcpy(junk, cb->ttt->junk_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+        const ParamInfo *which[2] = {cq, bp};
+        for (int k = 0; k < 2; k++) {
+            made[with][k] = 0;
+            for (size_t i = 0; i < which[k]->count; i++) made[with][k] |= junk[which[k]->offset + i] != 0;
+        }
+    }
+    const size_t n = (size_t)TTT_CHUNKS * TTT_SLOTS * TTT_E;
+    CHECK(memcmp(run[0].losses, run[1].losses, n * sizeof(float)) == 0,
+          "the scores differ with and without the base's weight gradients");
+    CHECK(memcmp(run[0].adapters, run[1].adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
+          "the adapters differ with and without the base's weight gradients");
+    CHECK(memcmp(run[0].adapters, initial, L.slot_floats * sizeof(float)) != 0, "slot 0's adapters never moved");
+    CHECK(!made[0][0] && !made[0][1], "without CT_TTT_BASE_GRADS: c_q's gradient made %d, bigram.proj's %d",
+          made[0][0], made[0][1]);
+    CHECK(made[1][0] && made[1][1], "with CT_TTT_BASE_GRADS=1: c_q's gradient made %d, bigram.proj's %d", made[1][0],
+          made[1][1]);
+    CHECK(cudaMemcpy(p1, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g1, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+    CHECK(memcmp(p0, p1, bytes) == 0, "test-time training changed the base weights");
+    CHECK(memcmp(g0, g1, bytes) == 0, "test-time training changed the base gradients");
+    CHECK(setenv("CT_TTT_BASE_GRADS", "yes", 1) == 0, "setenv");
+    CHECK(gpu->ttt_open(gpu, &L, TTT_SLOTS) != 0 && strstr(ct_error(), "CT_TTT_BASE_GRADS = 'yes'"),
+          "CT_TTT_BASE_GRADS=yes: ttt_open said '%s'", ct_error());
+    unsetenv("CT_TTT_BASE_GRADS");
+    ttt_run_free(&run[0]), ttt_run_free(&run[1]);
+    free(p0), free(g0), free(p1), free(g1), free(junk), free(tokens), free(initial);
+    lora_layout_free(&L);
+    gpu->destroy(gpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+
 /* The global step: the same gradients handed to both backends' sgd_step (clip, momentum, a
  * restart, then a later step): the weights bitwise the CPU's (cuda_sgd_step is its fp32
  * operations, the clip coefficient from the same norm), the shadows bf16(w), the gradients 0. */
@@ -2093,6 +2167,7 @@ int main(void) {
     RUN(ttt_record_keys_match_cpu);
     RUN(ttt_lr0_equals_docs_and_base_untouched);
     RUN(ttt_causal);
+    RUN(ttt_skip_base_grads_bitwise);
     RUN(sgd_step_matches_cpu);
     TEST_EXIT();
 }
