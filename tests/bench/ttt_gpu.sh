@@ -26,7 +26,9 @@
 # the chunks' backward making every base weight gradient into a scratch buffer, the path before
 # 2026-11-29): its tokens/s and the saving of not making them; its scores must be the same bits.
 #   bash tests/bench/ttt_gpu.sh [BUILD] [VAL_TOKENS]     (defaults: build, 262144)
-# TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow).
+# TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow;
+# at least 8,196 for the two-rank check below, whose quarter of the split must hold one sequence
+# of the frontier's 2,048 + 1).
 # Then two ranks sharing the GPU against one (below), when mpiexec is there.
 # Prints BENCH lines; fails when a run fails or the two-rank check does.
 set -euo pipefail

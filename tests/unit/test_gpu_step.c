@@ -1880,6 +1880,35 @@ static const char *const ttt_record_keys[][2] = {{"ln_scale", "1"},          {"x
                                                  {NULL, NULL}};
 static void ttt_record_keys_match_cpu(void) { check_ttt_matches_cpu(&ttt_adamw, ttt_record_keys); }
 
+/* The base's weights and gradients before test-time training (gradients that are not zero, from
+ * a forward_backward, so that keeping them shows), to check them bitwise untouched after. */
+typedef struct {
+    float *p, *g;
+    size_t bytes;
+} TttBase;
+static void ttt_base_download(const Backend *gpu, float *p, float *g, size_t bytes) {
+    const CudaBackend *cb = (const CudaBackend *)gpu;
+    CHECK(cudaMemcpy(p, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+}
+static void ttt_base_before(Backend *gpu, TttBase *b) {
+    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
+    double mean;
+    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
+    free(tokens);
+    b->bytes = gpu->state->spec.total_floats * sizeof(float);
+    b->p = malloc(b->bytes), b->g = malloc(b->bytes);
+    ttt_base_download(gpu, b->p, b->g, b->bytes);
+}
+static void ttt_base_untouched(const Backend *gpu, TttBase *b) {
+    float *p = malloc(b->bytes), *g = malloc(b->bytes);
+    ttt_base_download(gpu, p, g, b->bytes);
+    CHECK(memcmp(b->p, p, b->bytes) == 0, "test-time training changed the base weights");
+    CHECK(memcmp(b->g, g, b->bytes) == 0, "test-time training changed the base gradients");
+    free(p), free(g), free(b->p), free(b->g);
+}
+
 /* With a learning rate of 0 the adapters add exactly zero (B stays 0): the scores are bitwise
  * those of the base alone (adapt = 0, the `docs` evaluation); a second run after ttt_reset is
  * bitwise the first; and the base's weights and gradients are bitwise what they were. */
@@ -1892,17 +1921,8 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
     Backend *gpu = make_cuda(&cfg, &gs, 1);
     CHECK(gpu != NULL, "cuda backend");
     if (!gpu) return;
-    const CudaBackend *cb = (const CudaBackend *)gpu;
-    const ModelSpec *s = &gs.spec;
-    /* gradients that are not zero, to see them kept */
-    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
-    double mean;
-    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
-    const size_t bytes = s->total_floats * sizeof(float);
-    float *p0 = malloc(bytes), *g0 = malloc(bytes), *p1 = malloc(bytes), *g1 = malloc(bytes);
-    CHECK(cudaMemcpy(p0, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g0, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
+    TttBase base;
+    ttt_base_before(gpu, &base);
     LoraLayout L;
     float *initial;
     ttt_layout(&L, &gs, &initial, 0);
@@ -1923,13 +1943,9 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
     CHECK(memcmp(b1.adapters, again.adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
           "two runs: adapters differ");
     CHECK(memcmp(b1.adapters, initial, L.slot_floats * sizeof(float)) != 0, "AdamW: slot 0's adapters never moved");
-    CHECK(cudaMemcpy(p1, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g1, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
-    CHECK(memcmp(p0, p1, bytes) == 0, "test-time training changed the base weights");
-    CHECK(memcmp(g0, g1, bytes) == 0, "test-time training changed the base gradients");
+    ttt_base_untouched(gpu, &base);
     ttt_run_free(&a), ttt_run_free(&docs), ttt_run_free(&again), ttt_run_free(&b1), ttt_run_free(&b2);
-    free(p0), free(g0), free(p1), free(g1), free(tokens), free(initial);
+    free(initial);
     lora_layout_free(&L);
     gpu->destroy(gpu);
     train_state_free(&gs), train_state_free(&cs);
@@ -2002,14 +2018,9 @@ static void ttt_skip_base_grads_bitwise(void) {
     if (!gpu) return;
     const CudaBackend *cb = (const CudaBackend *)gpu;
     const ModelSpec *s = &gs.spec;
-    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
-    double mean;
-    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
-    const size_t bytes = s->total_floats * sizeof(float);
-    float *p0 = malloc(bytes), *g0 = malloc(bytes), *p1 = malloc(bytes), *g1 = malloc(bytes), *junk = malloc(bytes);
-    CHECK(cudaMemcpy(p0, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g0, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
+    TttBase base;
+    ttt_base_before(gpu, &base);
+    float *junk = malloc(base.bytes);
     LoraLayout L;
     float *initial;
     ttt_layout(&L, &gs, &initial, 1);
@@ -2020,7 +2031,7 @@ static void ttt_skip_base_grads_bitwise(void) {
     for (int with = 0; with < 2; with++) {
         CHECK(setenv("CT_TTT_BASE_GRADS", with ? "1" : "0", 1) == 0, "setenv");
         ttt_run(gpu, &L, initial, &ttt_adamw, 1, &run[with]);
-        CHECK(cudaMemcpy(junk, cb->ttt->junk_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+        CHECK(cudaMemcpy(junk, cb->ttt->junk_grads, base.bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
         const ParamInfo *which[2] = {cq, bp};
         for (int k = 0; k < 2; k++) {
             made[with][k] = 0;
@@ -2037,17 +2048,13 @@ static void ttt_skip_base_grads_bitwise(void) {
           made[0][0], made[0][1]);
     CHECK(made[1][0] && made[1][1], "with CT_TTT_BASE_GRADS=1: c_q's gradient made %d, bigram.proj's %d", made[1][0],
           made[1][1]);
-    CHECK(cudaMemcpy(p1, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g1, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
-    CHECK(memcmp(p0, p1, bytes) == 0, "test-time training changed the base weights");
-    CHECK(memcmp(g0, g1, bytes) == 0, "test-time training changed the base gradients");
+    ttt_base_untouched(gpu, &base);
     CHECK(setenv("CT_TTT_BASE_GRADS", "yes", 1) == 0, "setenv");
     CHECK(gpu->ttt_open(gpu, &L, TTT_SLOTS) != 0 && strstr(ct_error(), "CT_TTT_BASE_GRADS = 'yes'"),
           "CT_TTT_BASE_GRADS=yes: ttt_open said '%s'", ct_error());
     unsetenv("CT_TTT_BASE_GRADS");
     ttt_run_free(&run[0]), ttt_run_free(&run[1]);
-    free(p0), free(g0), free(p1), free(g1), free(junk), free(tokens), free(initial);
+    free(junk), free(initial);
     lora_layout_free(&L);
     gpu->destroy(gpu);
     train_state_free(&gs), train_state_free(&cs);
