@@ -1,5 +1,7 @@
 /* backend_common.c — helpers every backend shares (backend_common.h). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend_common.h"
 #include "common.h"
@@ -32,6 +34,20 @@ int backend_check_ttt_chunk(const TttChunk *c, int slots, int capacity, int64_t 
                            c->from[i] + c->len[i], c->ctx);
     const size_t n = (size_t)c->rows * c->ctx;
     return backend_check_tokens(c->inputs, n, vocab) != 0 || backend_check_tokens(c->targets, n, vocab) != 0 ? -1 : 0;
+}
+
+int backend_ttt_base_grads(int *on) {
+    const char *v = getenv("CT_TTT_BASE_GRADS");
+    *on = 0;
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) {
+        *on = 1;
+        return 0;
+    }
+    return ct_fail("CT_TTT_BASE_GRADS = '%s': expected 0 (the default: a test-time-training chunk's backward makes "
+                   "no base weight gradient) or 1 (it makes the blocks' weight gradients too, into a scratch "
+                   "buffer: the earlier path, for timing)",
+                   v);
 }
 
 int backend_check_loss(double mean_loss) {

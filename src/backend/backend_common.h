@@ -1,6 +1,7 @@
 /* backend_common.h — what every backend does the same way, so it is written once: the buffer
- * arena, the token-id check of a micro-batch, the divergence message, and the learning rate of
- * an optimizer group. Private to src/backend/ (the loop sees only backend.h). */
+ * arena, the token-id check of a micro-batch, the divergence message, the learning rate of an
+ * optimizer group, and test-time training's chunk check and CT_TTT_BASE_GRADS. Private to
+ * src/backend/ (the loop sees only backend.h). */
 #ifndef CT_BACKEND_COMMON_H
 #define CT_BACKEND_COMMON_H
 
@@ -34,6 +35,13 @@ int backend_check_tokens(const uint32_t *tokens, size_t count, int64_t vocab);
  * rows within the slots, its window within the rows, each row's scored span within the window,
  * every id below vocab; -1 naming what is out of range otherwise. */
 int backend_check_ttt_chunk(const TttChunk *c, int slots, int capacity, int64_t vocab);
+
+/* CT_TTT_BASE_GRADS, read by each ttt_open: unset, empty or 0 (the default): a chunk's backward
+ * makes no base weight gradient (*on = 0); 1: it makes the blocks' (and on CUDA those below x0;
+ * the head's never), into a scratch buffer never read (*on = 1: the earlier path, kept so that
+ * a GPU run can time both; the adapters' gradients and the scores are the same bits either
+ * way). Anything else: -1 naming the variable. */
+int backend_ttt_base_grads(int *on);
 
 /* 0 if the micro-batch's mean loss is finite; else -1 with the message that ends a diverged
  * run (no checkpoint is written from such a state). */

@@ -50,7 +50,10 @@ typedef struct {
     float *dh, *dh_o;     /* [B * T * rank]: dL/dh of the adapter being differentiated; the o adapter's, kept
                            * until the normed attention input's gradient is put together */
     float *head_h, *head_dh; /* [B * T * rank]: the head adapter's h and dL/dh */
-    float *junk_grads;    /* the base gradients a chunk's backward adds to instead of the state's (never read) */
+    float *junk_grads;    /* the base gradients a chunk's backward adds to instead of the state's (never read):
+                           * the per-channel ones (norm scales, q_gain, lambdas, gates: cheap), and with
+                           * base_grads the matrices' too */
+    int base_grads;       /* CT_TTT_BASE_GRADS=1 (backend_ttt_base_grads): the matrices' weight gradients made too */
     int slot0;            /* while a chunk runs: row 0's slot */
     int active;           /* 1 while a chunk with adapters runs: the block passes add them */
     const uint8_t *row_train; /* while a chunk's backward runs: which rows train (the others' gradients are 0) */
@@ -112,9 +115,10 @@ static inline float *cpu_block_g(CpuBackend *cb, int layer, int which) {
     return st->grads + model_block_param(&st->spec, layer, which)->offset;
 }
 /* A linear layer's weight gradient as the backward takes it: NULL (not computed) while a
- * test-time-training chunk trains only its adapters. */
+ * test-time-training chunk trains only its adapters (unless CT_TTT_BASE_GRADS=1 asks for them,
+ * into the chunk's scratch). */
 static inline float *cpu_block_linear_g(CpuBackend *cb, int layer, int which) {
-    return cb->ttt && cb->ttt->active ? NULL : cpu_block_g(cb, layer, which);
+    return cb->ttt && cb->ttt->active && !cb->ttt->base_grads ? NULL : cpu_block_g(cb, layer, which);
 }
 
 /* ---- test-time training's adapters inside a pass (backend_cpu_lora.c): no-ops unless a chunk

@@ -4,8 +4,9 @@
  * row's own adapters (backend_cpu_lora.c), the head's adapter joins the logits before the softcap
  * (cpu_logits_ce_lowrank_*), and only the scored positions' logits are made. Training rows then
  * take the gradient of their scored positions' mean loss back to their adapters only: the base
- * matrices' gradients are skipped (cpu_block_linear_g) and the other base gradients go to a
- * scratch copy, so the state's gradients are left as they were. Then AdamW or SGD per slot. */
+ * matrices' weight gradients are not made (cpu_block_linear_g; the head's: NULL dW; with
+ * CT_TTT_BASE_GRADS=1 they are, into the scratch, for timing) and the other base gradients go to
+ * a scratch copy, so the state's gradients are left as they were. Then AdamW or SGD per slot. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,11 @@ int cpu_ttt_open(Backend *b, const LoraLayout *layout, int slots) {
     if (slots < 1 || slots > cb->B)
         return ct_fail("test-time training: %d document slots asked for, but the backend was made for %d rows", slots,
                        cb->B);
+    int base_grads;
+    if (backend_ttt_base_grads(&base_grads) != 0) return ct_fail_prefix("test-time training");
     cpu_ttt_free(cb);
     CpuTtt *t = ct_calloc(1, sizeof *t, "TTT adapters");
+    t->base_grads = base_grads;
     const size_t n = (size_t)slots * layout->slot_floats, rows = (size_t)cb->B * cb->T * layout->rank;
     t->layout = layout;
     t->slots = slots;

@@ -23,6 +23,19 @@ static const float *block_param(const CudaBackend *cb, int layer, int which) {
 static float *block_grad(const CudaBackend *cb, int layer, int which) {
     return cb->d_grads + model_block_param(&cb->base.state->spec, layer, which)->offset;
 }
+/* Whether this backward makes the base's weight gradients: not in a test-time-training chunk,
+ * which trains its adapters alone (d_grads is a scratch buffer then), unless CT_TTT_BASE_GRADS=1
+ * asks for them (the earlier path, for timing). The per-channel gradients (norm scales, q_gain,
+ * lambdas, gates) still go to that scratch: they are cheap, and their kernels make them in the
+ * same pass as the input gradients. */
+static int makes_weight_grads(const CudaBackend *cb) {
+    return !(cb->ttt && cb->ttt->active && !cb->ttt->base_grads);
+}
+/* A matrix's weight gradient as cuda_linear_backward takes it: NULL (that product skipped) when
+ * this backward makes none. */
+static float *matrix_grad(const CudaBackend *cb, int layer, int which) {
+    return makes_weight_grads(cb) ? block_grad(cb, layer, which) : NULL;
+}
 static const ct_bf16 *block_weight_bf16(const CudaBackend *cb, int layer, int which) {
     const ModelSpec *s = &cb->base.state->spec;
     return cb->w16[s->first_block + layer * BLK_NUM_PARAMS + which];
@@ -291,9 +304,9 @@ static int lanes_backward(CudaBackend *cb, const BlockPlan *plan, int run, void 
     RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->gH16, CT_BF16, 0, NULL, cb->gD16, NULL,
                                            block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
     RETURN_ON_FAILURE(cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
-    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ), cb->gD16, cb->h,
-                                           NULL, N, HID, D));
-    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16, a->m_in,
+    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, matrix_grad(cb, l, BLK_MLP_PROJ), cb->gD16,
+                                           cb->h, NULL, N, HID, D));
+    RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, matrix_grad(cb, l, BLK_FC), cb->gH16, a->m_in,
                                            block_weight_bf16(cb, l, BLK_FC), N, D, HID));
     RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_MLP, a->m_in, cb->gD16, D, cb->dD2));
     if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, (size_t)N * D, st));
@@ -355,9 +368,9 @@ int cuda_backward_blocks(CudaBackend *cb) {
                                                    block_weight_bf16(cb, l, BLK_MLP_PROJ), N, HID, D));
             RETURN_ON_FAILURE(
                 cuda_relu2_backward(cb->gH16, cb->h, cb->gH16, a->u, (size_t)N * HID, s->mlp_negative_slope, st));
-            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, block_grad(cb, l, BLK_MLP_PROJ),
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, NULL, CT_BF16, 0, matrix_grad(cb, l, BLK_MLP_PROJ),
                                                    cb->gD16, cb->h, NULL, N, HID, D));
-            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_FC), cb->gH16,
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, matrix_grad(cb, l, BLK_FC), cb->gH16,
                                                    a->m_in, block_weight_bf16(cb, l, BLK_FC), N, D, HID));
             RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_MLP, a->m_in, cb->gD16, D, cb->dD2));
             if (s->ln_scale) RETURN_ON_FAILURE(cuda_scale_inplace(cb->dD2, ln, ND, st));
@@ -378,7 +391,7 @@ int cuda_backward_blocks(CudaBackend *cb) {
             /* the gate: dL/d(gated y) in fp32 (dD2 is free until d a_in below); through the gate
              * in place where XSA follows (its input is fp32), else straight to the attention's
              * bf16 dy; the gate's logit gradient waits in gate_dz for d a_in */
-            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, matrix_grad(cb, l, BLK_PROJ),
                                                    dao, a->y_gate16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
             RETURN_ON_FAILURE(cuda_head_gate_backward(xsa ? cb->dD2 : NULL, xsa ? NULL : cb->dy16,
                                                       cb->gate_dz, cb->d_grads + gate_w->offset, cb->dD2,
@@ -389,13 +402,13 @@ int cuda_backward_blocks(CudaBackend *cb) {
         } else if (xsa) {
             /* XSA: dL/d(y_xsa) in fp32 (dD2 is free until d a_in below), then through XSA to the
              * attention output's dy (bf16, the attention backward's input) */
-            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_PROJ),
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, matrix_grad(cb, l, BLK_PROJ),
                                                    dao, a->y_xsa16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
             RETURN_ON_FAILURE(cuda_xsa_backward(NULL, cb->dy16, NULL, NULL, cb->dD2, a->y16, a->qkv + D + KV,
                                                 &xsa_shape, st));
         } else {
             /* dy straight to bf16: the attention backward is its only consumer */
-            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, block_grad(cb, l, BLK_PROJ),
+            RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dy16, CT_BF16, 0, matrix_grad(cb, l, BLK_PROJ),
                                                    dao, a->y16, block_weight_bf16(cb, l, BLK_PROJ), N, D, D));
         }
         /* writes dq, dk (fp32: the QK-norm/RoPE backward's input) and dv (bf16, into dqkv16) */
@@ -415,7 +428,7 @@ int cuda_backward_blocks(CudaBackend *cb) {
             cuda_qk_norm_rope_backward(NULL, cb->dqkv16 + D, NULL, cb->dk, a->qkv + D, NULL, &k_shape, NULL, NULL, st));
         /* d a_in = [dq_raw | dk_raw | dv] [W_q; W_k; W_v] (one product over the QKV columns, written);
          * the three weight gradients (consecutive in the flat buffer) += dqkv^T a_in, one product */
-        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, block_grad(cb, l, BLK_C_Q), cb->dqkv16,
+        RETURN_ON_FAILURE(cuda_linear_backward(cb->blas, cb->dD2, CT_F32, 0, matrix_grad(cb, l, BLK_C_Q), cb->dqkv16,
                                                cb->a_in, block_weight_bf16(cb, l, BLK_C_Q), N, D, QKV));
         /* test-time training's adapters reading a_in (the CPU's order: o, from dao, still intact; q, k, v) */
         RETURN_ON_FAILURE(cuda_lora_rows_backward(cb, run, LORA_O, cb->a_in, dao, D, cb->dD2));
@@ -474,6 +487,10 @@ int cuda_backward_blocks(CudaBackend *cb) {
         if (model_plan_first_run(plan, run))
             RETURN_ON_FAILURE(backend_grad_ready(&cb->base, model_grad_stage_of_block(s, l)));
     }
+    /* below x0 sit only base parameters (the embeddings, the SmearGates, the bigram's): what
+     * follows makes their gradients and dxf = d emb for the embedding's. A test-time-training
+     * chunk that makes none stops here (no adapter reads anything below x0). */
+    if (!makes_weight_grads(cb)) return 0;
     /* x0 = rms_norm(emb) (smeared with the SmearGate) feeds block 0 directly (dx) and every
      * resid_mix (dx0); its backward runs in fp32 buffers (free by now: dD2, dq), rounded where
      * train_gpt.py's gradients are bf16 */

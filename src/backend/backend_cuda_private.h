@@ -81,7 +81,10 @@ typedef struct CudaTtt {
     ct_bf16 *h, *dh;       /* device [B*T, r]: one adapter's h and dh at a time */
     ct_bf16 *head_h;       /* device [B*T, r]: the head adapter's h of every row */
     float *head_dh;        /* device [B*T, r]: its dh from the logits op (fp32) */
-    float *junk_grads;     /* device, total_floats: the base's gradients in a chunk's backward, never read */
+    float *junk_grads;     /* device, total_floats: the base's gradients in a chunk's backward, never read: the
+                            * per-channel ones (cheap), and with base_grads the matrices' too */
+    int base_grads;        /* CT_TTT_BASE_GRADS=1 (backend_ttt_base_grads): a chunk's backward makes every base
+                            * weight gradient (the earlier path, for timing); else none (backend_cuda_blocks.c) */
     int64_t *steps;        /* host [slots]: optimizer steps each slot has taken */
     int slot0, active;     /* the chunk's first slot; 1 while a chunk with adapters runs */
     int train_lo, train_hi; /* the rows [lo, hi) that hold every training row of the chunk */

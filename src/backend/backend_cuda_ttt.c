@@ -6,8 +6,11 @@
  * (cuda_lora_rows_*, strided-batched over the rows: kernels/cuda/cuda_lora.h), the head's adapter
  * joins the logits before the softcap (cuda_logits_ce_lowrank_*), only the scored positions'
  * logits are made. Training rows then take the gradient of their scored positions' mean loss
- * back to their adapters only: the base's gradients go to a scratch buffer in d_grads' place for
- * the chunk's backward, so the state's are left as they were. Then AdamW or SGD per slot.
+ * back to their adapters only: no base weight gradient is made (the matrices' products skipped,
+ * the backward stopped at x0, the head's dW NULL: backend_cuda_blocks.c's matrix_grad; with
+ * CT_TTT_BASE_GRADS=1 the blocks' are made, as before, for timing) and the per-channel ones go
+ * to a scratch buffer in d_grads' place for the chunk's backward, so the state's are left as
+ * they were. Then AdamW or SGD per slot.
  * Rounding (docs/cuda.md, "Test-time training"): the adapters are fp32 with a bf16 shadow (the
  * products' operand, as every weight); h = x A^T and dh are bf16; an adapter's share is added
  * to the bf16 projection output it joins in the product's fp32 accumulator and rounded once. */
@@ -51,9 +54,12 @@ int cuda_ttt_open(Backend *b, const LoraLayout *layout, int slots) {
     if (cb->h_seg)
         return ct_fail("test-time training: the backend packs documents (doc_packing = 1); a chunk's rows are one "
                        "document each");
+    int base_grads;
+    if (backend_ttt_base_grads(&base_grads) != 0) return ct_fail_prefix("test-time training");
     free_adapters(cb);
     CudaTtt *t = ct_calloc(1, sizeof *t, "TTT adapters");
     cb->ttt = t;
+    t->base_grads = base_grads;
     t->layout = layout;
     t->slots = slots;
     const size_t n = (size_t)slots * layout->slot_floats, rows = (size_t)cb->B * cb->T * layout->rank;
@@ -69,7 +75,10 @@ int cuda_ttt_open(Backend *b, const LoraLayout *layout, int slots) {
         free_adapters(cb);
         return -1;
     }
-    return 0;
+    /* never read, but zeroed once: what a chunk leaves out stays 0 (test_gpu_step's
+     * ttt_skip_base_grads_bitwise sees which gradients were made) */
+    return zero_on_stream(cb, t->junk_grads, b->state->spec.total_floats * sizeof(float),
+                          "test-time training: zeroing the base gradients' scratch");
 }
 
 int cuda_ttt_reset(Backend *b, const float *initial, int slot0, int n) {
@@ -161,9 +170,10 @@ static int head_pass(CudaBackend *cb, const TttChunk *c, float *losses, int trai
     return sync_stream(cb, "test-time training: scoring");
 }
 
-/* The training rows' gradients back through the blocks to their adapters, the base's gradients
- * sent to the scratch buffer (and no gradient-ready reports: nothing of the base is final);
- * then one optimizer step per training slot. */
+/* The training rows' gradients back through the blocks to their adapters, the base's
+ * per-channel gradients (and with CT_TTT_BASE_GRADS=1 the matrices') sent to the scratch buffer
+ * (and no gradient-ready reports: nothing of the base is final); then one optimizer step per
+ * training slot. */
 static int adapt_rows(CudaBackend *cb, const TttChunk *c, const TttOptimizer *o) {
     CudaTtt *t = cb->ttt;
     float *grads = cb->d_grads;

@@ -22,8 +22,13 @@
 # is an estimate.
 # Scaling to 8 GPUs divides by 8: ctrain's assignment of batches to ranks is static (LPT, the
 # global steps' sequences shared out), so this assumes the ranks' shares are even.
+# The same test-time training again with CT_TTT_BASE_GRADS=1 (docs/cuda.md, "Test-time training":
+# the chunks' backward making every base weight gradient into a scratch buffer, the path before
+# 2026-11-29): its tokens/s and the saving of not making them; its scores must be the same bits.
 #   bash tests/bench/ttt_gpu.sh [BUILD] [VAL_TOKENS]     (defaults: build, 262144)
-# TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow).
+# TTT_GPU_DEVICE=cpu rehearses the flow without a GPU (a few thousand tokens: the CPU is slow;
+# at least 8,196 for the two-rank check below, whose quarter of the split must hold one sequence
+# of the frontier's 2,048 + 1).
 # Then two ranks sharing the GPU against one (below), when mpiexec is there.
 # Prints BENCH lines; fails when a run fails or the two-rank check does.
 set -euo pipefail
@@ -69,18 +74,34 @@ ttt=(ttt_lora_rank=80 ttt_lora_alpha=144 ttt_lora_lr=1e-4 ttt_chunk_size=48 ttt_
      ttt_grad_steps=1 ttt_optimizer=adam ttt_weight_decay=0.5 ttt_beta1=0 ttt_beta2=0.99
      phased_ttt_prefix_docs="$prefix" phased_ttt_num_phases=3 global_ttt_lr=1e-3 global_ttt_momentum=0.9
      global_ttt_chunk_tokens=4096 global_ttt_batch_seqs=32 global_ttt_grad_clip=1.0)
-"$ctrain" eval "$work/m" --mode docs,ttt --device "$device" "${ttt[@]}" >"$work/eval.log" 2>&1 ||
+"$ctrain" eval "$work/m" --mode docs,ttt --device "$device" --dump "$work/dttt" "${ttt[@]}" >"$work/eval.log" 2>&1 ||
     { tail -20 "$work/eval.log"; exit 1; }
 grep -E '^(cuda backend|cpu backend|ttt: [0-9]+ documents|ttt: global step)' "$work/eval.log" | sed 's/^/  /'
-for mode in docs ttt; do
-    read -r tokens ms < <(sed -n "s/^$mode val_loss:[0-9.]* val_bpb:[0-9.na]* tokens:\([0-9]*\) bytes:[0-9]* eval_time:\([0-9]*\)ms$/\1 \2/p" "$work/eval.log")
-    [ -n "${tokens:-}" ] || { echo "  no '$mode' result line in the evaluation's output"; exit 1; }
-    awk -v m="$mode" -v t="$tokens" -v ms="$ms" -v all="$record_tokens" 'BEGIN {
+CT_TTT_BASE_GRADS=1 "$ctrain" eval "$work/m" --mode ttt --device "$device" --dump "$work/dttt_bg" "${ttt[@]}" \
+    >"$work/eval_bg.log" 2>&1 || { tail -20 "$work/eval_bg.log"; exit 1; }
+# mode, its BENCH name, the log with its result line: tokens/s, the record's split at that speed
+declare -A ms_of=()
+for run in "docs docs eval.log" "ttt ttt eval.log" "ttt ttt_base_grads eval_bg.log"; do
+    read -r mode name log <<<"$run"
+    read -r tokens ms < <(sed -n "s/^$mode val_loss:[0-9.]* val_bpb:[0-9.na]* tokens:\([0-9]*\) bytes:[0-9]* eval_time:\([0-9]*\)ms$/\1 \2/p" "$work/$log")
+    [ -n "${tokens:-}" ] || { echo "  no '$mode' result line in $log"; exit 1; }
+    awk -v m="$name" -v t="$tokens" -v ms="$ms" -v all="$record_tokens" 'BEGIN {
         tps = t / (ms / 1000)
-        printf "  %-4s %9d tokens in %7.1f s: %9.0f tokens/s; the record'\''s split: %6.0f s on one GPU, %5.0f s on 8\n", m, t, ms / 1000, tps, all / tps, all / tps / 8
+        printf "  %-15s %9d tokens in %7.1f s: %9.0f tokens/s; the record'\''s split: %6.0f s on one GPU, %5.0f s on 8\n", m, t, ms / 1000, tps, all / tps, all / tps / 8
         printf "BENCH ttt_gpu_%s_tokens_per_s %.0f\n", m, tps
         printf "BENCH ttt_gpu_%s_record_split_s_1gpu %.0f\nBENCH ttt_gpu_%s_record_split_s_8gpu %.0f\n", m, all / tps, m, all / tps / 8 }'
+    ms_of[$name]=$ms
 done
+awk -v a="${ms_of[ttt]}" -v b="${ms_of[ttt_base_grads]}" 'BEGIN {
+    printf "  without the base weight gradients: %.1f s against %.1f s with them (CT_TTT_BASE_GRADS=1): %.2fx\n", a / 1000, b / 1000, b / a
+    printf "BENCH ttt_gpu_ttt_speedup_without_base_grads %.3f\n", b / a }'
+# the adapters' gradients do not depend on the base's: every score the same bits
+if cmp -s "$work/dttt/losses.f32" "$work/dttt_bg/losses.f32"; then
+    echo "  with and without CT_TTT_BASE_GRADS=1: every score the same bits"
+else
+    echo "  with and without CT_TTT_BASE_GRADS=1 the scores differ: $(cmp "$work/dttt/losses.f32" "$work/dttt_bg/losses.f32" 2>&1 | head -1)"
+    exit 1
+fi
 echo "  the record's own test-time training on 8xH100: 455-509 s (its three seeds' logs)"
 
 # The global step across ranks: two ranks sharing this GPU (mpiexec; the gradients summed through

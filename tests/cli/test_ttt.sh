@@ -6,7 +6,8 @@
 # document's adapters, the base weights after each phase, val_bpb, within 1e-5) for AdamW and
 # SGD adapters, several gradient steps, adapters switched off and phases; learning rate 0
 # equals the `docs` evaluation bit for bit; prefix 0 is per-document LoRA alone (any phase
-# count); every target scored exactly once; changing one validation token changes no earlier
+# count); CT_TTT_BASE_GRADS=1 (the chunks' backward making the base's weight gradients too)
+# changes no bit; every target scored exactly once; changing one validation token changes no earlier
 # score; 2 ranks give the bits of 1; the time budget stops adapting and says so; a run's end
 # scores its artifact on every rank of its job, a stop there leaves the test-time training
 # alone to its requeue, and an error on one rank (in a global step or a batch, with or without
@@ -176,6 +177,19 @@ expect_ok prefix0_phases3 "$CTRAIN" eval "$ck" --mode ttt --dump d_p3 "${ttt[@]}
 same_dump prefix0_any_phases d_ttt d_p3
 expect_ok global_lr0 "$CTRAIN" eval "$ck" --mode ttt --dump d_g0 "${ttt[@]}" "${phased[@]}" global_ttt_lr=0
 same_dump global_lr0_is_no_step d_ttt d_g0
+# CT_TTT_BASE_GRADS=1: the chunks' backward also makes the block matrices' weight gradients (into
+# a scratch buffer; the earlier path, kept for timing): the adapters' gradients do not depend on
+# them, so the same bits, phases included (their global steps make real gradients either way);
+# any other value than 0 or 1 is refused, naming the variable
+expect_ok base_grads_runs env CT_TTT_BASE_GRADS=1 "$CTRAIN" eval "$ck" --mode ttt --dump d_bg --dump-doc 20 "${ttt[@]}" \
+    "${phased[@]}"
+cp out bg.out
+same_dump base_grads_same_bits d_phased d_bg
+doc20() { if [ -s "$1/adapters_doc_20.safetensors" ]; then cksum <"$1/adapters_doc_20.safetensors"; else echo "none in $1"; fi; }
+expect_same base_grads_same_result "val_loss and val_bpb, doc 20's adapters" "$(exact ttt phased.out) $(doc20 d_phased)" \
+    "$(exact ttt bg.out) $(doc20 d_bg)"
+expect_fail base_grads_bad_value 1 "CT_TTT_BASE_GRADS = 'yes': expected 0 .* or 1" \
+    env CT_TTT_BASE_GRADS=yes "$CTRAIN" eval "$ck" --mode ttt "${ttt[@]}"
 
 # ---- causality: one token changed; every score before it, and every document scored before the
 # global step that could have read it, keeps its bits ----

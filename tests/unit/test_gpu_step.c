@@ -1891,6 +1891,35 @@ static const char *const ttt_record_keys[][2] = {{"ln_scale", "1"},          {"x
                                                  {NULL, NULL}};
 static void ttt_record_keys_match_cpu(void) { check_ttt_matches_cpu(&ttt_adamw, ttt_record_keys); }
 
+/* The base's weights and gradients before test-time training (gradients that are not zero, from
+ * a forward_backward, so that keeping them shows), to check them bitwise untouched after. */
+typedef struct {
+    float *p, *g;
+    size_t bytes;
+} TttBase;
+static void ttt_base_download(const Backend *gpu, float *p, float *g, size_t bytes) {
+    const CudaBackend *cb = (const CudaBackend *)gpu;
+    CHECK(cudaMemcpy(p, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(g, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "download");
+}
+static void ttt_base_before(Backend *gpu, TttBase *b) {
+    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
+    double mean;
+    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
+    free(tokens);
+    b->bytes = gpu->state->spec.total_floats * sizeof(float);
+    b->p = malloc(b->bytes), b->g = malloc(b->bytes);
+    ttt_base_download(gpu, b->p, b->g, b->bytes);
+}
+static void ttt_base_untouched(const Backend *gpu, TttBase *b) {
+    float *p = malloc(b->bytes), *g = malloc(b->bytes);
+    ttt_base_download(gpu, p, g, b->bytes);
+    CHECK(memcmp(b->p, p, b->bytes) == 0, "test-time training changed the base weights");
+    CHECK(memcmp(b->g, g, b->bytes) == 0, "test-time training changed the base gradients");
+    free(p), free(g), free(b->p), free(b->g);
+}
+
 /* With a learning rate of 0 the adapters add exactly zero (B stays 0): the scores are bitwise
  * those of the base alone (adapt = 0, the `docs` evaluation); a second run after ttt_reset is
  * bitwise the first; and the base's weights and gradients are bitwise what they were. */
@@ -1903,17 +1932,8 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
     Backend *gpu = make_cuda(&cfg, &gs, 1);
     CHECK(gpu != NULL, "cuda backend");
     if (!gpu) return;
-    const CudaBackend *cb = (const CudaBackend *)gpu;
-    const ModelSpec *s = &gs.spec;
-    /* gradients that are not zero, to see them kept */
-    uint32_t *tokens = make_tokens((size_t)TTT_SLOTS * TTT_E + 1, 128, 9);
-    double mean;
-    CHECK(gpu->forward_backward(gpu, tokens, 1.0f, &mean) == 0, "forward_backward: %s", ct_error());
-    const size_t bytes = s->total_floats * sizeof(float);
-    float *p0 = malloc(bytes), *g0 = malloc(bytes), *p1 = malloc(bytes), *g1 = malloc(bytes);
-    CHECK(cudaMemcpy(p0, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g0, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
+    TttBase base;
+    ttt_base_before(gpu, &base);
     LoraLayout L;
     float *initial;
     ttt_layout(&L, &gs, &initial, 0);
@@ -1934,13 +1954,9 @@ static void ttt_lr0_equals_docs_and_base_untouched(void) {
     CHECK(memcmp(b1.adapters, again.adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
           "two runs: adapters differ");
     CHECK(memcmp(b1.adapters, initial, L.slot_floats * sizeof(float)) != 0, "AdamW: slot 0's adapters never moved");
-    CHECK(cudaMemcpy(p1, cb->d_params, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
-              cudaMemcpy(g1, cb->d_grads, bytes, cudaMemcpyDeviceToHost) == cudaSuccess,
-          "download");
-    CHECK(memcmp(p0, p1, bytes) == 0, "test-time training changed the base weights");
-    CHECK(memcmp(g0, g1, bytes) == 0, "test-time training changed the base gradients");
+    ttt_base_untouched(gpu, &base);
     ttt_run_free(&a), ttt_run_free(&docs), ttt_run_free(&again), ttt_run_free(&b1), ttt_run_free(&b2);
-    free(p0), free(g0), free(p1), free(g1), free(tokens), free(initial);
+    free(initial);
     lora_layout_free(&L);
     gpu->destroy(gpu);
     train_state_free(&gs), train_state_free(&cs);
@@ -1985,6 +2001,71 @@ static void ttt_causal(void) {
     CHECK(others_differ == 0, "%d scores of the other documents differ", others_differ);
     CHECK(later_differ > 0, "no later score of document 0 changed: the changed token never reached the model");
     ttt_run_free(&a), ttt_run_free(&b), free(initial);
+    lora_layout_free(&L);
+    gpu->destroy(gpu);
+    train_state_free(&gs), train_state_free(&cs);
+    config_free(&cfg);
+}
+
+/* CT_TTT_BASE_GRADS (backend_ttt_base_grads): a chunk's backward that makes no base weight
+ * gradient (the default: the matrices' products skipped, the backward stopped at x0) gives the
+ * scores and adapters of the one that makes them all (=1, the earlier path, kept for timing) bit
+ * for bit, on the record stack's parts (ttt_record_keys) with the bigram (projected) and the
+ * SmearGate below x0, AdamW with two steps a chunk. The scratch the chunks' gradients go to shows
+ * the flag works: block 0's c_q and the bigram projection's gradients stay exactly 0 without it,
+ * are made with it. The state's weights and gradients are untouched either way; a bad value is
+ * refused by ttt_open, naming the variable. */
+static void ttt_skip_base_grads_bitwise(void) {
+    REQUIRE_GPU();
+    static const char *const more[][2] = {{"bigram_vocab_size", "16"}, {"bigram_dim", "32"},
+                                          {"smear_gate", "1"},         {NULL, NULL}};
+    Config cfg;
+    make_ttt_config(&cfg, ttt_record_keys);
+    set_keys(&cfg, more);
+    TrainState gs, cs;
+    make_states(&gs, &cs, &cfg);
+    Backend *gpu = make_cuda(&cfg, &gs, 1);
+    CHECK(gpu != NULL, "cuda backend");
+    if (!gpu) return;
+    const CudaBackend *cb = (const CudaBackend *)gpu;
+    const ModelSpec *s = &gs.spec;
+    TttBase base;
+    ttt_base_before(gpu, &base);
+    float *junk = malloc(base.bytes);
+    LoraLayout L;
+    float *initial;
+    ttt_layout(&L, &gs, &initial, 1);
+    const ParamInfo *cq = model_block_param(s, 0, BLK_C_Q), *bp = &s->params[s->bigram_proj];
+    CHECK(s->bigram_proj >= 0, "the model has no bigram projection");
+    TttRun run[2];
+    int made[2][2]; /* [without, with the flag][c_q, bigram.proj]: any gradient element not 0 */
+    for (int with = 0; with < 2; with++) {
+        CHECK(setenv("CT_TTT_BASE_GRADS", with ? "1" : "0", 1) == 0, "setenv");
+        ttt_run(gpu, &L, initial, &ttt_adamw, 1, &run[with]);
+        CHECK(cudaMemcpy(junk, cb->ttt->junk_grads, base.bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+        const ParamInfo *which[2] = {cq, bp};
+        for (int k = 0; k < 2; k++) {
+            made[with][k] = 0;
+            for (size_t i = 0; i < which[k]->count; i++) made[with][k] |= junk[which[k]->offset + i] != 0;
+        }
+    }
+    const size_t n = (size_t)TTT_CHUNKS * TTT_SLOTS * TTT_E;
+    CHECK(memcmp(run[0].losses, run[1].losses, n * sizeof(float)) == 0,
+          "the scores differ with and without the base's weight gradients");
+    CHECK(memcmp(run[0].adapters, run[1].adapters, TTT_SLOTS * L.slot_floats * sizeof(float)) == 0,
+          "the adapters differ with and without the base's weight gradients");
+    CHECK(memcmp(run[0].adapters, initial, L.slot_floats * sizeof(float)) != 0, "slot 0's adapters never moved");
+    CHECK(!made[0][0] && !made[0][1], "without CT_TTT_BASE_GRADS: c_q's gradient made %d, bigram.proj's %d",
+          made[0][0], made[0][1]);
+    CHECK(made[1][0] && made[1][1], "with CT_TTT_BASE_GRADS=1: c_q's gradient made %d, bigram.proj's %d", made[1][0],
+          made[1][1]);
+    ttt_base_untouched(gpu, &base);
+    CHECK(setenv("CT_TTT_BASE_GRADS", "yes", 1) == 0, "setenv");
+    CHECK(gpu->ttt_open(gpu, &L, TTT_SLOTS) != 0 && strstr(ct_error(), "CT_TTT_BASE_GRADS = 'yes'"),
+          "CT_TTT_BASE_GRADS=yes: ttt_open said '%s'", ct_error());
+    unsetenv("CT_TTT_BASE_GRADS");
+    ttt_run_free(&run[0]), ttt_run_free(&run[1]);
+    free(junk), free(initial);
     lora_layout_free(&L);
     gpu->destroy(gpu);
     train_state_free(&gs), train_state_free(&cs);
@@ -2105,6 +2186,7 @@ int main(void) {
     RUN(ttt_record_keys_match_cpu);
     RUN(ttt_lr0_equals_docs_and_base_untouched);
     RUN(ttt_causal);
+    RUN(ttt_skip_base_grads_bitwise);
     RUN(sgd_step_matches_cpu);
     TEST_EXIT();
 }
