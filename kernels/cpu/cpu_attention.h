@@ -58,6 +58,13 @@ void cpu_qk_norm_rope_backward(float *din, float *dgain, const float *dout, cons
                                const float *gain, const float *cos_table, const float *sin_table,
                                int B, int T, int n_heads, int head_dim, int rope_dims, float *scratch);
 
+/* Test support (test_gpu_step's cancellation bounds): while mag is set (NULL: off, the default),
+ * each cpu_qk_norm_rope_backward with a dgain also adds, for each head, the sum over tokens and
+ * head dims of |term| of dgain's sum (|a_d u_d|, a = R^T dout, u the normalised input) into
+ * mag[k], k the index of that head's dgain in grads (dgain must point into grads). Not
+ * thread-safe: one backend at a time. */
+void cpu_qk_norm_rope_track_magnitudes(const float *grads, double *mag);
+
 /* ---- XSA, exclusive self attention (cpu_xsa.c) ------------------------------------------------
  * out = y - (y . vn) vn per token and query head, vn = v / max(||v||, 1e-12) the unit value
  * vector of the head's KV group at the same position. y, out [N, n_heads*hd] (may not alias);
