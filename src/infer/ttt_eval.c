@@ -135,12 +135,15 @@ static int open_data(TttRun *R) {
     const int64_t bos = set.files[0].bos_id;
     data_free_set(&set);
     if (rc != 0) return -1;
-    /* the chunks' backend: ttt_batch_size rows of E tokens, no packing (a row is one document) */
+    /* the chunks' backend: a batch's rows of E tokens, no packing (a row is one document); no
+     * more rows than the split has documents (a ttt_batch_size far above them would size every
+     * buffer for rows never used) */
+    R->rows = cfg->ttt_batch_size < R->plan.num_docs ? cfg->ttt_batch_size : R->plan.num_docs;
     Config at = *cfg;
     at.doc_packing = 0;
     at.train_seq_len = R->E;
     at.grad_accum_slots = 1;
-    at.train_batch_tokens = cfg->ttt_batch_size * R->E;
+    at.train_batch_tokens = R->rows * R->E;
     at.qat_enabled = 0, at.late_qat = 0;
     at.mtp_loss_weight = 0;
     if (backend_create(&R->tb, &at, R->st) != 0) return -1;
@@ -148,7 +151,7 @@ static int open_data(TttRun *R) {
     if (!R->tb->ttt_open || !R->tb->ttt_chunk)
         return ct_fail("test-time training: the %s backend has no test-time-training hooks; give --device cpu or "
                        "cuda (device = cpu or cuda)", R->tb->name);
-    if (R->tb->ttt_open(R->tb, &R->layout, (int)cfg->ttt_batch_size) != 0) return -1;
+    if (R->tb->ttt_open(R->tb, &R->layout, (int)R->rows) != 0) return -1;
     if (R->plan.num_phases > 0) { /* the global steps' backend: one packed row of S tokens a call */
         Config g = *cfg;
         g.doc_packing = 1;
@@ -208,7 +211,7 @@ static int evaluate(TttRun *R, TttResult *res) {
     int *rank_of = R->rank_of = ct_malloc((size_t)(p->num_batches > 0 ? p->num_batches : 1) * sizeof(int), "TTT ranks");
     ttt_plan_assign(p, d->world_size, R->C, R->E, rank_of);
     ChunkBuffers cb;
-    chunk_buffers_alloc(&cb, cfg->ttt_batch_size, R->E);
+    chunk_buffers_alloc(&cb, R->rows, R->E);
     int rc = 0, budget_hit = 0;
     for (int k = 0; k <= p->num_phases && rc == 0; k++) {
         const int64_t q0 = k == 0 ? 0 : p->segment_end[k - 1], q1 = p->segment_end[k];
@@ -296,14 +299,15 @@ int ttt_evaluate(const Config *cfg, TrainState *st, const DistInfo *d, const Ttt
         R.doc_loss = ct_calloc((size_t)R.plan.num_docs, sizeof(double), "TTT sums");
         R.doc_bytes = ct_calloc((size_t)R.plan.num_docs, sizeof(double), "TTT sums");
         R.batch_sums = ct_calloc((size_t)R.plan.num_batches * 3, sizeof(double), "TTT sums");
-        if (o->dump) {
+        /* checked before the dump's first file is written */
+        if (o->dump && o->dump_doc >= R.plan.num_docs)
+            rc = ct_fail("--dump-doc %lld: the validation split has %lld documents", (long long)o->dump_doc,
+                         (long long)R.plan.num_docs);
+        if (o->dump && rc == 0) {
             R.target_loss = ct_calloc((size_t)R.n, sizeof(float), "TTT losses");
             R.target_count = ct_calloc((size_t)R.n, sizeof(float), "TTT losses");
             rc = ttt_dump_initial(&R);
         }
-        if (o->dump && o->dump_doc >= R.plan.num_docs && rc == 0)
-            rc = ct_fail("--dump-doc %lld: the validation split has %lld documents", (long long)o->dump_doc,
-                         (long long)R.plan.num_docs);
     }
     /* every rank set up (or a stop asked for before the first batch) */
     rc = dist_agree(d, rc, "the test-time-training evaluation");

@@ -21,7 +21,8 @@ typedef struct {
     TttPlan plan;
     LoraLayout layout;
     float *initial;  /* a slot's starting adapters (lora_initial_slot) */
-    Backend *tb;     /* the chunks' backend: ttt_batch_size rows of E tokens */
+    Backend *tb;     /* the chunks' backend: rows rows of E tokens */
+    int64_t rows;    /* a batch's most documents: ttt_batch_size, or fewer when the split has fewer */
     Backend *gb;     /* the global steps' backend: packed rows of S tokens (NULL without phases) */
     TttOptimizer o;
     /* per document (gathered across ranks at the end): loss sum, bytes; per batch: loss, tokens, bytes */

@@ -102,6 +102,19 @@ expect_fail dump_in_checkpoints 2 "--dump 'm/checkpoints/[a-z_.]+' lies in a che
 expect_cuda_takes cuda_takes_ttt "$CTRAIN" eval "$ck" --mode ttt --device cuda "${ttt[@]}"
 
 # ---- the evaluation, its lines and files ----
+# a ttt_batch_size far above the split's documents sizes nothing for rows never used (it sized
+# every buffer for all of them: some 500 GB here, exit 1) and scores as one batch of every
+# document does; a --dump-doc past the documents is refused before the dump writes a file
+expect_ok batch_above_docs "$CTRAIN" eval "$ck" --mode ttt "${ttt[@]}" ttt_batch_size=1048576
+sed -n 's/^\(ttt val_loss:[0-9.]* val_bpb:[0-9.]*\).*/\1/p' out >batch_huge.out
+expect_ok batch_all_docs "$CTRAIN" eval "$ck" --mode ttt "${ttt[@]}" ttt_batch_size=4096
+sed -n 's/^\(ttt val_loss:[0-9.]* val_bpb:[0-9.]*\).*/\1/p' out >batch_all.out
+[ -s batch_all.out ] && cmp -s batch_huge.out batch_all.out && pass batch_above_docs_same_score ||
+    fail batch_above_docs_same_score "$(cat batch_huge.out) vs $(cat batch_all.out)"
+expect_fail dump_doc_beyond 1 "--dump-doc 99999: the validation split has [0-9]+ documents" \
+    "$CTRAIN" eval "$ck" --mode ttt --dump d_far --dump-doc 99999 "${ttt[@]}"
+[ -z "$(ls -A d_far 2>/dev/null)" ] && pass dump_doc_beyond_nothing_written ||
+    fail dump_doc_beyond_nothing_written "d_far holds: $(ls d_far)"
 expect_ok ttt_runs "$CTRAIN" eval "$ck" --mode plain,docs,ttt --dump d_ttt --dump-doc 20 "${ttt[@]}"
 cp out ttt.out
 for mode in plain docs ttt; do
