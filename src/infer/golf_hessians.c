@@ -97,10 +97,15 @@ static int write_datasets(hid_t file, const ModelSpec *spec, const GolfHessians 
     return rc;
 }
 
+/* The name a write of path goes to before its rename. */
+static void temporary_name(const char *path, char *tmp, size_t cap) {
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+}
+
 int golf_hessians_check_writable(const char *path) {
     if (ct_mkdir_parent(path) != 0) return -1;
     char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    temporary_name(path, tmp, sizeof tmp);
     /* fopen for the system's reason (HDF5's create gives none), under the name the write uses */
     FILE *probe = fopen(tmp, "wb");
     if (!probe) return ct_fail("cannot create '%s': %s", tmp, strerror(errno));
@@ -112,7 +117,7 @@ int golf_hessians_check_writable(const char *path) {
 int golf_hessians_write(const ModelSpec *spec, const GolfHessians *h, const char *path) {
     if (golf_hessians_check_writable(path) != 0) return -1;
     char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    temporary_name(path, tmp, sizeof tmp);
     ct_hdf5_lock();
     hid_t fapl = ct_h5_file_access_plist();
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);

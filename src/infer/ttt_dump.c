@@ -14,20 +14,31 @@
 #include "safetensors.h"
 #include "ttt_internal.h"
 
-void ttt_dump_outputs(const char *dir, const Config *cfg, int64_t dump_doc, CtPathList *outputs) {
-    static const char *const fixed[] = {"lora_init.safetensors", "docs.tsv", "losses.f32", "summary.json"};
+/* The dump's file names: written below and listed by ttt_dump_outputs from the same place. */
+static const char INITIAL_NAME[] = "lora_init.safetensors", DOCS_NAME[] = "docs.tsv", LOSSES_NAME[] = "losses.f32",
+                  SUMMARY_NAME[] = "summary.json";
+static void phase_name(int k, char *name, size_t cap) { snprintf(name, cap, "phase_%d.safetensors", k); }
+static void doc_name(int64_t doc, char *name, size_t cap) {
+    snprintf(name, cap, "adapters_doc_%lld.safetensors", (long long)doc);
+}
+
+static void add_output(const char *dir, const char *name, CtPathList *outputs) {
     char path[4300];
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, fixed[i]);
-        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
-    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+}
+
+void ttt_dump_outputs(const char *dir, const Config *cfg, int64_t dump_doc, CtPathList *outputs) {
+    const char *const fixed[] = {INITIAL_NAME, DOCS_NAME, LOSSES_NAME, SUMMARY_NAME};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) add_output(dir, fixed[i], outputs);
+    char name[64];
     for (int64_t k = 0; k <= cfg->phased_ttt_num_phases && k < 1000; k++) {
-        snprintf(path, sizeof path, "%s/phase_%d.safetensors", dir, (int)k); /* as ttt_dump_phase names it */
-        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+        phase_name((int)k, name, sizeof name);
+        add_output(dir, name, outputs);
     }
     if (dump_doc >= 0) {
-        snprintf(path, sizeof path, "%s/adapters_doc_%lld.safetensors", dir, (long long)dump_doc); /* ttt_dump_slot's */
-        ct_path_list_add(outputs, "--dump", "a file of the dump", path);
+        doc_name(dump_doc, name, sizeof name);
+        add_output(dir, name, outputs);
     }
 }
 
@@ -93,12 +104,12 @@ static int write_slot(const TttRun *R, const char *name, const float *slot, int 
 int ttt_dump_initial(const TttRun *R) {
     if (R->d->rank != 0) return 0;
     if (ct_mkdir_p(R->opt->dump) != 0) return ct_fail_prefix("--dump '%s'", R->opt->dump);
-    return write_slot(R, "lora_init.safetensors", R->initial, 1);
+    return write_slot(R, INITIAL_NAME, R->initial, 1);
 }
 
 int ttt_dump_slot(const TttRun *R, int64_t doc, const float *slot) {
     char name[64];
-    snprintf(name, sizeof name, "adapters_doc_%lld.safetensors", (long long)doc);
+    doc_name(doc, name, sizeof name);
     if (ct_mkdir_p(R->opt->dump) != 0) return ct_fail_prefix("--dump '%s'", R->opt->dump);
     return write_slot(R, name, slot, 0); /* the rank that ran the document writes it */
 }
@@ -115,7 +126,7 @@ int ttt_dump_phase(const TttRun *R, int k) {
         data[i] = R->st->params + p->offset;
     }
     char name[64];
-    snprintf(name, sizeof name, "phase_%d.safetensors", k);
+    phase_name(k, name, sizeof name);
     const int rc = write_tensors(R, name, t, data, n);
     free(t), free(data);
     return rc;
@@ -130,7 +141,7 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
     for (int64_t j = 0; j + 1 < R->n; j++) losses[j] = R->target_count[j] == 1.0f ? R->target_loss[j] : NAN;
     const void *part[1] = {losses};
     size_t size[1] = {(size_t)(R->n - 1) * sizeof(float)};
-    int rc = write_file(R, "losses.f32", part, size, 1);
+    int rc = write_file(R, LOSSES_NAME, part, size, 1);
     free(losses);
     char *text;
     size_t len;
@@ -150,7 +161,7 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
     free(queue_pos);
     fclose(f);
     part[0] = text, size[0] = len;
-    if (rc == 0) rc = write_file(R, "docs.tsv", part, size, 1);
+    if (rc == 0) rc = write_file(R, DOCS_NAME, part, size, 1);
     free(text);
     f = ct_open_memstream(&text, &len, "dump");
     /* JSON has no NaN: a figure that is not finite (val_bpb without the data's byte counts) is null */
@@ -161,7 +172,7 @@ int ttt_dump_final(const TttRun *R, double val_loss, double val_bpb, double toke
             bytes);
     fclose(f);
     part[0] = text, size[0] = len;
-    if (rc == 0) rc = write_file(R, "summary.json", part, size, 1);
+    if (rc == 0) rc = write_file(R, SUMMARY_NAME, part, size, 1);
     free(text);
     return rc;
 }
